@@ -1,0 +1,732 @@
+//! Mbuf chains and the FreeBSD-style chain operations.
+
+use alloc::collections::{vec_deque, VecDeque};
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::fmt;
+use core::ops::Range;
+
+use crate::error::MbufError;
+use crate::flags::MbufFlags;
+use crate::mbuf::{Data, Fragment, Mbuf, MbufFragments, MAX_CLUSTER, MCLBYTES, MLEN};
+use crate::page::{PageData, PageProvider, MAX_PGS_PER_MBUF, PAGE_SIZE};
+
+/// A chain of mbufs (one packet / RPC message), the `m_next` list of FreeBSD.
+///
+/// Stored as a `VecDeque<Mbuf>` whose growth is always fallible (`try_reserve`), so every
+/// operation that may allocate returns [`MbufError::Alloc`] instead of aborting. Dropping the
+/// chain (or [`Chain::clear`]) frees every mbuf and releases every page reference (`m_freem`).
+#[derive(Default)]
+pub struct Chain {
+    pub(crate) mbufs: VecDeque<Mbuf>,
+}
+
+/// Prepared (allocated, not yet linked) bytes to extend a chain with.
+struct Extension {
+    /// Bytes that go into the trailing space of the current last mbuf.
+    tail: usize,
+    /// New mbufs for the remaining bytes (already filled); the chain has room for them.
+    new: VecDeque<Mbuf>,
+}
+
+/// Copy `dst.len()` bytes starting at chain offset `off` out of `mbufs`.
+fn copy_out(mbufs: &VecDeque<Mbuf>, off: usize, dst: &mut [u8]) -> Result<(), MbufError> {
+    let total = dst.len();
+    let end = off.saturating_add(total);
+    let mut pos = 0;
+    let mut done = 0;
+    for m in mbufs {
+        if done == dst.len() {
+            break;
+        }
+        let l = m.len();
+        let (lo, hi) = (pos.max(off), (pos + l).min(end));
+        if lo < hi {
+            let d = dst
+                .get_mut(done..done + (hi - lo))
+                .ok_or(MbufError::range(off, total, end))?;
+            m.read(lo - pos, d)?;
+            done += hi - lo;
+        }
+        pos += l;
+    }
+    if done == dst.len() {
+        Ok(())
+    } else {
+        Err(MbufError::range(off, dst.len(), pos))
+    }
+}
+
+/// Remove the first `k` bytes of `mbufs`: mbufs wholly before `k` (and zero-length mbufs at
+/// offsets `< k`) are dropped, the mbuf straddling `k` is trimmed. Never allocates.
+fn trim_head(mbufs: &mut VecDeque<Mbuf>, k: usize) {
+    let mut consumed = 0;
+    while let Some(front) = mbufs.front_mut() {
+        let l = front.len();
+        if l == 0 {
+            if consumed < k {
+                mbufs.pop_front();
+                continue;
+            }
+            break;
+        }
+        let rem = k - consumed;
+        if rem == 0 {
+            break;
+        }
+        if l <= rem {
+            mbufs.pop_front();
+            consumed += l;
+        } else {
+            front.trim_front(rem);
+            break;
+        }
+    }
+}
+
+impl Chain {
+    /// An empty chain (no mbufs). Allocates nothing.
+    pub const fn new() -> Self {
+        Chain {
+            mbufs: VecDeque::new(),
+        }
+    }
+
+    /// A chain of one mbuf.
+    ///
+    /// # Errors
+    /// [`MbufError::Alloc`] (the mbuf is dropped).
+    pub fn from_mbuf(m: Mbuf) -> Result<Self, MbufError> {
+        let mut c = Chain::new();
+        c.append_mbuf(m)?;
+        Ok(c)
+    }
+
+    /// A chain holding a copy of `data` in internal/cluster mbufs (like `m_copyback` onto an
+    /// empty chain).
+    ///
+    /// # Errors
+    /// [`MbufError::Alloc`].
+    pub fn from_bytes(data: &[u8]) -> Result<Self, MbufError> {
+        let mut c = Chain::new();
+        c.append(data)?;
+        Ok(c)
+    }
+
+    /// Total bytes in the chain (`m_length`).
+    pub fn len(&self) -> usize {
+        self.mbufs.iter().map(Mbuf::len).sum()
+    }
+
+    /// True if the chain holds no bytes (it may still hold zero-length mbufs such as markers).
+    pub fn is_empty(&self) -> bool {
+        self.mbufs.iter().all(Mbuf::is_empty)
+    }
+
+    /// Number of mbufs, zero-length ones included.
+    pub fn mbuf_count(&self) -> usize {
+        self.mbufs.len()
+    }
+
+    /// The mbufs in order (with their flags via [`Mbuf::flags`]).
+    pub fn mbufs(&self) -> vec_deque::Iter<'_, Mbuf> {
+        self.mbufs.iter()
+    }
+
+    /// The mbufs in order, mutably (flags, page header/trailer via [`Mbuf::set_epg_hdr`] /
+    /// [`Mbuf::set_epg_trl`]; nothing else of an mbuf can change through this).
+    pub fn mbufs_mut(&mut self) -> vec_deque::IterMut<'_, Mbuf> {
+        self.mbufs.iter_mut()
+    }
+
+    /// First mbuf.
+    pub fn first(&self) -> Option<&Mbuf> {
+        self.mbufs.front()
+    }
+
+    /// Last mbuf.
+    pub fn last(&self) -> Option<&Mbuf> {
+        self.mbufs.back()
+    }
+
+    fn has_pkthdr(&self) -> bool {
+        self.mbufs
+            .front()
+            .is_some_and(|m| m.flags().contains(MbufFlags::PKTHDR))
+    }
+
+    /// Keep `PKTHDR` on the first mbuf only (present iff `had`).
+    fn fix_pkthdr(&mut self, had: bool) {
+        for (i, m) in self.mbufs.iter_mut().enumerate() {
+            if i == 0 && had {
+                m.insert_flags(MbufFlags::PKTHDR);
+            } else {
+                m.remove_flags(MbufFlags::PKTHDR);
+            }
+        }
+    }
+
+    /// Free every mbuf and release every page reference (`m_freem`); the chain stays usable.
+    pub fn clear(&mut self) {
+        self.mbufs.clear();
+    }
+
+    /// Consume and free the chain (`m_freem`); same as dropping it.
+    pub fn free(self) {}
+
+    /// Append one mbuf at the end (`m->m_next = n` on the last mbuf). A `PKTHDR` flag on `m`
+    /// is cleared unless the chain has no mbufs.
+    ///
+    /// # Errors
+    /// [`MbufError::Alloc`]; `m` is then dropped (its page references released).
+    pub fn append_mbuf(&mut self, mut m: Mbuf) -> Result<(), MbufError> {
+        self.mbufs.try_reserve(1)?;
+        if !self.mbufs.is_empty() {
+            m.remove_flags(MbufFlags::PKTHDR);
+        }
+        self.mbufs.push_back(m);
+        Ok(())
+    }
+
+    /// Concatenate `other` after `self` (`m_cat`). Mbufs are moved, never copied (unlike
+    /// FreeBSD, small data is not compacted into the last mbuf), so markers and flags survive;
+    /// `PKTHDR` is cleared on `other`'s mbufs (`m_demote_pkthdr`).
+    ///
+    /// # Errors
+    /// [`MbufError::Alloc`]; `other` is then dropped and `self` is unchanged.
+    pub fn cat(&mut self, mut other: Chain) -> Result<(), MbufError> {
+        self.mbufs.try_reserve(other.mbufs.len())?;
+        for m in other.mbufs.iter_mut() {
+            m.remove_flags(MbufFlags::PKTHDR);
+        }
+        self.mbufs.append(&mut other.mbufs);
+        Ok(())
+    }
+
+    /// Find where chain offset `off` cuts the chain: returns `(i, r)` where mbufs `..i` lie
+    /// wholly before `off` and `r` is the cut inside mbuf `i` (`0 <= r < len_i`; 0 means mbuf
+    /// `i` lies wholly at or after `off`). Zero-length mbufs at offset exactly `off` are "after".
+    fn cut_point(&self, off: usize) -> (usize, usize) {
+        let mut pos = 0;
+        for (i, m) in self.mbufs.iter().enumerate() {
+            let l = m.len();
+            let left = if l == 0 { pos < off } else { pos + l <= off };
+            if !left {
+                return (i, off.saturating_sub(pos));
+            }
+            pos += l;
+        }
+        (self.mbufs.len(), 0)
+    }
+
+    /// Split the chain at byte `off` (`m_split`): `self` keeps `[0, off)`, the returned chain
+    /// holds `[off, len)`.
+    ///
+    /// Works at any offset `0..=len`. Zero-length mbufs lying exactly at `off` (e.g. a DDP
+    /// marker) go to the right part, so a marker stays in front of the data it marks. A cut
+    /// inside an mbuf:
+    /// * internal: the tail is copied into a new internal mbuf;
+    /// * cluster: the smaller side is copied into a new mbuf (internal if ≤ `MLEN`, else a
+    ///   new cluster — fallible). FreeBSD would share the cluster by reference count instead;
+    ///   we avoid infallible `Arc` allocations;
+    /// * page mbuf: no page data is copied; the pages are divided between the two sides with
+    ///   correct `first_off`/`last_len`, and a page holding bytes of both sides gets one extra
+    ///   provider reference (`page_ref`). Header bytes before the cut stay left, trailer
+    ///   bytes after it go right; a side left with only header (or trailer) bytes becomes an
+    ///   internal mbuf.
+    ///
+    /// The left piece of a cut mbuf keeps its flags minus `EOR`, the right piece gets `RDONLY`
+    /// and `EOR` from it. If the chain had `PKTHDR`, both chains have it on their first mbuf.
+    ///
+    /// # Errors
+    /// [`MbufError::OutOfRange`] if `off > len`; [`MbufError::Alloc`] or
+    /// [`MbufError::Page`]; the chain is then unchanged.
+    pub fn split(&mut self, off: usize) -> Result<Chain, MbufError> {
+        let len = self.len();
+        if off > len {
+            return Err(MbufError::range(off, 0, len));
+        }
+        let had = self.has_pkthdr();
+        let (i, r) = self.cut_point(off);
+        let mut right = VecDeque::new();
+        right.try_reserve_exact(self.mbufs.len().saturating_sub(i))?;
+        if r > 0 {
+            let m = self.mbufs.get_mut(i).ok_or(MbufError::range(off, 0, len))?;
+            right.push_back(m.split_at(r)?);
+            right.extend(self.mbufs.drain(i + 1..));
+        } else {
+            right.extend(self.mbufs.drain(i..));
+        }
+        let mut right = Chain { mbufs: right };
+        self.fix_pkthdr(had);
+        right.fix_pkthdr(had);
+        Ok(right)
+    }
+
+    /// Copy `dst.len()` bytes starting at `off` into `dst` (`m_copydata`). Page bytes are read
+    /// through the provider.
+    ///
+    /// # Errors
+    /// [`MbufError::OutOfRange`] if `off + dst.len() > len`; [`MbufError::Page`].
+    pub fn copydata(&self, off: usize, dst: &mut [u8]) -> Result<(), MbufError> {
+        let len = self.len();
+        match off.checked_add(dst.len()) {
+            Some(end) if end <= len => copy_out(&self.mbufs, off, dst),
+            _ => Err(MbufError::range(off, dst.len(), len)),
+        }
+    }
+
+    /// Copy the whole chain into a new vector.
+    ///
+    /// # Errors
+    /// [`MbufError::Alloc`] or [`MbufError::Page`].
+    pub fn to_vec(&self) -> Result<Vec<u8>, MbufError> {
+        let len = self.len();
+        let mut v = Vec::new();
+        v.try_reserve_exact(len)?;
+        v.resize(len, 0);
+        copy_out(&self.mbufs, 0, &mut v)?;
+        Ok(v)
+    }
+
+    /// True if an `RDONLY` mbuf has bytes in `[off, end)`.
+    fn readonly_in(&self, off: usize, end: usize) -> bool {
+        let mut pos = 0;
+        for m in &self.mbufs {
+            let l = m.len();
+            if pos >= end {
+                break;
+            }
+            if !m.is_writable() && pos.max(off) < (pos + l).min(end) {
+                return true;
+            }
+            pos += l;
+        }
+        false
+    }
+
+    /// Allocate (but do not link) what is needed to append `data`.
+    fn prepare_extend(&mut self, data: &[u8]) -> Result<Extension, MbufError> {
+        let tail = self
+            .mbufs
+            .back()
+            .map_or(0, Mbuf::trailing_space)
+            .min(data.len());
+        let rest = data.get(tail..).unwrap_or(&[]);
+        let mut new = VecDeque::new();
+        new.try_reserve_exact(rest.len().div_ceil(MCLBYTES))?;
+        for chunk in rest.chunks(MCLBYTES) {
+            new.push_back(Mbuf::linear_for(chunk)?);
+        }
+        self.mbufs.try_reserve(new.len())?;
+        Ok(Extension { tail, new })
+    }
+
+    /// Link a prepared extension (cannot fail: everything is allocated).
+    fn commit_extend(&mut self, mut ext: Extension, data: &[u8]) {
+        if ext.tail > 0 {
+            if let (Some(last), Some(bytes)) = (self.mbufs.back_mut(), data.get(..ext.tail)) {
+                last.push_tail(bytes);
+            }
+        }
+        // Capacity was reserved by `prepare_extend`: no reallocation here.
+        self.mbufs.append(&mut ext.new);
+    }
+
+    /// Append `data` at the end (`m_append`): first into the trailing space of the last mbuf
+    /// (if it is a writable internal/cluster mbuf and not a DDP marker), then into new
+    /// internal mbufs (≤ `MLEN` bytes) or `MCLBYTES` clusters.
+    ///
+    /// # Errors
+    /// [`MbufError::Alloc`]; the chain is then unchanged.
+    pub fn append(&mut self, data: &[u8]) -> Result<(), MbufError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let ext = self.prepare_extend(data)?;
+        self.commit_extend(ext, data);
+        Ok(())
+    }
+
+    /// Write `src` at offset `off` (`m_copyback`): existing bytes are overwritten in place
+    /// (page bytes through the provider); bytes past the end extend the chain like
+    /// [`Chain::append`]. Unlike FreeBSD, `off > len` is an error (no zero filling).
+    ///
+    /// # Errors
+    /// [`MbufError::OutOfRange`] if `off > len`; [`MbufError::ReadOnly`] if a byte to
+    /// overwrite belongs to an `RDONLY` mbuf; [`MbufError::Alloc`] (chain unchanged in all
+    /// these cases); [`MbufError::Page`] if the provider fails mid-write, in which case bytes
+    /// before the failing page may already be written and the chain is not extended.
+    pub fn copyback(&mut self, off: usize, src: &[u8]) -> Result<(), MbufError> {
+        let len = self.len();
+        let end = off
+            .checked_add(src.len())
+            .filter(|_| off <= len)
+            .ok_or(MbufError::range(off, src.len(), len))?;
+        let over_end = end.min(len);
+        if off < over_end && self.readonly_in(off, over_end) {
+            return Err(MbufError::ReadOnly);
+        }
+        let (over, ext_bytes) = src
+            .split_at_checked(over_end - off)
+            .ok_or(MbufError::range(off, src.len(), len))?;
+        let ext = self.prepare_extend(ext_bytes)?;
+        let mut pos = 0;
+        let mut done = 0;
+        for m in self.mbufs.iter_mut() {
+            if done == over.len() {
+                break;
+            }
+            let l = m.len();
+            let (lo, hi) = (pos.max(off), (pos + l).min(over_end));
+            if lo < hi {
+                let s = over.get(done..done + (hi - lo)).ok_or(MbufError::range(
+                    off,
+                    src.len(),
+                    len,
+                ))?;
+                m.write(lo - pos, s)?;
+                done += hi - lo;
+            }
+            pos += l;
+        }
+        self.commit_extend(ext, ext_bytes);
+        Ok(())
+    }
+
+    /// Make room for `n` bytes in front of the chain and return them (`M_PREPEND`).
+    ///
+    /// Uses the leading space of the first mbuf when it is a writable internal/cluster mbuf
+    /// (not a DDP marker) with at least `n` bytes of it; the returned bytes then hold whatever
+    /// was there before. Otherwise a new mbuf is put in front: internal if `n <= MLEN`
+    /// (data at the end of the buffer, `M_ALIGN`), else a cluster of `max(n, MCLBYTES)`
+    /// bytes; its bytes are zero. `PKTHDR` moves to the new first mbuf.
+    ///
+    /// # Errors
+    /// [`MbufError::TooLarge`] if `n > MAX_CLUSTER`; [`MbufError::Alloc`].
+    pub fn prepend(&mut self, n: usize) -> Result<&mut [u8], MbufError> {
+        if n == 0 {
+            return Ok(&mut []);
+        }
+        let usable = self.mbufs.front().is_some_and(|m| m.leading_space() >= n);
+        if usable {
+            if let Some(m) = self.mbufs.front_mut() {
+                m.grow_front(n);
+            }
+        } else {
+            if n > MAX_CLUSTER {
+                return Err(MbufError::TooLarge {
+                    requested: n,
+                    limit: MAX_CLUSTER,
+                });
+            }
+            let had = self.has_pkthdr();
+            self.mbufs.try_reserve(1)?;
+            let mut m = if n <= MLEN {
+                Mbuf::internal_with_leading(MLEN, &[])?
+            } else {
+                let size = n.max(MCLBYTES);
+                Mbuf::cluster_with(size, size, &[])?
+            };
+            m.grow_front(n);
+            self.mbufs.push_front(m);
+            self.fix_pkthdr(had);
+        }
+        self.mbufs
+            .front_mut()
+            .and_then(Mbuf::data_mut)
+            .and_then(|d| d.get_mut(..n))
+            .ok_or(MbufError::range(0, n, 0))
+    }
+
+    /// Prepend a copy of `data` (`M_PREPEND` + copy); see [`Chain::prepend`].
+    ///
+    /// # Errors
+    /// As [`Chain::prepend`].
+    pub fn prepend_bytes(&mut self, data: &[u8]) -> Result<(), MbufError> {
+        let dst = self.prepend(data.len())?;
+        crate::page::copy_exact(dst, Some(data))
+    }
+
+    /// Trim bytes (`m_adj`): `n > 0` removes `n` bytes from the head, `n < 0` removes `-n`
+    /// bytes from the tail. Never allocates.
+    ///
+    /// Mbufs emptied by the trim are freed (FreeBSD leaves emptied head mbufs in place with
+    /// `m_len = 0`), page mbufs release the pages that no longer hold data and adjust
+    /// `first_off`/`last_len`; a page mbuf left with only header/trailer bytes becomes an
+    /// internal mbuf. For `n != 0` the result is exactly the corresponding part of `split(n)`
+    /// (head) or `split(len - n)` (tail), including where zero-length mbufs (markers) end up: a head
+    /// trim removes those at offsets `< n`, a tail trim removes those at offsets `>= len - n`.
+    /// `adj(0)` changes nothing.
+    ///
+    /// # Errors
+    /// [`MbufError::OutOfRange`] if `|n| > len` (FreeBSD would trim everything); the chain is
+    /// then unchanged.
+    pub fn adj(&mut self, n: i64) -> Result<(), MbufError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let len = self.len();
+        let k = usize::try_from(n.unsigned_abs()).unwrap_or(usize::MAX);
+        if k > len {
+            return Err(MbufError::range(0, k, len));
+        }
+        if n > 0 {
+            let had = self.has_pkthdr();
+            trim_head(&mut self.mbufs, k);
+            self.fix_pkthdr(had);
+        } else {
+            let (i, r) = self.cut_point(len - k);
+            if r > 0 {
+                if let Some(m) = self.mbufs.get_mut(i) {
+                    m.trim_back(r);
+                }
+                self.mbufs.truncate(i + 1);
+            } else {
+                self.mbufs.truncate(i);
+            }
+        }
+        Ok(())
+    }
+
+    /// Make the first `n` bytes contiguous in the first mbuf and return them (`m_pullup`).
+    ///
+    /// If the first mbuf is an internal/cluster mbuf holding `n` bytes already, nothing
+    /// changes. Otherwise bytes are copied (from any kind of mbuf, pages included) into the
+    /// first mbuf if it is a writable internal/cluster mbuf whose buffer can hold `n` bytes
+    /// (its data is moved to the buffer start if needed), else into a new mbuf put in front
+    /// (internal if `n <= MLEN`, else an `MCLBYTES` cluster). Source mbufs are trimmed;
+    /// emptied ones are freed (pages released). `PKTHDR` stays on the first mbuf.
+    ///
+    /// # Errors
+    /// [`MbufError::TooLarge`] if `n > MCLBYTES`; [`MbufError::OutOfRange`] if `n > len`;
+    /// [`MbufError::CrossesDdpMarker`] if a DDP marker lies at an offset `< n` (its region
+    /// would be destroyed); [`MbufError::Alloc`]; [`MbufError::Page`]. The chain is
+    /// unchanged in every error case (its first mbuf's data may have moved inside its
+    /// buffer).
+    pub fn pullup(&mut self, n: usize) -> Result<&[u8], MbufError> {
+        if n > MCLBYTES {
+            return Err(MbufError::TooLarge {
+                requested: n,
+                limit: MCLBYTES,
+            });
+        }
+        let len = self.len();
+        if n > len {
+            return Err(MbufError::range(0, n, len));
+        }
+        if n == 0 {
+            return Ok(&[]);
+        }
+        let ready = self
+            .mbufs
+            .front()
+            .and_then(Mbuf::data)
+            .is_some_and(|d| d.len() >= n);
+        if !ready {
+            self.gather_front(n)?;
+        }
+        self.mbufs
+            .front()
+            .and_then(Mbuf::data)
+            .and_then(|d| d.get(..n))
+            .ok_or(MbufError::range(0, n, len))
+    }
+
+    fn gather_front(&mut self, n: usize) -> Result<(), MbufError> {
+        let mut pos = 0;
+        for m in &self.mbufs {
+            if pos >= n {
+                break;
+            }
+            if m.is_ddp_marker() {
+                return Err(MbufError::CrossesDdpMarker);
+            }
+            pos += m.len();
+        }
+        let had = self.has_pkthdr();
+        let in_place = self.mbufs.front().is_some_and(|m| {
+            m.is_writable() && !m.is_ddp_marker() && m.buf_size().is_some_and(|s| s >= n)
+        });
+        let mut target = if in_place {
+            self.mbufs.pop_front().ok_or(MbufError::range(0, n, 0))?
+        } else {
+            self.mbufs.try_reserve(1)?;
+            if n <= MLEN {
+                Mbuf::internal(&[])?
+            } else {
+                Mbuf::cluster(&[])?
+            }
+        };
+        let have = target.len();
+        let need = n - have;
+        let res = match target.room_after(n) {
+            Some(room) => copy_out(&self.mbufs, 0, room),
+            None => Err(MbufError::range(0, n, have)),
+        };
+        if let Err(e) = res {
+            if in_place {
+                // Popping freed a slot: this push cannot reallocate.
+                self.mbufs.push_front(target);
+            }
+            return Err(e);
+        }
+        target.set_len_after_room(n);
+        trim_head(&mut self.mbufs, need);
+        self.mbufs.push_front(target);
+        self.fix_pkthdr(had);
+        Ok(())
+    }
+
+    /// Iterate over the chain's bytes as fragments, in order: mapped bytes of internal and
+    /// cluster mbufs and of page headers/trailers, and page pieces. Empty pieces are skipped.
+    pub fn fragments(&self) -> Fragments<'_> {
+        Fragments {
+            mbufs: self.mbufs.iter(),
+            cur: None,
+            pos: 0,
+            start: 0,
+            end: usize::MAX,
+        }
+    }
+
+    /// Fragments covering exactly the bytes of `range` (pieces clipped to it).
+    ///
+    /// # Errors
+    /// [`MbufError::OutOfRange`] unless `range.start <= range.end <= len`.
+    pub fn fragments_in(&self, range: Range<usize>) -> Result<Fragments<'_>, MbufError> {
+        let len = self.len();
+        if range.start > range.end || range.end > len {
+            return Err(MbufError::range(
+                range.start,
+                range.end.saturating_sub(range.start),
+                len,
+            ));
+        }
+        Ok(Fragments {
+            mbufs: self.mbufs.iter(),
+            cur: None,
+            pos: 0,
+            start: range.start,
+            end: range.end,
+        })
+    }
+
+    /// Allocate fresh pages from `provider` for `len` bytes and return them as page mbufs
+    /// of up to [`MAX_PGS_PER_MBUF`] pages each (`first_off = 0`, the last page partially
+    /// used). Page contents are whatever the provider gives (the heap arena zeroes them).
+    /// `len == 0` gives an empty chain.
+    ///
+    /// # Errors
+    /// [`MbufError::Alloc`] if the provider is exhausted or the chain cannot grow; every page
+    /// allocated so far is released.
+    pub fn alloc_pages(provider: &Arc<dyn PageProvider>, len: usize) -> Result<Chain, MbufError> {
+        const PER_MBUF: usize = MAX_PGS_PER_MBUF * PAGE_SIZE;
+        let mut chain = Chain::new();
+        chain.mbufs.try_reserve_exact(len.div_ceil(PER_MBUF))?;
+        let mut remaining = len;
+        while remaining > 0 {
+            let bytes = remaining.min(PER_MBUF);
+            let npgs = bytes.div_ceil(PAGE_SIZE);
+            let mut pd = PageData {
+                provider: Arc::clone(provider),
+                pages: heapless::Vec::new(),
+                first_off: 0,
+                last_len: bytes - (npgs - 1) * PAGE_SIZE,
+                hdr: heapless::Vec::new(),
+                trl: heapless::Vec::new(),
+            };
+            for _ in 0..npgs {
+                // On error `pd` and `chain` are dropped, releasing every page taken so far.
+                let addr = provider.alloc_page()?;
+                if pd.pages.push(addr).is_err() {
+                    provider.page_unref(addr);
+                    return Err(MbufError::InvalidPages("too many pages"));
+                }
+            }
+            chain
+                .mbufs
+                .push_back(Mbuf::from_page_data(MbufFlags::empty(), pd));
+            remaining -= bytes;
+        }
+        Ok(chain)
+    }
+
+    /// Check the structural invariants: every page mbuf has 1..=16 pages, `first_off <
+    /// PAGE_SIZE`, `1 <= last_len <= PAGE_SIZE`, a single page has `first_off + last_len <=
+    /// PAGE_SIZE`; linear data lies in its buffer; `PKTHDR` is on the first mbuf only.
+    ///
+    /// # Errors
+    /// A description of the first violation.
+    pub fn check_invariants(&self) -> Result<(), &'static str> {
+        for (i, m) in self.mbufs.iter().enumerate() {
+            if i > 0 && m.flags().contains(MbufFlags::PKTHDR) {
+                return Err("PKTHDR on a mbuf other than the first");
+            }
+            match &m.data {
+                Data::Pages(p) => p.check().map_err(|e| match e {
+                    MbufError::InvalidPages(why) => why,
+                    _ => "invalid page mbuf",
+                })?,
+                Data::Linear(_) => {
+                    if !m.linear_in_bounds() {
+                        return Err("linear data outside its buffer");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Iterator over a chain's fragments (see [`Chain::fragments`]).
+pub struct Fragments<'a> {
+    mbufs: vec_deque::Iter<'a, Mbuf>,
+    cur: Option<MbufFragments<'a>>,
+    pos: usize,
+    start: usize,
+    end: usize,
+}
+
+impl<'a> Iterator for Fragments<'a> {
+    type Item = Fragment<'a>;
+    fn next(&mut self) -> Option<Fragment<'a>> {
+        loop {
+            if let Some(f) = self.cur.as_mut().and_then(Iterator::next) {
+                return Some(f);
+            }
+            self.cur = None;
+            if self.pos >= self.end {
+                return None;
+            }
+            let m = self.mbufs.next()?;
+            let mpos = self.pos;
+            let l = m.len();
+            self.pos += l;
+            let (lo, hi) = (mpos.max(self.start), (mpos + l).min(self.end));
+            if lo < hi {
+                self.cur = Some(m.fragments_range(lo - mpos, hi - lo));
+            }
+        }
+    }
+}
+
+/// A piece of page data: `len` bytes of page `addr` from in-page offset `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PageFragment {
+    /// Page address as given by the provider.
+    pub addr: u64,
+    /// Offset inside the page.
+    pub offset: usize,
+    /// Length (`offset + len <= PAGE_SIZE`).
+    pub len: usize,
+}
+
+impl fmt::Debug for Chain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Chain")
+            .field("len", &self.len())
+            .field("mbufs", &self.mbufs)
+            .finish()
+    }
+}

@@ -1,0 +1,369 @@
+//! Page provider trait and the page-array storage of page mbufs (`M_EXTPG`).
+
+use alloc::sync::Arc;
+
+use crate::error::{AllocError, MbufError, PageError};
+
+/// The only supported page size, in bytes. Page addresses are multiples of nothing in
+/// particular as far as this crate is concerned, but every page is `PAGE_SIZE` bytes long and
+/// in-page offsets are `< PAGE_SIZE`.
+pub const PAGE_SIZE: usize = 4096;
+
+/// Maximum number of pages in one page mbuf (FreeBSD's `MBUF_PEXT_MAX_PGS` analogue).
+pub const MAX_PGS_PER_MBUF: usize = 16;
+
+/// Maximum inline header bytes of a page mbuf (`m_epg_hdr`).
+pub const MAX_EPG_HDR: usize = 24;
+
+/// Maximum inline trailer bytes of a page mbuf (`m_epg_trl`).
+pub const MAX_EPG_TRL: usize = 64;
+
+/// Source and owner of the pages referenced by page mbufs.
+///
+/// Pages are named by a `u64` address (physical, DMA or iova: the provider decides). The
+/// provider counts references per page, like wired `vm_page`s: every page mbuf holds exactly
+/// one reference on every page in its array, so no per-mbuf reference-count allocation is
+/// needed. The provider frees a page when its count drops to zero.
+///
+/// The mapping callbacks (`with_page`, `with_page_mut`) may run with provider locks held: the
+/// callback must not call back into the provider. This crate's callbacks only copy bytes.
+pub trait PageProvider: Send + Sync {
+    /// Allocate one page. The caller receives one reference on it.
+    ///
+    /// # Errors
+    /// [`AllocError`] when no page is available.
+    fn alloc_page(&self) -> Result<u64, AllocError>;
+
+    /// Take one more reference on an allocated page.
+    ///
+    /// # Errors
+    /// A [`PageError`] if the page is unknown, free, or its count would overflow.
+    fn page_ref(&self, addr: u64) -> Result<(), PageError>;
+
+    /// Drop one reference; the page is freed when the count reaches zero. Releasing an unknown
+    /// or free page must be ignored (a provider should count such events).
+    fn page_unref(&self, addr: u64);
+
+    /// Map the page for reading; `f` receives all `PAGE_SIZE` bytes.
+    ///
+    /// # Errors
+    /// A [`PageError`] if the page is unknown, free or cannot be mapped.
+    fn with_page(&self, addr: u64, f: &mut dyn FnMut(&[u8])) -> Result<(), PageError>;
+
+    /// Map the page for writing; `f` receives all `PAGE_SIZE` bytes.
+    ///
+    /// # Errors
+    /// A [`PageError`] if the page is unknown, free or cannot be mapped.
+    fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError>;
+}
+
+/// One piece of an mbuf's bytes, by index (no borrow), used to walk ranges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Piece {
+    /// `len` bytes of linear data starting at data offset `from`.
+    Linear { from: usize, len: usize },
+    /// `len` bytes of the inline header starting at `from`.
+    Hdr { from: usize, len: usize },
+    /// `len` bytes of page `idx` starting at in-page offset `start`.
+    Page {
+        idx: usize,
+        start: usize,
+        len: usize,
+    },
+    /// `len` bytes of the inline trailer starting at `from`.
+    Trl { from: usize, len: usize },
+}
+
+impl Piece {
+    pub(crate) const fn len(&self) -> usize {
+        match *self {
+            Piece::Linear { len, .. }
+            | Piece::Hdr { len, .. }
+            | Piece::Page { len, .. }
+            | Piece::Trl { len, .. } => len,
+        }
+    }
+}
+
+/// Pieces of one mbuf range: at most header + 16 pages + trailer.
+pub(crate) type Pieces = heapless::Vec<Piece, { MAX_PGS_PER_MBUF + 2 }>;
+
+/// Storage of a page mbuf. Holds one provider reference per entry of `pages`, released on
+/// drop. Moving an address from one `PageData` to another moves its reference.
+pub(crate) struct PageData {
+    pub(crate) provider: Arc<dyn PageProvider>,
+    pub(crate) pages: heapless::Vec<u64, MAX_PGS_PER_MBUF>,
+    /// `m_epg_1st_off`: offset of the first data byte in page 0.
+    pub(crate) first_off: usize,
+    /// `m_epg_last_len`: number of data bytes in the last page, counted from the first data
+    /// byte of that page (from `first_off` when there is a single page, from 0 otherwise).
+    pub(crate) last_len: usize,
+    pub(crate) hdr: heapless::Vec<u8, MAX_EPG_HDR>,
+    pub(crate) trl: heapless::Vec<u8, MAX_EPG_TRL>,
+}
+
+impl Drop for PageData {
+    fn drop(&mut self) {
+        for &addr in self.pages.iter() {
+            self.provider.page_unref(addr);
+        }
+        self.pages.clear();
+    }
+}
+
+/// Check the page-array invariants for `npgs` pages.
+pub(crate) fn validate_pages(
+    npgs: usize,
+    first_off: usize,
+    last_len: usize,
+) -> Result<(), MbufError> {
+    if npgs == 0 {
+        return Err(MbufError::InvalidPages("no pages"));
+    }
+    if npgs > MAX_PGS_PER_MBUF {
+        return Err(MbufError::InvalidPages("more than MAX_PGS_PER_MBUF pages"));
+    }
+    if first_off >= PAGE_SIZE {
+        return Err(MbufError::InvalidPages("first_off >= PAGE_SIZE"));
+    }
+    if last_len == 0 || last_len > PAGE_SIZE {
+        return Err(MbufError::InvalidPages("last_len not in 1..=PAGE_SIZE"));
+    }
+    if npgs == 1 && first_off + last_len > PAGE_SIZE {
+        return Err(MbufError::InvalidPages(
+            "single page: first_off + last_len > PAGE_SIZE",
+        ));
+    }
+    Ok(())
+}
+
+impl PageData {
+    pub(crate) fn npgs(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// In-page start and length of the data of page `i` (`m_epg_pagelen`).
+    pub(crate) fn seg(&self, i: usize) -> (usize, usize) {
+        let n = self.npgs();
+        let start = if i == 0 { self.first_off } else { 0 };
+        let len = if i + 1 == n {
+            self.last_len
+        } else {
+            PAGE_SIZE - start
+        };
+        (start, len)
+    }
+
+    /// Bytes of page data (excluding header and trailer).
+    pub(crate) fn page_bytes(&self) -> usize {
+        match self.npgs() {
+            0 => 0,
+            1 => self.last_len,
+            n => (PAGE_SIZE - self.first_off) + (n - 2) * PAGE_SIZE + self.last_len,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.hdr.len() + self.page_bytes() + self.trl.len()
+    }
+
+    /// Page index and in-segment offset of page-data byte `p` (`p < page_bytes()`).
+    pub(crate) fn locate(&self, p: usize) -> Option<(usize, usize)> {
+        let mut pos = 0;
+        for i in 0..self.npgs() {
+            let (_, len) = self.seg(i);
+            if p < pos + len {
+                return Some((i, p - pos));
+            }
+            pos += len;
+        }
+        None
+    }
+
+    pub(crate) fn check(&self) -> Result<(), MbufError> {
+        validate_pages(self.npgs(), self.first_off, self.last_len)
+    }
+
+    /// Pieces covering bytes `[start, start + n)` of this mbuf (clipped to its length).
+    pub(crate) fn pieces_in(&self, start: usize, n: usize) -> Pieces {
+        let mut out = Pieces::new();
+        let end = start.saturating_add(n);
+        let mut pos = 0;
+        let mut emit = |pos: usize, len: usize, mk: &dyn Fn(usize, usize) -> Piece| {
+            // Overlap of [pos, pos+len) with [start, end).
+            let lo = pos.max(start);
+            let hi = (pos + len).min(end);
+            if lo < hi {
+                // Capacity is header + pages + trailer: cannot overflow.
+                let _ = out.push(mk(lo - pos, hi - lo));
+            }
+        };
+        emit(pos, self.hdr.len(), &|from, len| Piece::Hdr { from, len });
+        pos += self.hdr.len();
+        for idx in 0..self.npgs() {
+            let (s, l) = self.seg(idx);
+            emit(pos, l, &|from, len| Piece::Page {
+                idx,
+                start: s + from,
+                len,
+            });
+            pos += l;
+        }
+        emit(pos, self.trl.len(), &|from, len| Piece::Trl { from, len });
+        out
+    }
+
+    pub(crate) fn page(&self, idx: usize) -> Result<u64, MbufError> {
+        self.pages
+            .get(idx)
+            .copied()
+            .ok_or(MbufError::InvalidPages("page index"))
+    }
+
+    /// Copy bytes `[start, start + dst.len())` out of this mbuf.
+    pub(crate) fn read(&self, start: usize, dst: &mut [u8]) -> Result<(), MbufError> {
+        let mut done = 0;
+        for piece in self.pieces_in(start, dst.len()) {
+            let len = piece.len();
+            let d =
+                dst.get_mut(done..done + len)
+                    .ok_or(MbufError::range(start, len, self.len()))?;
+            match piece {
+                Piece::Hdr { from, len } => copy_exact(d, self.hdr.get(from..from + len))?,
+                Piece::Trl { from, len } => copy_exact(d, self.trl.get(from..from + len))?,
+                Piece::Page { idx, start, len } => {
+                    let addr = self.page(idx)?;
+                    let mut res = Ok(());
+                    self.provider.with_page(addr, &mut |pg: &[u8]| {
+                        res = copy_exact(d, pg.get(start..start + len))
+                            .map_err(|_| MbufError::Page(PageError::Unmappable(addr)));
+                    })?;
+                    res?;
+                }
+                Piece::Linear { .. } => return Err(MbufError::NotPageMbuf),
+            }
+            done += len;
+        }
+        if done == dst.len() {
+            Ok(())
+        } else {
+            Err(MbufError::range(start, dst.len(), self.len()))
+        }
+    }
+
+    /// Write `src` over bytes `[start, start + src.len())` of this mbuf.
+    pub(crate) fn write(&mut self, start: usize, src: &[u8]) -> Result<(), MbufError> {
+        let total = self.len();
+        let mut done = 0;
+        for piece in self.pieces_in(start, src.len()) {
+            let len = piece.len();
+            let s = src
+                .get(done..done + len)
+                .ok_or(MbufError::range(start, len, total))?;
+            match piece {
+                Piece::Hdr { from, len } => copy_exact_mut(self.hdr.get_mut(from..from + len), s)?,
+                Piece::Trl { from, len } => copy_exact_mut(self.trl.get_mut(from..from + len), s)?,
+                Piece::Page { idx, start, len } => {
+                    let addr = self.page(idx)?;
+                    let mut res = Ok(());
+                    self.provider.with_page_mut(addr, &mut |pg: &mut [u8]| {
+                        res = copy_exact_mut(pg.get_mut(start..start + len), s)
+                            .map_err(|_| MbufError::Page(PageError::Unmappable(addr)));
+                    })?;
+                    res?;
+                }
+                Piece::Linear { .. } => return Err(MbufError::NotPageMbuf),
+            }
+            done += len;
+        }
+        if done == src.len() {
+            Ok(())
+        } else {
+            Err(MbufError::range(start, src.len(), total))
+        }
+    }
+
+    /// Keep bytes `[r, len)`: drop header bytes and whole pages before `r` (releasing them).
+    /// Returns the remaining trailer bytes if no page data remains (the caller must then
+    /// turn the mbuf into an internal one). Requires `0 < r < len`.
+    pub(crate) fn trim_front(&mut self, r: usize) -> Option<heapless::Vec<u8, MAX_EPG_TRL>> {
+        let hl = self.hdr.len();
+        if r < hl {
+            let rest =
+                heapless::Vec::from_slice(self.hdr.get(r..).unwrap_or(&[])).unwrap_or_default();
+            self.hdr = rest;
+            return None;
+        }
+        let p = r - hl;
+        let pb = self.page_bytes();
+        if p >= pb {
+            let t = p - pb;
+            return Some(
+                heapless::Vec::from_slice(self.trl.get(t..).unwrap_or(&[])).unwrap_or_default(),
+            );
+        }
+        self.hdr.clear();
+        // `p < page_bytes`, so `locate` succeeds; `None` would just leave the mbuf as is.
+        let (k, q) = self.locate(p)?;
+        let n = self.npgs();
+        let (start_k, len_k) = self.seg(k);
+        let last_len = if k + 1 == n { len_k - q } else { self.last_len };
+        for &addr in self.pages.get(..k).unwrap_or(&[]) {
+            self.provider.page_unref(addr);
+        }
+        let rest =
+            heapless::Vec::from_slice(self.pages.get(k..).unwrap_or(&[])).unwrap_or_default();
+        self.pages = rest;
+        self.first_off = start_k + q;
+        self.last_len = last_len;
+        None
+    }
+
+    /// Keep bytes `[0, keep)`, releasing pages wholly past `keep`. Returns the remaining
+    /// header bytes if no page data remains. Requires `0 < keep < len`.
+    pub(crate) fn trim_back(&mut self, keep: usize) -> Option<heapless::Vec<u8, MAX_EPG_HDR>> {
+        let hl = self.hdr.len();
+        if keep <= hl {
+            return Some(
+                heapless::Vec::from_slice(self.hdr.get(..keep).unwrap_or(&[])).unwrap_or_default(),
+            );
+        }
+        let p = keep - hl;
+        let pb = self.page_bytes();
+        if p > pb {
+            self.trl.truncate(p - pb);
+            return None;
+        }
+        self.trl.clear();
+        // `0 < p <= page_bytes`, so `locate` succeeds.
+        let (k, q) = self.locate(p - 1)?;
+        for &addr in self.pages.get(k + 1..).unwrap_or(&[]) {
+            self.provider.page_unref(addr);
+        }
+        self.pages.truncate(k + 1);
+        self.last_len = q + 1;
+        None
+    }
+}
+
+/// Copy `src` into `dst`, which must have the same length.
+pub(crate) fn copy_exact(dst: &mut [u8], src: Option<&[u8]>) -> Result<(), MbufError> {
+    match src {
+        Some(s) if s.len() == dst.len() => {
+            dst.copy_from_slice(s);
+            Ok(())
+        }
+        _ => Err(MbufError::range(0, dst.len(), src.map_or(0, <[u8]>::len))),
+    }
+}
+
+/// Copy `src` into `dst`, which must have the same length.
+pub(crate) fn copy_exact_mut(dst: Option<&mut [u8]>, src: &[u8]) -> Result<(), MbufError> {
+    match dst {
+        Some(d) if d.len() == src.len() => {
+            d.copy_from_slice(src);
+            Ok(())
+        }
+        d => Err(MbufError::range(0, src.len(), d.map_or(0, |d| d.len()))),
+    }
+}

@@ -1,0 +1,211 @@
+//! Project tasks, run as `cargo xtask <task>`.
+//!
+//! * `test`: everything CI checks (format, clippy, the workspace tests, the kernel-target
+//!   build of the no_std crates). This is the README's test command.
+//! * `kernel-build`: `cargo build --release --target x86_64-unknown-none -p mbuf -p krpc-rdma`.
+//! * `demo`: decodes sample RPC-over-RDMA transport headers with `userspace-harness decode`.
+//! * `fuzz [SECONDS]`: runs the cargo-fuzz target of the header decoder.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+const KERNEL_TARGET: &str = "x86_64-unknown-none";
+const KERNEL_CRATES: &[&str] = &["mbuf", "krpc-rdma"];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => test(),
+        Some("kernel-build") => kernel_build(),
+        Some("demo") => demo(),
+        Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
+        Some("help") | Some("--help") | Some("-h") | None => {
+            println!("usage: cargo xtask <test|kernel-build|demo|fuzz [SECONDS]>");
+            Ok(())
+        }
+        Some(other) => Err(format!(
+            "unknown task {other:?}; expected test, kernel-build, demo or fuzz"
+        )),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("xtask: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(root());
+    cmd
+}
+
+/// Runs one step, printing its name and duration; a failure names the step.
+fn step(name: &str, mut cmd: Command) -> Result<(), String> {
+    println!("==> {name}");
+    let _ = std::io::stdout().flush();
+    let start = Instant::now();
+    let status = cmd
+        .status()
+        .map_err(|e| format!("{name}: could not start: {e}"))?;
+    let secs = start.elapsed().as_secs_f64();
+    if status.success() {
+        println!("==> {name}: ok ({secs:.1} s)");
+        Ok(())
+    } else {
+        Err(format!("{name}: failed ({status}) after {secs:.1} s"))
+    }
+}
+
+fn test() -> Result<(), String> {
+    let start = Instant::now();
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--check"]);
+    step("cargo fmt --check", fmt)?;
+
+    let mut clippy = cargo();
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    step("cargo clippy -D warnings", clippy)?;
+
+    let mut tests = cargo();
+    tests.args(["test", "--workspace", "--release"]);
+    step("cargo test --workspace --release", tests)?;
+
+    kernel_build()?;
+    println!(
+        "==> all checks passed in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn kernel_build() -> Result<(), String> {
+    let mut build = cargo();
+    build.args(["build", "--release", "--target", KERNEL_TARGET]);
+    for krate in KERNEL_CRATES {
+        build.args(["-p", krate]);
+    }
+    step(
+        &format!(
+            "kernel-target build ({KERNEL_TARGET}: {})",
+            KERNEL_CRATES.join(", ")
+        ),
+        build,
+    )
+}
+
+/// Sample Sends for the demo: each is a transport header (and maybe payload), as hex.
+const DEMO_MESSAGES: &[(&str, &str)] = &[
+    (
+        "RDMA_MSG, no chunks, 8 payload bytes",
+        "00000001 00000001 00000080 00000000 00000000 00000000 00000000 deadbeef cafef00d",
+    ),
+    (
+        "RDMA_MSG with a read chunk at position 132 (an NFS WRITE's data)",
+        "0000000a 00000001 00000020 00000000 \
+         00000001 00000084 11223344 00001000 00000000 7f001000 00000000 \
+         00000000 00000000",
+    ),
+    (
+        "RDMA_MSG with one write chunk of one segment (an NFS READ's reply data)",
+        "0000000b 00000001 00000020 00000000 \
+         00000000 \
+         00000001 00000001 55667788 00100000 00000000 00200000 00000000 \
+         00000000",
+    ),
+    (
+        "RDMA_NOMSG with a reply chunk (Long Reply provisioned)",
+        "0000000c 00000001 00000020 00000001 00000000 00000000 \
+         00000001 00000001 99aabbcc 00002000 00000000 00300000",
+    ),
+    (
+        "RDMA_ERROR ERR_VERS 1..1",
+        "0000000d 00000001 00000001 00000004 00000001 00000001 00000001",
+    ),
+    (
+        "RDMA_MSGP (proc 2): not to be used, rejected",
+        "0000000e 00000001 00000001 00000002",
+    ),
+];
+
+fn demo() -> Result<(), String> {
+    let mut build = cargo();
+    build.args(["build", "--quiet", "--release", "-p", "userspace-harness"]);
+    step("build userspace-harness", build)?;
+    let bin = root().join("target/release/userspace-harness");
+    let mut child = Command::new(&bin)
+        .arg("decode")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not start {}: {e}", bin.display()))?;
+    let input: String = DEMO_MESSAGES
+        .iter()
+        .map(|(_, hex)| format!("{hex}\n"))
+        .collect();
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(input.as_bytes())
+            .map_err(|e| format!("writing to decode: {e}"))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("waiting for decode: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("decode exited with {}", out.status));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!(
+        "userspace-harness decode, {} sample Sends:",
+        DEMO_MESSAGES.len()
+    );
+    for ((title, hex), json) in DEMO_MESSAGES.iter().zip(text.lines()) {
+        println!(
+            "\n# {title}\n< {}\n> {json}",
+            hex.split_whitespace().collect::<Vec<_>>().join("")
+        );
+    }
+    println!(
+        "\nThe transport itself (send-rdma, recv-rdma, ddp-read, ddp-write over rxe) is not built yet."
+    );
+    Ok(())
+}
+
+fn fuzz(seconds: Option<&str>) -> Result<(), String> {
+    let secs: u64 = match seconds {
+        None => 60,
+        Some(s) => s
+            .parse()
+            .map_err(|_| format!("fuzz: SECONDS must be a whole number, got {s:?}"))?,
+    };
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root().join("krpc-rdma"))
+        // cargo-fuzz needs nightly-only flags; the one toolchain here is stable.
+        .env("RUSTC_BOOTSTRAP", "1")
+        .args([
+            "fuzz",
+            "run",
+            "decode_header",
+            "--",
+            &format!("-max_total_time={secs}"),
+        ]);
+    step(&format!("cargo fuzz run decode_header ({secs} s)"), cmd)
+}
