@@ -7,4 +7,5 @@
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 
+pub mod provider;
 pub mod wire;
