@@ -7,5 +7,10 @@
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 
+extern crate alloc;
+
 pub mod provider;
+#[cfg(feature = "soft")]
+pub mod soft;
+pub mod transport;
 pub mod wire;

@@ -5,7 +5,16 @@
 //! * `kernel-build`: `cargo build --release --target x86_64-unknown-none -p mbuf -p krpc-rdma`.
 //! * `demo`: decodes sample RPC-over-RDMA transport headers with `userspace-harness decode`.
 //! * `fuzz [SECONDS]`: runs the cargo-fuzz target of the header decoder.
+//! * `vm-setup`: prepares the rxe VM (host packages, Debian's kernel, vmlinux, initramfs) in a
+//!   cache outside the repository; idempotent.
+//! * `vm -- CMD [ARGS...]`: runs CMD over Soft-RoCE: in a qemu VM running Debian's kernel with
+//!   `rdma_rxe` and `rxe0` up (the host's root read-only, the cwd read-write), or on the host if
+//!   it has an RDMA device; exits with CMD's status. Also a cargo runner (`xtask/vm/runner.sh`).
+//!   See [`vm`] and `cargo xtask help` for the knobs.
 
+mod vm;
+
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -14,19 +23,36 @@ use std::time::Instant;
 const KERNEL_TARGET: &str = "x86_64-unknown-none";
 const KERNEL_CRATES: &[&str] = &["mbuf", "krpc-rdma"];
 
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+test                  everything CI checks: fmt, clippy, the workspace tests, kernel-target build
+kernel-build          the kernel-target build of mbuf and krpc-rdma (x86_64-unknown-none)
+demo                  decode sample RPC-over-RDMA Sends with userspace-harness decode
+fuzz [SECONDS]        run the header-decoder fuzz target (60 s)";
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args_os: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let args: Vec<String> = args_os
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let result = match args.first().map(String::as_str) {
+        // `vm` exits with the command's own status.
+        Some("vm") => return ExitCode::from(vm::run::vm(args_os.get(1..).unwrap_or_default())),
+        Some("vm-setup") => vm::setup::vm_setup(),
         Some("test") => test(),
         Some("kernel-build") => kernel_build(),
         Some("demo") => demo(),
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
         Some("help") | Some("--help") | Some("-h") | None => {
-            println!("usage: cargo xtask <test|kernel-build|demo|fuzz [SECONDS]>");
+            println!("{USAGE}\n{}", vm::run::HELP);
             Ok(())
         }
         Some(other) => Err(format!(
-            "unknown task {other:?}; expected test, kernel-build, demo or fuzz"
+            "unknown task {other:?}; expected test, kernel-build, demo, fuzz, vm-setup or vm \
+             (cargo xtask help)"
         )),
     };
     match result {
@@ -184,7 +210,8 @@ fn demo() -> Result<(), String> {
         );
     }
     println!(
-        "\nThe transport itself (send-rdma, recv-rdma, ddp-read, ddp-write over rxe) is not built yet."
+        "\nThe transport (send-rdma, recv-rdma, ddp-read, ddp-write) runs in one process over the \
+         software provider today (`cargo bench -p krpc-rdma --features soft`); over rxe: not yet."
     );
     Ok(())
 }

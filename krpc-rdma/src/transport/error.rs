@@ -1,0 +1,74 @@
+//! Errors of the transport entry points and of failed calls.
+
+use core::fmt;
+
+use mbuf::MbufError;
+
+use crate::provider::ProviderError;
+use crate::wire::ErrorCode;
+
+/// Why a call could not be started or why it ended without a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallError {
+    /// No credit (RFC 8166 §3.3.1): as many calls are outstanding as the responder granted.
+    /// Back-pressure: retry after a reply arrived. Nothing was queued.
+    NoCredit,
+    /// A bounded resource (send buffer, receive buffer, pending-xid slot, send queue,
+    /// registration) is busy: retry after completions. Nothing was queued.
+    WouldBlock,
+    /// The call chain is too short to hold an XID or is otherwise malformed.
+    BadCall,
+    /// A DDP region does not start at a 4-byte aligned XDR position (RFC 8166 §3.4.5).
+    UnalignedPosition,
+    /// The call or the provisioned reply needs more chunks, segments or fragments than the
+    /// limits allow, or is larger than `max_chunk_bytes`.
+    TooLarge,
+    /// The peer answered `RDMA_ERROR` (`ERR_VERS` or `ERR_CHUNK`, RFC 8166 §4.5).
+    Rdma(ErrorCode),
+    /// The reply did not match what was provisioned (e.g. more bytes than the chunk).
+    BadReply,
+    /// The connection is gone; the krpc layer reconnects and retransmits.
+    ConnectionLost,
+    /// Memory or page allocation failed.
+    NoMemory,
+    /// The provider refused an operation.
+    Provider(ProviderError),
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::NoCredit => f.write_str("no credit: too many calls outstanding"),
+            CallError::WouldBlock => f.write_str("transport resources busy"),
+            CallError::BadCall => f.write_str("malformed call"),
+            CallError::UnalignedPosition => f.write_str("DDP region at an unaligned position"),
+            CallError::TooLarge => f.write_str("call or reply exceeds transport limits"),
+            CallError::Rdma(code) => write!(f, "peer answered RDMA_ERROR {code}"),
+            CallError::BadReply => f.write_str("reply does not match the provisioned chunks"),
+            CallError::ConnectionLost => f.write_str("connection lost"),
+            CallError::NoMemory => f.write_str("out of memory"),
+            CallError::Provider(e) => write!(f, "provider error: {e}"),
+        }
+    }
+}
+
+impl From<MbufError> for CallError {
+    fn from(e: MbufError) -> Self {
+        match e {
+            MbufError::Alloc => CallError::NoMemory,
+            _ => CallError::BadCall,
+        }
+    }
+}
+
+impl From<ProviderError> for CallError {
+    fn from(e: ProviderError) -> Self {
+        match e {
+            ProviderError::Busy => CallError::WouldBlock,
+            ProviderError::NotConnected => CallError::ConnectionLost,
+            ProviderError::NoMemory => CallError::NoMemory,
+            ProviderError::BadFragments => CallError::TooLarge,
+            other => CallError::Provider(other),
+        }
+    }
+}

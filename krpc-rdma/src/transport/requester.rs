@@ -1,0 +1,867 @@
+//! The requester (client) side: send-rdma of calls, recv-rdma of replies.
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use mbuf::{Chain, Mbuf, PageFragment, PageProvider};
+
+use super::config::TransportConfig;
+use super::counters::Counters;
+use super::credits::RequesterCredits;
+use super::error::CallError;
+use super::pullup::{gather, push_frag};
+use super::send_ctx::{FreeList, SendContexts, WrTag};
+use super::xdr_reduce::{copy_inline, inline_len, reduce, xdr_pad, ReducedItem};
+use crate::provider::{
+    Access, CmEvent, Completion, Provider, RegId, RegSegment, Resources, SendOp, SendWr, WcKind,
+    WcStatus,
+};
+use crate::wire::{
+    negotiate, Body, ChunkLists, CmPrivateData, ErrorCode, Header, HeaderRepr, InlineThresholds,
+    Proc, ReadSegment, Segment, WriteChunk, MAX_CHUNK_SEGMENTS, MIN_HEADER_LEN,
+};
+
+/// Where, in the reduced inline reply, the DDP data item belongs: the byte offset just after
+/// the item's length word (the Upper-Layer Binding decides, RFC 8166 §3.4.6). `None` when the
+/// reply carries no such item (e.g. an NFS error reply).
+pub type LocateFn = fn(&Chain) -> Option<usize>;
+
+/// A DDP-eligible result the caller expects (e.g. the data of an NFS READ).
+#[derive(Debug)]
+pub struct DdpReply {
+    /// Caller-given pages (page mbufs) the data lands in, registered REMOTE_WRITE as a write
+    /// chunk. Their length is the most data accepted; no XDR pad is provisioned. They come
+    /// back spliced into the reply, or in [`RequesterEvent::Failed`]; when the reply needs no
+    /// write chunk (it fits inline) or carries no located data, they are dropped (freed).
+    pub pages: Chain,
+    /// Where the data goes in the inline reply.
+    pub locate: LocateFn,
+}
+
+/// How to provision the reply of a call.
+#[derive(Debug)]
+pub struct ReplySpec {
+    /// Largest reply expected, in bytes of RPC message (DDP data included).
+    pub max_reply: usize,
+    /// A DDP-eligible result, if any.
+    pub ddp: Option<DdpReply>,
+}
+
+impl ReplySpec {
+    /// A reply of at most `max_reply` bytes with no DDP result.
+    pub fn inline(max_reply: usize) -> Self {
+        ReplySpec {
+            max_reply,
+            ddp: None,
+        }
+    }
+}
+
+/// A call that was not started: everything is given back.
+#[derive(Debug)]
+pub struct CallRejected {
+    /// Why.
+    pub error: CallError,
+    /// The call chain, unchanged.
+    pub call: Chain,
+    /// The reply spec (with the caller's pages, if any).
+    pub reply: ReplySpec,
+}
+
+/// What [`Requester::poll`] reports.
+#[derive(Debug)]
+pub enum RequesterEvent {
+    /// The connection is up with these thresholds.
+    Connected(InlineThresholds),
+    /// A reply: the RPC reply message as a chain. When a write chunk was used and located, the
+    /// chain is `[inline XDR][DDP marker][caller's page mbufs trimmed to the length written]
+    /// [XDR pad if needed][rest of inline XDR]`. Every registration of the call is invalidated
+    /// and released before this is reported.
+    Reply {
+        /// XID.
+        xid: u32,
+        /// The reply.
+        reply: Chain,
+    },
+    /// A call ended without a reply. The caller's DDP pages come back (if any).
+    Failed {
+        /// XID.
+        xid: u32,
+        /// Why.
+        error: CallError,
+        /// The caller's pages from [`DdpReply`], returned.
+        pages: Option<Chain>,
+    },
+    /// The connection is gone; every pending call was reported `Failed(ConnectionLost)`.
+    ConnectionLost,
+}
+
+/// Most registrations per call: read chunks, the write chunk, the reply chunk.
+const MAX_CALL_REGS: usize = 16;
+/// Most read chunks per call.
+const MAX_READ_CHUNKS: usize = 4;
+
+#[derive(Debug, Clone, Copy)]
+struct RegEntry {
+    id: RegId,
+    handle: u32,
+    single: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotState {
+    Free,
+    Waiting,
+    Invalidating(u32),
+}
+
+#[derive(Debug)]
+struct Slot {
+    state: SlotState,
+    xid: u32,
+    regs: heapless::Vec<RegEntry, MAX_CALL_REGS>,
+    call: Option<Chain>,
+    pullup: Chain,
+    ddp: Option<DdpReply>,
+    write_chunk: bool,
+    reply_chunk: Option<Chain>,
+    outcome: Option<Result<Chain, CallError>>,
+}
+
+impl Slot {
+    fn empty() -> Self {
+        Slot {
+            state: SlotState::Free,
+            xid: 0,
+            regs: heapless::Vec::new(),
+            call: None,
+            pullup: Chain::new(),
+            ddp: None,
+            write_chunk: false,
+            reply_chunk: None,
+            outcome: None,
+        }
+    }
+}
+
+/// The requester side of one RPC-over-RDMA connection (one provider / queue pair).
+///
+/// Sans-I/O: [`call`](Self::call) posts work and returns; [`poll`](Self::poll) reaps
+/// completions and connection events and reports replies. Bounded: at most
+/// `max_requests` calls in the pending-xid table, never more outstanding than the responder
+/// granted (RFC 8166 §3.3), and no internal queue (a call that cannot go now is refused with
+/// [`CallError::NoCredit`] or [`CallError::WouldBlock`]).
+pub struct Requester {
+    cfg: TransportConfig,
+    res: Resources,
+    pages: Arc<dyn PageProvider>,
+    ours: CmPrivateData,
+    thresholds: InlineThresholds,
+    lost: bool,
+    credits: RequesterCredits,
+    slots: Vec<Slot>,
+    send: SendContexts,
+    recv_free: FreeList,
+    recv_posted: u32,
+    frags: Vec<PageFragment>,
+    counters: Counters,
+}
+
+impl core::fmt::Debug for Requester {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Requester")
+            .field("thresholds", &self.thresholds)
+            .field("credits", &self.credits)
+            .field("lost", &self.lost)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Requester {
+    /// A requester for a provider with `resources`, allocating RPC pages from `pages`. All
+    /// tables are allocated here, once.
+    ///
+    /// # Errors
+    /// [`CallError::NoMemory`].
+    pub fn new(
+        cfg: TransportConfig,
+        resources: Resources,
+        pages: Arc<dyn PageProvider>,
+    ) -> Result<Self, CallError> {
+        let n = cfg.max_requests.max(1);
+        let mut slots = Vec::new();
+        slots
+            .try_reserve_exact(n as usize)
+            .map_err(|_| CallError::NoMemory)?;
+        slots.resize_with(n as usize, Slot::empty);
+        let mut frags = Vec::new();
+        frags
+            .try_reserve_exact(cfg.max_fragments as usize)
+            .map_err(|_| CallError::NoMemory)?;
+        Ok(Requester {
+            ours: cfg.private_data(),
+            cfg,
+            res: resources,
+            pages,
+            thresholds: InlineThresholds::default(),
+            lost: false,
+            credits: RequesterCredits::new(n),
+            slots,
+            send: SendContexts::new(resources.send_bufs).map_err(|_| CallError::NoMemory)?,
+            recv_free: FreeList::new(resources.recv_bufs).map_err(|_| CallError::NoMemory)?,
+            recv_posted: 0,
+            frags,
+            counters: Counters::default(),
+        })
+    }
+
+    /// Our 8-byte RFC 8797 private data, for the CM connect request.
+    pub fn private_data(&self) -> [u8; crate::wire::CM_PRIVATE_LEN] {
+        self.ours.to_bytes()
+    }
+
+    /// The thresholds in force (defaults until the connection is established).
+    pub fn thresholds(&self) -> InlineThresholds {
+        self.thresholds
+    }
+
+    /// Statistics.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The current credit grant.
+    pub fn credits_granted(&self) -> u32 {
+        self.credits.granted()
+    }
+
+    /// Calls sent whose reply has not arrived.
+    pub fn outstanding(&self) -> u32 {
+        self.credits.outstanding()
+    }
+
+    /// Whether the connection was lost (the requester is then useless: make a new one).
+    pub fn is_lost(&self) -> bool {
+        self.lost
+    }
+
+    /// Largest reply that arrives inline: the receive threshold minus the smallest header.
+    fn max_inline_reply(&self) -> usize {
+        (self.thresholds.recv as usize)
+            .min(self.res.recv_buf_size as usize)
+            .saturating_sub(MIN_HEADER_LEN)
+    }
+
+    /// Largest inline Send.
+    fn max_send(&self) -> usize {
+        (self.thresholds.send as usize).min(self.res.send_buf_size as usize)
+    }
+
+    /// Send an RPC call (first word: the XID). The reply, or a failure, is reported later by
+    /// [`poll`](Self::poll). On error nothing was posted and everything is handed back.
+    ///
+    /// # Errors
+    /// See [`CallRejected`] / [`CallError`].
+    pub fn call<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        call: Chain,
+        reply: ReplySpec,
+    ) -> Result<(), CallRejected> {
+        let reject = |error, call, reply| CallRejected { error, call, reply };
+        if self.lost {
+            return Err(reject(CallError::ConnectionLost, call, reply));
+        }
+        let mut xid_bytes = [0u8; 4];
+        if call.copydata(0, &mut xid_bytes).is_err() {
+            return Err(reject(CallError::BadCall, call, reply));
+        }
+        let xid = u32::from_be_bytes(xid_bytes);
+        if !self.credits.can_send() {
+            self.counters.credit_stalls += 1;
+            return Err(reject(CallError::NoCredit, call, reply));
+        }
+        let Some(slot_idx) = self.slots.iter().position(|s| s.state == SlotState::Free) else {
+            self.counters.resource_stalls += 1;
+            return Err(reject(CallError::WouldBlock, call, reply));
+        };
+        let need_recv = self.recv_posted < self.credits.outstanding() + 1;
+        if need_recv && self.recv_free.is_empty() {
+            self.counters.resource_stalls += 1;
+            return Err(reject(CallError::WouldBlock, call, reply));
+        }
+        let Some(buf) = self.send.get() else {
+            self.counters.resource_stalls += 1;
+            return Err(reject(CallError::WouldBlock, call, reply));
+        };
+        let mut slot = Slot::empty();
+        slot.xid = xid;
+        slot.ddp = reply.ddp;
+        let max_reply = reply.max_reply;
+        match self.marshal(prov, &call, max_reply, &mut slot, buf) {
+            Ok(len) => {
+                if need_recv {
+                    if let Some(rb) = self.recv_free.pop() {
+                        if let Err(e) = prov.post_recv(&[rb]) {
+                            self.recv_free.push(rb);
+                            return Err(self.undo(prov, slot, buf, e.into(), call, max_reply));
+                        }
+                        self.recv_posted += 1;
+                    }
+                }
+                let wr = SendWr {
+                    wr_id: WrTag::Send(buf).encode(),
+                    op: SendOp::Send {
+                        buf,
+                        len,
+                        invalidate: None,
+                    },
+                    signaled: true,
+                };
+                if let Err(e) = prov.post_send(&[wr]) {
+                    return Err(self.undo(prov, slot, buf, e.into(), call, max_reply));
+                }
+                self.credits.acquire();
+                self.counters.messages_sent += 1;
+                self.counters.inline_bytes_sent += u64::from(len);
+                slot.call = Some(call);
+                slot.state = SlotState::Waiting;
+                if let Some(s) = self.slots.get_mut(slot_idx) {
+                    *s = slot;
+                }
+                Ok(())
+            }
+            Err(e) => Err(self.undo(prov, slot, buf, e, call, max_reply)),
+        }
+    }
+
+    fn undo<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        mut slot: Slot,
+        buf: u32,
+        error: CallError,
+        call: Chain,
+        max_reply: usize,
+    ) -> CallRejected {
+        for r in &slot.regs {
+            let _ = prov.release(r.id);
+            self.counters.local_invalidations += 1;
+        }
+        self.send.complete(buf);
+        if matches!(error, CallError::WouldBlock) {
+            self.counters.resource_stalls += 1;
+        }
+        CallRejected {
+            error,
+            call,
+            reply: ReplySpec {
+                max_reply,
+                ddp: slot.ddp.take(),
+            },
+        }
+    }
+
+    /// Register `self.frags` for the peer, as few registrations as the fragments allow: a new
+    /// registration starts wherever the fragments are not FRWR-contiguous (a fragment that does
+    /// not start at offset 0 of its page, or follows one that does not end at its page's end),
+    /// since one registration maps one gap-free iova range. Every registration is recorded in
+    /// `slot` (so an error path releases it); returns all advertised segments in order.
+    fn register<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        slot: &mut Slot,
+        access: Access,
+    ) -> Result<heapless::Vec<RegSegment, MAX_CHUNK_SEGMENTS>, CallError> {
+        let mut segments = heapless::Vec::new();
+        let mut start = 0;
+        while start < self.frags.len() {
+            let mut end = start + 1;
+            while let (Some(prev), Some(next)) = (self.frags.get(end - 1), self.frags.get(end)) {
+                if !frwr_contiguous(prev, next) {
+                    break;
+                }
+                end += 1;
+            }
+            let run = self.frags.get(start..end).ok_or(CallError::TooLarge)?;
+            let reg = prov.register(run, access)?;
+            self.counters.registrations += 1;
+            let first = reg.segments.first().map_or(0, |s| s.handle);
+            if slot
+                .regs
+                .push(RegEntry {
+                    id: reg.id,
+                    handle: first,
+                    single: reg.segments.len() == 1,
+                })
+                .is_err()
+            {
+                let _ = prov.release(reg.id);
+                self.counters.local_invalidations += 1;
+                return Err(CallError::TooLarge);
+            }
+            for seg in &reg.segments {
+                segments.push(*seg).map_err(|_| CallError::TooLarge)?;
+            }
+            start = end;
+        }
+        Ok(segments)
+    }
+
+    fn frags_of(&mut self, chain: &Chain, range: core::ops::Range<usize>) -> Result<(), CallError> {
+        self.frags.clear();
+        for f in chain.page_fragments_in(range)? {
+            push_frag(&mut self.frags, f)?;
+        }
+        Ok(())
+    }
+
+    /// Build the header and inline part of `call` in send buffer `buf`; register chunks.
+    /// Returns the Send length.
+    fn marshal<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        call: &Chain,
+        max_reply: usize,
+        slot: &mut Slot,
+        buf: u32,
+    ) -> Result<u32, CallError> {
+        let mut lists = ChunkLists::new();
+        // Reply provisioning, as Linux's rpcrdma_marshal_req: inline if the largest reply fits
+        // the inline receive; a write chunk for a DDP result when the rest of the reply fits
+        // inline; otherwise a reply chunk.
+        let max_inline = self.max_inline_reply();
+        if max_reply > max_inline {
+            let ddp_fits = slot.ddp.as_ref().is_some_and(|d| {
+                max_reply.saturating_sub(d.pages.len()) <= max_inline && !d.pages.is_empty()
+            });
+            if ddp_fits {
+                let pages_len = slot.ddp.as_ref().map_or(0, |d| d.pages.len());
+                if let Some(d) = slot.ddp.take() {
+                    let r = self.frags_of(&d.pages, 0..pages_len);
+                    slot.ddp = Some(d);
+                    r?;
+                }
+                let reg = self.register(prov, slot, Access::REMOTE_WRITE)?;
+                let chunk: WriteChunk = reg.iter().map(seg_of).collect();
+                lists
+                    .write_list
+                    .push(chunk)
+                    .map_err(|_| CallError::TooLarge)?;
+                slot.write_chunk = true;
+                self.counters.write_chunks += 1;
+            } else {
+                if max_reply > self.cfg.max_chunk_bytes as usize {
+                    return Err(CallError::TooLarge);
+                }
+                let pages = Chain::alloc_pages(&self.pages, max_reply)?;
+                self.frags_of(&pages, 0..max_reply)?;
+                slot.reply_chunk = Some(pages);
+                let reg = self.register(prov, slot, Access::REMOTE_WRITE)?;
+                lists.reply_chunk = Some(reg.iter().map(seg_of).collect());
+                self.counters.reply_chunks += 1;
+            }
+        }
+        let total = call.len();
+        let max_send = self.max_send();
+        // 1. Everything inline (small page data is copied into the send buffer).
+        let hdr = HeaderRepr::new(slot.xid, self.cfg.max_requests, Body::Msg(lists));
+        if hdr.buffer_len() + total <= max_send {
+            return self.emit(prov, buf, &hdr, call, &[]);
+        }
+        let Body::Msg(mut lists) = hdr.body else {
+            return Err(CallError::BadCall);
+        };
+        // 2. DDP regions as read chunks, the rest inline.
+        let items = reduce(call, true)?;
+        if !items.is_empty() && items.len() <= MAX_READ_CHUNKS {
+            let reduced = inline_len(total, &items);
+            // A registration has at most MAX_CHUNK_SEGMENTS segments; size for the worst case
+            // is unknowable before registering, so register, then check.
+            let mut entries: heapless::Vec<ReadSegment, { crate::wire::MAX_READ_SEGMENTS }> =
+                heapless::Vec::new();
+            let mut ok = true;
+            let regs_before = slot.regs.len();
+            for item in &items {
+                self.frags_of(call, item.data())?;
+                let reg = self.register(prov, slot, Access::REMOTE_READ)?;
+                let position = u32::try_from(item.offset).map_err(|_| CallError::TooLarge)?;
+                for s in &reg {
+                    if entries
+                        .push(ReadSegment {
+                            position,
+                            segment: seg_of(s),
+                        })
+                        .is_err()
+                    {
+                        ok = false;
+                    }
+                }
+            }
+            let mut with_reads = lists.clone();
+            with_reads.read_list = entries;
+            let hdr = HeaderRepr::new(slot.xid, self.cfg.max_requests, Body::Msg(with_reads));
+            if ok && hdr.buffer_len() + reduced <= max_send {
+                self.counters.read_chunks += items.len() as u64;
+                self.counters.rdma_read_bytes += items.iter().map(|i| i.len as u64).sum::<u64>();
+                return self.emit(prov, buf, &hdr, call, &items);
+            }
+            // Does not fit: undo the read registrations, fall through to a Long Call.
+            while slot.regs.len() > regs_before {
+                if let Some(r) = slot.regs.pop() {
+                    let _ = prov.release(r.id);
+                    self.counters.local_invalidations += 1;
+                }
+            }
+        }
+        // 3. Long Call: the whole call in a position-zero read chunk.
+        if total > self.cfg.max_chunk_bytes as usize {
+            return Err(CallError::TooLarge);
+        }
+        self.frags.clear();
+        let got = gather(
+            call,
+            core::iter::once(0..total),
+            &self.pages,
+            &mut self.frags,
+            &mut slot.pullup,
+        )?;
+        if got.pulled > 0 {
+            self.counters.pullup_copies += 1;
+            self.counters.pullup_bytes += got.pulled as u64;
+        }
+        let reg = self.register(prov, slot, Access::REMOTE_READ)?;
+        for s in &reg {
+            lists
+                .read_list
+                .push(ReadSegment {
+                    position: 0,
+                    segment: seg_of(s),
+                })
+                .map_err(|_| CallError::TooLarge)?;
+        }
+        self.counters.long_calls += 1;
+        self.counters.read_chunks += 1;
+        self.counters.rdma_read_bytes += total as u64;
+        let hdr = HeaderRepr::new(slot.xid, self.cfg.max_requests, Body::NoMsg(lists));
+        let len = {
+            let sb = prov.send_buf(buf)?;
+            hdr.emit(sb).map_err(|_| CallError::TooLarge)?
+        };
+        u32::try_from(len).map_err(|_| CallError::TooLarge)
+    }
+
+    fn emit<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        buf: u32,
+        hdr: &HeaderRepr,
+        call: &Chain,
+        items: &[ReducedItem],
+    ) -> Result<u32, CallError> {
+        let sb = prov.send_buf(buf)?;
+        let h = hdr.emit(sb).map_err(|_| CallError::TooLarge)?;
+        let rest = sb.get_mut(h..).ok_or(CallError::TooLarge)?;
+        let n = copy_inline(call, items, rest)?;
+        u32::try_from(h + n).map_err(|_| CallError::TooLarge)
+    }
+
+    /// Reap completions and connection events; report replies, failures and connection state
+    /// through `events`. Never blocks.
+    pub fn poll<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(RequesterEvent)) {
+        while let Some(ev) = prov.poll_event() {
+            match ev {
+                CmEvent::Established { private_data } => {
+                    let peer = CmPrivateData::from_peer(&private_data);
+                    self.thresholds = negotiate(&self.ours, &peer);
+                    events(RequesterEvent::Connected(self.thresholds));
+                }
+                CmEvent::Disconnected => self.lose(prov, events),
+            }
+        }
+        let mut wcs = [Completion {
+            wr_id: 0,
+            status: WcStatus::Success,
+            kind: WcKind::Send,
+            byte_len: 0,
+            invalidated: None,
+        }; 16];
+        loop {
+            let n = prov.poll_cq(&mut wcs);
+            if n == 0 {
+                break;
+            }
+            for wc in wcs.iter().take(n) {
+                self.on_completion(prov, wc, events);
+            }
+        }
+    }
+
+    fn on_completion<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        wc: &Completion,
+        events: &mut impl FnMut(RequesterEvent),
+    ) {
+        if self.lost {
+            return;
+        }
+        if wc.status != WcStatus::Success {
+            self.lose(prov, events);
+            return;
+        }
+        match wc.kind {
+            WcKind::Recv { buf } => {
+                self.recv_posted = self.recv_posted.saturating_sub(1);
+                self.on_recv(prov, buf, wc.byte_len, wc.invalidated, events);
+                // Keep a Receive posted for every outstanding call.
+                if self.recv_posted < self.credits.outstanding() && prov.post_recv(&[buf]).is_ok() {
+                    self.recv_posted += 1;
+                } else {
+                    self.recv_free.push(buf);
+                }
+            }
+            WcKind::Send => match WrTag::decode(wc.wr_id) {
+                Some(WrTag::Send(buf)) => self.send.complete(buf),
+                Some(WrTag::LocalInv(idx)) => {
+                    let done = match self.slots.get_mut(idx as usize) {
+                        Some(s) => match s.state {
+                            SlotState::Invalidating(n) if n > 1 => {
+                                s.state = SlotState::Invalidating(n - 1);
+                                false
+                            }
+                            SlotState::Invalidating(_) => true,
+                            _ => false,
+                        },
+                        None => false,
+                    };
+                    if done {
+                        self.finish(prov, idx as usize, events);
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+
+    fn on_recv<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        buf: u32,
+        len: u32,
+        invalidated: Option<u32>,
+        events: &mut impl FnMut(RequesterEvent),
+    ) {
+        let Ok(data) = prov.recv_buf(buf) else {
+            self.counters.bad_messages += 1;
+            return;
+        };
+        let Some(data) = data.get(..len as usize) else {
+            self.counters.bad_messages += 1;
+            return;
+        };
+        self.counters.inline_bytes_received += u64::from(len);
+        let Ok(hdr) = Header::new_checked(data) else {
+            self.counters.bad_messages += 1;
+            return;
+        };
+        let xid = hdr.xid();
+        let Some(idx) = self
+            .slots
+            .iter()
+            .position(|s| s.state == SlotState::Waiting && s.xid == xid)
+        else {
+            self.counters.bad_messages += 1;
+            return;
+        };
+        self.credits.update_grant(hdr.credit());
+        self.credits.release();
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return;
+        };
+        let outcome = match hdr.proc_() {
+            Proc::Error => {
+                let code = hdr.error_body().map_or(ErrorCode::Chunk, |b| b.code());
+                match code {
+                    ErrorCode::Vers => self.counters.err_vers_received += 1,
+                    ErrorCode::Chunk => self.counters.err_chunk_received += 1,
+                }
+                Err(CallError::Rdma(code))
+            }
+            Proc::Msg => Chain::from_bytes(hdr.payload())
+                .map_err(CallError::from)
+                .and_then(|inline| place_ddp(slot, &hdr, inline, &mut self.counters)),
+            Proc::NoMsg => {
+                let written = hdr.reply_chunk().map_or(0, |c| c.total_length());
+                match slot.reply_chunk.take() {
+                    Some(mut pages) if written <= pages.len() as u64 => {
+                        let cut = pages.len() as u64 - written;
+                        let trimmed = i64::try_from(cut)
+                            .map_err(|_| CallError::BadReply)
+                            .and_then(|c| pages.adj(-c).map_err(CallError::from));
+                        self.counters.long_replies += 1;
+                        self.counters.rdma_write_bytes += written;
+                        trimmed.and_then(|()| place_ddp(slot, &hdr, pages, &mut self.counters))
+                    }
+                    _ => Err(CallError::BadReply),
+                }
+            }
+            _ => Err(CallError::BadReply),
+        };
+        if outcome.is_ok() {
+            self.counters.messages_received += 1;
+        } else if matches!(outcome, Err(CallError::BadReply)) {
+            self.counters.bad_messages += 1;
+        }
+        slot.outcome = Some(outcome);
+        // Invalidate every registration before handing the reply up (RFC 8166 §3.4.3).
+        let mut pending = 0u32;
+        let mut i = 0;
+        while let Some(r) = slot.regs.get(i).copied() {
+            if r.single && invalidated == Some(r.handle) {
+                self.counters.remote_invalidations += 1;
+                i += 1;
+                continue;
+            }
+            let wr = SendWr {
+                wr_id: WrTag::LocalInv(idx as u32).encode(),
+                op: SendOp::LocalInv { reg: r.id },
+                signaled: true,
+            };
+            if prov.post_send(&[wr]).is_ok() {
+                pending += 1;
+            }
+            self.counters.local_invalidations += 1;
+            i += 1;
+        }
+        if pending == 0 {
+            self.finish(prov, idx, events);
+        } else {
+            slot.state = SlotState::Invalidating(pending);
+        }
+    }
+
+    /// Release the slot's registrations and resources; report its outcome.
+    fn finish<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        idx: usize,
+        events: &mut impl FnMut(RequesterEvent),
+    ) {
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return;
+        };
+        for r in &slot.regs {
+            let _ = prov.release(r.id);
+        }
+        let mut done = core::mem::replace(slot, Slot::empty());
+        let pages = done.ddp.take().map(|d| d.pages);
+        match done.outcome.take() {
+            Some(Ok(reply)) => events(RequesterEvent::Reply {
+                xid: done.xid,
+                reply,
+            }),
+            Some(Err(error)) => events(RequesterEvent::Failed {
+                xid: done.xid,
+                error,
+                pages,
+            }),
+            None => events(RequesterEvent::Failed {
+                xid: done.xid,
+                error: CallError::BadReply,
+                pages,
+            }),
+        }
+    }
+
+    /// Connection loss: fail every pending call, release every registration, free all pages.
+    fn lose<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(RequesterEvent)) {
+        if self.lost {
+            return;
+        }
+        self.lost = true;
+        self.counters.connection_losses += 1;
+        for slot in self.slots.iter_mut() {
+            if slot.state == SlotState::Free {
+                continue;
+            }
+            for r in &slot.regs {
+                let _ = prov.release(r.id);
+            }
+            let mut done = core::mem::replace(slot, Slot::empty());
+            self.counters.calls_lost += 1;
+            events(RequesterEvent::Failed {
+                xid: done.xid,
+                error: CallError::ConnectionLost,
+                pages: done.ddp.take().map(|d| d.pages),
+            });
+        }
+        self.credits.reset();
+        self.send.reset();
+        self.recv_free.reset();
+        self.recv_posted = 0;
+        events(RequesterEvent::ConnectionLost);
+    }
+}
+
+/// Whether `next` continues `prev` without a gap in one FRWR iova range.
+fn frwr_contiguous(prev: &PageFragment, next: &PageFragment) -> bool {
+    next.offset == 0 && prev.offset + prev.len == mbuf::PAGE_SIZE
+}
+
+fn seg_of(s: &RegSegment) -> Segment {
+    Segment {
+        handle: s.handle,
+        length: s.length,
+        offset: s.offset,
+    }
+}
+
+/// Splice the write-chunk data into the inline reply at the located offset.
+fn place_ddp<T: AsRef<[u8]>>(
+    slot: &mut Slot,
+    hdr: &Header<T>,
+    mut inline: Chain,
+    counters: &mut Counters,
+) -> Result<Chain, CallError> {
+    if !slot.write_chunk {
+        return Ok(inline);
+    }
+    let written = hdr.write_list().next().map_or(0, |c| c.total_length());
+    let Some(ddp) = slot.ddp.take() else {
+        return Ok(inline);
+    };
+    let mut pages = ddp.pages;
+    if written > pages.len() as u64 {
+        slot.ddp = Some(DdpReply {
+            pages,
+            locate: ddp.locate,
+        });
+        return Err(CallError::BadReply);
+    }
+    let Some(at) = (ddp.locate)(&inline).filter(|a| *a <= inline.len()) else {
+        if written == 0 {
+            return Ok(inline);
+        }
+        slot.ddp = Some(DdpReply {
+            pages,
+            locate: ddp.locate,
+        });
+        return Err(CallError::BadReply);
+    };
+    let written = written as usize;
+    let cut = pages.len() - written;
+    pages
+        .adj(-(i64::try_from(cut).map_err(|_| CallError::BadReply)?))
+        .map_err(CallError::from)?;
+    counters.rdma_write_bytes += written as u64;
+    let tail = inline.split(at)?;
+    inline.append_mbuf(Mbuf::ddp_marker())?;
+    inline.cat(pages)?;
+    let pad = xdr_pad(written);
+    if pad > 0 {
+        inline.append_mbuf(Mbuf::internal([0u8; 3].get(..pad).unwrap_or_default())?)?;
+    }
+    inline.cat(tail)?;
+    Ok(inline)
+}

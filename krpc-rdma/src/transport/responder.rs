@@ -1,0 +1,925 @@
+//! The responder (server) side: recv-rdma of calls with ddp-read of read chunks, and
+//! ddp-write / Long Reply / Send of replies.
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use mbuf::{Chain, Mbuf, PageFragment, PageProvider};
+
+use super::config::TransportConfig;
+use super::counters::Counters;
+use super::error::CallError;
+use super::pullup::gather;
+use super::rdma_plan::{plan, WrDesc};
+use super::send_ctx::{FreeList, SendContexts, WrTag};
+use super::xdr_reduce::{copy_inline, inline_len, kept_ranges, reduce, xdr_pad, ReducedItem};
+use crate::provider::{CmEvent, Completion, Provider, Resources, SendOp, SendWr, WcKind, WcStatus};
+use crate::wire::{
+    negotiate, Body, ChunkLists, CmPrivateData, ErrorCode, Header, HeaderRepr, InlineThresholds,
+    Proc, Segment, WriteChunk, CM_PRIVATE_LEN, MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS,
+};
+
+/// Handle of a received call, needed to send its reply. Bounded by the credits: there are at
+/// most `max_requests` live contexts.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ReplyCtx {
+    idx: u32,
+    generation: u32,
+}
+
+/// A call handed up by [`Responder::poll`].
+#[derive(Debug)]
+pub struct Incoming {
+    /// XID.
+    pub xid: u32,
+    /// The RPC call, shaped as NFS consumes it: inline XDR up to a read chunk's position, a
+    /// DDP marker, page mbufs with the chunk's data, XDR pad bytes if the data length is not a
+    /// multiple of 4, then the rest of the inline XDR. A Long Call is page mbufs only.
+    pub call: Chain,
+    /// Pass back to [`Responder::reply`].
+    pub ctx: ReplyCtx,
+}
+
+/// What [`Responder::poll`] reports.
+#[derive(Debug)]
+pub enum ResponderEvent {
+    /// The connection is up with these thresholds.
+    Connected(InlineThresholds),
+    /// A call.
+    Call(Incoming),
+    /// The connection is gone: every outstanding [`ReplyCtx`] is dead.
+    ConnectionLost,
+}
+
+/// Why a reply could not be sent.
+#[derive(Debug)]
+pub enum ReplyError {
+    /// Resources busy (send buffer, send queue): retry later with the same context and chain.
+    WouldBlock {
+        /// The context, still valid.
+        ctx: ReplyCtx,
+        /// The reply, unchanged.
+        reply: Chain,
+    },
+    /// The context is unknown or already used.
+    StaleContext,
+    /// The connection is gone.
+    ConnectionLost,
+    /// The reply does not fit what the requester provisioned (write chunk too small, no reply
+    /// chunk for a reply too large for inline): `RDMA_ERROR` / `ERR_CHUNK` was sent instead.
+    ChunkError,
+    /// Another failure (memory, provider); the context is consumed.
+    Failed(CallError),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CtxState {
+    Free,
+    Reading,
+    Handed,
+}
+
+#[derive(Debug)]
+struct CallCtx {
+    state: CtxState,
+    generation: u32,
+    xid: u32,
+    write_list: heapless::Vec<WriteChunk, MAX_WRITE_CHUNKS>,
+    reply_chunk: Option<WriteChunk>,
+    inv_handle: Option<u32>,
+    call: Option<Chain>,
+    /// Read chunk segments and the call-chain offset their data lands at.
+    reads: heapless::Vec<(Segment, usize), MAX_READ_SEGMENTS>,
+}
+
+impl CallCtx {
+    fn empty() -> Self {
+        CallCtx {
+            state: CtxState::Free,
+            generation: 0,
+            xid: 0,
+            write_list: heapless::Vec::new(),
+            reply_chunk: None,
+            inv_handle: None,
+            call: None,
+            reads: heapless::Vec::new(),
+        }
+    }
+}
+
+/// The active read job: one context's RDMA Reads, planned, posted under `max_rd_atomic`.
+#[derive(Debug, Default)]
+struct ReadJob {
+    ctx: Option<u32>,
+    next_wr: usize,
+    in_flight: u32,
+}
+
+/// The responder side of one RPC-over-RDMA connection.
+///
+/// Grants credits equal to the Receives it keeps posted (at most `max_requests`, RFC 8166
+/// §3.3.1); keeps one bounded context per call between [`poll`](Self::poll) handing it up and
+/// [`reply`](Self::reply).
+pub struct Responder {
+    cfg: TransportConfig,
+    res: Resources,
+    pages: Arc<dyn PageProvider>,
+    ours: CmPrivateData,
+    thresholds: InlineThresholds,
+    lost: bool,
+    recvs_started: bool,
+    recv_posted: u32,
+    ctxs: Vec<CallCtx>,
+    free_ctx: FreeList,
+    read_queue: Vec<u32>,
+    job: ReadJob,
+    send: SendContexts,
+    frags: Vec<PageFragment>,
+    pieces: Vec<PageFragment>,
+    wrs: Vec<WrDesc>,
+    counters: Counters,
+}
+
+impl core::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Responder")
+            .field("thresholds", &self.thresholds)
+            .field("recv_posted", &self.recv_posted)
+            .field("lost", &self.lost)
+            .finish_non_exhaustive()
+    }
+}
+
+fn reserve<T>(v: &mut Vec<T>, n: usize) -> Result<(), CallError> {
+    v.try_reserve_exact(n).map_err(|_| CallError::NoMemory)
+}
+
+impl Responder {
+    /// A responder for a provider with `resources`, allocating pages from `pages`.
+    ///
+    /// # Errors
+    /// [`CallError::NoMemory`].
+    pub fn new(
+        cfg: TransportConfig,
+        resources: Resources,
+        pages: Arc<dyn PageProvider>,
+    ) -> Result<Self, CallError> {
+        let n = cfg.max_requests.max(1);
+        let mut ctxs = Vec::new();
+        reserve(&mut ctxs, n as usize)?;
+        ctxs.resize_with(n as usize, CallCtx::empty);
+        let mut read_queue = Vec::new();
+        reserve(&mut read_queue, n as usize)?;
+        let (mut frags, mut pieces, mut wrs) = (Vec::new(), Vec::new(), Vec::new());
+        let nf = cfg.max_fragments as usize;
+        reserve(&mut frags, nf)?;
+        reserve(&mut pieces, nf * 2)?;
+        reserve(&mut wrs, nf * 2)?;
+        Ok(Responder {
+            ours: cfg.private_data(),
+            cfg,
+            res: resources,
+            pages,
+            thresholds: InlineThresholds::default(),
+            lost: false,
+            recvs_started: false,
+            recv_posted: 0,
+            ctxs,
+            free_ctx: FreeList::new(n).map_err(|_| CallError::NoMemory)?,
+            read_queue,
+            job: ReadJob::default(),
+            send: SendContexts::new(resources.send_bufs).map_err(|_| CallError::NoMemory)?,
+            frags,
+            pieces,
+            wrs,
+            counters: Counters::default(),
+        })
+    }
+
+    /// Our 8-byte RFC 8797 private data, for the CM accept.
+    pub fn private_data(&self) -> [u8; CM_PRIVATE_LEN] {
+        self.ours.to_bytes()
+    }
+
+    /// Statistics.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The thresholds in force.
+    pub fn thresholds(&self) -> InlineThresholds {
+        self.thresholds
+    }
+
+    /// The credit grant sent in replies: the Receives posted, at most `max_requests`.
+    pub fn grant(&self) -> u32 {
+        self.recv_posted.min(self.cfg.max_requests).max(1)
+    }
+
+    /// Post every receive buffer once (done by `poll`; exposed for providers that need
+    /// Receives posted before the connection is accepted).
+    pub fn post_receives<P: Provider>(&mut self, prov: &mut P) {
+        if self.recvs_started || self.lost {
+            return;
+        }
+        let mut ok = true;
+        for b in 0..self.res.recv_bufs {
+            if prov.post_recv(&[b]).is_ok() {
+                self.recv_posted += 1;
+            } else {
+                ok = false;
+                break;
+            }
+        }
+        self.recvs_started = ok || self.recv_posted > 0;
+    }
+
+    /// Reap completions and connection events; hand up calls. Never blocks.
+    pub fn poll<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(ResponderEvent)) {
+        while let Some(ev) = prov.poll_event() {
+            match ev {
+                CmEvent::Established { private_data } => {
+                    let peer = CmPrivateData::from_peer(&private_data);
+                    self.thresholds = negotiate(&self.ours, &peer);
+                    self.post_receives(prov);
+                    events(ResponderEvent::Connected(self.thresholds));
+                }
+                CmEvent::Disconnected => self.lose(events),
+            }
+        }
+        self.post_receives(prov);
+        let mut wcs = [Completion {
+            wr_id: 0,
+            status: WcStatus::Success,
+            kind: WcKind::Send,
+            byte_len: 0,
+            invalidated: None,
+        }; 16];
+        loop {
+            let n = prov.poll_cq(&mut wcs);
+            if n == 0 {
+                break;
+            }
+            for wc in wcs.iter().take(n) {
+                self.on_completion(prov, wc, events);
+            }
+        }
+    }
+
+    fn on_completion<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        wc: &Completion,
+        events: &mut impl FnMut(ResponderEvent),
+    ) {
+        if self.lost {
+            return;
+        }
+        if wc.status != WcStatus::Success {
+            self.lose(events);
+            return;
+        }
+        match wc.kind {
+            WcKind::Recv { buf } => {
+                self.recv_posted = self.recv_posted.saturating_sub(1);
+                self.on_recv(prov, buf, wc.byte_len, events);
+                // The payload was copied out: repost at once, so the grant stays honest.
+                if prov.post_recv(&[buf]).is_ok() {
+                    self.recv_posted += 1;
+                }
+            }
+            WcKind::Send => match WrTag::decode(wc.wr_id) {
+                Some(WrTag::Send(buf)) => self.send.complete(buf),
+                Some(WrTag::Read(idx)) if self.job.ctx == Some(idx) => {
+                    self.job.in_flight = self.job.in_flight.saturating_sub(1);
+                    self.pump_reads(prov, events);
+                }
+                _ => {}
+            },
+        }
+    }
+
+    /// Send an `RDMA_ERROR` for `xid`.
+    fn send_error<P: Provider>(&mut self, prov: &mut P, xid: u32, code: ErrorCode) {
+        let Some(buf) = self.send.get() else {
+            self.counters.resource_stalls += 1;
+            return;
+        };
+        let hdr = HeaderRepr::error_reply(xid, self.grant(), code);
+        let len = match prov.send_buf(buf).map(|b| hdr.emit(b)) {
+            Ok(Ok(n)) => n,
+            _ => {
+                self.send.complete(buf);
+                return;
+            }
+        };
+        let wr = SendWr {
+            wr_id: WrTag::Send(buf).encode(),
+            op: SendOp::Send {
+                buf,
+                len: u32::try_from(len).unwrap_or(0),
+                invalidate: None,
+            },
+            signaled: true,
+        };
+        if prov.post_send(&[wr]).is_err() {
+            self.send.complete(buf);
+            return;
+        }
+        match code {
+            ErrorCode::Vers => self.counters.err_vers_sent += 1,
+            ErrorCode::Chunk => self.counters.err_chunk_sent += 1,
+        }
+        self.counters.inline_bytes_sent += len as u64;
+    }
+
+    fn on_recv<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        buf: u32,
+        len: u32,
+        events: &mut impl FnMut(ResponderEvent),
+    ) {
+        self.counters.inline_bytes_received += u64::from(len);
+        let parsed = match prov.recv_buf(buf) {
+            Ok(data) => match data.get(..len as usize) {
+                Some(d) => self.parse_call(d),
+                None => Err(None),
+            },
+            Err(_) => Err(None),
+        };
+        match parsed {
+            Ok(Some(idx)) => {
+                if self
+                    .ctxs
+                    .get(idx as usize)
+                    .is_some_and(|c| c.state == CtxState::Reading)
+                {
+                    if self.read_queue.len() < self.read_queue.capacity() {
+                        self.read_queue.push(idx);
+                    }
+                    self.pump_reads(prov, events);
+                } else {
+                    self.hand_up(idx, events);
+                }
+            }
+            Ok(None) => {}
+            Err(reply) => {
+                self.counters.bad_messages += 1;
+                if let Some((xid, code)) = reply {
+                    self.send_error(prov, xid, code);
+                }
+            }
+        }
+    }
+
+    /// Validate a received call and build its context. `Ok(None)`: dropped silently.
+    /// `Err(Some((xid, code)))`: answer with `RDMA_ERROR`.
+    #[allow(clippy::type_complexity)]
+    fn parse_call(&mut self, data: &[u8]) -> Result<Option<u32>, Option<(u32, ErrorCode)>> {
+        let hdr = match Header::new_checked(data) {
+            Ok(h) => h,
+            Err(e) => {
+                return Err(e
+                    .xid()
+                    .filter(|_| e.should_reply())
+                    .map(|x| (x, e.reply_error())));
+            }
+        };
+        let xid = hdr.xid();
+        let chunk_err = Err(Some((xid, ErrorCode::Chunk)));
+        let nomsg = match hdr.proc_() {
+            Proc::Msg => false,
+            Proc::NoMsg => true,
+            // An RDMA_ERROR from a requester is never answered.
+            _ => return Err(None),
+        };
+        let payload = hdr.payload();
+        // Semantic checks the codec leaves to us (RFC 8166 §4.5.2: ERR_CHUNK).
+        let mut plan: heapless::Vec<(u32, u64), 4> = heapless::Vec::new();
+        for (pos, segs) in hdr.read_chunks() {
+            let total = segs.total_length();
+            if total > u64::from(self.cfg.max_chunk_bytes) || plan.push((pos, total)).is_err() {
+                return chunk_err;
+            }
+        }
+        if nomsg {
+            // A Long Call: exactly one position-zero read chunk (or a reply-only NOMSG, which
+            // carries no call and is refused).
+            if plan.len() != 1 || plan.first().is_some_and(|p| p.0 != 0) {
+                return chunk_err;
+            }
+        } else {
+            let mut removed = 0u64;
+            let mut last_inline = 0u64;
+            for (pos, total) in &plan {
+                let Some(at) = u64::from(*pos).checked_sub(removed) else {
+                    return chunk_err;
+                };
+                if *pos == 0 || at > payload.len() as u64 || at < last_inline {
+                    return chunk_err;
+                }
+                last_inline = at;
+                removed += total + xdr_pad(*total as usize) as u64;
+            }
+        }
+        let Some(idx) = self.free_ctx.pop() else {
+            // More calls than credits granted: the requester broke §3.3; drop.
+            return Ok(None);
+        };
+        // Build the call chain: inline pieces, markers, fresh pages for each read chunk.
+        let build = (|| -> Result<(Chain, heapless::Vec<(Segment, usize), MAX_READ_SEGMENTS>), CallError> {
+            let mut call = Chain::new();
+            let mut reads = heapless::Vec::new();
+            let mut inline_at = 0usize;
+            let mut removed = 0usize;
+            for (pos, segs) in hdr.read_chunks() {
+                let total = segs.total_length() as usize;
+                if !nomsg {
+                    let at = pos as usize - removed;
+                    call.append(payload.get(inline_at..at).unwrap_or_default())?;
+                    inline_at = at;
+                    call.append_mbuf(Mbuf::ddp_marker())?;
+                }
+                let mut off = call.len();
+                call.cat(Chain::alloc_pages(&self.pages, total)?)?;
+                for s in segs {
+                    reads.push((s, off)).map_err(|_| CallError::TooLarge)?;
+                    off += s.length as usize;
+                }
+                let pad = xdr_pad(total);
+                if !nomsg && pad > 0 {
+                    call.append_mbuf(Mbuf::internal([0u8; 3].get(..pad).unwrap_or_default())?)?;
+                }
+                removed += total + pad;
+            }
+            if !nomsg {
+                let rest = payload.get(inline_at..).unwrap_or_default();
+                if reads.is_empty() {
+                    call.append(rest)?;
+                } else if !rest.is_empty() {
+                    // A separate mbuf, so the pad stays its own mbuf.
+                    call.cat(Chain::from_bytes(rest)?)?;
+                }
+            }
+            Ok((call, reads))
+        })();
+        let Ok((call, reads)) = build else {
+            self.free_ctx.push(idx);
+            return Ok(None);
+        };
+        let inv_handle = if self.thresholds.send_with_invalidate {
+            // The first chunk's first handle. (Linux's svc_rdma_get_inv_rkey is stricter: it
+            // uses Send With Invalidate only when every segment carries the same handle. Ours
+            // is also safe: the requester Local-Invalidates whatever the Send did not revoke.)
+            hdr.read_list()
+                .next()
+                .map(|r| r.segment.handle)
+                .or_else(|| {
+                    hdr.write_list()
+                        .next()
+                        .and_then(|c| c.segments().next())
+                        .map(|s| s.handle)
+                })
+                .or_else(|| {
+                    hdr.reply_chunk()
+                        .and_then(|c| c.segments().next())
+                        .map(|s| s.handle)
+                })
+        } else {
+            None
+        };
+        let write_list = hdr
+            .write_list()
+            .map(|c| c.to_chunk())
+            .take(MAX_WRITE_CHUNKS)
+            .collect();
+        let reply_chunk = hdr.reply_chunk().map(|c| c.to_chunk());
+        let Some(ctx) = self.ctxs.get_mut(idx as usize) else {
+            return Ok(None);
+        };
+        ctx.generation = ctx.generation.wrapping_add(1);
+        ctx.xid = xid;
+        ctx.write_list = write_list;
+        ctx.reply_chunk = reply_chunk;
+        ctx.inv_handle = inv_handle;
+        ctx.call = Some(call);
+        ctx.state = if reads.is_empty() {
+            CtxState::Handed
+        } else {
+            self.counters.read_chunks += plan.len() as u64;
+            if nomsg {
+                self.counters.long_calls += 1;
+            }
+            CtxState::Reading
+        };
+        ctx.reads = reads;
+        Ok(Some(idx))
+    }
+
+    fn hand_up(&mut self, idx: u32, events: &mut impl FnMut(ResponderEvent)) {
+        let Some(ctx) = self.ctxs.get_mut(idx as usize) else {
+            return;
+        };
+        ctx.state = CtxState::Handed;
+        let Some(call) = ctx.call.take() else {
+            return;
+        };
+        self.counters.messages_received += 1;
+        events(ResponderEvent::Call(Incoming {
+            xid: ctx.xid,
+            call,
+            ctx: ReplyCtx {
+                idx,
+                generation: ctx.generation,
+            },
+        }));
+    }
+
+    /// Plan and post RDMA Reads for the context at the head of the read queue, respecting
+    /// `max_rd_atomic`; hand up calls whose reads are all done.
+    fn pump_reads<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(ResponderEvent)) {
+        loop {
+            let Some(idx) = self.job.ctx.or_else(|| self.start_job()) else {
+                return;
+            };
+            let max = self.res.max_rd_atomic.max(1);
+            while self.job.in_flight < max {
+                let Some(d) = self.wrs.get(self.job.next_wr) else {
+                    break;
+                };
+                let Some(local) = self.pieces.get(d.pieces.clone()) else {
+                    break;
+                };
+                let wr = SendWr {
+                    wr_id: WrTag::Read(idx).encode(),
+                    op: SendOp::RdmaRead {
+                        local,
+                        handle: d.handle,
+                        offset: d.offset,
+                    },
+                    signaled: true,
+                };
+                match prov.post_send(&[wr]) {
+                    Ok(()) => {
+                        self.counters.rdma_read_bytes += u64::from(d.len);
+                        self.job.next_wr += 1;
+                        self.job.in_flight += 1;
+                    }
+                    Err(_) => return, // retried on the next completion
+                }
+            }
+            if self.job.next_wr < self.wrs.len() || self.job.in_flight > 0 {
+                return;
+            }
+            self.job = ReadJob::default();
+            self.hand_up(idx, events);
+        }
+    }
+
+    /// Take the next context needing reads and plan its work requests.
+    fn start_job(&mut self) -> Option<u32> {
+        while !self.read_queue.is_empty() {
+            let idx = self.read_queue.remove(0);
+            let Some(ctx) = self.ctxs.get(idx as usize) else {
+                continue;
+            };
+            let Some(call) = ctx.call.as_ref() else {
+                continue;
+            };
+            self.pieces.clear();
+            self.wrs.clear();
+            let mut ok = true;
+            for (seg, off) in &ctx.reads {
+                self.frags.clear();
+                let range = *off..*off + seg.length as usize;
+                let r = call.page_fragments_in(range).map(|it| {
+                    for f in it {
+                        if self.frags.len() < self.frags.capacity() {
+                            self.frags.push(f);
+                        } else {
+                            ok = false;
+                        }
+                    }
+                });
+                if r.is_err()
+                    || plan(
+                        &self.frags,
+                        core::iter::once(*seg),
+                        self.res.max_sge as usize,
+                        &mut self.pieces,
+                        &mut self.wrs,
+                    )
+                    .is_err()
+                {
+                    ok = false;
+                }
+            }
+            if !ok {
+                // Cannot read it with our limits: drop the call and answer ERR_CHUNK later is
+                // not possible without a send buffer here; free the context.
+                self.release_ctx(idx);
+                self.counters.bad_messages += 1;
+                continue;
+            }
+            self.job = ReadJob {
+                ctx: Some(idx),
+                next_wr: 0,
+                in_flight: 0,
+            };
+            return Some(idx);
+        }
+        None
+    }
+
+    fn release_ctx(&mut self, idx: u32) {
+        if let Some(ctx) = self.ctxs.get_mut(idx as usize) {
+            ctx.state = CtxState::Free;
+            ctx.call = None;
+            ctx.reads.clear();
+            ctx.write_list.clear();
+            ctx.reply_chunk = None;
+            self.free_ctx.push(idx);
+        }
+    }
+
+    /// Send the reply to a call. A DDP region of `reply` goes by RDMA Write into the
+    /// requester's write chunk (no pad written, segment lengths set to the bytes written,
+    /// region and pad removed from the inline reply); a reply too large for inline goes into
+    /// the reply chunk (Long Reply, `RDMA_NOMSG`); then the header is sent, with Send With
+    /// Invalidate of the requester's first chunk handle when the peer accepts it (RFC 8797).
+    ///
+    /// # Errors
+    /// See [`ReplyError`].
+    pub fn reply<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        ctx: ReplyCtx,
+        reply: Chain,
+    ) -> Result<(), ReplyError> {
+        let valid = self
+            .ctxs
+            .get(ctx.idx as usize)
+            .is_some_and(|c| c.state == CtxState::Handed && c.generation == ctx.generation);
+        if self.lost {
+            return Err(ReplyError::ConnectionLost);
+        }
+        if !valid {
+            return Err(ReplyError::StaleContext);
+        }
+        let Some(buf) = self.send.get() else {
+            self.counters.resource_stalls += 1;
+            return Err(ReplyError::WouldBlock { ctx, reply });
+        };
+        let idx = ctx.idx;
+        match self.build_reply(prov, idx, buf, reply) {
+            Ok(()) => {
+                self.release_ctx(idx);
+                Ok(())
+            }
+            Err((e, Some(reply))) => {
+                self.send.complete(buf);
+                self.counters.resource_stalls += 1;
+                let _ = e;
+                Err(ReplyError::WouldBlock { ctx, reply })
+            }
+            Err((CallError::TooLarge, None)) => {
+                self.send.complete(buf);
+                let xid = self.ctxs.get(idx as usize).map_or(0, |c| c.xid);
+                self.send_error(prov, xid, ErrorCode::Chunk);
+                self.release_ctx(idx);
+                Err(ReplyError::ChunkError)
+            }
+            Err((e, None)) => {
+                self.send.complete(buf);
+                self.release_ctx(idx);
+                Err(ReplyError::Failed(e))
+            }
+        }
+    }
+
+    /// Build and post the reply. On a retryable failure the chain comes back.
+    fn build_reply<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        idx: u32,
+        buf: u32,
+        reply: Chain,
+    ) -> Result<(), (CallError, Option<Chain>)> {
+        let fatal = |e| (e, None);
+        let Some(ctx) = self.ctxs.get(idx as usize) else {
+            return Err(fatal(CallError::BadCall));
+        };
+        let xid = ctx.xid;
+        let inv = ctx.inv_handle;
+        let credit = self.grant();
+        self.pieces.clear();
+        self.wrs.clear();
+        // Counted only once the reply is posted (a refused or retried reply counts nothing).
+        let mut tally = Counters::default();
+        // DDP regions → write chunks, in order (RFC 8166 §3.4.6).
+        let all = reduce(&reply, false).map_err(fatal)?;
+        let mut items: heapless::Vec<ReducedItem, MAX_WRITE_CHUNKS> = heapless::Vec::new();
+        let mut lists = ChunkLists::new();
+        for (i, chunk) in ctx.write_list.iter().enumerate() {
+            match all.get(i) {
+                Some(item) => {
+                    self.frags.clear();
+                    for f in reply
+                        .page_fragments_in(item.data())
+                        .map_err(|e| fatal(e.into()))?
+                    {
+                        if self.frags.len() >= self.frags.capacity() {
+                            return Err(fatal(CallError::TooLarge));
+                        }
+                        self.frags.push(f);
+                    }
+                    let written = plan(
+                        &self.frags,
+                        chunk.iter().copied(),
+                        self.res.max_sge as usize,
+                        &mut self.pieces,
+                        &mut self.wrs,
+                    )
+                    .map_err(fatal)?;
+                    let _ = items.push(*item);
+                    let _ = lists.write_list.push(written);
+                    tally.write_chunks += 1;
+                    tally.rdma_write_bytes += item.len as u64;
+                }
+                None => {
+                    // Unused write chunk: returned with zero lengths.
+                    let zeroed = chunk.iter().map(|s| Segment { length: 0, ..*s }).collect();
+                    let _ = lists.write_list.push(zeroed);
+                }
+            }
+        }
+        for extra in all.iter().skip(items.len()) {
+            // No write chunk for it: the DDP data travels inline (a copy).
+            tally.ddp_payload_copied_bytes += extra.len as u64;
+        }
+        let total = reply.len();
+        let inline = inline_len(total, &items);
+        let hdr = HeaderRepr::new(xid, credit, Body::Msg(lists));
+        let max_send = (self.thresholds.send as usize).min(self.res.send_buf_size as usize);
+        let mut hold = Chain::new();
+        let (hdr, send_len) = if hdr.buffer_len() + inline <= max_send {
+            let sb = prov.send_buf(buf).map_err(|e| fatal(e.into()))?;
+            let h = hdr.emit(sb).map_err(|_| fatal(CallError::TooLarge))?;
+            let rest = sb.get_mut(h..).ok_or(fatal(CallError::TooLarge))?;
+            let n = copy_inline(&reply, &items, rest).map_err(fatal)?;
+            (hdr, h + n)
+        } else {
+            // Long Reply through the reply chunk.
+            let Some(rc) = ctx.reply_chunk.clone() else {
+                return Err(fatal(CallError::TooLarge));
+            };
+            let Body::Msg(mut lists) = hdr.body else {
+                return Err(fatal(CallError::BadCall));
+            };
+            self.frags.clear();
+            let got = gather(
+                &reply,
+                kept_ranges(total, &items),
+                &self.pages,
+                &mut self.frags,
+                &mut hold,
+            )
+            .map_err(fatal)?;
+            if got.pulled > 0 {
+                tally.pullup_copies += 1;
+                tally.pullup_bytes += got.pulled as u64;
+            }
+            let written = plan(
+                &self.frags,
+                rc.iter().copied(),
+                self.res.max_sge as usize,
+                &mut self.pieces,
+                &mut self.wrs,
+            )
+            .map_err(fatal)?;
+            lists.reply_chunk = Some(written);
+            tally.long_replies += 1;
+            tally.reply_chunks += 1;
+            tally.rdma_write_bytes += got.bytes as u64;
+            let hdr = HeaderRepr::new(xid, credit, Body::NoMsg(lists));
+            let sb = prov.send_buf(buf).map_err(|e| fatal(e.into()))?;
+            let h = hdr.emit(sb).map_err(|_| fatal(CallError::TooLarge))?;
+            (hdr, h)
+        };
+        let _ = hdr;
+        let send_wr = SendWr {
+            wr_id: WrTag::Send(buf).encode(),
+            op: SendOp::Send {
+                buf,
+                len: u32::try_from(send_len).map_err(|_| fatal(CallError::TooLarge))?,
+                invalidate: inv,
+            },
+            signaled: true,
+        };
+        if self.wrs.is_empty() {
+            // Small reply: one Send, no allocation.
+            if let Err(e) = prov.post_send(&[send_wr]) {
+                return Err(match e {
+                    crate::provider::ProviderError::Busy => (CallError::WouldBlock, Some(reply)),
+                    other => fatal(other.into()),
+                });
+            }
+            self.sent(buf, inv, send_len, reply, hold, &tally);
+            return Ok(());
+        }
+        let mut wrs: Vec<SendWr<'_>> = Vec::new();
+        wrs.try_reserve_exact(self.wrs.len() + 1)
+            .map_err(|_| fatal(CallError::NoMemory))?;
+        for d in &self.wrs {
+            let local = self
+                .pieces
+                .get(d.pieces.clone())
+                .ok_or(fatal(CallError::TooLarge))?;
+            wrs.push(SendWr {
+                wr_id: WrTag::Write.encode(),
+                op: SendOp::RdmaWrite {
+                    local,
+                    handle: d.handle,
+                    offset: d.offset,
+                },
+                signaled: false,
+            });
+        }
+        wrs.push(send_wr);
+        if wrs.len() > self.res.max_send_wr as usize {
+            return Err(fatal(CallError::TooLarge));
+        }
+        if let Err(e) = prov.post_send(&wrs) {
+            drop(wrs);
+            return Err(match e {
+                crate::provider::ProviderError::Busy => (CallError::WouldBlock, Some(reply)),
+                other => fatal(other.into()),
+            });
+        }
+        drop(wrs);
+        self.sent(buf, inv, send_len, reply, hold, &tally);
+        Ok(())
+    }
+
+    /// Book-keeping after a reply was posted: keep its pages until the Send completes.
+    fn sent(
+        &mut self,
+        buf: u32,
+        inv: Option<u32>,
+        send_len: usize,
+        reply: Chain,
+        hold: Chain,
+        tally: &Counters,
+    ) {
+        let c = &mut self.counters;
+        c.write_chunks += tally.write_chunks;
+        c.reply_chunks += tally.reply_chunks;
+        c.long_replies += tally.long_replies;
+        c.rdma_write_bytes += tally.rdma_write_bytes;
+        c.pullup_copies += tally.pullup_copies;
+        c.pullup_bytes += tally.pullup_bytes;
+        c.ddp_payload_copied_bytes += tally.ddp_payload_copied_bytes;
+        if inv.is_some() {
+            self.counters.send_with_invalidate += 1;
+        }
+        self.counters.messages_sent += 1;
+        self.counters.inline_bytes_sent += send_len as u64;
+        self.send.hold(buf, (reply, hold));
+    }
+
+    /// Connection loss: every context dies, every page is freed.
+    fn lose(&mut self, events: &mut impl FnMut(ResponderEvent)) {
+        if self.lost {
+            return;
+        }
+        self.lost = true;
+        self.counters.connection_losses += 1;
+        for i in 0..self.ctxs.len() {
+            let live = self.ctxs.get(i).is_some_and(|c| c.state != CtxState::Free);
+            if live {
+                self.counters.calls_lost += 1;
+                self.release_ctx(i as u32);
+            }
+        }
+        self.read_queue.clear();
+        self.job = ReadJob::default();
+        self.send.reset();
+        self.recv_posted = 0;
+        events(ResponderEvent::ConnectionLost);
+    }
+
+    /// Inject a raw received message as if it came from the peer (tests and fuzzing of the
+    /// validation path); returns what would be answered.
+    #[doc(hidden)]
+    pub fn classify(&mut self, data: &[u8]) -> Option<(u32, ErrorCode)> {
+        match self.parse_call(data) {
+            Ok(Some(idx)) => {
+                self.release_ctx(idx);
+                None
+            }
+            Ok(None) => None,
+            Err(e) => e,
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Send contexts and work-request ids.
+//!
+//! A send context is one of the provider's pre-registered send buffers plus whatever must stay
+//! alive until the Send built in it completes (for a responder: the reply's pages that RDMA
+//! Writes posted ahead of the Send read from). It is recycled on the Send's completion.
+
+use alloc::vec::Vec;
+
+use mbuf::Chain;
+
+use crate::provider::{SendBufId, WrId};
+
+/// What a work-request id names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WrTag {
+    /// A Send from send buffer `.0`.
+    Send(u32),
+    /// A Local Invalidate for pending-call slot `.0` (requester).
+    LocalInv(u32),
+    /// An RDMA Read for call context `.0` (responder).
+    Read(u32),
+    /// An unsignaled RDMA Write (completes only when flushed or failed).
+    Write,
+}
+
+const KIND_SHIFT: u32 = 56;
+
+impl WrTag {
+    /// Encode as a work-request id.
+    pub fn encode(self) -> WrId {
+        let (kind, idx) = match self {
+            WrTag::Send(i) => (1u64, i),
+            WrTag::LocalInv(i) => (2, i),
+            WrTag::Read(i) => (3, i),
+            WrTag::Write => (4, 0),
+        };
+        (kind << KIND_SHIFT) | u64::from(idx)
+    }
+
+    /// Decode a work-request id made by [`encode`](Self::encode).
+    pub fn decode(id: WrId) -> Option<WrTag> {
+        let idx = u32::try_from(id & 0xffff_ffff).ok()?;
+        match id >> KIND_SHIFT {
+            1 => Some(WrTag::Send(idx)),
+            2 => Some(WrTag::LocalInv(idx)),
+            3 => Some(WrTag::Read(idx)),
+            4 => Some(WrTag::Write),
+            _ => None,
+        }
+    }
+}
+
+/// A bounded stack of free ids, allocated once.
+#[derive(Debug)]
+pub struct FreeList {
+    free: Vec<u32>,
+    cap: u32,
+}
+
+impl FreeList {
+    /// Ids `0..n`, all free.
+    ///
+    /// # Errors
+    /// Allocation failure.
+    pub fn new(n: u32) -> Result<Self, alloc::collections::TryReserveError> {
+        let mut free = Vec::new();
+        free.try_reserve_exact(n as usize)?;
+        free.extend((0..n).rev());
+        Ok(FreeList { free, cap: n })
+    }
+
+    /// Take a free id.
+    pub fn pop(&mut self) -> Option<u32> {
+        self.free.pop()
+    }
+
+    /// Return an id (ignored if out of range or the list is full, so it never grows).
+    pub fn push(&mut self, id: u32) {
+        if id < self.cap && self.free.len() < self.cap as usize {
+            self.free.push(id);
+        }
+    }
+
+    /// Free ids.
+    pub fn len(&self) -> usize {
+        self.free.len()
+    }
+
+    /// True when no id is free.
+    pub fn is_empty(&self) -> bool {
+        self.free.is_empty()
+    }
+
+    /// Every id free again (connection reset).
+    pub fn reset(&mut self) {
+        self.free.clear();
+        self.free.extend((0..self.cap).rev());
+    }
+}
+
+/// The send contexts of one endpoint.
+#[derive(Debug)]
+pub struct SendContexts {
+    free: FreeList,
+    hold: Vec<Option<(Chain, Chain)>>,
+}
+
+impl SendContexts {
+    /// One context per send buffer.
+    ///
+    /// # Errors
+    /// Allocation failure.
+    pub fn new(n: u32) -> Result<Self, alloc::collections::TryReserveError> {
+        let mut hold = Vec::new();
+        hold.try_reserve_exact(n as usize)?;
+        hold.resize_with(n as usize, || None);
+        Ok(SendContexts {
+            free: FreeList::new(n)?,
+            hold,
+        })
+    }
+
+    /// Take a free send buffer.
+    pub fn get(&mut self) -> Option<SendBufId> {
+        self.free.pop()
+    }
+
+    /// Keep `chains` alive until the Send in `buf` completes.
+    pub fn hold(&mut self, buf: SendBufId, chains: (Chain, Chain)) {
+        if let Some(slot) = self.hold.get_mut(buf as usize) {
+            *slot = Some(chains);
+        }
+    }
+
+    /// The Send in `buf` completed (or was never posted): free what it held, recycle it.
+    pub fn complete(&mut self, buf: SendBufId) {
+        if let Some(slot) = self.hold.get_mut(buf as usize) {
+            *slot = None;
+        }
+        self.free.push(buf);
+    }
+
+    /// Connection reset: drop everything held, every buffer free.
+    pub fn reset(&mut self) {
+        for h in &mut self.hold {
+            *h = None;
+        }
+        self.free.reset();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wr_ids_round_trip() {
+        for t in [
+            WrTag::Send(7),
+            WrTag::LocalInv(0),
+            WrTag::Read(63),
+            WrTag::Write,
+        ] {
+            assert_eq!(WrTag::decode(t.encode()), Some(t));
+        }
+        assert_eq!(WrTag::decode(0), None);
+    }
+}

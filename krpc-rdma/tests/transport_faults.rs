@@ -1,0 +1,942 @@
+//! Fault tests of the transport core over the software RC provider and its `FaultInjector`:
+//! connection loss at chosen points of an RPC, corrupted headers, Send With Invalidate.
+//!
+//! Invariants checked after every fault: no panic; every call issued ends exactly once (a
+//! reply, or `Failed`), and after a connection loss every pending call failed with
+//! `ConnectionLost`; no live registration; once the chains handed back are dropped, no page
+//! is held by either arena.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use common::{
+    assert_clean, pages_with, pattern, reply_for, rig, rig_opts, rig_with, take_reply, teardown,
+    write_call, xdr_call, Rig, RigOpts, Soft,
+};
+use krpc_rdma::provider::{Provider, SendOp, SendWr, WcKind, WcStatus};
+use krpc_rdma::soft::{CorruptSend, FaultConfig, FaultInjector, SoftQp};
+use krpc_rdma::transport::{
+    CallError, DdpReply, ReplyError, ReplySpec, RequesterEvent, ResponderEvent, TransportConfig,
+};
+use krpc_rdma::wire::{CmFlags, CmPrivateData, ErrorCode, HeaderRepr};
+use mbuf::{Chain, Mbuf, PageProvider};
+
+type FRig = Rig<FaultInjector<SoftQp>, FaultInjector<SoftQp>>;
+
+/// The DDP data item of a READ-like reply: [xid][status][len][data][pad][tail].
+fn locate_read(c: &Chain) -> Option<usize> {
+    (c.len() >= 12).then_some(12)
+}
+
+/// What the server answers, by the call's first body word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Small call, small reply.
+    Small,
+    /// NFS-WRITE-like: data in a read chunk.
+    Write(usize),
+    /// NFS-READ-like: data back through a write chunk into the caller's pages.
+    Read(usize),
+    /// Long Call and Long Reply.
+    Long,
+}
+
+fn kind_of(call: &Chain) -> Kind {
+    let mut w = [0u8; 8];
+    call.copydata(4, &mut w).unwrap();
+    let n = u32::from_be_bytes([w[4], w[5], w[6], w[7]]) as usize;
+    match w[0] {
+        1 => Kind::Small,
+        2 => Kind::Write(n),
+        3 => Kind::Read(n),
+        _ => Kind::Long,
+    }
+}
+
+/// The call chain and reply spec of a call of `kind`.
+fn make_call(pa: &Arc<dyn PageProvider>, xid: u32, kind: Kind) -> (Chain, ReplySpec) {
+    let tag = |t: u8, n: usize| {
+        let mut v = vec![t, 0, 0, 0];
+        v.extend_from_slice(&(n as u32).to_be_bytes());
+        v
+    };
+    match kind {
+        Kind::Small => (xdr_call(xid, &tag(1, 0)), ReplySpec::inline(256)),
+        Kind::Write(n) => {
+            let mut c = xdr_call(xid, &tag(2, n));
+            c.append(&(n as u32).to_be_bytes()).unwrap();
+            c.append_mbuf(Mbuf::ddp_marker()).unwrap();
+            c.cat(pages_with(pa, &pattern(n, 4))).unwrap();
+            let mut tail = vec![0u8; (4 - n % 4) % 4];
+            tail.extend_from_slice(&[0xbb; 8]);
+            c.append(&tail).unwrap();
+            (c, ReplySpec::inline(256))
+        }
+        Kind::Read(n) => (
+            xdr_call(xid, &tag(3, n)),
+            ReplySpec {
+                max_reply: n + 64,
+                ddp: Some(DdpReply {
+                    pages: Chain::alloc_pages(pa, n).unwrap(),
+                    locate: locate_read,
+                }),
+            },
+        ),
+        Kind::Long => {
+            let mut body = tag(4, 0);
+            body.extend(pattern(6000, 9));
+            (xdr_call(xid, &body), ReplySpec::inline(20_000))
+        }
+    }
+}
+
+/// The server's reply to a call of `kind`.
+fn make_reply(pb: &Arc<dyn PageProvider>, xid: u32, kind: Kind) -> Chain {
+    match kind {
+        Kind::Small | Kind::Write(_) => reply_for(xid, b"ok.."),
+        Kind::Read(n) => {
+            let mut rep = reply_for(xid, &0u32.to_be_bytes());
+            rep.append(&(n as u32).to_be_bytes()).unwrap();
+            rep.append_mbuf(Mbuf::ddp_marker()).unwrap();
+            rep.cat(pages_with(pb, &pattern(n, 3))).unwrap();
+            let mut tail = vec![0u8; (4 - n % 4) % 4];
+            tail.extend_from_slice(&[0xcc; 4]);
+            rep.append(&tail).unwrap();
+            rep
+        }
+        Kind::Long => reply_for(xid, &pattern(12_000, 5)),
+    }
+}
+
+/// How each call ended.
+#[derive(Debug, Default)]
+struct Outcomes {
+    replies: BTreeMap<u32, Chain>,
+    failed: BTreeMap<u32, (CallError, Option<Chain>)>,
+    /// Calls issued (accepted by `Requester::call`).
+    issued: Vec<u32>,
+    req_lost: bool,
+    resp_lost: bool,
+    reply_errors: Vec<String>,
+}
+
+/// Issue `kinds` (one at a time as credits allow) and serve them until everything ended or
+/// nothing moves. Never panics on transport outcomes; records them.
+fn drive<A: Soft, B: Soft>(r: &mut Rig<A, B>, first_xid: u32, kinds: &[Kind]) -> Outcomes {
+    let mut out = Outcomes::default();
+    let mut next = 0usize;
+    for _ in 0..200 {
+        // Issue as many calls as the requester takes.
+        while next < kinds.len() && !out.req_lost {
+            let xid = first_xid + next as u32;
+            let (call, spec) = make_call(&r.pa, xid, kinds[next]);
+            match r.req.call(&mut r.qa, call, spec) {
+                Ok(()) => {
+                    out.issued.push(xid);
+                    next += 1;
+                }
+                Err(rej) => {
+                    assert!(
+                        matches!(
+                            rej.error,
+                            CallError::NoCredit | CallError::WouldBlock | CallError::ConnectionLost
+                        ),
+                        "unexpected refusal {:?}",
+                        rej.error
+                    );
+                    break;
+                }
+            }
+        }
+        let mut calls = Vec::new();
+        let mut resp_lost = false;
+        r.resp.poll(&mut r.qb, &mut |e| match e {
+            ResponderEvent::Call(c) => calls.push(c),
+            ResponderEvent::ConnectionLost => resp_lost = true,
+            ResponderEvent::Connected(_) => {}
+        });
+        out.resp_lost |= resp_lost;
+        for c in calls {
+            let kind = kind_of(&c.call);
+            let reply = make_reply(&r.pb, c.xid, kind);
+            drop(c.call);
+            if let Err(e) = r.resp.reply(&mut r.qb, c.ctx, reply) {
+                out.reply_errors.push(format!("{e:?}"));
+            }
+        }
+        let mut evs = Vec::new();
+        r.req.poll(&mut r.qa, &mut |e| evs.push(e));
+        let progress = !evs.is_empty();
+        for e in evs {
+            match e {
+                RequesterEvent::Reply { xid, reply } => {
+                    assert!(out.replies.insert(xid, reply).is_none(), "two replies");
+                    assert!(!out.failed.contains_key(&xid));
+                }
+                RequesterEvent::Failed { xid, error, pages } => {
+                    assert!(out.failed.insert(xid, (error, pages)).is_none(), "two ends");
+                    assert!(!out.replies.contains_key(&xid));
+                }
+                RequesterEvent::ConnectionLost => out.req_lost = true,
+                RequesterEvent::Connected(_) => {}
+            }
+        }
+        let ended = out.replies.len() + out.failed.len();
+        if !progress && next == kinds.len() && ended == out.issued.len() {
+            // One more responder poll to reap its last completions.
+            r.resp.poll(&mut r.qb, &mut |e| {
+                if matches!(e, ResponderEvent::ConnectionLost) {
+                    resp_lost = true;
+                }
+            });
+            out.resp_lost |= resp_lost;
+            break;
+        }
+        if out.req_lost && out.resp_lost && !progress {
+            break;
+        }
+    }
+    out
+}
+
+/// The invariants of a connection loss (or of a clean run when `lost` is false).
+fn check_outcomes(r: &FRig, out: &Outcomes, what: &str) {
+    let lost = out.req_lost;
+    if lost {
+        assert!(r.req.is_lost(), "{what}: lost");
+        assert!(out.resp_lost, "{what}: responder saw the loss too");
+        // Every issued call ended exactly once; those that did not get a reply failed with
+        // ConnectionLost.
+        for xid in &out.issued {
+            let ended = out.replies.contains_key(xid) || out.failed.contains_key(xid);
+            assert!(ended, "{what}: call {xid:#x} never ended");
+        }
+        for (xid, (e, _)) in &out.failed {
+            assert_eq!(*e, CallError::ConnectionLost, "{what}: call {xid:#x}");
+        }
+        assert_eq!(r.req.outstanding(), 0, "{what}");
+        assert!(r.req.counters().connection_losses == 1, "{what}");
+    } else {
+        assert!(out.failed.is_empty(), "{what}: failures without loss");
+        assert_eq!(out.replies.len(), out.issued.len(), "{what}: all replied");
+    }
+    assert_clean(r);
+}
+
+/// Drop what was handed back; check no page is held; tear down.
+fn finish(r: FRig, out: Outcomes, what: &str) {
+    let lost = out.req_lost;
+    drop(out);
+    if lost {
+        // After a loss the transport frees every page it held.
+        assert_eq!(
+            r.arena_a.in_use(),
+            0,
+            "{what}: requester pages held after the loss"
+        );
+        assert_eq!(
+            r.arena_b.in_use(),
+            0,
+            "{what}: responder pages held after the loss"
+        );
+    }
+    teardown(r);
+}
+
+const WORKLOAD: &[Kind] = &[
+    Kind::Small,
+    Kind::Write(300_000),
+    Kind::Read(200_003),
+    Kind::Long,
+    Kind::Write(5),
+    Kind::Read(70_000),
+    Kind::Small,
+];
+
+/// A rig whose requester already has credits (one RPC done), wrapped in fault injectors.
+fn warm_rig(cfg: TransportConfig, fa: FaultConfig, fb: FaultConfig) -> FRig {
+    let mut r = rig_with(cfg);
+    let (call, spec) = make_call(&r.pa, 1, Kind::Small);
+    r.req.call(&mut r.qa, call, spec).unwrap();
+    let pb = r.pb.clone();
+    let ev = r.run(&mut |c| make_reply(&pb, c.xid, Kind::Small));
+    take_reply(ev, 1);
+    assert!(r.req.credits_granted() > 8);
+    r.with_faults(fa, fb)
+}
+
+fn run_with(cfg: TransportConfig, fa: FaultConfig, fb: FaultConfig, what: &str) -> Outcomes {
+    let mut r = warm_rig(cfg, fa, fb);
+    let out = drive(&mut r, 0x100, WORKLOAD);
+    check_outcomes(&r, &out, what);
+    let summary = Outcomes {
+        issued: out.issued.clone(),
+        req_lost: out.req_lost,
+        resp_lost: out.resp_lost,
+        reply_errors: out.reply_errors.clone(),
+        ..Outcomes::default()
+    };
+    finish(r, out, what);
+    summary
+}
+
+#[test]
+fn workload_without_faults_completes() {
+    let out = run_with(
+        TransportConfig::default(),
+        FaultConfig::default(),
+        FaultConfig::default(),
+        "no fault",
+    );
+    assert!(!out.req_lost);
+    assert_eq!(out.issued.len(), WORKLOAD.len());
+}
+
+/// Loss before the nth Send of the requester: before a call goes out.
+#[test]
+fn loss_before_a_calls_send() {
+    for n in 1..=WORKLOAD.len() as u64 {
+        let what = format!("requester disconnect_at_send={n}");
+        let fa = FaultConfig {
+            disconnect_at_send: Some(n),
+            ..FaultConfig::default()
+        };
+        let out = run_with(
+            TransportConfig::default(),
+            fa,
+            FaultConfig::default(),
+            &what,
+        );
+        assert!(out.req_lost, "{what}: the fault fired");
+    }
+}
+
+/// Loss before the nth RDMA Read of the responder: while it pulls a read chunk or a Long Call.
+#[test]
+fn loss_during_responder_rdma_read() {
+    let mut fired = 0;
+    for n in 1..=12 {
+        let what = format!("responder disconnect_at_read={n}");
+        let fb = FaultConfig {
+            disconnect_at_read: Some(n),
+            ..FaultConfig::default()
+        };
+        let out = run_with(
+            TransportConfig::default(),
+            FaultConfig::default(),
+            fb,
+            &what,
+        );
+        if !out.req_lost {
+            break;
+        }
+        fired += 1;
+    }
+    // Write(300000) alone takes 5 Reads of at most 64 KiB (16 SGEs).
+    assert!(fired >= 5, "faults fired {fired} times");
+}
+
+/// Loss before the nth Send of the responder: after a reply's RDMA Writes, before its Send.
+#[test]
+fn loss_before_a_replys_send() {
+    for n in 1..=WORKLOAD.len() as u64 {
+        let what = format!("responder disconnect_at_send={n}");
+        let fb = FaultConfig {
+            disconnect_at_send: Some(n),
+            ..FaultConfig::default()
+        };
+        let out = run_with(
+            TransportConfig::default(),
+            FaultConfig::default(),
+            fb,
+            &what,
+        );
+        assert!(out.req_lost, "{what}: the fault fired");
+    }
+    // And between a reply's RDMA Writes (Read(200003) and the Long Reply write in pieces).
+    for n in 1..=6 {
+        let what = format!("responder disconnect_at_write={n}");
+        let fb = FaultConfig {
+            disconnect_at_write: Some(n),
+            ..FaultConfig::default()
+        };
+        let out = run_with(
+            TransportConfig::default(),
+            FaultConfig::default(),
+            fb,
+            &what,
+        );
+        assert!(out.req_lost, "{what}: the fault fired");
+    }
+}
+
+/// Loss after every possible number of work requests, on either side: covers the requester's
+/// Local Invalidates (with Send With Invalidate refused, every registration is invalidated
+/// locally).
+#[test]
+fn loss_after_every_work_request() {
+    for accept in [true, false] {
+        let cfg = TransportConfig {
+            accept_remote_invalidate: accept,
+            ..TransportConfig::default()
+        };
+        for side in ["requester", "responder"] {
+            let mut fired = 0;
+            for n in 0..60u64 {
+                let what = format!("{side} disconnect_after_wrs={n} accept_inv={accept}");
+                let f = FaultConfig {
+                    disconnect_after_wrs: Some(n),
+                    ..FaultConfig::default()
+                };
+                let (fa, fb) = if side == "requester" {
+                    (f, FaultConfig::default())
+                } else {
+                    (FaultConfig::default(), f)
+                };
+                let out = run_with(cfg, fa, fb, &what);
+                fired += u32::from(out.req_lost);
+            }
+            assert!(fired >= 7, "{side}: faults fired {fired} times");
+        }
+    }
+}
+
+/// Loss at every `poll_cq` call of either side (a flush at an arbitrary point).
+#[test]
+fn loss_at_every_poll() {
+    for side in ["requester", "responder"] {
+        let mut fired = 0;
+        for n in 1..40u64 {
+            let what = format!("{side} flush_at_poll={n}");
+            let f = FaultConfig {
+                flush_at_poll: Some(n),
+                ..FaultConfig::default()
+            };
+            let (fa, fb) = if side == "requester" {
+                (f, FaultConfig::default())
+            } else {
+                (FaultConfig::default(), f)
+            };
+            fired += u32::from(run_with(TransportConfig::default(), fa, fb, &what).req_lost);
+        }
+        assert!(fired >= 3, "{side}: faults fired {fired} times");
+    }
+}
+
+/// The requester's handles of its last call, read back from its send buffers.
+fn advertised_handles<A: Soft, B>(r: &mut Rig<A, B>, xid: u32) -> Vec<(u32, u64, bool)> {
+    let mut out = Vec::new();
+    for b in 0..64 {
+        let Ok(buf) = r.qa.soft_mut().send_buf(b) else {
+            continue;
+        };
+        let Ok(h) = HeaderRepr::parse(buf) else {
+            continue;
+        };
+        if h.xid != xid {
+            continue;
+        }
+        if let Some(l) = h.chunk_lists() {
+            out.extend(
+                l.read_list
+                    .iter()
+                    .map(|s| (s.segment.handle, s.segment.offset, false)),
+            );
+            for c in &l.write_list {
+                out.extend(c.iter().map(|s| (s.handle, s.offset, true)));
+            }
+            if let Some(c) = &l.reply_chunk {
+                out.extend(c.iter().map(|s| (s.handle, s.offset, true)));
+            }
+        }
+        break;
+    }
+    out
+}
+
+/// Loss while the requester invalidates: a call with a read chunk and a write chunk, Send
+/// With Invalidate refused, so the requester posts two Local Invalidates when the reply
+/// arrives; the connection breaks right after the first one executed, so the second cannot be
+/// posted. A second call is pending. The pending call fails with ConnectionLost; the first
+/// call's registrations are all dead (released, which revokes them) whatever it reports;
+/// every page comes back.
+#[test]
+fn loss_during_requester_local_invalidate() {
+    let cfg = TransportConfig {
+        accept_remote_invalidate: false,
+        ..TransportConfig::default()
+    };
+    // Requester work requests after warm-up: Send(A), Send(B), LocalInv #1 of A → break.
+    let fa = FaultConfig {
+        disconnect_after_wrs: Some(3),
+        ..FaultConfig::default()
+    };
+    let mut r = warm_rig(cfg, fa, FaultConfig::default());
+    let data = pattern(100_000, 6);
+    let spec = ReplySpec {
+        max_reply: 100_000 + 64,
+        ddp: Some(DdpReply {
+            pages: Chain::alloc_pages(&r.pa, 100_000).unwrap(),
+            locate: locate_read,
+        }),
+    };
+    r.req
+        .call(&mut r.qa, write_call(&r.pa, 0x10, &data), spec)
+        .unwrap();
+    let handles = advertised_handles(&mut r, 0x10);
+    assert_eq!(handles.len(), 2, "a read chunk and a write chunk");
+    let (call, spec) = make_call(&r.pa, 0x11, Kind::Write(50_000));
+    r.req.call(&mut r.qa, call, spec).unwrap();
+    let mut calls = Vec::new();
+    r.resp.poll(&mut r.qb, &mut |e| {
+        if let ResponderEvent::Call(c) = e {
+            calls.push(c)
+        }
+    });
+    assert_eq!(calls.len(), 2);
+    let second = calls.pop().unwrap();
+    let first = calls.pop().unwrap();
+    assert_eq!(first.xid, 0x10);
+    // Serve only the first call.
+    let rep = make_reply(&r.pb, 0x10, Kind::Read(100_000));
+    r.resp.reply(&mut r.qb, first.ctx, rep).unwrap();
+    let mut evs = Vec::new();
+    r.req.poll(&mut r.qa, &mut |e| evs.push(e));
+    assert_eq!(r.qa.stats().disconnects, 1, "the fault fired");
+    assert_eq!(r.qa.inner().stats().local_invs, 1, "one LocalInv executed");
+    let mut ended = BTreeMap::new();
+    for e in evs {
+        match e {
+            RequesterEvent::Failed { xid, error, pages } => {
+                ended.insert(xid, (Some(error), pages));
+            }
+            RequesterEvent::Reply { xid, reply } => {
+                ended.insert(xid, (None, Some(reply)));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(ended.len(), 2, "both calls ended: {ended:?}");
+    assert_eq!(ended[&0x11].0, Some(CallError::ConnectionLost));
+    assert!(
+        matches!(ended[&0x10].0, None | Some(CallError::ConnectionLost)),
+        "{:?}",
+        ended[&0x10]
+    );
+    assert!(ended[&0x10].1.is_some(), "the READ's pages came back");
+    assert!(r.req.is_lost());
+    for (h, off, write) in handles {
+        let probe = if write {
+            r.qb.inner().probe_remote_write(h, off, 4)
+        } else {
+            r.qb.inner().probe_remote_read(h, off, 4)
+        };
+        assert_eq!(probe, Err(WcStatus::RemoteAccess));
+    }
+    assert_clean(&r);
+    r.resp.poll(&mut r.qb, &mut |_| {});
+    assert!(matches!(
+        r.resp.reply(&mut r.qb, second.ctx, reply_for(0x11, b"")),
+        Err(ReplyError::ConnectionLost)
+    ));
+    drop(second.call);
+    drop(first.call);
+    drop(ended);
+    assert_eq!(r.arena_a.in_use(), 0);
+    assert_eq!(r.arena_b.in_use(), 0);
+    teardown(r);
+}
+
+/// Corrupt one byte of the call header (every offset of a header with a read chunk and a
+/// write chunk, several bit patterns): the responder answers ERR_VERS / ERR_CHUNK, drops the
+/// message (counted), or the connection breaks (a bad handle) — never a panic, never a leak.
+#[test]
+fn corrupted_call_headers() {
+    let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+    // Header of a call with one read chunk and one write chunk: 28 + 24 + 24 = 76 bytes.
+    for offset in 0..80u32 {
+        for xor in [0x01u8, 0x02, 0x80, 0xff] {
+            let fa = FaultConfig {
+                corrupt_send: Some(CorruptSend {
+                    nth: 1,
+                    offset,
+                    xor,
+                }),
+                ..FaultConfig::default()
+            };
+            let mut r = warm_rig(TransportConfig::default(), fa, FaultConfig::default());
+            // A WRITE-like call (read chunk) that also provisions a write chunk.
+            let mut call = xdr_call(0x20, &[2, 0, 0, 0, 0, 0, 0x40, 0]);
+            call.append(&16384u32.to_be_bytes()).unwrap();
+            call.append_mbuf(Mbuf::ddp_marker()).unwrap();
+            call.cat(pages_with(&r.pa, &pattern(16384, 1))).unwrap();
+            call.append(&[0xbb; 8]).unwrap();
+            let spec = ReplySpec {
+                max_reply: 8192 + 64,
+                ddp: Some(DdpReply {
+                    pages: Chain::alloc_pages(&r.pa, 8192).unwrap(),
+                    locate: locate_read,
+                }),
+            };
+            r.req.call(&mut r.qa, call, spec).unwrap();
+            let before_bad = r.req.counters().bad_messages + r.resp.counters().bad_messages;
+            let out = {
+                let mut evs = Vec::new();
+                let mut lost = false;
+                for _ in 0..10 {
+                    let mut calls = Vec::new();
+                    r.resp.poll(&mut r.qb, &mut |e| match e {
+                        ResponderEvent::Call(c) => calls.push(c),
+                        ResponderEvent::ConnectionLost => lost = true,
+                        ResponderEvent::Connected(_) => {}
+                    });
+                    for c in calls {
+                        let rep = make_reply(&r.pb, c.xid, Kind::Read(4000));
+                        let _ = r.resp.reply(&mut r.qb, c.ctx, rep);
+                    }
+                    r.req.poll(&mut r.qa, &mut |e| evs.push(e));
+                }
+                (evs, lost)
+            };
+            let (evs, _) = out;
+            let what = format!("offset {offset} xor {xor:#x}");
+            let mut ended = 0;
+            let mut class = String::new();
+            for e in &evs {
+                match e {
+                    RequesterEvent::Reply { .. } => {
+                        ended += 1;
+                        class = "reply".into();
+                    }
+                    RequesterEvent::Failed { error, .. } => {
+                        ended += 1;
+                        class = format!("{error:?}");
+                    }
+                    _ => {}
+                }
+            }
+            assert!(ended <= 1, "{what}: {evs:?}");
+            if ended == 0 {
+                let bad = r.req.counters().bad_messages + r.resp.counters().bad_messages;
+                assert!(bad > before_bad, "{what}: a silent drop must be counted");
+                class = "dropped (counted)".into();
+                assert_eq!(r.req.outstanding(), 1);
+            }
+            *seen.entry(class).or_default() += 1;
+            drop(evs);
+            if r.req.is_lost() {
+                assert_clean(&r);
+            }
+            // Dropping a requester with a call pending releases its registrations with the
+            // queue pair.
+            teardown(r);
+        }
+    }
+    println!("corrupted call headers: {seen:?}");
+    assert!(seen.contains_key("Rdma(Vers)"), "{seen:?}");
+    assert!(seen.contains_key("Rdma(Chunk)"), "{seen:?}");
+    assert!(seen.contains_key("dropped (counted)"), "{seen:?}");
+}
+
+/// Corrupt one byte of the reply header (a READ reply with a write chunk): the requester
+/// drops it (counted) or fails the call — never a panic, never a leak.
+#[test]
+fn corrupted_reply_headers() {
+    let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+    for offset in 0..60u32 {
+        for xor in [0x01u8, 0x80, 0xff] {
+            let fb = FaultConfig {
+                corrupt_send: Some(CorruptSend {
+                    nth: 1,
+                    offset,
+                    xor,
+                }),
+                ..FaultConfig::default()
+            };
+            let mut r = warm_rig(TransportConfig::default(), FaultConfig::default(), fb);
+            let out = drive(&mut r, 0x30, &[Kind::Read(40_000)]);
+            let what = format!("offset {offset} xor {xor:#x}");
+            let class = if let Some(reply) = out.replies.get(&0x30) {
+                let _ = reply.len();
+                "reply".to_string()
+            } else if let Some((e, _)) = out.failed.get(&0x30) {
+                format!("{e:?}")
+            } else {
+                assert!(
+                    r.req.counters().bad_messages > 0,
+                    "{what}: a silent drop must be counted"
+                );
+                "dropped (counted)".to_string()
+            };
+            *seen.entry(class).or_default() += 1;
+            if out.req_lost {
+                assert_clean(&r);
+            }
+            drop(out);
+            teardown(r);
+        }
+    }
+    println!("corrupted reply headers: {seen:?}");
+    assert!(seen.contains_key("dropped (counted)"), "{seen:?}");
+}
+
+/// Specific header corruptions and their required answers.
+#[test]
+fn corrupted_call_header_answers() {
+    // (offset, xor, expected failure): version 1 → 3 (ERR_VERS), proc 0 → 2 (RDMA_MSGP,
+    // ERR_CHUNK), read chunk position 16 → 16 + 0x100000 (beyond the payload, ERR_CHUNK).
+    for (offset, xor, want) in [
+        (7u32, 0x02u8, ErrorCode::Vers),
+        (15, 0x02, ErrorCode::Chunk),
+        (21, 0x10, ErrorCode::Chunk),
+    ] {
+        let fa = FaultConfig {
+            corrupt_send: Some(CorruptSend {
+                nth: 1,
+                offset,
+                xor,
+            }),
+            ..FaultConfig::default()
+        };
+        let mut r = warm_rig(TransportConfig::default(), fa, FaultConfig::default());
+        let out = drive(&mut r, 0x40, &[Kind::Write(10_000)]);
+        let what = format!("offset {offset}");
+        assert!(
+            matches!(out.failed.get(&0x40), Some((CallError::Rdma(c), None)) if *c == want),
+            "{what}: {:?}",
+            out.failed
+        );
+        assert!(!out.req_lost, "{what}");
+        assert_clean(&r);
+        let resp = r.resp.counters();
+        assert_eq!(resp.err_vers_sent + resp.err_chunk_sent, 1, "{what}");
+        // The connection survives: another call goes through.
+        let out2 = drive(&mut r, 0x50, &[Kind::Small, Kind::Write(10_000)]);
+        assert_eq!(out2.replies.len(), 2, "{what}");
+        drop((out, out2));
+        teardown(r);
+    }
+}
+
+/// Send With Invalidate end to end: the requester's private data offers it, the responder
+/// uses it with the first chunk's handle, the requester counts a remote invalidation and does
+/// no Local Invalidate for that registration, and the handle is dead afterwards.
+#[test]
+fn send_with_invalidate_end_to_end() {
+    let mut r = rig();
+    let ours = CmPrivateData::parse(&r.req.private_data()).unwrap();
+    assert!(ours.flags.contains(CmFlags::REMOTE_INVALIDATE));
+    assert!(TransportConfig::default().accept_remote_invalidate);
+    assert!(r.resp.thresholds().send_with_invalidate);
+
+    // WRITE: the read chunk's handle.
+    let data = pattern(100_000, 6);
+    r.req
+        .call(
+            &mut r.qa,
+            write_call(&r.pa, 0x60, &data),
+            ReplySpec::inline(128),
+        )
+        .unwrap();
+    let handles = advertised_handles(&mut r, 0x60);
+    assert_eq!(handles.len(), 1);
+    assert_eq!(
+        r.qb.probe_remote_read(handles[0].0, handles[0].1, 4),
+        Ok(())
+    );
+    let ev = r.run(&mut |c| reply_for(c.xid, b"done"));
+    take_reply(ev, 0x60);
+    assert_eq!(r.resp.counters().send_with_invalidate, 1);
+    assert_eq!(r.req.counters().remote_invalidations, 1);
+    assert_eq!(r.req.counters().local_invalidations, 0);
+    assert_eq!(r.qa.stats().remote_invs, 1);
+    assert_eq!(r.qa.stats().local_invs, 0);
+    assert_eq!(
+        r.qb.probe_remote_read(handles[0].0, handles[0].1, 4),
+        Err(WcStatus::RemoteAccess)
+    );
+
+    // READ: the write chunk's handle.
+    let (call, spec) = make_call(&r.pa, 0x61, Kind::Read(50_000));
+    r.req.call(&mut r.qa, call, spec).unwrap();
+    let handles = advertised_handles(&mut r, 0x61);
+    assert_eq!(handles.len(), 1);
+    let pb = r.pb.clone();
+    let ev = r.run(&mut |c| make_reply(&pb, c.xid, Kind::Read(50_000)));
+    let reply = take_reply(ev, 0x61);
+    assert_eq!(reply.ddp_regions().next().unwrap().len, 50_000);
+    drop(reply);
+    assert_eq!(r.resp.counters().send_with_invalidate, 2);
+    assert_eq!(r.req.counters().remote_invalidations, 2);
+    assert_eq!(r.req.counters().local_invalidations, 0);
+    assert_eq!(
+        r.qb.probe_remote_write(handles[0].0, handles[0].1, 4),
+        Err(WcStatus::RemoteAccess)
+    );
+
+    // A call with a read chunk and a write chunk: the read chunk's handle goes by Send With
+    // Invalidate, the write chunk's by Local Invalidate.
+    let call = write_call(&r.pa, 0x62, &data);
+    let spec = ReplySpec {
+        max_reply: 50_000 + 64,
+        ddp: Some(DdpReply {
+            pages: Chain::alloc_pages(&r.pa, 50_000).unwrap(),
+            locate: locate_read,
+        }),
+    };
+    r.req.call(&mut r.qa, call, spec).unwrap();
+    let handles = advertised_handles(&mut r, 0x62);
+    assert_eq!(handles.len(), 2);
+    let ev = r.run(&mut |c| make_reply(&pb, c.xid, Kind::Read(50_000)));
+    drop(take_reply(ev, 0x62));
+    assert_eq!(r.req.counters().remote_invalidations, 3);
+    assert_eq!(r.req.counters().local_invalidations, 1);
+    for (h, off, write) in &handles {
+        let probe = if *write {
+            r.qb.probe_remote_write(*h, *off, 4)
+        } else {
+            r.qb.probe_remote_read(*h, *off, 4)
+        };
+        assert_eq!(probe, Err(WcStatus::RemoteAccess));
+    }
+    assert_clean(&r);
+
+    // A real RDMA Read of the stale handle fails with a remote access error.
+    let (h, off, _) = handles[0];
+    let dst = Chain::alloc_pages(&r.pb, 4096).unwrap();
+    let frags: Vec<_> = dst.page_fragments_in(0..4096).unwrap().collect();
+    r.qb.post_send(&[SendWr {
+        wr_id: 7,
+        op: SendOp::RdmaRead {
+            local: &frags,
+            handle: h,
+            offset: off,
+        },
+        signaled: true,
+    }])
+    .unwrap();
+    let mut wcs = [krpc_rdma::provider::Completion {
+        wr_id: 0,
+        status: WcStatus::Success,
+        kind: WcKind::Send,
+        byte_len: 0,
+        invalidated: None,
+    }; 4];
+    let n = r.qb.poll_cq(&mut wcs);
+    assert!(n >= 1);
+    assert_eq!(wcs[0].wr_id, 7);
+    assert_eq!(wcs[0].status, WcStatus::RemoteAccess);
+    drop(dst);
+    teardown(r);
+}
+
+/// With Send With Invalidate refused by the requester (RFC 8797 flag clear), the responder
+/// never uses it and the requester invalidates everything locally.
+#[test]
+fn send_with_invalidate_refused() {
+    let cfg = TransportConfig {
+        accept_remote_invalidate: false,
+        ..TransportConfig::default()
+    };
+    let mut r = rig_opts(RigOpts {
+        req_cfg: cfg,
+        ..RigOpts::default()
+    });
+    let ours = CmPrivateData::parse(&r.req.private_data()).unwrap();
+    assert!(!ours.flags.contains(CmFlags::REMOTE_INVALIDATE));
+    assert!(!r.resp.thresholds().send_with_invalidate);
+    let data = pattern(100_000, 6);
+    r.req
+        .call(
+            &mut r.qa,
+            write_call(&r.pa, 0x70, &data),
+            ReplySpec::inline(128),
+        )
+        .unwrap();
+    let handles = advertised_handles(&mut r, 0x70);
+    let ev = r.run(&mut |c| reply_for(c.xid, b"done"));
+    take_reply(ev, 0x70);
+    assert_eq!(r.resp.counters().send_with_invalidate, 0);
+    assert_eq!(r.req.counters().remote_invalidations, 0);
+    assert_eq!(r.req.counters().local_invalidations, 1);
+    assert_eq!(r.qa.stats().remote_invs, 0);
+    for (h, off, _) in handles {
+        assert_eq!(
+            r.qb.probe_remote_read(h, off, 4),
+            Err(WcStatus::RemoteAccess)
+        );
+    }
+    assert_clean(&r);
+    teardown(r);
+}
+
+/// Counters. When a reply does not fit what the requester provisioned, the responder sends
+/// `ERR_CHUNK` instead; nothing was written, so no write chunk and no RDMA Write bytes may be
+/// counted (the responder tallies a reply's counters only once it is posted).
+#[test]
+fn err_chunk_reply_counts_no_write_chunk() {
+    let cfg = TransportConfig {
+        inline_send: 1024,
+        inline_recv: 1024,
+        ..TransportConfig::default()
+    };
+    let mut r = rig_with(cfg);
+    // The requester provisions a 4096-byte write chunk and expects at most 4096 + 900
+    // bytes: the rest (900) fits inline. The server's reply has 2000 bytes of inline XDR
+    // around 100 bytes of DDP data: too large for inline, no reply chunk → ERR_CHUNK.
+    let spec = ReplySpec {
+        max_reply: 4096 + 900,
+        ddp: Some(DdpReply {
+            pages: Chain::alloc_pages(&r.pa, 4096).unwrap(),
+            locate: locate_read,
+        }),
+    };
+    r.req
+        .call(&mut r.qa, xdr_call(0x80, b"READ"), spec)
+        .unwrap();
+    assert_eq!(r.req.counters().write_chunks, 1);
+    let pb = r.pb.clone();
+    let mut result = None;
+    let mut calls = Vec::new();
+    r.resp.poll(&mut r.qb, &mut |e| {
+        if let ResponderEvent::Call(c) = e {
+            calls.push(c)
+        }
+    });
+    for c in calls {
+        let mut rep = reply_for(c.xid, &0u32.to_be_bytes());
+        rep.append(&100u32.to_be_bytes()).unwrap();
+        rep.append_mbuf(Mbuf::ddp_marker()).unwrap();
+        rep.cat(pages_with(&pb, &pattern(100, 1))).unwrap();
+        rep.append(&[0xcc; 2000]).unwrap();
+        result = Some(r.resp.reply(&mut r.qb, c.ctx, rep));
+    }
+    assert!(matches!(result, Some(Err(ReplyError::ChunkError))));
+    let mut evs = Vec::new();
+    r.req.poll(&mut r.qa, &mut |e| evs.push(e));
+    assert!(evs.iter().any(|e| matches!(
+        e,
+        RequesterEvent::Failed {
+            error: CallError::Rdma(ErrorCode::Chunk),
+            ..
+        }
+    )));
+    drop(evs);
+    assert_eq!(r.resp.counters().err_chunk_sent, 1);
+    assert_eq!(r.qb.stats().rdma_writes, 0, "nothing was written");
+    assert_eq!(
+        r.resp.counters().write_chunks,
+        0,
+        "no write chunk was written"
+    );
+    assert_eq!(r.resp.counters().rdma_write_bytes, 0, "no byte was written");
+    teardown(r);
+}
