@@ -11,6 +11,10 @@ use clap::{Parser, Subcommand};
 
 mod decode;
 mod hex;
+// The libibverbs/librdmacm provider; used by the tests (which include it by path) and the
+// hidden `verbs-smoke` command until the server/client commands arrive.
+#[allow(dead_code)]
+mod verbs;
 
 /// Userspace harness for the krpc-rdma RPC-over-RDMA core.
 #[derive(Parser)]
@@ -29,12 +33,39 @@ enum Command {
     /// line are ignored, an optional leading "0x" is accepted. Undecodable input gives
     /// {"error": "<reason>"} on its line; the tool exits 0 after reading all input.
     Decode,
+    /// Open the RDMA device, register a page arena and print the device limits (a smoke
+    /// check of the verbs provider; the real server/client commands come later).
+    #[command(hide = true)]
+    VerbsSmoke,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Decode => run_decode(),
+        Command::VerbsSmoke => run_verbs_smoke(),
+    }
+}
+
+fn run_verbs_smoke() -> ExitCode {
+    let run = || -> Result<(), verbs::VerbsError> {
+        let dev = verbs::device::Device::open(None)?;
+        let arena = verbs::arena::VerbsArena::new(&dev, 256)?;
+        println!(
+            "device {}: {:?}; arena of {} pages, lkey {:#x}",
+            dev.name(),
+            dev.limits(),
+            arena.pages(),
+            arena.lkey()
+        );
+        Ok(())
+    };
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("userspace-harness verbs-smoke: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

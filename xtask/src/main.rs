@@ -116,11 +116,63 @@ fn test() -> Result<(), String> {
     step("cargo test --workspace --release", tests)?;
 
     kernel_build()?;
+    rxe_tests()?;
     println!(
         "==> all checks passed in {:.1} s",
         start.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The end-to-end scenarios over real verbs: the transport over the libibverbs provider on
+/// Soft-RoCE `rxe0`, inside the VM (or on the host when it has an RDMA device).
+/// `KRPC_RDMA_SKIP_VM=1` skips them, loudly, for machines without qemu.
+fn rxe_tests() -> Result<(), String> {
+    const NAME: &str =
+        "verbs over rxe0 (cargo xtask vm -- cargo test -p userspace-harness --test verbs_rxe)";
+    if std::env::var_os("KRPC_RDMA_SKIP_VM").is_some_and(|v| v == "1") {
+        println!("==> {NAME}: SKIPPED (KRPC_RDMA_SKIP_VM=1): nothing ran over RDMA");
+        return Ok(());
+    }
+    // Build on the host (fast), so the VM only runs the test binary.
+    let mut build = cargo();
+    build.args([
+        "test",
+        "--release",
+        "-p",
+        "userspace-harness",
+        "--test",
+        "verbs_rxe",
+        "--no-run",
+    ]);
+    step("build verbs_rxe", build)?;
+    println!("==> {NAME}");
+    let start = Instant::now();
+    std::env::set_current_dir(root()).map_err(|e| format!("{NAME}: cd: {e}"))?;
+    let args: Vec<OsString> = [
+        "cargo",
+        "test",
+        "--release",
+        "-p",
+        "userspace-harness",
+        "--test",
+        "verbs_rxe",
+        "--",
+        "--test-threads=1",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    // Inside the VM a missing device must fail the tests, not skip them.
+    std::env::set_var("KRPC_RDMA_REQUIRE_RDMA", "1");
+    let code = vm::run::vm(&args);
+    let secs = start.elapsed().as_secs_f64();
+    if code == 0 {
+        println!("==> {NAME}: ok ({secs:.1} s)");
+        Ok(())
+    } else {
+        Err(format!("{NAME}: failed (exit {code}) after {secs:.1} s"))
+    }
 }
 
 fn kernel_build() -> Result<(), String> {

@@ -1,6 +1,9 @@
 //! Transport configuration: credits, inline sizes, limits.
 
-use crate::wire::{CmPrivateData, DEFAULT_INLINE_SIZE};
+use crate::provider::Resources;
+use crate::wire::{CmPrivateData, DEFAULT_INLINE_SIZE, MIN_INLINE_SIZE};
+
+use super::error::CallError;
 
 /// Configuration shared by [`Requester`](super::Requester) and [`Responder`](super::Responder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,7 +14,8 @@ pub struct TransportConfig {
     pub max_requests: u32,
     /// Largest message we send inline (advertised in RFC 8797 private data).
     pub inline_send: u32,
-    /// Largest message we receive inline (advertised; receive buffers must hold it).
+    /// Largest message we receive inline (advertised, clamped to the provider's receive
+    /// buffer size; see [`TransportConfig::private_data_for`]).
     pub inline_recv: u32,
     /// Whether we accept Send With Invalidate from the peer (RFC 8797 flag bit 0).
     pub accept_remote_invalidate: bool,
@@ -43,5 +47,64 @@ impl TransportConfig {
             self.inline_recv,
             self.accept_remote_invalidate,
         )
+    }
+
+    /// The private data we advertise on a provider with `res`: our inline sizes clamped to
+    /// the provider's send and receive buffers (so the peer never sends more than a receive
+    /// buffer holds), rounded down to whole KiB by the RFC 8797 encoding.
+    ///
+    /// # Errors
+    /// [`CallError::BadConfig`] when a send or receive buffer is smaller than 1024 bytes, the
+    /// inline size every peer may use without negotiation (RFC 8166 §3.3.2).
+    pub fn private_data_for(&self, res: &Resources) -> Result<CmPrivateData, CallError> {
+        if res.send_buf_size < MIN_INLINE_SIZE || res.recv_buf_size < MIN_INLINE_SIZE {
+            return Err(CallError::BadConfig);
+        }
+        Ok(CmPrivateData::new(
+            self.inline_send.min(res.send_buf_size),
+            self.inline_recv.min(res.recv_buf_size),
+            self.accept_remote_invalidate,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(send: u32, recv: u32) -> Resources {
+        Resources {
+            send_bufs: 4,
+            recv_bufs: 4,
+            send_buf_size: send,
+            recv_buf_size: recv,
+            max_send_wr: 16,
+            max_sge: 4,
+            max_registrations: 4,
+            max_rd_atomic: 4,
+        }
+    }
+
+    #[test]
+    fn advertised_sizes_never_exceed_the_buffers() {
+        let cfg = TransportConfig {
+            inline_send: 8192,
+            inline_recv: 8192,
+            ..TransportConfig::default()
+        };
+        let pd = cfg.private_data_for(&res(4096, 2500)).unwrap();
+        assert_eq!(pd.send_size, 4096);
+        // 2500 bytes of buffer: the RFC 8797 encoding rounds down to 2048.
+        assert_eq!(pd.recv_size, 2048);
+        let pd = cfg.private_data_for(&res(65536, 65536)).unwrap();
+        assert_eq!((pd.send_size, pd.recv_size), (8192, 8192));
+        assert_eq!(
+            cfg.private_data_for(&res(4096, 512)),
+            Err(CallError::BadConfig)
+        );
+        assert_eq!(
+            cfg.private_data_for(&res(1000, 4096)),
+            Err(CallError::BadConfig)
+        );
     }
 }

@@ -31,6 +31,9 @@ pub enum CallError {
     ConnectionLost,
     /// Memory or page allocation failed.
     NoMemory,
+    /// The configuration does not fit the provider's resources (e.g. receive buffers smaller
+    /// than the 1024-byte inline size every RPC-over-RDMA peer may send).
+    BadConfig,
     /// The provider refused an operation.
     Provider(ProviderError),
 }
@@ -47,6 +50,9 @@ impl fmt::Display for CallError {
             CallError::BadReply => f.write_str("reply does not match the provisioned chunks"),
             CallError::ConnectionLost => f.write_str("connection lost"),
             CallError::NoMemory => f.write_str("out of memory"),
+            CallError::BadConfig => {
+                f.write_str("configuration does not fit the provider's buffers")
+            }
             CallError::Provider(e) => write!(f, "provider error: {e}"),
         }
     }

@@ -199,7 +199,7 @@ impl Requester {
             .try_reserve_exact(cfg.max_fragments as usize)
             .map_err(|_| CallError::NoMemory)?;
         Ok(Requester {
-            ours: cfg.private_data(),
+            ours: cfg.private_data_for(&resources)?,
             cfg,
             res: resources,
             pages,

@@ -176,7 +176,7 @@ impl Responder {
         reserve(&mut pieces, nf * 2)?;
         reserve(&mut wrs, nf * 2)?;
         Ok(Responder {
-            ours: cfg.private_data(),
+            ours: cfg.private_data_for(&resources)?,
             cfg,
             res: resources,
             pages,

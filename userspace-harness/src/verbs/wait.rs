@@ -1,0 +1,75 @@
+//! Block until a queue pair makes progress, without burning CPU forever: spin briefly on the
+//! completion queues, then arm the completion notifications and `poll(2)` on the completion
+//! channel and CM event channel fds.
+
+use std::time::{Duration, Instant};
+
+use super::qp::VerbsQp;
+
+/// How long to spin on the CQs before sleeping.
+pub const SPIN: Duration = Duration::from_micros(50);
+
+/// Wait until one of `qps` has completions or connection events to report, or `timeout`
+/// passes. Returns whether something is ready. Completions found are kept for the next
+/// `poll_cq` (nothing is lost), so the caller then runs `Requester::poll` /
+/// `Responder::poll`.
+pub fn wait_any(qps: &mut [&mut VerbsQp], timeout: Duration) -> bool {
+    let start = Instant::now();
+    loop {
+        for q in qps.iter_mut() {
+            q.reap();
+            q.pump_cm();
+            if q.has_work() {
+                return true;
+            }
+        }
+        if start.elapsed() >= SPIN.min(timeout) {
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    for q in qps.iter_mut() {
+        q.arm();
+    }
+    // Completions that arrived before the notification was armed raise no event.
+    for q in qps.iter_mut() {
+        q.reap();
+        q.pump_cm();
+        if q.has_work() {
+            return true;
+        }
+    }
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(qps.len() * 2);
+    for q in qps.iter() {
+        let (comp, cm) = q.fds();
+        for fd in [comp, cm] {
+            fds.push(libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+    }
+    let left = timeout.saturating_sub(start.elapsed());
+    let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: `fds` holds `fds.len()` valid pollfd entries for open descriptors.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if rc <= 0 {
+        return false;
+    }
+    for q in qps.iter_mut() {
+        q.reap();
+        q.pump_cm();
+        if q.has_work() {
+            return true;
+        }
+    }
+    // A CQ event with nothing left to reap (already taken by a previous reap): report
+    // progress anyway so the caller polls.
+    true
+}
+
+/// [`wait_any`] for one queue pair.
+pub fn wait(qp: &mut VerbsQp, timeout: Duration) -> bool {
+    wait_any(&mut [qp], timeout)
+}
