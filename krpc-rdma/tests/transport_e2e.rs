@@ -9,10 +9,11 @@
 mod common;
 
 use common::{
-    assert_clean, pages_with, pattern, reply_for, rig, rig_with, take_reply, write_call, xdr_call,
-    Rig,
+    assert_clean, pages_with, pattern, reply_for, rig, rig_opts, rig_with, take_reply, write_call,
+    xdr_call, Rig, RigOpts,
 };
 use krpc_rdma::provider::{Provider, SendOp, SendWr, WcKind, WcStatus};
+use krpc_rdma::soft::SoftConfig;
 use krpc_rdma::transport::{
     CallError, DdpReply, ReplySpec, RequesterEvent, ResponderEvent, TransportConfig,
 };
@@ -306,7 +307,7 @@ fn requester_sees_rdma_error() {
 }
 
 #[test]
-fn credits_128_in_flight() {
+fn credits_128_calls_through_32_credits() {
     let cfg = TransportConfig {
         max_requests: 32,
         ..TransportConfig::default()
@@ -491,4 +492,57 @@ fn unknown_xid_reply_is_dropped() {
     let ev = r.run(&mut |c| reply_for(c.xid, b""));
     take_reply(ev, 1);
     let _ = PAGE_SIZE;
+}
+
+/// 128 calls really in flight at once: credits 128 (Linux's default), enough buffers on both
+/// sides; the requester reaches exactly 128 outstanding only after the responder's grant
+/// raised the initial credit of 1, and never exceeds the grant on the way.
+#[test]
+fn credits_128_really_in_flight() {
+    let cfg = TransportConfig {
+        max_requests: 128,
+        ..TransportConfig::default()
+    };
+    let soft = SoftConfig {
+        send_bufs: 160,
+        recv_bufs: 160,
+        max_send_wr: 512,
+        ..SoftConfig::default()
+    };
+    let mut r = rig_opts(RigOpts {
+        req_cfg: cfg,
+        resp_cfg: cfg,
+        soft_a: soft.clone(),
+        soft_b: soft,
+        ..RigOpts::default()
+    });
+    // One RPC to learn the grant.
+    r.req
+        .call(&mut r.qa, xdr_call(1, b"hello"), ReplySpec::inline(64))
+        .unwrap();
+    let ev = r.run(&mut |c| reply_for(c.xid, b"r"));
+    assert_eq!(ev.len(), 1);
+    assert_eq!(r.req.credits_granted(), 128);
+    // 128 calls without the responder running: all must be accepted and outstanding.
+    for i in 0..128u32 {
+        r.req
+            .call(&mut r.qa, xdr_call(100 + i, b"c"), ReplySpec::inline(64))
+            .unwrap_or_else(|rej| panic!("call {i} refused: {:?}", rej.error));
+        assert!(r.req.outstanding() <= r.req.credits_granted());
+    }
+    assert_eq!(r.req.outstanding(), 128);
+    // The 129th is refused for lack of credit, and handed back.
+    let rej = r
+        .req
+        .call(&mut r.qa, xdr_call(999, b"c"), ReplySpec::inline(64))
+        .unwrap_err();
+    assert_eq!(rej.error, CallError::NoCredit);
+    let ev = r.run(&mut |c| reply_for(c.xid, b"r"));
+    let replies = ev
+        .iter()
+        .filter(|e| matches!(e, RequesterEvent::Reply { .. }))
+        .count();
+    assert_eq!(replies, 128);
+    assert_eq!(r.req.outstanding(), 0);
+    assert_clean(&r);
 }
