@@ -1,20 +1,26 @@
-//! `userspace-harness`: runs the krpc-rdma core in userspace.
+//! `userspace-harness`: runs the krpc-rdma core in userspace, over libibverbs (Soft-RoCE
+//! `rxe0` in the project's VM: `cargo xtask vm -- target/release/userspace-harness ...`).
 //!
-//! Today it offers one tool, `decode`, a decoder for RPC-over-RDMA Version 1 transport
-//! headers (RFC 8166). The libibverbs/rxe provider, the server/client/bench commands and the
-//! NFS client come with later work; they are not here and nothing pretends they are.
+//! Commands: `server`, `client`, `bench` (both in one process), `demo`, and `decode` (the
+//! RPC-over-RDMA header decoder). The RPC workload is the harness's own program, documented
+//! in [`userspace_harness::rpc`]. Errors are one line on stderr; exit status 0 on success,
+//! 1 on errors (including data verification failures), 2 for bad arguments, 3 when the
+//! connection was lost.
 
 use std::io::{self, BufRead, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
-mod decode;
-mod hex;
-// The libibverbs/librdmacm provider; used by the tests (which include it by path) and the
-// hidden `verbs-smoke` command until the server/client commands arrive.
-#[allow(dead_code)]
-mod verbs;
+use userspace_harness::rpc::Workload;
+use userspace_harness::run::{self, ClientOpts, DemoOpts, Print, ServerOpts};
+use userspace_harness::trace::Tracer;
+use userspace_harness::{decode, verbs};
 
 /// Userspace harness for the krpc-rdma RPC-over-RDMA core.
 #[derive(Parser)]
@@ -26,6 +32,57 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve the harness's RPC program (NULL / WRITE / READ / ECHO) over RPC-over-RDMA.
+    ///
+    /// One thread per connection, each with its own store (READ returns what WRITE wrote;
+    /// WRITE data is checked against the pattern of its offset). Prints one line per
+    /// connection and the totals and transport counters at exit (after --count connections,
+    /// --duration, SIGINT or SIGTERM).
+    Server {
+        /// Address to listen on: IP[:PORT] (port 20049 by default).
+        #[arg(long, value_name = "IP[:PORT]", value_parser = parse_addr)]
+        listen: SocketAddr,
+        /// Stop after serving N connections.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+        /// Stop after SECS seconds.
+        #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+        duration: Option<Duration>,
+        /// Registered page arena shared by the connections, in MiB.
+        #[arg(long, value_name = "MIB", default_value_t = 128,
+              value_parser = clap::value_parser!(u32).range(4..=4096))]
+        arena_mib: u32,
+        /// Write every transport header sent and received to FILE (JSON lines).
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+    },
+    /// Run a workload against a server and report ops/s, MB/s, latency and counters.
+    Client {
+        /// The server: IP[:PORT] (port 20049 by default).
+        #[arg(long, value_name = "IP[:PORT]", value_parser = parse_addr)]
+        server: SocketAddr,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// A server thread and a client in one process, over rxe loopback; same options and
+    /// report as `client`.
+    Bench {
+        /// Address of the server thread: IP[:PORT] (default: $RXE_IP, port 20049).
+        #[arg(long, value_name = "IP[:PORT]", value_parser = parse_addr)]
+        addr: Option<SocketAddr>,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// Server and client in one run: WRITE and READ with DDP at several sizes, NULL, a Long
+    /// Call / Long Reply, throughput, and which chunk types were used.
+    Demo {
+        /// Address of the server thread: IP[:PORT] (default: $RXE_IP, port 20049).
+        #[arg(long, value_name = "IP[:PORT]", value_parser = parse_addr)]
+        addr: Option<SocketAddr>,
+        /// Write every transport header sent and received to FILE (JSON lines).
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+    },
     /// Decode RPC-over-RDMA v1 messages: hex on stdin, one message (the bytes of one Send,
     /// transport header then payload) per line; one JSON object per line on stdout.
     ///
@@ -34,17 +91,256 @@ enum Command {
     /// {"error": "<reason>"} on its line; the tool exits 0 after reading all input.
     Decode,
     /// Open the RDMA device, register a page arena and print the device limits (a smoke
-    /// check of the verbs provider; the real server/client commands come later).
+    /// check of the verbs provider).
     #[command(hide = true)]
     VerbsSmoke,
 }
 
+#[derive(Clone, Copy, ValueEnum)]
+enum WorkloadArg {
+    /// NULL calls.
+    Null,
+    /// WRITE calls (the data as a DDP region: a read chunk when large).
+    Write,
+    /// READ calls (the reply data through a write chunk when large).
+    Read,
+}
+
+/// The workload options of `client` and `bench`.
+#[derive(Args)]
+struct LoadArgs {
+    /// The RPCs to make.
+    #[arg(long, value_enum, default_value = "null")]
+    workload: WorkloadArg,
+    /// Bytes per WRITE / READ (suffixes k and m: 4k, 64k, 1m; at most 2m).
+    #[arg(long, value_name = "BYTES", default_value = "4k", value_parser = parse_size)]
+    size: usize,
+    /// Calls in flight (at most 64, the credits asked for).
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(run::MAX_DEPTH)))]
+    depth: u32,
+    /// Make N calls (default 1000 when no --duration).
+    #[arg(long, value_name = "N", conflicts_with = "duration",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    count: Option<u64>,
+    /// Run for SECS seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    duration: Option<Duration>,
+    /// Print the report as one JSON line.
+    #[arg(long)]
+    json: bool,
+    /// No progress lines on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Write every transport header sent and received to FILE (JSON lines).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+}
+
+/// `IP` or `IP:PORT` (`[v6]:PORT`); the port defaults to 20049.
+fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    s.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+        .map(|ip| SocketAddr::new(ip, verbs::DEFAULT_PORT))
+        .map_err(|_| format!("{s:?} is not an IP address or IP:PORT"))
+}
+
+/// A byte count with an optional k / m suffix (KiB / MiB).
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t
+        .strip_suffix("ib")
+        .or_else(|| t.strip_suffix('b'))
+        .unwrap_or(&t);
+    let (num, mul) = if let Some(n) = t.strip_suffix('k') {
+        (n, 1usize << 10)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 1 << 20)
+    } else {
+        (t, 1)
+    };
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (bytes, or with k / m: 4k, 64k, 1m)"))?;
+    let bytes = n
+        .checked_mul(mul)
+        .filter(|&b| (1..=run::MAX_SIZE).contains(&b))
+        .ok_or_else(|| format!("{s:?}: the size must be 1 byte to 2m"))?;
+    Ok(bytes)
+}
+
+/// Seconds, possibly fractional, more than 0.
+fn parse_secs(s: &str) -> Result<Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x > 0.0 && *x < 1e9)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("{s:?} is not a number of seconds"))
+}
+
+fn fail(e: &dyn std::fmt::Display, code: u8) -> ExitCode {
+    eprintln!("userspace-harness: {e}");
+    ExitCode::from(code)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            // clap's message, up to its usage block, as one line.
+            let text = e.to_string();
+            let head = text.split("\n\n").next().unwrap_or("bad arguments");
+            let msg = head.split_whitespace().collect::<Vec<_>>().join(" ");
+            let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+            eprintln!("userspace-harness: {msg} (try --help)");
+            return ExitCode::from(2);
+        }
+    };
     match cli.command {
         Command::Decode => run_decode(),
         Command::VerbsSmoke => run_verbs_smoke(),
+        Command::Server {
+            listen,
+            count,
+            duration,
+            arena_mib,
+            trace,
+        } => run_server(listen, count, duration, arena_mib, trace),
+        Command::Client { server, load } => run_client(server, &load, false),
+        Command::Bench { addr, load } => match addr.map_or_else(default_addr, Ok) {
+            Ok(a) => run_client(a, &load, true),
+            Err(e) => fail(&e, 2),
+        },
+        Command::Demo { addr, trace } => {
+            let addr = match addr.map_or_else(default_addr, Ok) {
+                Ok(a) => a,
+                Err(e) => return fail(&e, 2),
+            };
+            let trace = match open_trace(trace.as_ref()) {
+                Ok(t) => t,
+                Err(e) => return fail(&e, 1),
+            };
+            match run::demo(&DemoOpts { addr, trace }) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(&e, e.exit_code()),
+            }
+        }
     }
+}
+
+/// `$RXE_IP`:20049.
+fn default_addr() -> Result<SocketAddr, String> {
+    match std::env::var("RXE_IP") {
+        Ok(ip) if !ip.is_empty() => parse_addr(&ip),
+        _ => Err("no address: pass --addr IP[:PORT] or set RXE_IP (cargo xtask vm sets it)".into()),
+    }
+}
+
+fn open_trace(path: Option<&PathBuf>) -> Result<Option<Arc<Tracer>>, String> {
+    path.map(|p| Tracer::create(p)).transpose()
+}
+
+fn run_server(
+    listen: SocketAddr,
+    count: Option<u64>,
+    duration: Option<Duration>,
+    arena_mib: u32,
+    trace: Option<PathBuf>,
+) -> ExitCode {
+    let trace = match open_trace(trace.as_ref()) {
+        Ok(t) => t,
+        Err(e) => return fail(&e, 1),
+    };
+    let opts = ServerOpts {
+        listen,
+        count,
+        duration,
+        arena_bytes: (arena_mib as usize) << 20,
+        trace,
+        print: Print::Stdout,
+    };
+    let bound = match run::bind_server(opts) {
+        Ok(b) => b,
+        Err(e) => return fail(&e, e.exit_code()),
+    };
+    println!("listening on {listen}");
+    let _ = io::stdout().flush();
+    match run::serve(bound, &Arc::new(AtomicBool::new(false)), true) {
+        Ok(totals) => {
+            print!("{}", totals.human());
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e, e.exit_code()),
+    }
+}
+
+fn run_client(server: SocketAddr, load: &LoadArgs, bench: bool) -> ExitCode {
+    let trace = match open_trace(load.trace.as_ref()) {
+        Ok(t) => t,
+        Err(e) => return fail(&e, 1),
+    };
+    let opts = ClientOpts {
+        server,
+        workload: match load.workload {
+            WorkloadArg::Null => Workload::Null,
+            WorkloadArg::Write => Workload::Write,
+            WorkloadArg::Read => Workload::Read,
+        },
+        size: load.size,
+        depth: load.depth,
+        count: load.count,
+        duration: load.duration,
+        progress: !load.quiet,
+        trace,
+    };
+    let (report, server_totals) = if bench {
+        let print = if load.json {
+            Print::Quiet
+        } else {
+            Print::Stderr
+        };
+        match run::bench(&opts, print) {
+            Ok(r) => (r.report, Some(r.server)),
+            Err(e) => return fail(&e, e.exit_code()),
+        }
+    } else {
+        match run::client(&opts) {
+            Ok(r) => (r, None),
+            Err(e) => return fail(&e, e.exit_code()),
+        }
+    };
+    if load.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.human());
+        if let Some(t) = server_totals {
+            print!("{}", t.human());
+        }
+    }
+    if report.errors > 0 {
+        return fail(
+            &format!(
+                "{} of {} calls failed or returned bad data",
+                report.errors, report.ops
+            ),
+            1,
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 fn run_verbs_smoke() -> ExitCode {

@@ -11,8 +11,7 @@
     missing_docs
 )]
 
-#[path = "../src/verbs/mod.rs"]
-mod verbs;
+use userspace_harness::verbs;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,9 +1,12 @@
 //! Project tasks, run as `cargo xtask <task>`.
 //!
 //! * `test`: everything CI checks (format, clippy, the workspace tests, the kernel-target
-//!   build of the no_std crates). This is the README's test command.
+//!   build of the no_std crates, the transport over libibverbs on rxe0 in the VM). This is the
+//!   README's test command.
 //! * `kernel-build`: `cargo build --release --target x86_64-unknown-none -p mbuf -p krpc-rdma`.
-//! * `demo`: decodes sample RPC-over-RDMA transport headers with `userspace-harness decode`.
+//! * `demo`: `userspace-harness demo` over rxe0 in the VM (WRITE/READ with DDP, verified),
+//!   then sample RPC-over-RDMA headers through `userspace-harness decode`.
+//! * `bench-rxe [--out FILE]`: harness vs perftest vs the kernel NFS/RDMA client, one VM boot.
 //! * `fuzz [SECONDS]`: runs the cargo-fuzz target of the header decoder.
 //! * `vm-setup`: prepares the rxe VM (host packages, Debian's kernel, vmlinux, initramfs) in a
 //!   cache outside the repository; idempotent.
@@ -12,6 +15,7 @@
 //!   it has an RDMA device; exits with CMD's status. Also a cargo runner (`xtask/vm/runner.sh`).
 //!   See [`vm`] and `cargo xtask help` for the knobs.
 
+mod bench_rxe;
 mod vm;
 
 use std::ffi::OsString;
@@ -30,7 +34,8 @@ tasks:
 test                  everything CI checks: fmt, clippy, the workspace tests, kernel-target build
 kernel-build          the kernel-target build of mbuf and krpc-rdma (x86_64-unknown-none)
 demo                  decode sample RPC-over-RDMA Sends with userspace-harness decode
-fuzz [SECONDS]        run the header-decoder fuzz target (60 s)";
+fuzz [SECONDS]        run the header-decoder fuzz target (60 s)
+bench-rxe [--out F]   harness vs perftest and the kernel NFS/RDMA client on rxe0, one VM boot";
 
 fn main() -> ExitCode {
     let args_os: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -46,13 +51,14 @@ fn main() -> ExitCode {
         Some("kernel-build") => kernel_build(),
         Some("demo") => demo(),
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
+        Some("bench-rxe") => bench_rxe::bench_rxe(args.get(1..).unwrap_or_default()),
         Some("help") | Some("--help") | Some("-h") | None => {
             println!("{USAGE}\n{}", vm::run::HELP);
             Ok(())
         }
         Some(other) => Err(format!(
-            "unknown task {other:?}; expected test, kernel-build, demo, fuzz, vm-setup or vm \
-             (cargo xtask help)"
+            "unknown task {other:?}; expected test, kernel-build, demo, fuzz, vm-setup, vm or \
+             bench-rxe (cargo xtask help)"
         )),
     };
     match result {
@@ -143,9 +149,11 @@ fn rxe_tests() -> Result<(), String> {
         "userspace-harness",
         "--test",
         "verbs_rxe",
+        "--test",
+        "cli_rxe",
         "--no-run",
     ]);
-    step("build verbs_rxe", build)?;
+    step("build verbs_rxe, cli_rxe", build)?;
     println!("==> {NAME}");
     let start = Instant::now();
     std::env::set_current_dir(root()).map_err(|e| format!("{NAME}: cd: {e}"))?;
@@ -157,6 +165,8 @@ fn rxe_tests() -> Result<(), String> {
         "userspace-harness",
         "--test",
         "verbs_rxe",
+        "--test",
+        "cli_rxe",
         "--",
         "--test-threads=1",
     ]
@@ -224,11 +234,25 @@ const DEMO_MESSAGES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The demo: `userspace-harness demo` over rxe0 inside the VM (one boot; on the host when it
+/// has an RDMA device), then the decoder on sample Sends.
 fn demo() -> Result<(), String> {
     let mut build = cargo();
     build.args(["build", "--quiet", "--release", "-p", "userspace-harness"]);
     step("build userspace-harness", build)?;
     let bin = root().join("target/release/userspace-harness");
+    println!("==> userspace-harness demo over rxe0 (cargo xtask vm -- target/release/userspace-harness demo)");
+    let _ = std::io::stdout().flush();
+    std::env::set_current_dir(root()).map_err(|e| format!("demo: cd: {e}"))?;
+    let args: Vec<OsString> = ["target/release/userspace-harness", "demo"]
+        .iter()
+        .map(OsString::from)
+        .collect();
+    let code = vm::run::vm(&args);
+    if code != 0 {
+        return Err(format!("userspace-harness demo failed (exit {code})"));
+    }
+    println!("\n==> userspace-harness decode: RPC-over-RDMA headers, hex in, JSON out");
     let mut child = Command::new(&bin)
         .arg("decode")
         .stdin(Stdio::piped())
@@ -261,10 +285,6 @@ fn demo() -> Result<(), String> {
             hex.split_whitespace().collect::<Vec<_>>().join("")
         );
     }
-    println!(
-        "\nThe transport (send-rdma, recv-rdma, ddp-read, ddp-write) runs in one process over the \
-         software provider today (`cargo bench -p krpc-rdma --features soft`); over rxe: not yet."
-    );
     Ok(())
 }
 

@@ -172,6 +172,27 @@ fn sockaddr_of(addr: SocketAddr) -> libc::sockaddr_storage {
     ss
 }
 
+/// The address in a `sockaddr_in` / `sockaddr_in6` held in `ss`; `None` for other families.
+pub(crate) fn socket_addr_of(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match i32::from(ss.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a `sockaddr_in`, which is smaller.
+            let sin: libc::sockaddr_in =
+                unsafe { ptr::read((ss as *const libc::sockaddr_storage).cast()) };
+            let ip = std::net::Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
+            Some(SocketAddr::from((ip, u16::from_be(sin.sin_port))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a `sockaddr_in6`, which is smaller.
+            let sin6: libc::sockaddr_in6 =
+                unsafe { ptr::read((ss as *const libc::sockaddr_storage).cast()) };
+            let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            Some(SocketAddr::from((ip, u16::from_be(sin6.sin6_port))))
+        }
+        _ => None,
+    }
+}
+
 /// An event channel and an id, destroyed on drop unless taken.
 struct CmPair {
     channel: *mut rdma_event_channel,

@@ -108,7 +108,12 @@ struct Mw {
 #[derive(Debug)]
 enum Run {
     Mw(u32),
-    Mr { mr: *mut ibv_mr, rkey: u32 },
+    Mr {
+        mr: *mut ibv_mr,
+        // Kept for the Debug output.
+        #[allow(dead_code)]
+        rkey: u32,
+    },
 }
 
 #[derive(Debug)]
@@ -445,6 +450,17 @@ impl VerbsQp {
     /// Disconnect (the peer gets `Disconnected`; our outstanding work is flushed).
     pub fn disconnect(&mut self) {
         self.break_connection();
+    }
+
+    /// The peer's address (from the connection manager), if known.
+    pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
+        if self.id.is_null() {
+            return None;
+        }
+        // SAFETY: `id` is live for the life of `self`; the route's destination address is
+        // plain data, filled by rdma_cm before the connection was established.
+        let ss = unsafe { (*self.id).route.addr.dst_addr_union.dst_storage };
+        super::cm::socket_addr_of(&ss)
     }
 
     pub(crate) fn fds(&self) -> (i32, i32) {

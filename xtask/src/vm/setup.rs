@@ -15,7 +15,8 @@ use std::time::Instant;
 
 /// What the host needs. The guest runs on the host's root filesystem, so the tools the guest
 /// uses (`modprobe`, `rdma`, `ip`, the verbs tools) are host packages too. `qemu-utils` is
-/// listed because installing bookworm's `qemu-system-x86` removes a newer `qemu-img`.
+/// listed because installing bookworm's `qemu-system-x86` removes a newer `qemu-img`. The NFS
+/// packages are for `cargo xtask bench-rxe` (knfsd and the kernel client over RDMA in the guest).
 const HOST_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "qemu-utils",
@@ -28,6 +29,9 @@ const HOST_PACKAGES: &[&str] = &[
     "ibverbs-providers",
     "rdmacm-utils",
     "perftest",
+    "nfs-kernel-server",
+    "nfs-common",
+    "rpcbind",
 ];
 
 /// The metapackage whose dependency names the current kernel package.

@@ -1,0 +1,709 @@
+//! The harness's RPC program: a tiny ONC RPC (RFC 5531) program carried by the RPC-over-RDMA
+//! transport, so the `server`, `client`, `bench` and `demo` commands move real RPCs with real
+//! DDP data, the way NFS does.
+//!
+//! # Messages
+//!
+//! Every call starts with the ONC RPC call header: `xid`, `CALL` (0), rpcvers 2,
+//! program [`PROGRAM`] (0x4b525043, "KRPC", in the transient range), version [`VERSION`] (1),
+//! the procedure, and AUTH_NONE credential and verifier (40 bytes). Every reply starts with
+//! `xid`, `REPLY` (1), `MSG_ACCEPTED` (0), an AUTH_NONE verifier and `accept_stat` (24 bytes);
+//! the results follow when `accept_stat` is `SUCCESS` (0).
+//!
+//! | proc | args | results |
+//! |---|---|---|
+//! | `NULL` = 0 | none | none |
+//! | `WRITE` = 1 | `offset: u64`, `data: opaque<>` | `status: u32`, `mismatches: u32`, `count: u32` |
+//! | `READ` = 2 | `offset: u64`, `count: u32` | `status: u32`, `data: opaque<>` |
+//! | `ECHO` = 3 | `data: opaque<>` | `data: opaque<>` |
+//!
+//! * **WRITE**'s data is a DDP region (Rick Macklem's layout: the length word, a DDP marker
+//!   mbuf, the data in page mbufs, the XDR pad): the transport sends it inline when the whole
+//!   call fits the inline threshold, else as a read chunk at XDR position 52 (the server pulls
+//!   it by RDMA Read). The server stores the data at `offset` in its per-connection store and
+//!   checks every byte against the [pattern](pattern_fill) of its offset: `mismatches` counts
+//!   the bytes that differ, `status` is [`STATUS_MISMATCH`] when there are any.
+//! * **READ**'s reply data is DDP-eligible: the client provisions a write chunk in its own pages
+//!   ([`DdpReply`](krpc_rdma::transport::DdpReply) with [`locate_read`]: the data item sits
+//!   just after the length word, at byte 32 of the reply), the server RDMA-Writes the data
+//!   there. A READ outside what was written returns [`STATUS_RANGE`].
+//! * **ECHO** carries its data as plain XDR (no DDP marker): a large ECHO is a Long Call
+//!   (`RDMA_NOMSG`, position-zero read chunk) and its reply a Long Reply (reply chunk).
+//!
+//! The store of one connection is a byte buffer as large as the largest `offset + count`
+//! written (at most [`MAX_STORE`]); a READ returns what WRITE wrote.
+//!
+//! # The data pattern
+//!
+//! The byte at offset `o` is byte `o % 8` (little-endian) of
+//! `(o / 8) * 0x9E3779B97F4A7C15 ^ 0x6B72_7063_2D72_646D`: derived from the offset only, so a
+//! client verifies a READ and a server a WRITE exactly, 8 bytes per multiplication, with no
+//! copy of the expected data.
+
+use std::sync::Arc;
+
+use mbuf::{Chain, Fragment, Mbuf, PageProvider};
+
+/// The program number (transient range): "KRPC".
+pub const PROGRAM: u32 = 0x4b52_5043;
+/// The program version.
+pub const VERSION: u32 = 1;
+/// NULL: no arguments, no results.
+pub const PROC_NULL: u32 = 0;
+/// WRITE: store data at an offset.
+pub const PROC_WRITE: u32 = 1;
+/// READ: return data from an offset.
+pub const PROC_READ: u32 = 2;
+/// ECHO: return the (inline) argument.
+pub const PROC_ECHO: u32 = 3;
+
+/// Result status: success.
+pub const STATUS_OK: u32 = 0;
+/// Result status: the written data did not match the pattern of its offset.
+pub const STATUS_MISMATCH: u32 = 1;
+/// Result status: offset/count outside the store (or beyond [`MAX_STORE`]).
+pub const STATUS_RANGE: u32 = 2;
+
+/// Largest store of one connection.
+pub const MAX_STORE: usize = 256 << 20;
+
+/// Bytes of the call header (xid .. verifier).
+pub const CALL_HEADER_LEN: usize = 40;
+/// Bytes of the accepted-reply header (xid .. accept_stat).
+pub const REPLY_HEADER_LEN: usize = 24;
+/// XDR position of WRITE's data (call header, offset, length word).
+pub const WRITE_DATA_POS: usize = CALL_HEADER_LEN + 12;
+/// Offset of READ's data in the reply (reply header, status, length word).
+pub const READ_DATA_POS: usize = REPLY_HEADER_LEN + 8;
+
+const MSG_CALL: u32 = 0;
+const MSG_REPLY: u32 = 1;
+const MSG_ACCEPTED: u32 = 0;
+const ACCEPT_SUCCESS: u32 = 0;
+const ACCEPT_PROG_UNAVAIL: u32 = 1;
+const ACCEPT_PROC_UNAVAIL: u32 = 3;
+const ACCEPT_GARBAGE_ARGS: u32 = 4;
+const ACCEPT_SYSTEM_ERR: u32 = 5;
+
+/// The workload of a client run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// NULL calls.
+    Null,
+    /// WRITE calls of `size` bytes.
+    Write,
+    /// READ calls of `size` bytes.
+    Read,
+}
+
+impl Workload {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Null => "null",
+            Workload::Write => "write",
+            Workload::Read => "read",
+        }
+    }
+}
+
+fn pattern_word(w: u64) -> [u8; 8] {
+    (w.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x6B72_7063_2D72_646D).to_le_bytes()
+}
+
+/// Walk `len` bytes from offset `off` in pieces aligned to the pattern words:
+/// `f(position in the walk, pattern bytes)`.
+fn pattern_pieces(off: u64, len: usize, mut f: impl FnMut(usize, &[u8])) {
+    let mut done = 0usize;
+    while done < len {
+        let o = off + done as u64;
+        let word = pattern_word(o / 8);
+        let start = (o % 8) as usize;
+        let n = (8 - start).min(len - done);
+        if let Some(p) = word.get(start..start + n) {
+            f(done, p);
+        }
+        done += n;
+    }
+}
+
+/// Fill `buf` with the pattern of offsets `off..off + buf.len()`.
+pub fn pattern_fill(off: u64, buf: &mut [u8]) {
+    let len = buf.len();
+    pattern_pieces(off, len, |at, p| {
+        if let Some(d) = buf.get_mut(at..at + p.len()) {
+            d.copy_from_slice(p);
+        }
+    });
+}
+
+/// Bytes of `buf` that differ from the pattern of offsets `off..`.
+pub fn pattern_mismatches(off: u64, buf: &[u8]) -> u64 {
+    let mut bad = 0u64;
+    pattern_pieces(off, buf.len(), |at, p| {
+        if let Some(d) = buf.get(at..at + p.len()) {
+            if d != p {
+                bad += d.iter().zip(p).filter(|(a, b)| a != b).count() as u64;
+            }
+        }
+    });
+    bad
+}
+
+/// Call `f(position, bytes)` for every byte of `chain` in `start..start + len`, mapping page
+/// pieces through `pages` (the provider the chain's pages come from).
+///
+/// # Errors
+/// A description when the range is outside the chain or a page cannot be mapped.
+pub fn walk(
+    chain: &Chain,
+    start: usize,
+    len: usize,
+    pages: &dyn PageProvider,
+    f: &mut dyn FnMut(usize, &[u8]),
+) -> Result<(), String> {
+    let frags = chain
+        .fragments_in(start..start + len)
+        .map_err(|e| format!("bad data range: {e}"))?;
+    let mut pos = 0usize;
+    for fr in frags {
+        match fr {
+            Fragment::Bytes(b) => {
+                f(pos, b);
+                pos += b.len();
+            }
+            Fragment::Page { addr, offset, len } => {
+                pages
+                    .with_page(addr, &mut |pg| {
+                        if let Some(b) = pg.get(offset..offset + len) {
+                            f(pos, b);
+                        }
+                    })
+                    .map_err(|e| format!("page {addr:#x}: {e}"))?;
+                pos += len;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Page mbufs holding the pattern of offsets `off..off + len`, from `pages`.
+///
+/// # Errors
+/// Page allocation or mapping failed.
+pub fn pattern_pages(pages: &Arc<dyn PageProvider>, off: u64, len: usize) -> Result<Chain, String> {
+    let c = Chain::alloc_pages(pages, len).map_err(|e| format!("page allocation: {e}"))?;
+    let mut done = 0usize;
+    let frags: Vec<(u64, usize, usize)> = c
+        .fragments()
+        .filter_map(|f| match f {
+            Fragment::Page { addr, offset, len } => Some((addr, offset, len)),
+            Fragment::Bytes(_) => None,
+        })
+        .collect();
+    for (addr, o, l) in frags {
+        pages
+            .with_page_mut(addr, &mut |pg| {
+                if let Some(d) = pg.get_mut(o..o + l) {
+                    pattern_fill(off + done as u64, d);
+                }
+            })
+            .map_err(|e| format!("page {addr:#x}: {e}"))?;
+        done += l;
+    }
+    Ok(c)
+}
+
+fn words(ws: &[u32]) -> Vec<u8> {
+    ws.iter().flat_map(|w| w.to_be_bytes()).collect()
+}
+
+fn call_header(xid: u32, proc_: u32) -> Vec<u8> {
+    words(&[xid, MSG_CALL, 2, PROGRAM, VERSION, proc_, 0, 0, 0, 0])
+}
+
+fn xdr_pad(len: usize) -> usize {
+    (4 - len % 4) % 4
+}
+
+fn mbuf_err(e: mbuf::MbufError) -> String {
+    format!("building a message: {e}")
+}
+
+/// A NULL call.
+///
+/// # Errors
+/// Allocation failed.
+pub fn null_call(xid: u32) -> Result<Chain, String> {
+    Chain::from_bytes(&call_header(xid, PROC_NULL)).map_err(mbuf_err)
+}
+
+/// A WRITE call of `len` pattern bytes at `offset`, the data as a DDP region in pages of
+/// `pages`.
+///
+/// # Errors
+/// Allocation failed.
+pub fn write_call(
+    pages: &Arc<dyn PageProvider>,
+    xid: u32,
+    offset: u64,
+    len: usize,
+) -> Result<Chain, String> {
+    let mut head = call_header(xid, PROC_WRITE);
+    head.extend_from_slice(&offset.to_be_bytes());
+    head.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
+    let mut c = Chain::from_bytes(&head).map_err(mbuf_err)?;
+    c.append_mbuf(Mbuf::ddp_marker()).map_err(mbuf_err)?;
+    c.cat(pattern_pages(pages, offset, len)?)
+        .map_err(mbuf_err)?;
+    let pad = xdr_pad(len);
+    if pad > 0 {
+        c.append(&vec![0u8; pad]).map_err(mbuf_err)?;
+    }
+    Ok(c)
+}
+
+/// A READ call of `count` bytes at `offset`.
+///
+/// # Errors
+/// Allocation failed.
+pub fn read_call(xid: u32, offset: u64, count: u32) -> Result<Chain, String> {
+    let mut head = call_header(xid, PROC_READ);
+    head.extend_from_slice(&offset.to_be_bytes());
+    head.extend_from_slice(&count.to_be_bytes());
+    Chain::from_bytes(&head).map_err(mbuf_err)
+}
+
+/// An ECHO call whose argument (plain XDR, no DDP region) is `len` pattern bytes.
+///
+/// # Errors
+/// Allocation failed.
+pub fn echo_call(xid: u32, len: usize) -> Result<Chain, String> {
+    let mut v = call_header(xid, PROC_ECHO);
+    v.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
+    let at = v.len();
+    v.resize(at + len + xdr_pad(len), 0);
+    if let Some(d) = v.get_mut(at..at + len) {
+        pattern_fill(0, d);
+    }
+    Chain::from_bytes(&v).map_err(mbuf_err)
+}
+
+/// Where READ's data goes in the (reduced) reply: just after its length word, when the
+/// reply is an accepted `SUCCESS` with status OK.
+pub fn locate_read(c: &Chain) -> Option<usize> {
+    let mut h = [0u8; READ_DATA_POS];
+    c.copydata(0, &mut h).ok()?;
+    let w = |i: usize| {
+        h.get(i * 4..i * 4 + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(u32::MAX, u32::from_be_bytes)
+    };
+    (w(1) == MSG_REPLY && w(2) == MSG_ACCEPTED && w(5) == ACCEPT_SUCCESS && w(6) == STATUS_OK)
+        .then_some(READ_DATA_POS)
+}
+
+fn word_at(c: &Chain, off: usize) -> Option<u32> {
+    let mut b = [0u8; 4];
+    c.copydata(off, &mut b).ok()?;
+    Some(u32::from_be_bytes(b))
+}
+
+/// Check the accepted-reply header of `reply` for `xid`; the results start at
+/// [`REPLY_HEADER_LEN`].
+///
+/// # Errors
+/// What is wrong with the reply.
+pub fn check_reply_header(reply: &Chain, xid: u32) -> Result<(), String> {
+    let w = |i: usize| word_at(reply, i * 4).ok_or_else(|| format!("reply {xid:#x} too short"));
+    if w(0)? != xid || w(1)? != MSG_REPLY {
+        return Err(format!("reply {xid:#x}: not a reply to this call"));
+    }
+    if w(2)? != MSG_ACCEPTED {
+        return Err(format!("reply {xid:#x}: call denied"));
+    }
+    match w(5)? {
+        ACCEPT_SUCCESS => Ok(()),
+        s => Err(format!("reply {xid:#x}: accept_stat {s}")),
+    }
+}
+
+/// WRITE's results: `(status, mismatches, count)`.
+///
+/// # Errors
+/// A malformed reply.
+pub fn write_result(reply: &Chain, xid: u32) -> Result<(u32, u32, u32), String> {
+    check_reply_header(reply, xid)?;
+    let w = |i: usize| {
+        word_at(reply, REPLY_HEADER_LEN + i * 4)
+            .ok_or_else(|| format!("WRITE reply {xid:#x} too short"))
+    };
+    Ok((w(0)?, w(1)?, w(2)?))
+}
+
+/// Verify READ's reply against the pattern of `offset`: `Ok(mismatched bytes)`.
+///
+/// # Errors
+/// A malformed reply, a bad status or a wrong length.
+pub fn verify_read(
+    reply: &Chain,
+    xid: u32,
+    offset: u64,
+    count: usize,
+    pages: &dyn PageProvider,
+) -> Result<u64, String> {
+    check_reply_header(reply, xid)?;
+    let status = word_at(reply, REPLY_HEADER_LEN).unwrap_or(u32::MAX);
+    if status != STATUS_OK {
+        return Err(format!("READ {xid:#x}: status {status}"));
+    }
+    let len = word_at(reply, REPLY_HEADER_LEN + 4).unwrap_or(0) as usize;
+    if len != count {
+        return Err(format!("READ {xid:#x}: {len} bytes, asked {count}"));
+    }
+    let mut bad = 0u64;
+    walk(reply, READ_DATA_POS, len, pages, &mut |at, b| {
+        bad += pattern_mismatches(offset + at as u64, b);
+    })?;
+    Ok(bad)
+}
+
+/// Verify ECHO's reply: the argument of `len` pattern bytes came back.
+///
+/// # Errors
+/// A malformed reply or different data.
+pub fn verify_echo(
+    reply: &Chain,
+    xid: u32,
+    len: usize,
+    pages: &dyn PageProvider,
+) -> Result<(), String> {
+    check_reply_header(reply, xid)?;
+    let n = word_at(reply, REPLY_HEADER_LEN).unwrap_or(0) as usize;
+    if n != len {
+        return Err(format!("ECHO {xid:#x}: {n} bytes back, sent {len}"));
+    }
+    let mut bad = 0u64;
+    walk(reply, REPLY_HEADER_LEN + 4, len, pages, &mut |at, b| {
+        bad += pattern_mismatches(at as u64, b);
+    })?;
+    if bad > 0 {
+        return Err(format!("ECHO {xid:#x}: {bad} bytes differ"));
+    }
+    Ok(())
+}
+
+/// Server-side statistics of one connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// NULL calls.
+    pub nulls: u64,
+    /// WRITE calls.
+    pub writes: u64,
+    /// READ calls.
+    pub reads: u64,
+    /// ECHO calls.
+    pub echoes: u64,
+    /// Calls answered with an error (`accept_stat` or status not OK).
+    pub errors: u64,
+    /// WRITE bytes that did not match the pattern.
+    pub mismatches: u64,
+    /// Bytes written by WRITE.
+    pub bytes_in: u64,
+    /// Bytes returned by READ.
+    pub bytes_out: u64,
+}
+
+impl ServerStats {
+    /// Calls of every kind.
+    pub fn calls(&self) -> u64 {
+        self.nulls + self.writes + self.reads + self.echoes
+    }
+
+    /// Add `o` to `self`.
+    pub fn add(&mut self, o: &ServerStats) {
+        self.nulls += o.nulls;
+        self.writes += o.writes;
+        self.reads += o.reads;
+        self.echoes += o.echoes;
+        self.errors += o.errors;
+        self.mismatches += o.mismatches;
+        self.bytes_in += o.bytes_in;
+        self.bytes_out += o.bytes_out;
+    }
+}
+
+/// The server side of the program for one connection: its store and statistics.
+pub struct Server {
+    pages: Arc<dyn PageProvider>,
+    store: Vec<u8>,
+    /// Statistics.
+    pub stats: ServerStats,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("store", &self.store.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A server allocating reply pages from `pages` (the pages of the connection's calls
+    /// come from there too).
+    pub fn new(pages: Arc<dyn PageProvider>) -> Self {
+        Server {
+            pages,
+            store: Vec::new(),
+            stats: ServerStats::default(),
+        }
+    }
+
+    fn reply_header(xid: u32, accept: u32) -> Vec<u8> {
+        words(&[xid, MSG_REPLY, MSG_ACCEPTED, 0, 0, accept])
+    }
+
+    fn reject(&mut self, xid: u32, accept: u32) -> Result<Chain, String> {
+        self.stats.errors += 1;
+        Chain::from_bytes(&Self::reply_header(xid, accept)).map_err(mbuf_err)
+    }
+
+    /// A `SYSTEM_ERR` reply (when a reply could not be built).
+    ///
+    /// # Errors
+    /// Allocation failed.
+    pub fn system_error(&mut self, xid: u32) -> Result<Chain, String> {
+        self.reject(xid, ACCEPT_SYSTEM_ERR)
+    }
+
+    /// Execute one call and build its reply.
+    ///
+    /// # Errors
+    /// The reply could not be built (allocation).
+    pub fn handle(&mut self, call: &Chain) -> Result<Chain, String> {
+        let w = |i: usize| word_at(call, i * 4);
+        let xid = w(0).unwrap_or(0);
+        let hdr: Vec<Option<u32>> = (0..10).map(w).collect();
+        let get = |i: usize| hdr.get(i).copied().flatten();
+        if get(1) != Some(MSG_CALL) || get(2) != Some(2) || get(9).is_none() {
+            return self.reject(xid, ACCEPT_GARBAGE_ARGS);
+        }
+        if get(3) != Some(PROGRAM) || get(4) != Some(VERSION) {
+            return self.reject(xid, ACCEPT_PROG_UNAVAIL);
+        }
+        match get(5).unwrap_or(u32::MAX) {
+            PROC_NULL => {
+                self.stats.nulls += 1;
+                Chain::from_bytes(&Self::reply_header(xid, ACCEPT_SUCCESS)).map_err(mbuf_err)
+            }
+            PROC_WRITE => self.write(call, xid),
+            PROC_READ => self.read(call, xid),
+            PROC_ECHO => self.echo(call, xid),
+            _ => self.reject(xid, ACCEPT_PROC_UNAVAIL),
+        }
+    }
+
+    fn offset_arg(call: &Chain) -> Option<u64> {
+        let hi = word_at(call, CALL_HEADER_LEN)?;
+        let lo = word_at(call, CALL_HEADER_LEN + 4)?;
+        Some((u64::from(hi) << 32) | u64::from(lo))
+    }
+
+    fn write(&mut self, call: &Chain, xid: u32) -> Result<Chain, String> {
+        self.stats.writes += 1;
+        let (Some(offset), Some(len)) = (
+            Self::offset_arg(call),
+            word_at(call, CALL_HEADER_LEN + 8).map(|l| l as usize),
+        ) else {
+            return self.reject(xid, ACCEPT_GARBAGE_ARGS);
+        };
+        let end = usize::try_from(offset)
+            .ok()
+            .and_then(|o| o.checked_add(len))
+            .filter(|&e| e <= MAX_STORE);
+        let mut status = STATUS_OK;
+        let mut bad = 0u64;
+        match end {
+            Some(end) if WRITE_DATA_POS + len <= call.len() => {
+                if self.store.len() < end {
+                    self.store.resize(end, 0);
+                }
+                let base = end - len;
+                let store = &mut self.store;
+                walk(call, WRITE_DATA_POS, len, &*self.pages, &mut |at, b| {
+                    bad += pattern_mismatches(offset + at as u64, b);
+                    if let Some(d) = store.get_mut(base + at..base + at + b.len()) {
+                        d.copy_from_slice(b);
+                    }
+                })?;
+                self.stats.bytes_in += len as u64;
+                if bad > 0 {
+                    status = STATUS_MISMATCH;
+                    self.stats.mismatches += bad;
+                }
+            }
+            _ => status = STATUS_RANGE,
+        }
+        if status != STATUS_OK {
+            self.stats.errors += 1;
+        }
+        let mut v = Self::reply_header(xid, ACCEPT_SUCCESS);
+        let count = if status == STATUS_RANGE { 0 } else { len };
+        v.extend(words(&[
+            status,
+            u32::try_from(bad).unwrap_or(u32::MAX),
+            u32::try_from(count).unwrap_or(u32::MAX),
+        ]));
+        Chain::from_bytes(&v).map_err(mbuf_err)
+    }
+
+    fn read(&mut self, call: &Chain, xid: u32) -> Result<Chain, String> {
+        self.stats.reads += 1;
+        let (Some(offset), Some(count)) = (
+            Self::offset_arg(call),
+            word_at(call, CALL_HEADER_LEN + 8).map(|l| l as usize),
+        ) else {
+            return self.reject(xid, ACCEPT_GARBAGE_ARGS);
+        };
+        let range = usize::try_from(offset)
+            .ok()
+            .and_then(|o| Some(o..o.checked_add(count)?))
+            .filter(|r| r.end <= self.store.len());
+        let mut v = Self::reply_header(xid, ACCEPT_SUCCESS);
+        let Some(range) = range else {
+            self.stats.errors += 1;
+            v.extend(words(&[STATUS_RANGE, 0]));
+            return Chain::from_bytes(&v).map_err(mbuf_err);
+        };
+        v.extend(words(&[
+            STATUS_OK,
+            u32::try_from(count).unwrap_or(u32::MAX),
+        ]));
+        let mut c = Chain::from_bytes(&v).map_err(mbuf_err)?;
+        let data = Chain::alloc_pages(&self.pages, count).map_err(mbuf_err)?;
+        let frags: Vec<(u64, usize, usize)> = data
+            .fragments()
+            .filter_map(|f| match f {
+                Fragment::Page { addr, offset, len } => Some((addr, offset, len)),
+                Fragment::Bytes(_) => None,
+            })
+            .collect();
+        let mut at = range.start;
+        for (addr, o, l) in frags {
+            let src = self.store.get(at..at + l).unwrap_or(&[]);
+            self.pages
+                .with_page_mut(addr, &mut |pg| {
+                    if let Some(d) = pg.get_mut(o..o + src.len()) {
+                        d.copy_from_slice(src);
+                    }
+                })
+                .map_err(|e| format!("page {addr:#x}: {e}"))?;
+            at += l;
+        }
+        c.append_mbuf(Mbuf::ddp_marker()).map_err(mbuf_err)?;
+        c.cat(data).map_err(mbuf_err)?;
+        let pad = xdr_pad(count);
+        if pad > 0 {
+            c.append(&vec![0u8; pad]).map_err(mbuf_err)?;
+        }
+        self.stats.bytes_out += count as u64;
+        Ok(c)
+    }
+
+    fn echo(&mut self, call: &Chain, xid: u32) -> Result<Chain, String> {
+        self.stats.echoes += 1;
+        let Some(len) = word_at(call, CALL_HEADER_LEN).map(|l| l as usize) else {
+            return self.reject(xid, ACCEPT_GARBAGE_ARGS);
+        };
+        if CALL_HEADER_LEN + 4 + len > call.len() {
+            return self.reject(xid, ACCEPT_GARBAGE_ARGS);
+        }
+        let mut v = Self::reply_header(xid, ACCEPT_SUCCESS);
+        v.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
+        let at = v.len();
+        v.resize(at + len + xdr_pad(len), 0);
+        let mut data = Vec::with_capacity(len);
+        walk(call, CALL_HEADER_LEN + 4, len, &*self.pages, &mut |_, b| {
+            data.extend_from_slice(b)
+        })?;
+        if let Some(d) = v.get_mut(at..at + len) {
+            d.copy_from_slice(data.get(..len).unwrap_or(&[]));
+        }
+        Chain::from_bytes(&v).map_err(mbuf_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+    use mbuf::HeapPageArena;
+
+    fn arena() -> Arc<dyn PageProvider> {
+        Arc::new(HeapPageArena::new(2048).unwrap())
+    }
+
+    #[test]
+    fn pattern_is_offset_derived_and_checkable_in_pieces() {
+        let mut a = vec![0u8; 1000];
+        pattern_fill(13, &mut a);
+        let mut b = vec![0u8; 990];
+        pattern_fill(23, &mut b);
+        assert_eq!(a[10..], b[..]);
+        assert_eq!(pattern_mismatches(13, &a), 0);
+        a[500] ^= 1;
+        a[7] ^= 0xff;
+        assert_eq!(pattern_mismatches(13, &a), 2);
+    }
+
+    #[test]
+    fn write_then_read_round_trips_through_the_server() {
+        let p = arena();
+        let mut s = Server::new(p.clone());
+        for (off, len) in [
+            (0u64, 1usize),
+            (4096, 4095),
+            (8192, 4097),
+            (100_003, 70_000),
+        ] {
+            let call = write_call(&p, 7, off, len).unwrap();
+            assert_eq!(call.ddp_regions().next().unwrap().offset, WRITE_DATA_POS);
+            let r = s.handle(&call).unwrap();
+            assert_eq!(write_result(&r, 7).unwrap(), (STATUS_OK, 0, len as u32));
+            let r = s.handle(&read_call(8, off, len as u32).unwrap()).unwrap();
+            assert_eq!(locate_read(&r), Some(READ_DATA_POS));
+            assert_eq!(verify_read(&r, 8, off, len, &*p).unwrap(), 0);
+            // Read at another offset: the pattern differs.
+            if len > 8 {
+                let r = s.handle(&read_call(9, off + 1, len as u32 - 1).unwrap());
+                assert!(verify_read(&r.unwrap(), 9, off, len - 1, &*p).unwrap() > 0);
+            }
+        }
+        let r = s.handle(&read_call(10, 1 << 30, 10).unwrap()).unwrap();
+        assert!(verify_read(&r, 10, 1 << 30, 10, &*p).is_err());
+        let r = s.handle(&echo_call(11, 6001).unwrap()).unwrap();
+        verify_echo(&r, 11, 6001, &*p).unwrap();
+        let r = s.handle(&null_call(12).unwrap()).unwrap();
+        check_reply_header(&r, 12).unwrap();
+        assert_eq!(s.stats.mismatches, 0);
+    }
+
+    #[test]
+    fn server_counts_mismatched_write_bytes() {
+        let p = arena();
+        let mut s = Server::new(p.clone());
+        // Data of offset 0 sent as offset 8 -> different pattern words.
+        let mut call = write_call(&p, 1, 0, 64).unwrap();
+        call.copyback(CALL_HEADER_LEN + 4, &8u32.to_be_bytes())
+            .unwrap();
+        let r = s.handle(&call).unwrap();
+        let (st, bad, _) = write_result(&r, 1).unwrap();
+        assert_eq!(st, STATUS_MISMATCH);
+        assert!(bad > 0);
+        assert_eq!(s.stats.mismatches, u64::from(bad));
+        let junk = Chain::from_bytes(&[0u8; 12]).unwrap();
+        assert!(check_reply_header(&s.handle(&junk).unwrap(), 0).is_err());
+    }
+}

@@ -1,0 +1,184 @@
+//! The built `userspace-harness` binary over a real RDMA device (Soft-RoCE `rxe0` in the
+//! project's VM): `cargo xtask vm -- cargo test --release -p userspace-harness --test cli_rxe
+//! -- --nocapture --test-threads=1`. Without an RDMA device every test prints "skipped: no
+//! RDMA device" and passes (unless `KRPC_RDMA_REQUIRE_RDMA=1`).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    missing_docs
+)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use userspace_harness::verbs;
+
+const BIN: &str = env!("CARGO_BIN_EXE_userspace-harness");
+
+/// As in `verbs_rxe.rs`: skip without a device, unless `KRPC_RDMA_REQUIRE_RDMA=1`.
+fn skip() -> bool {
+    if verbs::rdma_present() {
+        false
+    } else if std::env::var_os("KRPC_RDMA_REQUIRE_RDMA").is_some_and(|v| v == "1") {
+        panic!("no RDMA device, and KRPC_RDMA_REQUIRE_RDMA=1");
+    } else {
+        println!("skipped: no RDMA device");
+        true
+    }
+}
+
+fn ip() -> String {
+    std::env::var("RXE_IP").unwrap_or_else(|_| "10.0.2.15".into())
+}
+
+#[test]
+fn killed_server_is_reported_as_a_lost_connection() {
+    if skip() {
+        return;
+    }
+    let addr = format!("{}:20151", ip());
+    let mut server = Command::new(BIN)
+        .args(["server", "--listen", &addr])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    // Wait for "listening on".
+    let mut out = BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("listening on"), "server said {line:?}");
+    let client = Command::new(BIN)
+        .args([
+            "client",
+            "--server",
+            &addr,
+            "--workload",
+            "write",
+            "--size",
+            "64k",
+            "--depth",
+            "4",
+            "--duration",
+            "60",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let t = Instant::now();
+    let got = client.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&got.stderr);
+    println!(
+        "client exit {:?} after {:?}; stderr:\n{stderr}",
+        got.status.code(),
+        t.elapsed()
+    );
+    assert_eq!(
+        got.status.code(),
+        Some(3),
+        "exit status of a lost connection"
+    );
+    let last = stderr.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("userspace-harness: connection to ")
+            && last.contains(" lost: ")
+            && last.contains(" calls completed, ")
+            && last.contains(" lost in flight"),
+        "{last}"
+    );
+    let completed: u64 = last
+        .split(" lost: ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(completed > 0, "some calls completed before the kill");
+    assert!(!stderr.contains("panicked"), "no panic");
+    assert!(
+        t.elapsed() < Duration::from_secs(45),
+        "the loss is noticed promptly"
+    );
+}
+
+#[test]
+fn refused_connection_is_one_line_and_nonzero() {
+    if skip() {
+        return;
+    }
+    let got = Command::new(BIN)
+        .args([
+            "client",
+            "--server",
+            &format!("{}:20199", ip()),
+            "--count",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&got.stderr);
+    println!("{stderr}");
+    assert_eq!(got.status.code(), Some(1));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("refused") || stderr.contains("unreachable"));
+}
+
+#[test]
+fn bench_json_and_trace() {
+    if skip() {
+        return;
+    }
+    let trace = std::env::temp_dir().join(format!("cli_rxe_trace_{}.jsonl", std::process::id()));
+    let got = Command::new(BIN)
+        .args([
+            "bench",
+            "--addr",
+            &format!("{}:20152", ip()),
+            "--workload",
+            "read",
+            "--size",
+            "64k",
+            "--depth",
+            "4",
+            "--count",
+            "40",
+            "--json",
+            "--trace",
+            trace.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        got.status.success(),
+        "{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let stdout = String::from_utf8(got.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["workload"], "read");
+    assert_eq!(v["ops"], 40);
+    assert_eq!(v["errors"], 0);
+    assert_eq!(v["counters"]["write_chunks"], 40);
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let _ = std::fs::remove_file(&trace);
+    let mut dirs = [0usize; 2];
+    for l in text.lines() {
+        let t: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(t["reencoded"], t["message"], "{l}");
+        assert!(t["peer"].is_string());
+        match t["dir"].as_str() {
+            Some("tx") => dirs[0] += 1,
+            Some("rx") => dirs[1] += 1,
+            d => panic!("dir {d:?}"),
+        }
+    }
+    // 4 WRITEs to prepare and 40 READs, each a call and a reply, seen by both sides.
+    assert_eq!(dirs, [88, 88]);
+}
