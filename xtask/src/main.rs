@@ -123,6 +123,7 @@ fn test() -> Result<(), String> {
 
     kernel_build()?;
     rxe_tests()?;
+    ofed_shim_checks()?;
     println!(
         "==> all checks passed in {:.1} s",
         start.elapsed().as_secs_f64()
@@ -134,8 +135,8 @@ fn test() -> Result<(), String> {
 /// Soft-RoCE `rxe0`, inside the VM (or on the host when it has an RDMA device).
 /// `KRPC_RDMA_SKIP_VM=1` skips them, loudly, for machines without qemu.
 fn rxe_tests() -> Result<(), String> {
-    const NAME: &str =
-        "verbs over rxe0 (cargo xtask vm -- cargo test -p userspace-harness --test verbs_rxe)";
+    const NAME: &str = "verbs over rxe0 (cargo xtask vm -- cargo test -p userspace-harness \
+                        --test verbs_rxe --test cli_rxe)";
     if std::env::var_os("KRPC_RDMA_SKIP_VM").is_some_and(|v| v == "1") {
         println!("==> {NAME}: SKIPPED (KRPC_RDMA_SKIP_VM=1): nothing ran over RDMA");
         return Ok(());
@@ -183,6 +184,24 @@ fn rxe_tests() -> Result<(), String> {
     } else {
         Err(format!("{NAME}: failed (exit {code}) after {secs:.1} s"))
     }
+}
+
+/// `ofed-shim/check.sh`: the kernel staticlib builds, its undefined symbols are all
+/// allowlisted, it holds no floating-point/SIMD instruction, and (in the VM) the shim's C
+/// wrappers run the core's end-to-end scenarios over rxe0 through the KPI emulation.
+fn ofed_shim_checks() -> Result<(), String> {
+    let vm = std::env::var_os("KRPC_RDMA_SKIP_VM").is_none_or(|v| v != "1");
+    let mut cmd = Command::new("sh");
+    cmd.current_dir(root()).arg("ofed-shim/check.sh");
+    if vm {
+        cmd.env("OFED_SHIM_VM", "1");
+    }
+    let name = if vm {
+        "ofed-shim checks 1-4 (staticlib, symbol allowlist, no FP/SIMD, shim over rxe0 in the VM)"
+    } else {
+        "ofed-shim checks 1-3 (KRPC_RDMA_SKIP_VM=1: the shim over rxe0 SKIPPED)"
+    };
+    step(name, cmd)
 }
 
 fn kernel_build() -> Result<(), String> {

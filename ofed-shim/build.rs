@@ -1,0 +1,49 @@
+//! Build script: with the `emu` feature on a host target, compile the C wrappers
+//! (`c/krpc_rdma_ofed.c`) over the userspace OFED KPI emulation (`emu/`) and link
+//! libibverbs/librdmacm, so the tests run the shim over a real device (rxe0). The kernel
+//! staticlib (`x86_64-unknown-none`, no feature) compiles no C here: the FreeBSD module build
+//! (`kmod/Makefile`) compiles the same C file against the real KPI.
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    #[cfg(feature = "emu")]
+    emu::build();
+}
+
+#[cfg(feature = "emu")]
+mod emu {
+    pub fn build() {
+        let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+        if os == "none" {
+            return;
+        }
+        for f in [
+            "c/krpc_rdma_ofed.c",
+            "c/krpc_rdma_ofed.h",
+            "c/krpc_ofed_kpi.h",
+            "emu/kpi_emu.h",
+            "emu/kpi_emu.c",
+            "emu/cm_glue.h",
+            "emu/cm_glue.c",
+        ] {
+            println!("cargo:rerun-if-changed={f}");
+        }
+        cc::Build::new()
+            .file("c/krpc_rdma_ofed.c")
+            .file("emu/kpi_emu.c")
+            // librdmacm's API and the kernel rdma_cm KPI share names: separate file.
+            .file("emu/cm_glue.c")
+            .include("c")
+            .include("emu")
+            .define("KRPC_OFED_EMU", None)
+            .flag("-std=gnu11")
+            .flag("-Wall")
+            .flag("-Wextra")
+            .flag("-Werror")
+            .flag("-Wno-unused-parameter")
+            .compile("krpc_ofed_emu");
+        println!("cargo:rustc-link-lib=ibverbs");
+        println!("cargo:rustc-link-lib=rdmacm");
+        println!("cargo:rustc-link-lib=pthread");
+    }
+}

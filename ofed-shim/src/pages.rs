@@ -1,0 +1,136 @@
+//! [`KernelPages`]: the [`PageProvider`] of page mbufs over kernel pages.
+//!
+//! A page address is the physical address of a wired `vm_page` (`VM_PAGE_TO_PHYS`), which
+//! is also the address the C wrappers put into SGEs and scatterlists. References are
+//! wirings: `alloc_page` allocates a wired page (`vm_page_alloc_noobj(VM_ALLOC_WIRED |
+//! VM_ALLOC_NOWAIT | VM_ALLOC_ZERO)`), `page_ref` wires it once more, `page_unref` unwires and
+//! frees it at the last wiring — the FreeBSD shape of "pages referenced by page mbufs"
+//! (`M_EXTPG`). The bytes are reached through the direct map (`PHYS_TO_DMAP`).
+//!
+//! The NIC may write a page at any time while it is registered with the peer, so no Rust
+//! reference to page memory is ever made: `with_page` hands the callback a copy, and
+//! `with_page_mut` writes back only the bytes the callback changed (as the userspace arena
+//! does). The bounce buffers are allocated per call (M_NOWAIT); failure is reported as
+//! [`PageError::Unmappable`].
+
+use alloc::vec::Vec;
+use core::ptr;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use mbuf::{AllocError, PageError, PageProvider, PAGE_SIZE};
+
+use crate::ffi;
+
+/// Kernel pages through the C hooks. Stateless apart from counters: the kernel keeps the
+/// wirings.
+#[derive(Debug, Default)]
+pub struct KernelPages {
+    allocated: AtomicU64,
+    freed_refs: AtomicU64,
+}
+
+impl KernelPages {
+    /// The provider.
+    pub const fn new() -> Self {
+        KernelPages {
+            allocated: AtomicU64::new(0),
+            freed_refs: AtomicU64::new(0),
+        }
+    }
+
+    /// Pages allocated so far (counter).
+    pub fn allocated(&self) -> u64 {
+        self.allocated.load(Ordering::Relaxed)
+    }
+
+    /// Page references dropped so far (counter).
+    pub fn unrefs(&self) -> u64 {
+        self.freed_refs.load(Ordering::Relaxed)
+    }
+
+    fn kva(addr: u64) -> Result<*mut u8, PageError> {
+        if addr % PAGE_SIZE as u64 != 0 {
+            return Err(PageError::UnknownPage(addr));
+        }
+        // SAFETY: a lookup only; the hook returns NULL for addresses it does not know.
+        let p = unsafe { ffi::krpc_ofed_page_kva(addr) };
+        if p.is_null() {
+            Err(PageError::UnknownPage(addr))
+        } else {
+            Ok(p)
+        }
+    }
+}
+
+fn bounce() -> Result<Vec<u8>, ()> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(PAGE_SIZE).map_err(|_| ())?;
+    v.resize(PAGE_SIZE, 0);
+    Ok(v)
+}
+
+impl PageProvider for KernelPages {
+    fn alloc_page(&self) -> Result<u64, AllocError> {
+        let mut pa = 0u64;
+        // SAFETY: `pa` is a valid out-pointer.
+        let rc = unsafe { ffi::krpc_ofed_page_alloc(&mut pa) };
+        if rc != 0 {
+            return Err(AllocError);
+        }
+        self.allocated.fetch_add(1, Ordering::Relaxed);
+        Ok(pa)
+    }
+
+    fn page_ref(&self, addr: u64) -> Result<(), PageError> {
+        Self::kva(addr)?;
+        // SAFETY: `addr` names a page the hook knows; wiring it once more is always allowed
+        // for a wired page.
+        match unsafe { ffi::krpc_ofed_page_ref(addr) } {
+            0 => Ok(()),
+            _ => Err(PageError::NotInUse(addr)),
+        }
+    }
+
+    fn page_unref(&self, addr: u64) {
+        self.freed_refs.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the hook ignores pages it does not know; for ours it drops one wiring.
+        unsafe { ffi::krpc_ofed_page_unref(addr) };
+    }
+
+    fn with_page(&self, addr: u64, f: &mut dyn FnMut(&[u8])) -> Result<(), PageError> {
+        let p = Self::kva(addr)?;
+        let mut copy = bounce().map_err(|()| PageError::Unmappable(addr))?;
+        // SAFETY: `p` maps PAGE_SIZE readable bytes (a wired page in the direct map); the NIC
+        // may write them concurrently, so they are copied raw and no reference is made.
+        unsafe { ptr::copy_nonoverlapping(p, copy.as_mut_ptr(), PAGE_SIZE) };
+        f(&copy);
+        Ok(())
+    }
+
+    fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError> {
+        let p = Self::kva(addr)?;
+        let mut before = bounce().map_err(|()| PageError::Unmappable(addr))?;
+        // SAFETY: as in `with_page`.
+        unsafe { ptr::copy_nonoverlapping(p, before.as_mut_ptr(), PAGE_SIZE) };
+        let mut after = bounce().map_err(|()| PageError::Unmappable(addr))?;
+        after.copy_from_slice(&before);
+        f(&mut after);
+        let mut i = 0;
+        while i < PAGE_SIZE {
+            if before.get(i) == after.get(i) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < PAGE_SIZE && before.get(i) != after.get(i) {
+                i += 1;
+            }
+            if let Some(src) = after.get(start..i) {
+                // SAFETY: `start..i` lies inside the page; raw copy into the direct map, no
+                // reference to page memory is made.
+                unsafe { ptr::copy_nonoverlapping(src.as_ptr(), p.add(start), src.len()) };
+            }
+        }
+        Ok(())
+    }
+}
