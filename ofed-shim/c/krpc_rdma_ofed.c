@@ -20,6 +20,14 @@ MALLOC_DEFINE(M_KRPC_RDMA, "krpc_rdma", "krpc RPC-over-RDMA transport");
 
 #define KRPC_EVQ 8
 
+/*
+ * Offset bits of a page address. Not PAGE_MASK: linux/page.h (included by linux/scatterlist.h)
+ * #undefs FreeBSD's PAGE_MASK (the offset bits) and redefines it with Linux's meaning (the
+ * page-number bits), so in this file PAGE_MASK means the opposite of what it means in the
+ * rest of the FreeBSD kernel. kpi_emu.h mirrors LinuxKPI's definition.
+ */
+#define KRPC_PAGE_OFF_MASK ((uint64_t)PAGE_SIZE - 1)
+
 struct krpc_mr {
 	struct ib_mr *mr;
 	struct scatterlist *sg;	/* max_pages_per_mr entries */
@@ -496,6 +504,7 @@ krpc_ofed_connect(void *vnet, const struct sockaddr *dst, const struct krpc_ofed
 	if (pdlen > 0)
 		memcpy(c->pdata, pdata, pdlen);
 	c->pdlen = pdlen;
+	/* NULL vnet: rdma_create_id fails with -EINVAL on a VIMAGE kernel (ib_cma.c). */
 	id = rdma_create_id((struct vnet *)vnet, krpc_cm_handler, c, RDMA_PS_TCP, IB_QPT_RC);
 	if (IS_ERR(id)) {
 		err = -PTR_ERR(id);
@@ -824,8 +833,8 @@ krpc_ofed_reg_mr(struct krpc_ofed_conn *c, uint32_t idx, const struct krpc_sge *
 	krpc_ofed_mr_unmap(c, idx);
 	sg_init_table(m->sg, n);
 	for (i = 0; i < n; i++) {
-		sg_set_page(&m->sg[i], PHYS_TO_VM_PAGE(frags[i].addr & ~(uint64_t)PAGE_MASK),
-		    frags[i].length, (unsigned int)(frags[i].addr & PAGE_MASK));
+		sg_set_page(&m->sg[i], PHYS_TO_VM_PAGE(frags[i].addr & ~KRPC_PAGE_OFF_MASK),
+		    frags[i].length, (unsigned int)(frags[i].addr & KRPC_PAGE_OFF_MASK));
 	}
 	nents = ib_dma_map_sg(c->id->device, m->sg, (int)n, DMA_BIDIRECTIONAL);
 	if (nents <= 0)

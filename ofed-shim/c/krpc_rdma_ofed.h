@@ -137,6 +137,9 @@ void krpc_ofed_page_unref(uint64_t pa);
 uint8_t *krpc_ofed_page_kva(uint64_t pa);
 
 /* --- connection set-up (rdma_cm, asynchronous; events through krpc_ofed_poll_event) --- */
+/* vnet is the struct vnet * of the stack to use (rdma_create_id's first argument). NULL is
+ * accepted only by kernels without VIMAGE: with VIMAGE (GENERIC), rdma_create_id returns
+ * -EINVAL for it (sys/ofed/drivers/infiniband/core/ib_cma.c). */
 int krpc_ofed_connect(void *vnet, const struct sockaddr *dst,
     const struct krpc_ofed_params *params, const uint8_t *pdata, uint32_t pdlen,
     struct krpc_ofed_conn **out);

@@ -216,12 +216,13 @@ emu_device(struct ibv_context *verbs)
 }
 
 struct ib_pd *
-ib_alloc_pd(struct ib_device *device, unsigned int flags)
+__ib_alloc_pd(struct ib_device *device, unsigned int flags, const char *caller)
 {
 	struct ib_pd *pd;
 	int access;
 
 	(void)flags;
+	(void)caller;
 	pthread_once(&arena_once, arena_init);
 	pthread_mutex_lock(&emu_lock);
 	pd = device->pd;
@@ -257,8 +258,9 @@ nomem:
 }
 
 void
-ib_dealloc_pd(struct ib_pd *pd)
+ib_dealloc_pd_user(struct ib_pd *pd, struct ib_udata *udata)
 {
+	(void)udata;
 	/* The device's one PD (and the arena registration) stays for the process. */
 	pthread_mutex_lock(&emu_lock);
 	pd->refs--;
@@ -408,14 +410,15 @@ emu_start(void)
 }
 
 struct ib_cq *
-ib_create_cq(struct ib_device *device, ib_comp_handler comp_handler,
+__ib_create_cq(struct ib_device *device, ib_comp_handler comp_handler,
     void (*event_handler)(struct ib_event *, void *), void *cq_context,
-    const struct ib_cq_init_attr *cq_attr)
+    const struct ib_cq_init_attr *cq_attr, const char *caller)
 {
 	struct epoll_event e;
 	struct ib_cq *cq;
 	int err, fl;
 
+	(void)caller;
 	if ((err = emu_start()) != 0)
 		return (ERR_PTR(-err));
 	cq = calloc(1, sizeof(*cq));
@@ -433,7 +436,7 @@ ib_create_cq(struct ib_device *device, ib_comp_handler comp_handler,
 	if (fl < 0 || fcntl(cq->channel->fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		goto fail;
 	cq->cq = ibv_create_cq(device->verbs, (int)cq_attr->cqe, cq, cq->channel,
-	    cq_attr->comp_vector);
+	    (int)cq_attr->comp_vector);
 	if (cq->cq == NULL)
 		goto fail;
 	pthread_mutex_lock(&cq_lock);
@@ -460,10 +463,11 @@ fail:
 }
 
 int
-ib_destroy_cq(struct ib_cq *cq)
+ib_destroy_cq_user(struct ib_cq *cq, struct ib_udata *udata)
 {
 	struct ib_cq **pp;
 
+	(void)udata;
 	pthread_mutex_lock(&cq_lock);
 	for (pp = &cqs; *pp != NULL; pp = &(*pp)->next) {
 		if (*pp == cq) {
@@ -503,10 +507,12 @@ mr_by_rkey(u32 rkey)
 }
 
 struct ib_mr *
-ib_alloc_mr(struct ib_pd *pd, enum ib_mr_type mr_type, u32 max_num_sg)
+ib_alloc_mr_user(struct ib_pd *pd, enum ib_mr_type mr_type, u32 max_num_sg,
+    struct ib_udata *udata)
 {
 	struct ib_mr *mr;
 
+	(void)udata;
 	if (mr_type != IB_MR_TYPE_MEM_REG || max_num_sg == 0)
 		return (ERR_PTR(-EINVAL));
 	mr = calloc(1, sizeof(*mr));
@@ -533,10 +539,11 @@ ib_alloc_mr(struct ib_pd *pd, enum ib_mr_type mr_type, u32 max_num_sg)
 }
 
 int
-ib_dereg_mr(struct ib_mr *mr)
+ib_dereg_mr_user(struct ib_mr *mr, struct ib_udata *udata)
 {
 	struct ib_mr **pp;
 
+	(void)udata;
 	pthread_mutex_lock(&emu_lock);
 	for (pp = &mrs; *pp != NULL; pp = &(*pp)->next) {
 		if (*pp == mr) {

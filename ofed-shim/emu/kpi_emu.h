@@ -52,7 +52,12 @@ typedef uint64_t vm_offset_t;
 
 #define PAGE_SHIFT	12
 #define PAGE_SIZE	(1 << PAGE_SHIFT)
-#define PAGE_MASK	(PAGE_SIZE - 1)	/* FreeBSD's meaning: the offset bits */
+/*
+ * LinuxKPI's meaning, not FreeBSD's: linux/page.h (reached through linux/scatterlist.h, which
+ * the wrapper includes) #undefs FreeBSD's PAGE_MASK (the offset bits) and redefines it as the
+ * page-number bits. Mirrored so a wrapper that relied on FreeBSD's meaning fails here too.
+ */
+#define PAGE_MASK	(~(PAGE_SIZE - 1))
 
 #ifndef __DECONST
 #define __DECONST(type, var)	((type)(uintptr_t)(const void *)(var))
@@ -106,10 +111,12 @@ struct vm_page {
 };
 typedef struct vm_page *vm_page_t;
 
-#define VM_ALLOC_NORMAL		0x0000
-#define VM_ALLOC_NOWAIT		0x0008
+/* sys/vm/vm_page.h values. */
+#define VM_ALLOC_NORMAL		0
+#define VM_ALLOC_WAITOK		0x0008
 #define VM_ALLOC_WIRED		0x0020
 #define VM_ALLOC_ZERO		0x0040
+#define VM_ALLOC_NOWAIT		0x8000
 
 vm_page_t vm_page_alloc_noobj(int req);
 void vm_page_wire(vm_page_t m);
@@ -224,7 +231,7 @@ struct ib_cq {
 
 struct ib_cq_init_attr {
 	unsigned int cqe;
-	int comp_vector;
+	u32 comp_vector;
 	u32 flags;
 };
 
@@ -457,20 +464,62 @@ struct ib_wc {
 	u8 port_num;
 };
 
-struct ib_pd *ib_alloc_pd(struct ib_device *device, unsigned int flags);
-void ib_dealloc_pd(struct ib_pd *pd);
-struct ib_cq *ib_create_cq(struct ib_device *device, ib_comp_handler comp_handler,
+/*
+ * The forms below follow sys/ofed/include/rdma/ib_verbs.h: ib_alloc_pd and ib_create_cq are
+ * macros over __ib_alloc_pd / __ib_create_cq (a caller-name argument); ib_dealloc_pd,
+ * ib_destroy_cq (void), ib_dereg_mr and ib_alloc_mr are static inline over their *_user
+ * functions with a NULL udata. (ib_post_send, ib_post_recv, ib_poll_cq and ib_req_notify_cq are
+ * static inline over device methods there; plain functions here, same parameters.)
+ */
+struct ib_udata;
+
+struct ib_pd *__ib_alloc_pd(struct ib_device *device, unsigned int flags, const char *caller);
+#define ib_alloc_pd(device, flags) \
+	__ib_alloc_pd((device), (flags), __func__)
+void ib_dealloc_pd_user(struct ib_pd *pd, struct ib_udata *udata);
+
+static inline void
+ib_dealloc_pd(struct ib_pd *pd)
+{
+	ib_dealloc_pd_user(pd, NULL);
+}
+
+struct ib_cq *__ib_create_cq(struct ib_device *device, ib_comp_handler comp_handler,
     void (*event_handler)(struct ib_event *, void *), void *cq_context,
-    const struct ib_cq_init_attr *cq_attr);
-int ib_destroy_cq(struct ib_cq *cq);
+    const struct ib_cq_init_attr *cq_attr, const char *caller);
+#define ib_create_cq(device, cmp_hndlr, evt_hndlr, cq_ctxt, cq_attr) \
+	__ib_create_cq((device), (cmp_hndlr), (evt_hndlr), (cq_ctxt), (cq_attr), "ibcore")
+int ib_destroy_cq_user(struct ib_cq *cq, struct ib_udata *udata);
+
+static inline void
+ib_destroy_cq(struct ib_cq *cq)
+{
+	ib_destroy_cq_user(cq, NULL);
+}
+
 int ib_req_notify_cq(struct ib_cq *cq, enum ib_cq_notify_flags flags);
 int ib_poll_cq(struct ib_cq *cq, int num_entries, struct ib_wc *wc);
 int ib_post_send(struct ib_qp *qp, const struct ib_send_wr *send_wr,
     const struct ib_send_wr **bad_send_wr);
 int ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *recv_wr,
     const struct ib_recv_wr **bad_recv_wr);
-struct ib_mr *ib_alloc_mr(struct ib_pd *pd, enum ib_mr_type mr_type, u32 max_num_sg);
-int ib_dereg_mr(struct ib_mr *mr);
+int ib_dereg_mr_user(struct ib_mr *mr, struct ib_udata *udata);
+
+static inline int
+ib_dereg_mr(struct ib_mr *mr)
+{
+	return (ib_dereg_mr_user(mr, NULL));
+}
+
+struct ib_mr *ib_alloc_mr_user(struct ib_pd *pd, enum ib_mr_type mr_type, u32 max_num_sg,
+    struct ib_udata *udata);
+
+static inline struct ib_mr *
+ib_alloc_mr(struct ib_pd *pd, enum ib_mr_type mr_type, u32 max_num_sg)
+{
+	return (ib_alloc_mr_user(pd, mr_type, max_num_sg, NULL));
+}
+
 int ib_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int sg_nents,
     unsigned int *sg_offset, unsigned int page_size);
 int ib_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents,

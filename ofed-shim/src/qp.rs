@@ -424,7 +424,8 @@ impl OfedQp {
     /// server's private data, or `Disconnected`).
     ///
     /// # Safety
-    /// `vnet` must be the `struct vnet *` to connect in (or NULL where the KPI accepts it),
+    /// `vnet` must be the `struct vnet *` to connect in (or NULL where the KPI accepts it:
+    /// kernels without VIMAGE, and the emulation; `rdma_create_id` refuses NULL with VIMAGE),
     /// and `dst` must point to a valid `struct sockaddr` of the platform for the call.
     ///
     /// # Errors
