@@ -219,6 +219,32 @@ pub struct Completion {
     pub invalidated: Option<u32>,
 }
 
+impl Completion {
+    /// A placeholder for the arrays [`Provider::poll_cq`] fills.
+    pub const EMPTY: Completion = Completion {
+        wr_id: 0,
+        status: WcStatus::Success,
+        kind: WcKind::Send,
+        byte_len: 0,
+        invalidated: None,
+    };
+}
+
+/// Poll `prov` until its completion queue is empty, handing each completion to `f` (which
+/// may post more work on the same provider).
+pub fn drain_cq<P: Provider>(prov: &mut P, mut f: impl FnMut(&mut P, &Completion)) {
+    let mut wcs = [Completion::EMPTY; 16];
+    loop {
+        let n = prov.poll_cq(&mut wcs);
+        if n == 0 {
+            break;
+        }
+        for wc in wcs.iter().take(n) {
+            f(prov, wc);
+        }
+    }
+}
+
 /// A connection-manager event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CmEvent {

@@ -13,8 +13,8 @@ use super::pullup::{gather, push_frag};
 use super::send_ctx::{FreeList, SendContexts, WrTag};
 use super::xdr_reduce::{copy_inline, inline_len, reduce, xdr_pad, ReducedItem};
 use crate::provider::{
-    Access, CmEvent, Completion, Provider, RegId, RegSegment, Resources, SendOp, SendWr, WcKind,
-    WcStatus,
+    drain_cq, Access, CmEvent, Completion, Provider, RegId, RegSegment, Resources, SendOp, SendWr,
+    WcKind, WcStatus,
 };
 use crate::wire::{
     negotiate, Body, ChunkLists, CmPrivateData, ErrorCode, Header, HeaderRepr, InlineThresholds,
@@ -579,22 +579,7 @@ impl Requester {
                 CmEvent::Disconnected => self.lose(prov, events),
             }
         }
-        let mut wcs = [Completion {
-            wr_id: 0,
-            status: WcStatus::Success,
-            kind: WcKind::Send,
-            byte_len: 0,
-            invalidated: None,
-        }; 16];
-        loop {
-            let n = prov.poll_cq(&mut wcs);
-            if n == 0 {
-                break;
-            }
-            for wc in wcs.iter().take(n) {
-                self.on_completion(prov, wc, events);
-            }
-        }
+        drain_cq(prov, |prov, wc| self.on_completion(prov, wc, events));
     }
 
     fn on_completion<P: Provider>(

@@ -13,7 +13,9 @@ use super::pullup::gather;
 use super::rdma_plan::{plan, WrDesc};
 use super::send_ctx::{FreeList, SendContexts, WrTag};
 use super::xdr_reduce::{copy_inline, inline_len, kept_ranges, reduce, xdr_pad, ReducedItem};
-use crate::provider::{CmEvent, Completion, Provider, Resources, SendOp, SendWr, WcKind, WcStatus};
+use crate::provider::{
+    drain_cq, CmEvent, Completion, Provider, Resources, SendOp, SendWr, WcKind, WcStatus,
+};
 use crate::wire::{
     negotiate, Body, ChunkLists, CmPrivateData, ErrorCode, Header, HeaderRepr, InlineThresholds,
     Proc, Segment, WriteChunk, CM_PRIVATE_LEN, MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS,
@@ -248,22 +250,7 @@ impl Responder {
             }
         }
         self.post_receives(prov);
-        let mut wcs = [Completion {
-            wr_id: 0,
-            status: WcStatus::Success,
-            kind: WcKind::Send,
-            byte_len: 0,
-            invalidated: None,
-        }; 16];
-        loop {
-            let n = prov.poll_cq(&mut wcs);
-            if n == 0 {
-                break;
-            }
-            for wc in wcs.iter().take(n) {
-                self.on_completion(prov, wc, events);
-            }
-        }
+        drain_cq(prov, |prov, wc| self.on_completion(prov, wc, events));
     }
 
     fn on_completion<P: Provider>(
