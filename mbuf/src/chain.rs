@@ -263,6 +263,62 @@ impl Chain {
         Ok(right)
     }
 
+    /// A new chain holding bytes `[off, off + len)` of this one (`m_copym`).
+    ///
+    /// * **Page data is shared, not copied**: each page mbuf of the copy names the same pages
+    ///   (with `first_off`/`last_len` clipped to the range) and holds its own provider
+    ///   reference on each of them (one `page_ref` per page it holds), so either chain can
+    ///   be dropped first without freeing pages the other still holds.
+    /// * **Copied page mbufs are `RDONLY`** (FreeBSD's rule that copies of shared external
+    ///   storage are not writable): [`Chain::copyback`] into their bytes fails with
+    ///   [`MbufError::ReadOnly`] and their header/trailer cannot be set. The source chain's
+    ///   flags are not changed (`&self`), so the source stays writable: writing through it
+    ///   is visible in the copy.
+    /// * Internal and cluster bytes, and page header/trailer bytes, are copied (fallibly)
+    ///   into new writable internal mbufs (≤ `MLEN` bytes) or clusters; a piece holding only
+    ///   header or trailer bytes of a page mbuf becomes an internal mbuf.
+    /// * Zero-length mbufs at offsets in `[off, off + len)` are copied, DDP markers as
+    ///   markers; so a marker exactly at `off` is copied and one exactly at `off + len` is
+    ///   not. The copy has the bytes and markers of the middle part of `split(off)` then
+    ///   `split(len)`. `copym(off, 0)` is an empty chain (no mbufs).
+    /// * Flags: `PKTHDR` on the first mbuf of the copy iff this chain has it (like
+    ///   [`Chain::split`]; FreeBSD copies the packet header only when `off == 0`); a piece
+    ///   keeps `DDP_START` if it starts at its source mbuf's start and `EOR` if it ends at
+    ///   its end; `RDONLY` only on page mbufs (see above).
+    ///
+    /// # Errors
+    /// [`MbufError::OutOfRange`] if `off + len > self.len()`; [`MbufError::Alloc`] or
+    /// [`MbufError::Page`] (a failing `page_ref`): every reference and buffer taken so far is
+    /// released. `self` is never changed.
+    pub fn copym(&self, off: usize, len: usize) -> Result<Chain, MbufError> {
+        let total = self.len();
+        let end = off
+            .checked_add(len)
+            .filter(|&e| e <= total)
+            .ok_or(MbufError::range(off, len, total))?;
+        // On error `out` is dropped, releasing every page reference taken so far.
+        let mut out = Chain::new();
+        if len == 0 {
+            return Ok(out);
+        }
+        let mut pos = 0;
+        for m in &self.mbufs {
+            if pos >= end {
+                break;
+            }
+            let l = m.len();
+            let (lo, hi) = (pos.max(off), (pos + l).min(end));
+            let take = if l == 0 { pos >= off } else { lo < hi };
+            if take {
+                out.mbufs.try_reserve(1)?;
+                out.mbufs.push_back(m.copy_range(lo - pos, hi - lo)?);
+            }
+            pos += l;
+        }
+        out.fix_pkthdr(self.has_pkthdr());
+        Ok(out)
+    }
+
     /// Copy `dst.len()` bytes starting at `off` into `dst` (`m_copydata`). Page bytes are read
     /// through the provider.
     ///

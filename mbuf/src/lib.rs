@@ -44,6 +44,8 @@
 //!   mbufs;
 //! * splitting inside a page (so both sides hold part of it) takes one extra reference with
 //!   [`PageProvider::page_ref`]; splitting on a page boundary moves references;
+//! * [`Chain::copym`] shares pages: each page mbuf of the copy takes one more reference
+//!   ([`PageProvider::page_ref`]) on each page it holds, and is flagged `RDONLY`;
 //! * trimming ([`Chain::adj`], [`Chain::pullup`]) releases the pages that no longer hold data;
 //! * dropping a page mbuf (dropping or [`Chain::clear`]ing its chain) calls
 //!   [`PageProvider::page_unref`] once per page; the provider frees a page at zero.
@@ -83,6 +85,7 @@
 //! |---|---|
 //! | [`Chain::len`] | `m_length` |
 //! | [`Chain::split`] | `m_split` |
+//! | [`Chain::copym`] | `m_copym` (pages shared by reference, copied page mbufs `RDONLY`; other bytes copied) |
 //! | [`Chain::copydata`] | `m_copydata` |
 //! | [`Chain::copyback`] | `m_copyback` (no zero fill past the end: error) |
 //! | [`Chain::pullup`] | `m_pullup` (up to `MCLBYTES`) |

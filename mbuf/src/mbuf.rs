@@ -7,8 +7,8 @@ use core::fmt;
 use crate::error::MbufError;
 use crate::flags::MbufFlags;
 use crate::page::{
-    copy_exact, copy_exact_mut, validate_pages, PageData, PageProvider, Piece, Pieces, MAX_EPG_HDR,
-    MAX_EPG_TRL,
+    copy_exact, copy_exact_mut, validate_pages, PageData, PageProvider, Piece, Pieces, RangeCopy,
+    MAX_EPG_HDR, MAX_EPG_TRL,
 };
 
 /// Bytes of inline data in an internal mbuf (FreeBSD `MLEN` on 64-bit platforms).
@@ -651,6 +651,46 @@ impl Mbuf {
                 l.len = n;
             }
         }
+    }
+
+    /// Copy bytes `[start, start + n)` of this mbuf into a new mbuf (`m_copym` of one mbuf).
+    ///
+    /// Linear bytes are copied into a new writable internal mbuf (≤ `MLEN`) or cluster
+    /// (fallible). A page range shares the pages (one `page_ref` per page of the copy) and
+    /// copies the inline header/trailer bytes; the copy is flagged `RDONLY` (FreeBSD: shared
+    /// external storage is not writable). A range of only header or only trailer bytes
+    /// becomes a writable internal mbuf. Flags of the copy: `DDP_START` if the range starts
+    /// at the mbuf's start (so a zero-length marker is copied as a marker), `EOR` if it ends
+    /// at the mbuf's end, `RDONLY` for shared pages; nothing else. On error nothing is leaked.
+    pub(crate) fn copy_range(&self, start: usize, n: usize) -> Result<Mbuf, MbufError> {
+        let len = self.len();
+        let end = start
+            .checked_add(n)
+            .filter(|&e| e <= len)
+            .ok_or(MbufError::range(start, n, len))?;
+        let mut flags = MbufFlags::empty();
+        let mut m = match &self.data {
+            Data::Linear(l) => Mbuf::linear_for(
+                l.data()
+                    .get(start..end)
+                    .ok_or(MbufError::range(start, n, len))?,
+            )?,
+            Data::Pages(p) => match p.copy_range(start, n)? {
+                RangeCopy::Pages(pd) => {
+                    flags |= MbufFlags::RDONLY;
+                    Mbuf::from_page_data(MbufFlags::empty(), pd)
+                }
+                RangeCopy::Bytes(b) => Mbuf::small(&b),
+            },
+        };
+        if start == 0 {
+            flags |= self.flags & MbufFlags::DDP_START;
+        }
+        if end == len {
+            flags |= self.flags & MbufFlags::EOR;
+        }
+        m.set_flags(flags);
+        Ok(m)
     }
 
     /// Split at `r` (`0 < r < len`): `self` keeps `[0, r)`, the returned mbuf holds

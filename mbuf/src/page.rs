@@ -111,6 +111,14 @@ impl Drop for PageData {
     }
 }
 
+/// Result of [`PageData::copy_range`].
+pub(crate) enum RangeCopy {
+    /// Page data sharing the source's pages (one new reference per page).
+    Pages(PageData),
+    /// Copied header-only or trailer-only bytes.
+    Bytes(heapless::Vec<u8, MAX_EPG_TRL>),
+}
+
 /// Check the page-array invariants for `npgs` pages.
 pub(crate) fn validate_pages(
     npgs: usize,
@@ -211,6 +219,63 @@ impl PageData {
         }
         emit(pos, self.trl.len(), &|from, len| Piece::Trl { from, len });
         out
+    }
+
+    /// Copy bytes `[start, start + n)` (`n > 0`, inside the mbuf) for `m_copym`: header and
+    /// trailer bytes are copied, pages are shared, taking one provider reference per page of
+    /// the new array. A range without page data (only header or only trailer bytes) gives
+    /// [`RangeCopy::Bytes`]. On error every reference taken so far is released.
+    pub(crate) fn copy_range(&self, start: usize, n: usize) -> Result<RangeCopy, MbufError> {
+        let total = self.len();
+        let end = start
+            .checked_add(n)
+            .filter(|&e| n > 0 && e <= total)
+            .ok_or(MbufError::range(start, n, total))?;
+        let (hl, pb) = (self.hdr.len(), self.page_bytes());
+        let (plo, phi) = (start.clamp(hl, hl + pb) - hl, end.clamp(hl, hl + pb) - hl);
+        if plo >= phi {
+            // Only header or only trailer bytes (page data lies between them).
+            let bytes = if end <= hl {
+                self.hdr.get(start..end)
+            } else {
+                self.trl.get(start - hl - pb..end - hl - pb)
+            };
+            return heapless::Vec::from_slice(bytes.unwrap_or(&[]))
+                .map(RangeCopy::Bytes)
+                .map_err(|_| MbufError::range(start, n, total));
+        }
+        let hdr =
+            heapless::Vec::from_slice(self.hdr.get(start.min(hl)..end.min(hl)).unwrap_or(&[]))
+                .map_err(|_| MbufError::range(start, n, total))?;
+        let trl = heapless::Vec::from_slice(
+            self.trl
+                .get(start.saturating_sub(hl + pb)..end.saturating_sub(hl + pb))
+                .unwrap_or(&[]),
+        )
+        .map_err(|_| MbufError::range(start, n, total))?;
+        let (k0, q0) = self.locate(plo).ok_or(MbufError::range(plo, 0, pb))?;
+        let (k1, q1) = self.locate(phi - 1).ok_or(MbufError::range(phi, 0, pb))?;
+        let (s0, _) = self.seg(k0);
+        let mut out = PageData {
+            provider: Arc::clone(&self.provider),
+            pages: heapless::Vec::new(),
+            first_off: s0 + q0,
+            // Counted from the first data byte of the last page: `first_off` if it is also
+            // the first page, 0 otherwise.
+            last_len: if k1 == k0 { q1 + 1 - q0 } else { q1 + 1 },
+            hdr,
+            trl,
+        };
+        for k in k0..=k1 {
+            let addr = self.page(k)?;
+            // On error `out` is dropped, releasing the references taken so far.
+            self.provider.page_ref(addr)?;
+            if out.pages.push(addr).is_err() {
+                self.provider.page_unref(addr);
+                return Err(MbufError::InvalidPages("more than MAX_PGS_PER_MBUF pages"));
+            }
+        }
+        Ok(RangeCopy::Pages(out))
     }
 
     pub(crate) fn page(&self, idx: usize) -> Result<u64, MbufError> {

@@ -1145,3 +1145,314 @@ fn sizes() {
     std::println!("size_of::<Mbuf>() = {s}");
     assert!(s <= 320, "Mbuf is {s} bytes");
 }
+
+// ---------------------------------------------------------------- copym
+
+/// Page-array entries naming `addr` across `chains`.
+fn entries(chains: &[&Chain], addr: u64) -> u32 {
+    chains
+        .iter()
+        .flat_map(|c| c.mbufs())
+        .filter_map(Mbuf::page_info)
+        .map(|i| i.pages.iter().filter(|&&a| a == addr).count() as u32)
+        .sum()
+}
+
+fn check_refs(a: &HeapPageArena, chains: &[&Chain]) {
+    for idx in 0..a.capacity() {
+        let addr = a.page_addr(idx).unwrap();
+        assert_eq!(
+            a.refcount(addr),
+            Some(entries(chains, addr)),
+            "page {addr:#x}"
+        );
+    }
+    assert_eq!(a.bad_unrefs(), 0);
+}
+
+#[test]
+fn copym_whole_chain_shares_pages() {
+    let (a, p) = arena(8);
+    let (mut c, e) = mixed_chain(&p);
+    c.mbufs_mut()
+        .next()
+        .unwrap()
+        .insert_flags(MbufFlags::PKTHDR);
+    let copy = c.copym(0, c.len()).unwrap();
+    assert_eq!(content(&copy), e);
+    assert_eq!(
+        kinds(&copy),
+        [
+            MbufKind::Internal,
+            MbufKind::Cluster,
+            MbufKind::Internal,
+            MbufKind::Pages,
+            MbufKind::Internal
+        ]
+    );
+    let flags: Vec<MbufFlags> = copy.mbufs().map(Mbuf::flags).collect();
+    assert_eq!(flags[0], MbufFlags::PKTHDR);
+    assert_eq!(flags[1], MbufFlags::empty());
+    assert!(copy.mbufs().nth(2).unwrap().is_ddp_marker());
+    assert_eq!(flags[3], MbufFlags::EXTPG | MbufFlags::RDONLY);
+    assert_eq!(flags[4], MbufFlags::empty());
+    // Same pages, one more reference each.
+    let (pi, ci) = (
+        c.mbufs().nth(3).unwrap().page_info().unwrap(),
+        copy.mbufs().nth(3).unwrap().page_info().unwrap(),
+    );
+    assert_eq!(pi, ci);
+    for &addr in pi.pages {
+        assert_eq!(a.refcount(addr), Some(2));
+    }
+    check_refs(&a, &[&c, &copy]);
+    // DDP region preserved in the copy.
+    let r: Vec<DdpRegion> = copy.ddp_regions().collect();
+    let o: Vec<DdpRegion> = c.ddp_regions().collect();
+    assert_eq!(r, o);
+    // Internal copies are writable, and independent of the source.
+    let mut copy = copy;
+    copy.copyback(0, b"XY").unwrap();
+    assert_eq!(&content(&c)[..2], &e[..2]);
+    assert_eq!(a.in_use(), 3);
+    drop((c, copy));
+    assert_eq!(a.in_use(), 0);
+    assert_eq!(a.bad_unrefs(), 0);
+}
+
+#[test]
+fn copym_inside_pages_at_odd_offsets() {
+    let (a, p) = arena(8);
+    let (mut m, pe) = page_mbuf(&p, 4, 123, 777, 21);
+    m.set_epg_hdr(b"hdr-bytes").unwrap();
+    m.set_epg_trl(b"trailer!").unwrap();
+    m.insert_flags(MbufFlags::EOR);
+    let mut e = b"hdr-bytes".to_vec();
+    e.extend_from_slice(&pe);
+    e.extend_from_slice(b"trailer!");
+    let c = Chain::from_mbuf(m).unwrap();
+    let len = c.len();
+    let hl = 9;
+    let cases = [
+        (0, len),
+        (1, 5),                                           // header only
+        (hl + 1, 1),                                      // one byte of page 0
+        (hl + 5, PAGE_SIZE),                              // pages 0..=1
+        (3, len - 3),                                     // inside header to end (EOR kept)
+        (hl + (PAGE_SIZE - 123) + 17, 2 * PAGE_SIZE + 1), // pages 1..=3
+        (len - 5, 3),                                     // trailer only
+        (len - 8 - 3, 5),                                 // last page + trailer
+        (hl + (PAGE_SIZE - 123), PAGE_SIZE),              // exactly page 1
+    ];
+    for (off, n) in cases {
+        let copy = c.copym(off, n).unwrap();
+        assert_eq!(content(&copy), &e[off..off + n], "copym({off}, {n})");
+        assert_eq!(copy.mbuf_count(), 1);
+        let cm = copy.first().unwrap();
+        if let Some(i) = cm.page_info() {
+            assert!(!cm.is_writable());
+            // Every page of the copy is a page of the source.
+            let src = c.first().unwrap().page_info().unwrap().pages;
+            assert!(i.pages.iter().all(|x| src.contains(x)));
+        } else {
+            assert!(cm.is_writable());
+            assert_eq!(cm.kind(), MbufKind::Internal);
+        }
+        assert_eq!(
+            cm.flags().contains(MbufFlags::EOR),
+            off + n == len,
+            "EOR for copym({off}, {n})"
+        );
+        check_refs(&a, &[&c, &copy]);
+    }
+    assert_eq!(a.in_use(), 4);
+    drop(c);
+    assert_eq!(a.in_use(), 0);
+}
+
+#[test]
+fn copym_drop_order_keeps_pages_alive() {
+    let (a, p) = arena(4);
+    let (m, e) = page_mbuf(&p, 3, 100, 50, 3);
+    let c = Chain::from_mbuf(m).unwrap();
+    let pages: Vec<u64> = c.first().unwrap().page_info().unwrap().pages.to_vec();
+    // Original dropped first: the copy's pages stay allocated and readable.
+    let copy = c.copym(10, PAGE_SIZE).unwrap();
+    let cp = copy.first().unwrap().page_info().unwrap().pages.to_vec();
+    assert_eq!(cp, &pages[..2]);
+    assert_eq!(a.refcount(pages[0]), Some(2));
+    assert_eq!(a.refcount(pages[1]), Some(2));
+    assert_eq!(a.refcount(pages[2]), Some(1));
+    drop(c);
+    assert_eq!(a.in_use(), 2);
+    assert_eq!(a.refcount(pages[0]), Some(1));
+    assert_eq!(a.refcount(pages[2]), Some(0));
+    assert_eq!(content(&copy), &e[10..10 + PAGE_SIZE]);
+    drop(copy);
+    assert_eq!(a.in_use(), 0);
+    // Copy dropped first: the original is untouched.
+    let (m, e) = page_mbuf(&p, 2, 0, 10, 4);
+    let c = Chain::from_mbuf(m).unwrap();
+    let copy = c.copym(PAGE_SIZE - 1, 2).unwrap();
+    check_refs(&a, &[&c, &copy]);
+    drop(copy);
+    check_refs(&a, &[&c]);
+    assert_eq!(content(&c), e);
+    drop(c);
+    assert_eq!(a.in_use(), 0);
+    assert_eq!(a.bad_unrefs(), 0);
+}
+
+#[test]
+fn copym_page_copy_is_read_only() {
+    let (a, p) = arena(4);
+    let (c, e) = mixed_chain(&p);
+    let start = 1610; // page data of the page mbuf (the marker is at 1600)
+    let mut copy = c.copym(start, 300).unwrap();
+    assert!(copy.mbufs().all(|m| !m.is_writable() && m.is_pages()));
+    assert_eq!(copy.copyback(10, b"zz"), Err(MbufError::ReadOnly));
+    assert_eq!(
+        copy.mbufs_mut().next().unwrap().set_epg_trl(b"x"),
+        Err(MbufError::ReadOnly)
+    );
+    assert_eq!(content(&copy), &e[start..start + 300]);
+    // Appending past the end is fine (new mbufs), nothing shared is written.
+    copy.copyback(300, b"tail").unwrap();
+    assert_eq!(content(&c), e);
+    drop((c, copy));
+    assert_eq!(a.in_use(), 0);
+}
+
+#[test]
+fn copym_markers_and_ranges() {
+    let (a, p) = arena(4);
+    let (c, e) = mixed_chain(&p);
+    let mpos = 1600; // marker offset
+    let len = c.len();
+    // Marker exactly at off is copied, one at off + len is not.
+    let at = c.copym(mpos, 10).unwrap();
+    assert!(at.first().unwrap().is_ddp_marker());
+    assert_eq!(at.ddp_regions().count(), 1);
+    let before = c.copym(mpos - 10, 10).unwrap();
+    assert!(before.mbufs().all(|m| !m.is_ddp_marker()));
+    assert_eq!(content(&before), &e[mpos - 10..mpos]);
+    let across = c.copym(mpos - 10, 20).unwrap();
+    assert_eq!(across.mbufs().filter(|m| m.is_ddp_marker()).count(), 1);
+    // Empty copies.
+    assert_eq!(c.copym(mpos, 0).unwrap().mbuf_count(), 0);
+    assert_eq!(c.copym(len, 0).unwrap().mbuf_count(), 0);
+    // Out of range.
+    assert!(matches!(c.copym(len, 1), Err(MbufError::OutOfRange { .. })));
+    assert!(matches!(
+        c.copym(len + 1, 0),
+        Err(MbufError::OutOfRange { .. })
+    ));
+    assert!(matches!(c.copym(1, len), Err(MbufError::OutOfRange { .. })));
+    assert!(matches!(
+        c.copym(usize::MAX, 2),
+        Err(MbufError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        Chain::new().copym(0, 1),
+        Err(MbufError::OutOfRange { .. })
+    ));
+    // Big cluster source: copy is a cluster large enough.
+    let big = pattern(1, 9000);
+    let bc = Chain::from_mbuf(Mbuf::cluster_with(9000, 0, &big).unwrap()).unwrap();
+    let bcopy = bc.copym(5, 8990).unwrap();
+    assert_eq!(content(&bcopy), &big[5..8995]);
+    drop((c, at, before, across));
+    assert_eq!(a.in_use(), 0);
+}
+
+#[test]
+fn copym_failing_page_ref_leaks_nothing() {
+    let a = Arc::new(HeapPageArena::new(8).unwrap());
+    let f = Arc::new(FailingRef {
+        inner: a.clone(),
+        fail: AtomicBool::new(false),
+    });
+    let p: Arc<dyn PageProvider> = f.clone();
+    let (c, e) = mixed_chain(&p);
+    // A second page mbuf after the first one.
+    let mut c = c;
+    let (m2, e2) = page_mbuf(&p, 2, 0, 10, 40);
+    c.append_mbuf(m2).unwrap();
+    let mut e = e;
+    e.extend_from_slice(&e2);
+    f.fail.store(true, Ordering::SeqCst);
+    assert!(matches!(c.copym(0, c.len()), Err(MbufError::Page(_))));
+    check_refs(&a, &[&c]);
+    assert_eq!(a.in_use(), 5);
+    // Byte-only ranges need no reference.
+    let ok = c.copym(0, 100).unwrap();
+    assert_eq!(content(&ok), &e[..100]);
+    f.fail.store(false, Ordering::SeqCst);
+    let all = c.copym(0, c.len()).unwrap();
+    assert_eq!(content(&all), e);
+    check_refs(&a, &[&c, &all]);
+    drop((c, ok, all));
+    assert_eq!(a.in_use(), 0);
+    assert_eq!(a.bad_unrefs(), 0);
+}
+
+/// A provider whose `page_ref` fails after a given number of successes.
+struct RefBudget {
+    inner: Arc<HeapPageArena>,
+    left: core::sync::atomic::AtomicUsize,
+}
+
+impl PageProvider for RefBudget {
+    fn alloc_page(&self) -> Result<u64, AllocError> {
+        self.inner.alloc_page()
+    }
+    fn page_ref(&self, addr: u64) -> Result<(), PageError> {
+        let ok = self
+            .left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if ok {
+            self.inner.page_ref(addr)
+        } else {
+            Err(PageError::RefOverflow(addr))
+        }
+    }
+    fn page_unref(&self, addr: u64) {
+        self.inner.page_unref(addr)
+    }
+    fn with_page(&self, addr: u64, f: &mut dyn FnMut(&[u8])) -> Result<(), PageError> {
+        self.inner.with_page(addr, f)
+    }
+    fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError> {
+        self.inner.with_page_mut(addr, f)
+    }
+}
+
+#[test]
+fn copym_ref_exhausted_midway_releases_taken_refs() {
+    let a = Arc::new(HeapPageArena::new(32).unwrap());
+    let f = Arc::new(RefBudget {
+        inner: a.clone(),
+        left: core::sync::atomic::AtomicUsize::new(usize::MAX),
+    });
+    let p: Arc<dyn PageProvider> = f.clone();
+    let mut c = Chain::new();
+    let (m1, _) = page_mbuf(&p, 5, 7, 9, 1);
+    c.append_mbuf(m1).unwrap();
+    c.append(b"xdr").unwrap();
+    let (m2, _) = page_mbuf(&p, 4, 0, PAGE_SIZE, 2);
+    c.append_mbuf(m2).unwrap();
+    // 9 references needed: fail at every point, inside either page mbuf.
+    for budget in 0..9 {
+        f.left.store(budget, Ordering::SeqCst);
+        assert!(matches!(c.copym(0, c.len()), Err(MbufError::Page(_))));
+        check_refs(&a, &[&c]);
+        assert_eq!(a.in_use(), 9);
+    }
+    f.left.store(9, Ordering::SeqCst);
+    let all = c.copym(0, c.len()).unwrap();
+    check_refs(&a, &[&c, &all]);
+    drop((c, all));
+    assert_eq!(a.in_use(), 0);
+    assert_eq!(a.bad_unrefs(), 0);
+}

@@ -253,6 +253,8 @@ enum Op {
     PullupN(usize),
     AllocPages(usize),
     SwapSide,
+    /// `copym(off, len)` of main becomes the side chain (the old side is dropped).
+    Copym(Sel, Sel),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -273,6 +275,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0usize..=MCLBYTES + 2).prop_map(Op::PullupN),
         1 => prop_oneof![0usize..=3 * PAGE_SIZE, 0usize..=40 * PAGE_SIZE].prop_map(Op::AllocPages),
         1 => Just(Op::SwapSide),
+        2 => (sel(), sel()).prop_map(|(a, b)| Op::Copym(a, b)),
     ]
 }
 
@@ -652,8 +655,57 @@ fn apply(
             }
         }
         Op::SwapSide => std::mem::swap(main, side),
+        Op::Copym(a, b) => {
+            let off = resolve(a, &main.c);
+            let n = resolve(b, &main.c);
+            // The old side is dropped here: its pages are released.
+            *side = Modeled::empty();
+            *side = apply_copym(main, off, n)?;
+            // The source stays writable (copym takes `&self`) and writes through it would
+            // show in the copy's shared pages; like FreeBSD (shared storage is not
+            // writable), the model's caller marks the source's page mbufs read-only.
+            for m in main.c.mbufs_mut().filter(|m| m.is_pages()) {
+                m.insert_flags(MbufFlags::RDONLY);
+            }
+        }
     }
     Ok(())
+}
+
+/// `copym(off, n)` of `src`, checked against the model: `Some` copy on success (with its
+/// model), `None` for an expected out-of-range error.
+fn copym_model(src: &Modeled, off: usize, n: usize) -> Result<Option<Modeled>, TestCaseError> {
+    let len = src.v.len();
+    match src.c.copym(off, n) {
+        Ok(c) => {
+            prop_assert!(off + n <= len);
+            let markers = src
+                .markers
+                .iter()
+                .filter(|&&p| p >= off && p < off + n)
+                .map(|p| p - off)
+                .collect();
+            for m in c.mbufs() {
+                // Shared pages are read-only in the copy; copied bytes are writable.
+                prop_assert_eq!(m.is_writable(), !m.is_pages());
+            }
+            Ok(Some(Modeled {
+                c,
+                v: src.v[off..off + n].to_vec(),
+                pkthdr: src.pkthdr,
+                markers,
+            }))
+        }
+        Err(e) => {
+            prop_assert!(off.saturating_add(n) > len);
+            prop_assert!(matches!(e, MbufError::OutOfRange { .. }), "copym: {}", e);
+            Ok(None)
+        }
+    }
+}
+
+fn apply_copym(main: &Modeled, off: usize, n: usize) -> Result<Modeled, TestCaseError> {
+    Ok(copym_model(main, off, n)?.unwrap_or_else(Modeled::empty))
 }
 
 fn check_all(
@@ -696,6 +748,57 @@ proptest! {
             for op in &ops {
                 apply(op, &mut main, &mut side, &arena)?;
                 check_all(&mut main, &mut side, &arena)?;
+            }
+        }
+        prop_assert_eq!(arena.in_use(), 0);
+        prop_assert_eq!(arena.bad_unrefs(), 0);
+    }
+
+    /// copym of a random range: content equals the model slice, markers in `[off, off + n)`
+    /// are copied, page mbufs of the copy are read-only, provider reference counts equal the
+    /// page-array entries across both chains, dropping either first keeps the other intact,
+    /// and nothing is leaked once both are dropped.
+    #[test]
+    fn copym_matches_model(
+        specs in prop::collection::vec(mspec(), 0..8),
+        pkthdr in any::<bool>(),
+        a in sel(),
+        b in sel(),
+        drop_src_first in any::<bool>(),
+        wseed in any::<u8>(),
+    ) {
+        let arena = Arc::new(HeapPageArena::new(ARENA_PAGES).unwrap());
+        {
+            let mut src = build_chain(&specs, pkthdr, &arena);
+            let off = resolve(&a, &src.c);
+            let n = resolve(&b, &src.c);
+            if let Some(mut copy) = copym_model(&src, off, n)? {
+                check_all(&mut src, &mut copy, &arena)?;
+                // Writing into the copy: refused iff a shared (page) mbuf is hit.
+                let w = bytes(wseed, 3);
+                let at = off.min(copy.v.len());
+                let over = (at + w.len()).min(copy.v.len());
+                let ro = readonly_overlap(&copy.c, at, over);
+                match copy.c.copyback(at, &w) {
+                    Ok(()) => {
+                        prop_assert!(!ro);
+                        copy.v[at..over].copy_from_slice(&w[..over - at]);
+                        copy.v.extend_from_slice(&w[over - at..]);
+                    }
+                    Err(e) => {
+                        prop_assert!(ro);
+                        prop_assert_eq!(e, MbufError::ReadOnly);
+                    }
+                }
+                check_all(&mut src, &mut copy, &arena)?;
+                let mut empty = Modeled::empty();
+                if drop_src_first {
+                    drop(src);
+                    check_all(&mut copy, &mut empty, &arena)?;
+                } else {
+                    drop(copy);
+                    check_all(&mut src, &mut empty, &arena)?;
+                }
             }
         }
         prop_assert_eq!(arena.in_use(), 0);
