@@ -423,7 +423,11 @@ impl Responder {
             for (pos, segs) in hdr.read_chunks() {
                 let total = segs.total_length() as usize;
                 if !nomsg {
-                    let at = pos as usize - removed;
+                    // Validated above (positions ascend past the removed bytes); checked anyway
+                    // so no peer-supplied position can underflow here.
+                    let at = (pos as usize)
+                        .checked_sub(removed)
+                        .ok_or(CallError::BadCall)?;
                     call.append(payload.get(inline_at..at).unwrap_or_default())?;
                     inline_at = at;
                     call.append_mbuf(Mbuf::ddp_marker())?;
