@@ -55,6 +55,55 @@ pub trait PageProvider: Send + Sync {
     /// # Errors
     /// A [`PageError`] if the page is unknown, free or cannot be mapped.
     fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError>;
+
+    /// Copy `dst.len()` bytes of the page, starting at in-page `offset`, into `dst`.
+    ///
+    /// The default goes through [`PageProvider::with_page`]; a provider whose mapping is a
+    /// bounce copy (memory a NIC may write, never borrowed) overrides this with one direct
+    /// copy. Bulk copies in this crate (`copydata`, `copyback`) use these two methods.
+    ///
+    /// # Errors
+    /// A [`PageError`] if the page cannot be mapped; [`PageError::Unmappable`] if
+    /// `offset + dst.len()` exceeds [`PAGE_SIZE`].
+    fn read_page(&self, addr: u64, offset: usize, dst: &mut [u8]) -> Result<(), PageError> {
+        let end = page_range_end(addr, offset, dst.len())?;
+        let mut res = Err(PageError::Unmappable(addr));
+        self.with_page(addr, &mut |pg: &[u8]| {
+            if let Some(src) = pg.get(offset..end) {
+                dst.copy_from_slice(src);
+                res = Ok(());
+            }
+        })?;
+        res
+    }
+
+    /// Copy `src` into the page at in-page `offset`: the counterpart of
+    /// [`PageProvider::read_page`].
+    ///
+    /// # Errors
+    /// As [`PageProvider::read_page`].
+    fn write_page(&self, addr: u64, offset: usize, src: &[u8]) -> Result<(), PageError> {
+        let end = page_range_end(addr, offset, src.len())?;
+        let mut res = Err(PageError::Unmappable(addr));
+        self.with_page_mut(addr, &mut |pg: &mut [u8]| {
+            if let Some(dst) = pg.get_mut(offset..end) {
+                dst.copy_from_slice(src);
+                res = Ok(());
+            }
+        })?;
+        res
+    }
+}
+
+/// The end of in-page range `offset..offset + len`, if it lies inside one page.
+///
+/// # Errors
+/// [`PageError::Unmappable`] for a range past [`PAGE_SIZE`].
+pub fn page_range_end(addr: u64, offset: usize, len: usize) -> Result<usize, PageError> {
+    offset
+        .checked_add(len)
+        .filter(|&e| e <= PAGE_SIZE)
+        .ok_or(PageError::Unmappable(addr))
 }
 
 /// One piece of an mbuf's bytes, by index (no borrow), used to walk ranges.
@@ -296,14 +345,9 @@ impl PageData {
             match piece {
                 Piece::Hdr { from, len } => copy_exact(d, self.hdr.get(from..from + len))?,
                 Piece::Trl { from, len } => copy_exact(d, self.trl.get(from..from + len))?,
-                Piece::Page { idx, start, len } => {
+                Piece::Page { idx, start, .. } => {
                     let addr = self.page(idx)?;
-                    let mut res = Ok(());
-                    self.provider.with_page(addr, &mut |pg: &[u8]| {
-                        res = copy_exact(d, pg.get(start..start + len))
-                            .map_err(|_| MbufError::Page(PageError::Unmappable(addr)));
-                    })?;
-                    res?;
+                    self.provider.read_page(addr, start, d)?;
                 }
                 Piece::Linear { .. } => return Err(MbufError::NotPageMbuf),
             }
@@ -328,14 +372,9 @@ impl PageData {
             match piece {
                 Piece::Hdr { from, len } => copy_exact_mut(self.hdr.get_mut(from..from + len), s)?,
                 Piece::Trl { from, len } => copy_exact_mut(self.trl.get_mut(from..from + len), s)?,
-                Piece::Page { idx, start, len } => {
+                Piece::Page { idx, start, .. } => {
                     let addr = self.page(idx)?;
-                    let mut res = Ok(());
-                    self.provider.with_page_mut(addr, &mut |pg: &mut [u8]| {
-                        res = copy_exact_mut(pg.get_mut(start..start + len), s)
-                            .map_err(|_| MbufError::Page(PageError::Unmappable(addr)));
-                    })?;
-                    res?;
+                    self.provider.write_page(addr, start, s)?;
                 }
                 Piece::Linear { .. } => return Err(MbufError::NotPageMbuf),
             }

@@ -1456,3 +1456,32 @@ fn copym_ref_exhausted_midway_releases_taken_refs() {
     assert_eq!(a.in_use(), 0);
     assert_eq!(a.bad_unrefs(), 0);
 }
+
+/// The default `read_page` / `write_page` (through `with_page` / `with_page_mut`) copy exactly
+/// the range asked for, leave the rest of the page alone, and refuse ranges past the page
+/// and free pages.
+#[test]
+fn read_page_and_write_page_ranges() {
+    let (_a, p) = arena(2);
+    let x = p.alloc_page().unwrap();
+    p.write_page(x, 0, &[0xee; PAGE_SIZE]).unwrap();
+    p.write_page(x, 4000, &[1, 2, 3]).unwrap();
+    let mut got = [0u8; 5];
+    p.read_page(x, 3999, &mut got).unwrap();
+    assert_eq!(got, [0xee, 1, 2, 3, 0xee]);
+    p.write_page(x, PAGE_SIZE, &[]).unwrap();
+    assert_eq!(
+        p.write_page(x, PAGE_SIZE - 1, &[9, 9]),
+        Err(PageError::Unmappable(x))
+    );
+    assert_eq!(
+        p.read_page(x, usize::MAX, &mut got),
+        Err(PageError::Unmappable(x))
+    );
+    let mut whole = [0u8; PAGE_SIZE];
+    p.read_page(x, 0, &mut whole).unwrap();
+    assert_eq!(whole.iter().filter(|&&b| b != 0xee).count(), 3);
+    p.page_unref(x);
+    assert!(p.read_page(x, 0, &mut got).is_err());
+    assert!(p.write_page(x, 0, &got).is_err());
+}

@@ -11,13 +11,14 @@
 //! reference to page memory is ever made: `with_page` hands the callback a copy, and
 //! `with_page_mut` writes back only the bytes the callback changed (as the userspace arena
 //! does). The bounce buffers are allocated per call (M_NOWAIT); failure is reported as
-//! [`PageError::Unmappable`].
+//! [`PageError::Unmappable`]. The bulk paths (`copydata`, `copyback`, pull-up) use
+//! `read_page` / `write_page` instead: one direct copy of the byte range, no bounce buffer.
 
 use alloc::vec::Vec;
 use core::ptr;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use mbuf::{AllocError, PageError, PageProvider, PAGE_SIZE};
+use mbuf::{page_range_end, AllocError, PageError, PageProvider, PAGE_SIZE};
 
 use crate::ffi;
 
@@ -131,6 +132,23 @@ impl PageProvider for KernelPages {
                 unsafe { ptr::copy_nonoverlapping(src.as_ptr(), p.add(start), src.len()) };
             }
         }
+        Ok(())
+    }
+
+    fn read_page(&self, addr: u64, offset: usize, dst: &mut [u8]) -> Result<(), PageError> {
+        let end = page_range_end(addr, offset, dst.len())?;
+        let p = Self::kva(addr)?;
+        // SAFETY: `offset..end` lies inside the page (`end <= PAGE_SIZE`) reached through the
+        // direct map; one raw copy, no reference to page memory is made.
+        unsafe { ptr::copy_nonoverlapping(p.add(offset), dst.as_mut_ptr(), end - offset) };
+        Ok(())
+    }
+
+    fn write_page(&self, addr: u64, offset: usize, src: &[u8]) -> Result<(), PageError> {
+        let end = page_range_end(addr, offset, src.len())?;
+        let p = Self::kva(addr)?;
+        // SAFETY: as in `read_page`, into the page: only `offset..end` is written.
+        unsafe { ptr::copy_nonoverlapping(src.as_ptr(), p.add(offset), end - offset) };
         Ok(())
     }
 }

@@ -42,7 +42,7 @@
 
 use std::sync::Arc;
 
-use mbuf::{Chain, Fragment, Mbuf, PageProvider};
+use mbuf::{Chain, Fragment, Mbuf, PageProvider, PAGE_SIZE};
 
 /// The program number (transient range): "KRPC".
 pub const PROGRAM: u32 = 0x4b52_5043;
@@ -111,6 +111,11 @@ fn pattern_word(w: u64) -> [u8; 8] {
     (w.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x6B72_7063_2D72_646D).to_le_bytes()
 }
 
+/// The pattern word of byte offsets `8 * w .. 8 * w + 8`, as a little-endian `u64`.
+fn pattern_u64(w: u64) -> u64 {
+    u64::from_le_bytes(pattern_word(w))
+}
+
 /// Walk `len` bytes from offset `off` in pieces aligned to the pattern words:
 /// `f(position in the walk, pattern bytes)`.
 fn pattern_pieces(off: u64, len: usize, mut f: impl FnMut(usize, &[u8])) {
@@ -127,11 +132,31 @@ fn pattern_pieces(off: u64, len: usize, mut f: impl FnMut(usize, &[u8])) {
     }
 }
 
+/// Split `len` bytes at offset `off` into an unaligned head, whole pattern words, and a tail:
+/// `(head length, number of words)`.
+fn pattern_split(off: u64, len: usize) -> (usize, usize) {
+    let head = ((8 - off % 8) % 8) as usize;
+    let head = head.min(len);
+    (head, (len - head) / 8)
+}
+
 /// Fill `buf` with the pattern of offsets `off..off + buf.len()`.
 pub fn pattern_fill(off: u64, buf: &mut [u8]) {
-    let len = buf.len();
-    pattern_pieces(off, len, |at, p| {
-        if let Some(d) = buf.get_mut(at..at + p.len()) {
+    let (head, words) = pattern_split(off, buf.len());
+    let (h, rest) = buf.split_at_mut(head);
+    pattern_pieces(off, h.len(), |at, p| {
+        if let Some(d) = h.get_mut(at..at + p.len()) {
+            d.copy_from_slice(p);
+        }
+    });
+    let (mid, tail) = rest.split_at_mut(words * 8);
+    let first = (off + head as u64) / 8;
+    for (i, d) in mid.chunks_exact_mut(8).enumerate() {
+        d.copy_from_slice(&pattern_word(first + i as u64));
+    }
+    let t_off = off + (head + words * 8) as u64;
+    pattern_pieces(t_off, tail.len(), |at, p| {
+        if let Some(d) = tail.get_mut(at..at + p.len()) {
             d.copy_from_slice(p);
         }
     });
@@ -139,13 +164,27 @@ pub fn pattern_fill(off: u64, buf: &mut [u8]) {
 
 /// Bytes of `buf` that differ from the pattern of offsets `off..`.
 pub fn pattern_mismatches(off: u64, buf: &[u8]) -> u64 {
+    fn count(d: &[u8], p: &[u8]) -> u64 {
+        d.iter().zip(p).filter(|(a, b)| a != b).count() as u64
+    }
+    let (head, words) = pattern_split(off, buf.len());
+    let (h, rest) = buf.split_at(head);
+    let (mid, tail) = rest.split_at(words * 8);
     let mut bad = 0u64;
-    pattern_pieces(off, buf.len(), |at, p| {
-        if let Some(d) = buf.get(at..at + p.len()) {
-            if d != p {
-                bad += d.iter().zip(p).filter(|(a, b)| a != b).count() as u64;
-            }
+    pattern_pieces(off, h.len(), |at, p| {
+        bad += h.get(at..at + p.len()).map_or(0, |d| count(d, p));
+    });
+    let first = (off + head as u64) / 8;
+    for (i, d) in mid.chunks_exact(8).enumerate() {
+        let want = pattern_u64(first + i as u64);
+        let got = d.try_into().map_or(!want, u64::from_le_bytes);
+        if got != want {
+            bad += count(d, &want.to_le_bytes());
         }
+    }
+    let t_off = off + (head + words * 8) as u64;
+    pattern_pieces(t_off, tail.len(), |at, p| {
+        bad += tail.get(at..at + p.len()).map_or(0, |d| count(d, p));
     });
     bad
 }
@@ -173,13 +212,14 @@ pub fn walk(
                 pos += b.len();
             }
             Fragment::Page { addr, offset, len } => {
+                let mut buf = [0u8; PAGE_SIZE];
+                let b = buf
+                    .get_mut(..len)
+                    .ok_or_else(|| format!("page {addr:#x}: fragment of {len} B"))?;
                 pages
-                    .with_page(addr, &mut |pg| {
-                        if let Some(b) = pg.get(offset..offset + len) {
-                            f(pos, b);
-                        }
-                    })
+                    .read_page(addr, offset, b)
                     .map_err(|e| format!("page {addr:#x}: {e}"))?;
+                f(pos, b);
                 pos += len;
             }
         }
@@ -201,13 +241,14 @@ pub fn pattern_pages(pages: &Arc<dyn PageProvider>, off: u64, len: usize) -> Res
             Fragment::Bytes(_) => None,
         })
         .collect();
+    let mut buf = [0u8; PAGE_SIZE];
     for (addr, o, l) in frags {
+        let d = buf
+            .get_mut(..l)
+            .ok_or_else(|| format!("page {addr:#x}: fragment of {l} B"))?;
+        pattern_fill(off + done as u64, d);
         pages
-            .with_page_mut(addr, &mut |pg| {
-                if let Some(d) = pg.get_mut(o..o + l) {
-                    pattern_fill(off + done as u64, d);
-                }
-            })
+            .write_page(addr, o, d)
             .map_err(|e| format!("page {addr:#x}: {e}"))?;
         done += l;
     }
@@ -530,14 +571,14 @@ impl Server {
                 if self.store.len() < end {
                     self.store.resize(end, 0);
                 }
-                let base = end - len;
-                let store = &mut self.store;
-                walk(call, WRITE_DATA_POS, len, &*self.pages, &mut |at, b| {
-                    bad += pattern_mismatches(offset + at as u64, b);
-                    if let Some(d) = store.get_mut(base + at..base + at + b.len()) {
-                        d.copy_from_slice(b);
-                    }
-                })?;
+                // One copy, from the call's pages into the store, then the check there.
+                let dst = self
+                    .store
+                    .get_mut(end - len..end)
+                    .ok_or_else(|| format!("store range {}..{end}", end - len))?;
+                call.copydata(WRITE_DATA_POS, dst)
+                    .map_err(|e| format!("WRITE data: {e}"))?;
+                bad = pattern_mismatches(offset, dst);
                 self.stats.bytes_in += len as u64;
                 if bad > 0 {
                     status = STATUS_MISMATCH;
@@ -594,11 +635,7 @@ impl Server {
         for (addr, o, l) in frags {
             let src = self.store.get(at..at + l).unwrap_or(&[]);
             self.pages
-                .with_page_mut(addr, &mut |pg| {
-                    if let Some(d) = pg.get_mut(o..o + src.len()) {
-                        d.copy_from_slice(src);
-                    }
-                })
+                .write_page(addr, o, src)
                 .map_err(|e| format!("page {addr:#x}: {e}"))?;
             at += l;
         }
@@ -656,6 +693,36 @@ mod tests {
         a[500] ^= 1;
         a[7] ^= 0xff;
         assert_eq!(pattern_mismatches(13, &a), 2);
+    }
+
+    /// The word-at-a-time fill and check agree with the byte definition of the pattern
+    /// (byte `o` is byte `o % 8` of `pattern_word(o / 8)`) at every alignment and length.
+    #[test]
+    fn pattern_fast_paths_match_the_byte_definition() {
+        for off in 0..20u64 {
+            for len in 0..45usize {
+                let want: Vec<u8> = (off..off + len as u64)
+                    .map(|o| pattern_word(o / 8)[(o % 8) as usize])
+                    .collect();
+                let mut got = vec![0u8; len];
+                pattern_fill(off, &mut got);
+                assert_eq!(got, want, "off {off} len {len}");
+                assert_eq!(pattern_mismatches(off, &got), 0);
+                for i in 0..len {
+                    let mut bad = got.clone();
+                    bad[i] ^= 0x5a;
+                    if i + 3 < len {
+                        bad[i + 3] = bad[i + 3].wrapping_add(1);
+                    }
+                    let n = if i + 3 < len { 2 } else { 1 };
+                    assert_eq!(
+                        pattern_mismatches(off, &bad),
+                        n,
+                        "off {off} len {len} at {i}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

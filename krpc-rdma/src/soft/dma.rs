@@ -1,11 +1,10 @@
 //! The "NIC's DMA engine": byte copies between page fragments and buffers.
 //!
 //! An RDMA Read or Write is the one copy a software provider must make: from the source
-//! pages (mapped with [`PageProvider::with_page`]) to the sink pages
-//! ([`PageProvider::with_page_mut`]). Both sides may use the same page provider, whose mapping
-//! callbacks must not nest (the provider may hold a lock while the callback runs), so every
-//! piece goes through a bounce buffer owned by the fabric: map the source, copy into the
-//! bounce buffer, unmap; map the sink, copy out, unmap.
+//! pages ([`PageProvider::read_page`]) to the sink pages ([`PageProvider::write_page`]). Both
+//! sides may use the same page provider, whose calls must not nest (the provider may hold a
+//! lock while it copies), so every piece goes through a bounce buffer owned by the fabric:
+//! read the source piece into it, then write it to the sink.
 
 use mbuf::{PageFragment, PageProvider};
 
@@ -91,30 +90,12 @@ pub(crate) fn copy_pages(
             return Err(DmaError::Sink);
         }
         let bounce = bounce.get_mut(..n).ok_or(DmaError::Sink)?;
-        let mut ok = false;
         src_pages
-            .with_page(sa, &mut |pg: &[u8]| {
-                if let Some(from) = pg.get(so..so + n) {
-                    bounce.copy_from_slice(from);
-                    ok = true;
-                }
-            })
+            .read_page(sa, so, bounce)
             .map_err(|_| DmaError::Source)?;
-        if !ok {
-            return Err(DmaError::Source);
-        }
-        ok = false;
         dst_pages
-            .with_page_mut(da, &mut |pg: &mut [u8]| {
-                if let Some(to) = pg.get_mut(doff..doff + n) {
-                    to.copy_from_slice(bounce);
-                    ok = true;
-                }
-            })
+            .write_page(da, doff, bounce)
             .map_err(|_| DmaError::Sink)?;
-        if !ok {
-            return Err(DmaError::Sink);
-        }
         s.advance(n);
         d.advance(n);
         left -= n as u64;
@@ -134,18 +115,9 @@ pub(crate) fn gather(
             continue;
         }
         let to = out.get_mut(done..done + f.len).ok_or(DmaError::Sink)?;
-        let mut ok = false;
         pages
-            .with_page(f.addr, &mut |pg: &[u8]| {
-                if let Some(from) = pg.get(f.offset..f.offset + f.len) {
-                    to.copy_from_slice(from);
-                    ok = true;
-                }
-            })
+            .read_page(f.addr, f.offset, to)
             .map_err(|_| DmaError::Source)?;
-        if !ok {
-            return Err(DmaError::Source);
-        }
         done += f.len;
     }
     Ok(())

@@ -19,7 +19,7 @@
 //! * **Send** consumes the peer's oldest posted receive and completes it with
 //!   `wr_id` = buffer id, [`WcKind::Recv`](crate::provider::WcKind::Recv) and `byte_len`.
 //!   Gathered Sends copy the buffer bytes, then the page fragments (read with
-//!   [`PageProvider::with_page`]). Send With Invalidate revokes the peer's registration after
+//!   [`PageProvider::read_page`]). Send With Invalidate revokes the peer's registration after
 //!   delivering and the receive completion reports it in `invalidated`.
 //! * **RDMA Read / Write** check the handle at the peer (live, not invalidated, `REMOTE_READ`
 //!   resp. `REMOTE_WRITE`, `[offset, offset + len)` inside the registration's iova range),
@@ -75,7 +75,7 @@
 //!
 //! [`poll_event`]: crate::provider::Provider::poll_event
 //! [`PageProvider`]: mbuf::PageProvider
-//! [`PageProvider::with_page`]: mbuf::PageProvider::with_page
+//! [`PageProvider::read_page`]: mbuf::PageProvider::read_page
 //! [`WcStatus::Flushed`]: crate::provider::WcStatus::Flushed
 //! [`ProviderError::BadId`]: crate::provider::ProviderError::BadId
 //! [`ProviderError::NotConnected`]: crate::provider::ProviderError::NotConnected

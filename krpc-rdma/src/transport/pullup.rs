@@ -75,11 +75,7 @@ where
                             let n = bytes.len().min(PAGE_SIZE - used);
                             let (now, rest) = bytes.split_at(n);
                             pages
-                                .with_page_mut(addr, &mut |pg| {
-                                    if let Some(d) = pg.get_mut(used..used + n) {
-                                        d.copy_from_slice(now);
-                                    }
-                                })
+                                .write_page(addr, used, now)
                                 .map_err(|_| CallError::NoMemory)?;
                             cur = Some((addr, used + n));
                             out.bytes += n;

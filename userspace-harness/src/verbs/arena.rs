@@ -15,12 +15,13 @@
 //! * The NIC may write any page at any time while it is registered with the peer, so no Rust
 //!   reference to arena memory is ever created: [`PageProvider::with_page`] hands the callback
 //!   a copy (bounce buffer), and [`PageProvider::with_page_mut`] writes back only the bytes the
-//!   callback changed.
+//!   callback changed. [`PageProvider::read_page`] / [`PageProvider::write_page`] copy a
+//!   byte range straight out of / into the page (one copy, no bounce): the bulk data path.
 
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use mbuf::{AllocError, PageError, PageProvider, PAGE_SIZE};
+use mbuf::{page_range_end, AllocError, PageError, PageProvider, PAGE_SIZE};
 use rdma_sys::{ibv_access_flags, ibv_dereg_mr, ibv_mr, ibv_reg_mr};
 
 use super::device::Device;
@@ -298,6 +299,24 @@ impl PageProvider for VerbsArena {
                 unsafe { ptr::copy_nonoverlapping(src.as_ptr(), p.add(start), src.len()) };
             }
         }
+        Ok(())
+    }
+
+    fn read_page(&self, addr: u64, offset: usize, dst: &mut [u8]) -> Result<(), PageError> {
+        let end = page_range_end(addr, offset, dst.len())?;
+        let p = self.page_ptr(addr)?;
+        // SAFETY: `offset..end` lies inside an allocated page of the mapping (`end <=
+        // PAGE_SIZE`); one raw copy into `dst`, no reference to arena memory is made.
+        unsafe { ptr::copy_nonoverlapping(p.add(offset), dst.as_mut_ptr(), end - offset) };
+        Ok(())
+    }
+
+    fn write_page(&self, addr: u64, offset: usize, src: &[u8]) -> Result<(), PageError> {
+        let end = page_range_end(addr, offset, src.len())?;
+        let p = self.page_ptr(addr)?;
+        // SAFETY: as in `read_page`, in the other direction: only `offset..end` of the page is
+        // written, so bytes the NIC writes elsewhere in the page are untouched.
+        unsafe { ptr::copy_nonoverlapping(src.as_ptr(), p.add(offset), end - offset) };
         Ok(())
     }
 }

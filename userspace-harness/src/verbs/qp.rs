@@ -71,6 +71,8 @@ use super::{sys, RegMode, VerbsConfig, VerbsError};
 
 /// Receive `wr_id`s carry this bit; send-queue `wr_id`s are sequence numbers below it.
 const RECV_BIT: u64 = 1 << 63;
+/// `poll_event` reads the CM channel at least once per this many calls.
+const CM_POLL_EVERY: u32 = 64;
 /// How long `release` waits for its invalidations before deallocating the windows.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -173,6 +175,10 @@ pub struct VerbsQp {
     cq: *mut ibv_cq,
     comp: *mut ibv_comp_channel,
     cq_events_unacked: u32,
+    /// Whether the last `reap` found the CQ empty, and `poll_event` calls since the CM
+    /// channel was last read: see `poll_event`.
+    last_reap_empty: bool,
+    polls_since_cm: u32,
     buf_base: *mut u8,
     buf_len: usize,
     buf_mr: *mut ibv_mr,
@@ -322,6 +328,8 @@ impl VerbsQp {
             cq: ptr::null_mut(),
             comp: ptr::null_mut(),
             cq_events_unacked: 0,
+            last_reap_empty: true,
+            polls_since_cm: 0,
             buf_base: ptr::null_mut(),
             buf_len: 0,
             buf_mr: ptr::null_mut(),
@@ -518,6 +526,9 @@ impl VerbsQp {
             let mut wcs: [ibv_wc; 16] = unsafe { std::mem::zeroed() };
             // SAFETY: `cq` is live and `wcs` has room for 16 entries.
             let n = unsafe { ibv_poll_cq(self.cq, 16, wcs.as_mut_ptr()) };
+            if total == 0 {
+                self.last_reap_empty = n <= 0;
+            }
             if n <= 0 {
                 if n < 0 {
                     self.break_connection();
@@ -1418,7 +1429,13 @@ impl Provider for VerbsQp {
     }
 
     fn poll_event(&mut self) -> Option<CmEvent> {
-        if self.events.is_empty() {
+        // Reading the CM channel is a system call; while completions keep arriving the
+        // connection is alive (and a lost one shows as flushed completions first), so it is
+        // read when the CQ was last found empty, and at least every `CM_POLL_EVERY` calls.
+        self.polls_since_cm = self.polls_since_cm.saturating_add(1);
+        if self.events.is_empty() && (self.last_reap_empty || self.polls_since_cm >= CM_POLL_EVERY)
+        {
+            self.polls_since_cm = 0;
             self.pump_cm();
         }
         self.events.pop_front()

@@ -9,21 +9,38 @@ use super::qp::VerbsQp;
 /// How long to spin on the CQs before sleeping.
 pub const SPIN: Duration = Duration::from_micros(50);
 
+/// Spin rounds between two clock reads.
+const CLOCK_EVERY: u32 = 16;
+
 /// Wait until one of `qps` has completions or connection events to report, or `timeout`
 /// passes. Returns whether something is ready. Completions found are kept for the next
 /// `poll_cq` (nothing is lost), so the caller then runs `Requester::poll` /
 /// `Responder::poll`.
 pub fn wait_any(qps: &mut [&mut VerbsQp], timeout: Duration) -> bool {
     let start = Instant::now();
+    // Connection events first (a system call each), then spin on the completion queues
+    // alone: polling a CQ is a read of mapped memory, while every CM check and every clock
+    // read can be a system call (a clock read is an emulated HPET access in a TCG guest), so
+    // the clock is looked at once per `CLOCK_EVERY` rounds. A CM event that arrives during
+    // the spin is seen by the `poll(2)` below (its fd is in the set) or by the next wait.
+    for q in qps.iter_mut() {
+        q.pump_cm();
+        q.reap();
+        if q.has_work() {
+            return true;
+        }
+    }
+    let spin = SPIN.min(timeout);
+    let mut round = 0u32;
     loop {
         for q in qps.iter_mut() {
             q.reap();
-            q.pump_cm();
             if q.has_work() {
                 return true;
             }
         }
-        if start.elapsed() >= SPIN.min(timeout) {
+        round = round.wrapping_add(1);
+        if round % CLOCK_EVERY == 0 && start.elapsed() >= spin {
             break;
         }
         std::hint::spin_loop();
