@@ -6,9 +6,18 @@
 //!
 //! * [`xdr`]: RFC 4506 primitives (checked decoder, non-panicking encoder).
 //! * [`rpc`]: ONC RPC v2 call and reply headers (RFC 5531), `AUTH_NONE` / `AUTH_SYS`.
+//! * [`nfs3`]: NFSv3 (RFC 1813) arguments and results of every procedure, RFC 8267 head
+//!   codecs for WRITE / SYMLINK / READ / READLINK and the READ / READLINK `LocateFn`s.
+//! * [`ddp`]: the RFC 8267 DDP-eligibility tables (which NFS items may use read/write
+//!   chunks) and per-procedure reply-provisioning hints.
+//! * [`chain`]: Macklem-layout chains (`[XDR][DDP marker][page mbufs][pad][XDR]`): building
+//!   DDP calls and replies, finding received items, zero-copy page pieces for `VOP_WRITE`.
 #![no_std]
 
 extern crate alloc;
 
+pub mod chain;
+pub mod ddp;
+pub mod nfs3;
 pub mod rpc;
 pub mod xdr;

@@ -253,7 +253,7 @@ impl Encoder {
     /// Fixed-length opaque data (plus pad).
     pub fn opaque_fixed(&mut self, b: &[u8]) {
         self.raw(b);
-        self.raw(&[0u8; 3][..pad(b.len())]);
+        self.raw([0u8; 3].get(..pad(b.len())).unwrap_or_default());
     }
 
     /// Variable-length opaque data or a string: length, bytes, pad. A length that does not
