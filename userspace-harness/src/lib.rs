@@ -8,11 +8,18 @@
 //! * [`run`]: the `server`, `client`, `bench` and `demo` commands.
 //! * [`report`]: the client's report (human and `--json`).
 //! * [`decode`]: the `decode` tool (hex in, JSON out).
+//! * [`nfs3`]: an NFSv3 client over RPC-over-RDMA (the `nfs3` command), DDP for file data.
+//! * [`session`]: a client session of any ONC RPC program over RPC-over-RDMA (calls matched
+//!   to replies by XID, several in flight).
 
 pub mod decode;
 mod hex;
+pub mod mount;
+pub mod nfs3;
+pub mod oncrpc_tcp;
 pub mod report;
 pub mod rpc;
 pub mod run;
+pub mod session;
 pub mod trace;
 pub mod verbs;

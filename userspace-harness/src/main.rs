@@ -20,7 +20,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use userspace_harness::rpc::Workload;
 use userspace_harness::run::{self, ClientOpts, DemoOpts, Print, ServerOpts};
 use userspace_harness::trace::Tracer;
-use userspace_harness::{decode, verbs};
+use userspace_harness::{decode, nfs3, verbs};
 
 /// Userspace harness for the krpc-rdma RPC-over-RDMA core.
 #[derive(Parser)]
@@ -94,6 +94,90 @@ enum Command {
     /// check of the verbs provider).
     #[command(hide = true)]
     VerbsSmoke,
+    /// An NFSv3 client over RPC-over-RDMA (e.g. to the Linux kernel's knfsd on port 20049).
+    ///
+    /// The root file handle comes from MOUNT v3 over TCP (rpcbind, mountd); NFS runs over
+    /// RDMA with AUTH_SYS uid 0. File data moves by direct data placement (RFC 8267): WRITE
+    /// data as read chunks, READ data through write chunks. NFS errors print as their names
+    /// (NFS3ERR_NOENT ...) and exit 1.
+    Nfs3 {
+        /// The server's IP address.
+        #[arg(long, value_name = "IP")]
+        server: IpAddr,
+        /// The NFS/RDMA port.
+        #[arg(long, value_name = "PORT", default_value_t = verbs::DEFAULT_PORT)]
+        port: u16,
+        /// The export to mount.
+        #[arg(long, value_name = "PATH", default_value = "/export")]
+        export: String,
+        /// READ / WRITE calls in flight for put and get.
+        #[arg(long, value_name = "N", default_value_t = 8,
+              value_parser = clap::value_parser!(u32).range(1..=64))]
+        depth: u32,
+        /// No progress lines on stderr.
+        #[arg(long, short)]
+        quiet: bool,
+        /// Write every transport header sent and received to FILE (JSON lines).
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+        #[command(subcommand)]
+        op: Nfs3Op,
+    },
+}
+
+/// What `nfs3` does. Remote paths are relative to the export's root.
+#[derive(Subcommand)]
+enum Nfs3Op {
+    /// Copy local file LOCAL to REMOTE (created or truncated).
+    Put {
+        /// The local file.
+        local: PathBuf,
+        /// The remote path.
+        remote: String,
+    },
+    /// Copy REMOTE to local file LOCAL.
+    Get {
+        /// The remote path.
+        remote: String,
+        /// The local file.
+        local: PathBuf,
+    },
+    /// List directory DIR (READDIRPLUS), one entry per line, sorted by name.
+    Ls {
+        /// The remote directory.
+        #[arg(default_value = "/")]
+        dir: String,
+    },
+    /// Print the attributes of PATH (GETATTR).
+    Stat {
+        /// The remote path.
+        path: String,
+    },
+    /// Make directory PATH.
+    Mkdir {
+        /// The remote path.
+        path: String,
+    },
+    /// Remove file PATH.
+    Rm {
+        /// The remote path.
+        path: String,
+    },
+    /// Make a symbolic link: ln -s TARGET PATH.
+    Ln {
+        /// Symbolic (the only kind supported).
+        #[arg(short = 's', required = true)]
+        symbolic: bool,
+        /// What the link points to.
+        target: String,
+        /// The link to create.
+        path: String,
+    },
+    /// Print the target of symbolic link PATH.
+    Readlink {
+        /// The remote path.
+        path: String,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -225,6 +309,31 @@ fn main() -> ExitCode {
             Ok(a) => run_client(a, &load, true),
             Err(e) => fail(&e, 2),
         },
+        Command::Nfs3 {
+            server,
+            port,
+            export,
+            depth,
+            quiet,
+            trace,
+            op,
+        } => {
+            let trace = match open_trace(trace.as_ref()) {
+                Ok(t) => t,
+                Err(e) => return fail(&e, 1),
+            };
+            let o = nfs3::ConnectOpts {
+                server,
+                port,
+                export,
+                depth: depth as usize,
+                progress: !quiet,
+            };
+            match run_nfs3(&o, trace, op) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(&e, e.exit_code()),
+            }
+        }
         Command::Demo { addr, trace } => {
             let addr = match addr.map_or_else(default_addr, Ok) {
                 Ok(a) => a,
@@ -238,6 +347,83 @@ fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(&e, e.exit_code()),
             }
+        }
+    }
+}
+
+fn run_nfs3(
+    o: &nfs3::ConnectOpts,
+    trace: Option<Arc<Tracer>>,
+    op: Nfs3Op,
+) -> Result<(), nfs3::NfsError> {
+    let mut c = nfs3::Nfs3Client::connect(o, trace)?;
+    let th = c.session().thresholds();
+    let inline = format!(
+        "inline {}/{} B, {} credits",
+        th.send,
+        th.recv,
+        c.session().credits()
+    );
+    let mut out = io::stdout().lock();
+    let line = |out: &mut io::StdoutLock<'_>, s: &str| {
+        writeln!(out, "{s}").map_err(|e| nfs3::NfsError::Other(format!("stdout: {e}")))
+    };
+    match op {
+        Nfs3Op::Put { local, remote } => {
+            let t = c.put(&local, &remote)?;
+            let k = c.counters();
+            let msg = format!(
+                "put {} -> {remote}: {} bytes, {} WRITEs (wsize {}), {:.3} s, {:.2} MB/s; \
+                 read chunks {}, bytes exposed to RDMA Read {}; {inline}",
+                local.display(),
+                t.bytes,
+                t.calls,
+                c.io_sizes().1,
+                t.secs,
+                t.mb_per_s(),
+                k.read_chunks,
+                k.rdma_read_bytes
+            );
+            line(&mut out, &msg)
+        }
+        Nfs3Op::Get { remote, local } => {
+            let t = c.get(&remote, &local)?;
+            let k = c.counters();
+            let msg = format!(
+                "get {remote} -> {}: {} bytes, {} READs (rsize {}), {:.3} s, {:.2} MB/s; \
+                 write chunks {}, reply chunks {}, bytes the server RDMA-Wrote {}; {inline}",
+                local.display(),
+                t.bytes,
+                t.calls,
+                c.io_sizes().0,
+                t.secs,
+                t.mb_per_s(),
+                k.write_chunks,
+                k.reply_chunks,
+                k.rdma_write_bytes
+            );
+            line(&mut out, &msg)
+        }
+        Nfs3Op::Ls { dir } => {
+            for e in c.ls(&dir)? {
+                line(&mut out, &nfs3::format_entry(&e))?;
+            }
+            Ok(())
+        }
+        Nfs3Op::Stat { path } => {
+            let a = c.stat(&path)?;
+            line(&mut out, &nfs3::format_attrs(&a))
+        }
+        Nfs3Op::Mkdir { path } => c.mkdir(&path),
+        Nfs3Op::Rm { path } => c.remove(&path),
+        Nfs3Op::Ln {
+            symbolic: _,
+            target,
+            path,
+        } => c.symlink(&target, &path),
+        Nfs3Op::Readlink { path } => {
+            let t = c.readlink(&path)?;
+            line(&mut out, &String::from_utf8_lossy(&t))
         }
     }
 }

@@ -135,8 +135,9 @@ fn test() -> Result<(), String> {
 /// Soft-RoCE `rxe0`, inside the VM (or on the host when it has an RDMA device).
 /// `KRPC_RDMA_SKIP_VM=1` skips them, loudly, for machines without qemu.
 fn rxe_tests() -> Result<(), String> {
-    const NAME: &str = "verbs over rxe0 (cargo xtask vm -- cargo test -p userspace-harness \
-                        --test verbs_rxe --test cli_rxe)";
+    const NAME: &str = "verbs over rxe0 and knfsd interop (cargo xtask vm -- cargo test -p \
+                        userspace-harness --test verbs_rxe --test cli_rxe --test knfsd_rxe \
+                        --test nfs3_rxe)";
     if std::env::var_os("KRPC_RDMA_SKIP_VM").is_some_and(|v| v == "1") {
         println!("==> {NAME}: SKIPPED (KRPC_RDMA_SKIP_VM=1): nothing ran over RDMA");
         return Ok(());
@@ -152,9 +153,13 @@ fn rxe_tests() -> Result<(), String> {
         "verbs_rxe",
         "--test",
         "cli_rxe",
+        "--test",
+        "knfsd_rxe",
+        "--test",
+        "nfs3_rxe",
         "--no-run",
     ]);
-    step("build verbs_rxe, cli_rxe", build)?;
+    step("build verbs_rxe, cli_rxe, knfsd_rxe, nfs3_rxe", build)?;
     println!("==> {NAME}");
     let start = Instant::now();
     std::env::set_current_dir(root()).map_err(|e| format!("{NAME}: cd: {e}"))?;
@@ -168,6 +173,10 @@ fn rxe_tests() -> Result<(), String> {
         "verbs_rxe",
         "--test",
         "cli_rxe",
+        "--test",
+        "knfsd_rxe",
+        "--test",
+        "nfs3_rxe",
         "--",
         "--test-threads=1",
     ]

@@ -1,0 +1,891 @@
+//! An NFSv3 client over RPC-over-RDMA: the `nfs3` command (`put`, `get`, `ls`, `stat`,
+//! `mkdir`, `rm`, `ln -s`, `readlink`).
+//!
+//! The root file handle comes from MOUNT v3 over TCP ([`crate::mount`]); NFS then runs over
+//! RDMA ([`Session`], port 20049 by default) with `AUTH_SYS` uid 0 / gid 0 credentials.
+//! File data moves by direct data placement (RFC 8267): a WRITE's data is a DDP region of page
+//! mbufs in Macklem's layout ([`nfs_glue::chain::ddp_call`]) that the transport turns into a
+//! read chunk; a READ (and a READLINK) is provisioned with a write chunk in our pages, located
+//! in the reply by [`nfs_glue::nfs3::locate_read_data`]. READDIRPLUS replies that may exceed
+//! the inline threshold get a reply chunk (the transport decides from the reply size).
+//! WRITEs are UNSTABLE and followed by one COMMIT whose verifier must match every WRITE's.
+//! `put` and `get` keep `depth` calls in flight, each at most the server's `wtmax` / `rtmax`
+//! (FSINFO) and 1 MiB.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use krpc_rdma::transport::{Counters, DdpReply, ReplySpec};
+use mbuf::Chain;
+use nfs_glue::chain::{data_pages_from_bytes, ddp_call};
+use nfs_glue::nfs3::{
+    locate_read_data, locate_readlink_data, CommitArgs, CommitRes, CreateArgs, CreateRes,
+    Createhow3, Diropargs3, Fattr3, Filename3, FsinfoArgs, FsinfoRes, Ftype3, GetattrArgs,
+    GetattrRes, LookupArgs, LookupRes, MkdirArgs, MkdirRes, NfsFh3, Nfsstat3, ReadArgs, ReadRes,
+    ReaddirplusArgs, ReaddirplusRes, ReadlinkArgs, ReadlinkRes, RemoveArgs, RemoveRes, Sattr3,
+    StableHow, SymlinkHead, SymlinkRes, WriteHead, WriteRes, Writeverf3, NFS3_MAXPATHLEN,
+    NFSPROC3_COMMIT, NFSPROC3_CREATE, NFSPROC3_FSINFO, NFSPROC3_GETATTR, NFSPROC3_LOOKUP,
+    NFSPROC3_MKDIR, NFSPROC3_READ, NFSPROC3_READDIRPLUS, NFSPROC3_READLINK, NFSPROC3_REMOVE,
+    NFSPROC3_SYMLINK, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3,
+};
+use nfs_glue::rpc::{CallHeader, ReplyHeader};
+use nfs_glue::xdr::{Decoder, Encoder, XdrError};
+
+use crate::mount;
+use crate::run::RunError;
+use crate::session::Session;
+use crate::trace::Tracer;
+
+/// Most bytes per READ or WRITE, whatever the server offers.
+pub const MAX_IO: u32 = 1 << 20;
+/// Default calls in flight for `put` / `get`.
+pub const DEFAULT_DEPTH: usize = 8;
+/// READDIRPLUS `maxcount` (and `dircount`): large enough that a directory of hundreds of
+/// entries needs few calls, so the reply is larger than the inline threshold (reply chunk).
+const READDIR_MAX: u32 = 32 * 1024;
+/// Largest reply of the procedures without bulk results (LOOKUP, GETATTR, CREATE, MKDIR,
+/// SYMLINK, REMOVE, WRITE, COMMIT, FSINFO): RPC header with a small verifier plus at most a
+/// file handle, two post_op_attrs and wcc_data (~ 400 bytes). Kept under the 1024-byte default
+/// inline threshold so no reply chunk is registered for them.
+const SMALL_REPLY: usize = 640;
+/// Room for the RPC reply header (with a verifier of up to ~100 bytes) and a READ or
+/// READLINK result head (status, post_op_attr, count, eof, length: at most 108 bytes) besides
+/// the data. It must fit the inline threshold (1024 bytes when the server sends no RFC 8797
+/// private data, as knfsd does) for the transport to choose a write chunk over a reply chunk.
+const REPLY_SLACK: usize = 256;
+
+/// Why an `nfs3` command failed.
+#[derive(Debug)]
+pub enum NfsError {
+    /// The transport or connection failed (exit status as [`RunError::exit_code`]).
+    Run(RunError),
+    /// The MOUNT protocol failed.
+    Mount(mount::MountError),
+    /// The server answered an NFS error status.
+    Status {
+        /// The operation (e.g. "LOOKUP").
+        op: &'static str,
+        /// What it was about.
+        what: String,
+        /// The status.
+        status: Nfsstat3,
+    },
+    /// A malformed or unexpected reply, or a local problem (file I/O).
+    Other(String),
+}
+
+impl NfsError {
+    /// The process exit status: 3 for a lost connection, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            NfsError::Run(e) => e.exit_code(),
+            _ => 1,
+        }
+    }
+
+    /// The NFS status, when the server gave one.
+    pub fn status(&self) -> Option<Nfsstat3> {
+        match self {
+            NfsError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for NfsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NfsError::Run(e) => e.fmt(f),
+            NfsError::Mount(e) => write!(f, "MOUNT: {e}"),
+            NfsError::Status { op, what, status } => write!(f, "{op} {what}: {}", status.name()),
+            NfsError::Other(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<RunError> for NfsError {
+    fn from(e: RunError) -> Self {
+        NfsError::Run(e)
+    }
+}
+
+fn xdr(what: &str) -> impl Fn(XdrError) -> NfsError + '_ {
+    move |e| NfsError::Other(format!("{what}: malformed reply: {e}"))
+}
+
+fn io(what: String) -> impl Fn(std::io::Error) -> NfsError {
+    move |e| NfsError::Other(format!("{what}: {e}"))
+}
+
+/// What `put` / `get` measured.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Transfer {
+    /// File bytes moved.
+    pub bytes: u64,
+    /// READ or WRITE calls.
+    pub calls: u64,
+    /// Seconds from the first data call to the last reply (COMMIT included for `put`).
+    pub secs: f64,
+}
+
+impl Transfer {
+    /// MB/s (10^6 bytes).
+    pub fn mb_per_s(&self) -> f64 {
+        if self.secs > 0.0 {
+            self.bytes as f64 / self.secs / 1e6
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One directory entry from `ls`.
+#[derive(Debug, Clone)]
+pub struct DirEntry {
+    /// The name (bytes, as the server sent them).
+    pub name: Vec<u8>,
+    /// The attributes, when the server sent them.
+    pub attrs: Option<Fattr3>,
+}
+
+/// An NFSv3 client connection.
+pub struct Nfs3Client {
+    s: Session,
+    root: NfsFh3,
+    rsize: u32,
+    wsize: u32,
+    depth: usize,
+    progress: bool,
+}
+
+/// Options of [`Nfs3Client::connect`].
+#[derive(Debug, Clone)]
+pub struct ConnectOpts {
+    /// The server's address.
+    pub server: IpAddr,
+    /// The NFS/RDMA port (20049).
+    pub port: u16,
+    /// The export to mount.
+    pub export: String,
+    /// Calls in flight for `put` / `get`.
+    pub depth: usize,
+    /// Progress lines on stderr during long transfers.
+    pub progress: bool,
+}
+
+impl Nfs3Client {
+    /// MOUNT the export over TCP, connect over RDMA, and ask FSINFO for the transfer sizes.
+    ///
+    /// # Errors
+    /// MOUNT refused, no RDMA device, the connection refused, an NFS error.
+    pub fn connect(o: &ConnectOpts, trace: Option<Arc<Tracer>>) -> Result<Nfs3Client, NfsError> {
+        let m = mount::mount(o.server, &o.export).map_err(NfsError::Mount)?;
+        let depth = o.depth.clamp(1, 64);
+        let arena = depth * (MAX_IO as usize + 2 * 4096) + (4 << 20);
+        let s = Session::connect(SocketAddr::new(o.server, o.port), arena, trace)?;
+        let mut c = Nfs3Client {
+            s,
+            root: NfsFh3 { data: m.root_fh },
+            rsize: MAX_IO,
+            wsize: MAX_IO,
+            depth,
+            progress: o.progress,
+        };
+        let args = FsinfoArgs {
+            fsroot: c.root.clone(),
+        };
+        let res: FsinfoRes = c.call(NFSPROC3_FSINFO, &encode(|e| args.encode(e))?, SMALL_REPLY)?;
+        match res.ok() {
+            Some(ok) => {
+                c.rsize = ok.rtmax.clamp(4096, MAX_IO) & !4095;
+                c.wsize = ok.wtmax.clamp(4096, MAX_IO) & !4095;
+                Ok(c)
+            }
+            None => Err(NfsError::Status {
+                op: "FSINFO",
+                what: o.export.clone(),
+                status: res.status(),
+            }),
+        }
+    }
+
+    /// READ and WRITE sizes in use (from FSINFO, at most [`MAX_IO`]).
+    pub fn io_sizes(&self) -> (u32, u32) {
+        (self.rsize, self.wsize)
+    }
+
+    /// The transport's counters.
+    pub fn counters(&self) -> &Counters {
+        self.s.counters()
+    }
+
+    /// The underlying session.
+    pub fn session(&self) -> &Session {
+        &self.s
+    }
+
+    fn header(&mut self, proc_: u32) -> (u32, Result<Vec<u8>, NfsError>) {
+        let xid = self.s.next_xid();
+        let h = CallHeader {
+            xid,
+            prog: NFS_PROGRAM,
+            vers: NFS_V3,
+            proc_,
+            cred: mount::auth_sys_root(),
+            verf: nfs_glue::rpc::Auth::None,
+        };
+        let mut e = Encoder::new();
+        h.encode(&mut e);
+        (xid, e.finish().map_err(xdr("call header")))
+    }
+
+    /// The results of an accepted, successful reply to `xid` (bytes after the RPC header).
+    fn results(xid: u32, reply: &Chain) -> Result<Vec<u8>, NfsError> {
+        let mut b = vec![0u8; reply.len()];
+        reply
+            .copydata(0, &mut b)
+            .map_err(|e| NfsError::Other(format!("reply: {e}")))?;
+        let mut d = Decoder::new(&b);
+        let h = ReplyHeader::decode(&mut d).map_err(xdr("RPC reply header"))?;
+        if h.xid() != xid {
+            return Err(NfsError::Other(format!(
+                "reply XID {:#x} for call {xid:#x}",
+                h.xid()
+            )));
+        }
+        if !h.is_success() {
+            return Err(NfsError::Other(format!("RPC call not accepted: {h:?}")));
+        }
+        let at = d.pos();
+        b.drain(..at);
+        Ok(b)
+    }
+
+    /// One call with inline arguments; `T` decoded from the results.
+    fn call<T: Decode>(
+        &mut self,
+        proc_: u32,
+        args: &[u8],
+        max_reply: usize,
+    ) -> Result<T, NfsError> {
+        let (xid, head) = self.header(proc_);
+        let mut msg = head?;
+        msg.extend_from_slice(args);
+        let call = Chain::from_bytes(&msg).map_err(|e| NfsError::Other(format!("{e}")))?;
+        let reply = self.s.call(xid, call, ReplySpec::inline(max_reply))?;
+        let r = Self::results(xid, &reply)?;
+        T::decode(&mut Decoder::new(&r))
+            .map_err(xdr(nfs_glue::nfs3::proc_name(proc_).unwrap_or("NFS")))
+    }
+
+    /// The handle of `path` (absolute within the export; "" or "/" is the root).
+    ///
+    /// # Errors
+    /// NFS errors (NFS3ERR_NOENT …), transport errors.
+    pub fn lookup(&mut self, path: &str) -> Result<NfsFh3, NfsError> {
+        let mut fh = self.root.clone();
+        let mut walked = String::new();
+        for comp in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            walked.push('/');
+            walked.push_str(comp);
+            let args = LookupArgs {
+                what: Diropargs3 {
+                    dir: fh,
+                    name: Filename3(comp.as_bytes().to_vec()),
+                },
+            };
+            let res: LookupRes =
+                self.call(NFSPROC3_LOOKUP, &encode(|e| args.encode(e))?, SMALL_REPLY)?;
+            fh = match res {
+                nfs_glue::nfs3::Nfs3Res::Ok(ok) => ok.object,
+                nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => {
+                    return Err(NfsError::Status {
+                        op: "LOOKUP",
+                        what: walked,
+                        status,
+                    })
+                }
+            };
+        }
+        Ok(fh)
+    }
+
+    /// The directory handle and last name of `path`.
+    fn parent(&mut self, path: &str) -> Result<(NfsFh3, Filename3), NfsError> {
+        let trimmed = path.trim_end_matches('/');
+        let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
+        if name.is_empty() || name == "." || name == ".." {
+            return Err(NfsError::Other(format!("{path:?}: not a file name")));
+        }
+        Ok((self.lookup(dir)?, Filename3(name.as_bytes().to_vec())))
+    }
+
+    /// GETATTR of `path`.
+    ///
+    /// # Errors
+    /// NFS errors, transport errors.
+    pub fn stat(&mut self, path: &str) -> Result<Fattr3, NfsError> {
+        let fh = self.lookup(path)?;
+        self.getattr(&fh, path)
+    }
+
+    fn getattr(&mut self, fh: &NfsFh3, what: &str) -> Result<Fattr3, NfsError> {
+        let args = GetattrArgs { object: fh.clone() };
+        let res: GetattrRes =
+            self.call(NFSPROC3_GETATTR, &encode(|e| args.encode(e))?, SMALL_REPLY)?;
+        match res {
+            nfs_glue::nfs3::Nfs3Res::Ok(ok) => Ok(ok.obj_attributes),
+            nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => Err(NfsError::Status {
+                op: "GETATTR",
+                what: what.to_string(),
+                status,
+            }),
+        }
+    }
+
+    /// MKDIR `path` (mode 0755).
+    ///
+    /// # Errors
+    /// NFS errors (NFS3ERR_EXIST …), transport errors.
+    pub fn mkdir(&mut self, path: &str) -> Result<(), NfsError> {
+        let (dir, name) = self.parent(path)?;
+        let args = MkdirArgs {
+            where_: Diropargs3 { dir, name },
+            attributes: Sattr3 {
+                mode: Some(0o755),
+                ..Sattr3::default()
+            },
+        };
+        let res: MkdirRes = self.call(NFSPROC3_MKDIR, &encode(|e| args.encode(e))?, SMALL_REPLY)?;
+        status_ok("MKDIR", path, res.status())
+    }
+
+    /// REMOVE `path` (not a directory).
+    ///
+    /// # Errors
+    /// NFS errors, transport errors.
+    pub fn remove(&mut self, path: &str) -> Result<(), NfsError> {
+        let (dir, name) = self.parent(path)?;
+        let args = RemoveArgs {
+            object: Diropargs3 { dir, name },
+        };
+        let res: RemoveRes =
+            self.call(NFSPROC3_REMOVE, &encode(|e| args.encode(e))?, SMALL_REPLY)?;
+        status_ok("REMOVE", path, res.status())
+    }
+
+    /// SYMLINK `path` → `target`. The target path is the DDP-eligible item of SYMLINK
+    /// (RFC 8267): it travels as page mbufs behind the DDP marker, so as a read chunk.
+    ///
+    /// # Errors
+    /// NFS errors, transport errors, a target longer than `NFS3_MAXPATHLEN`.
+    pub fn symlink(&mut self, target: &str, path: &str) -> Result<(), NfsError> {
+        if target.len() > NFS3_MAXPATHLEN || target.is_empty() {
+            return Err(NfsError::Other(format!(
+                "symbolic link target of {} bytes (1..={NFS3_MAXPATHLEN})",
+                target.len()
+            )));
+        }
+        let (dir, name) = self.parent(path)?;
+        let sh = SymlinkHead {
+            where_: Diropargs3 { dir, name },
+            symlink_attributes: Sattr3 {
+                mode: Some(0o777),
+                ..Sattr3::default()
+            },
+        };
+        let (xid, head) = self.header(NFSPROC3_SYMLINK);
+        let mut head = head?;
+        let args = encode(|e| sh.encode_head(e, target.len() as u32))?;
+        head.extend_from_slice(&args);
+        let data = data_pages_from_bytes(self.s.pages(), target.as_bytes())
+            .map_err(|e| NfsError::Other(format!("SYMLINK data: {e}")))?;
+        let call = ddp_call(&head, data, &[])
+            .map_err(|e| NfsError::Other(format!("SYMLINK call: {e}")))?;
+        let reply = self.s.call(xid, call, ReplySpec::inline(SMALL_REPLY))?;
+        let r = Self::results(xid, &reply)?;
+        let res = SymlinkRes::decode(&mut Decoder::new(&r)).map_err(xdr("SYMLINK"))?;
+        status_ok("SYMLINK", path, res.status())
+    }
+
+    /// READLINK `path`: the target, placed by the server into a write chunk (RFC 8267).
+    ///
+    /// # Errors
+    /// NFS errors (NFS3ERR_INVAL for a non-link), transport errors.
+    pub fn readlink(&mut self, path: &str) -> Result<Vec<u8>, NfsError> {
+        let fh = self.lookup(path)?;
+        let args = ReadlinkArgs { symlink: fh };
+        let (xid, head) = self.header(NFSPROC3_READLINK);
+        let mut msg = head?;
+        msg.extend_from_slice(&encode(|e| args.encode(e))?);
+        let call = Chain::from_bytes(&msg).map_err(|e| NfsError::Other(format!("{e}")))?;
+        let pages = Chain::alloc_pages(self.s.pages(), NFS3_MAXPATHLEN)
+            .map_err(|e| NfsError::Other(format!("page allocation: {e}")))?;
+        let spec = ReplySpec {
+            max_reply: NFS3_MAXPATHLEN + REPLY_SLACK,
+            ddp: Some(DdpReply {
+                pages,
+                locate: locate_readlink_data,
+            }),
+        };
+        let reply = self.s.call(xid, call, spec)?;
+        let r = Self::results(xid, &reply)?;
+        let res = ReadlinkRes::decode(&mut Decoder::new(&r)).map_err(xdr("READLINK"))?;
+        match res {
+            nfs_glue::nfs3::Nfs3Res::Ok(ok) => Ok(ok.data.0),
+            nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => Err(NfsError::Status {
+                op: "READLINK",
+                what: path.to_string(),
+                status,
+            }),
+        }
+    }
+
+    /// The entries of directory `path` (READDIRPLUS until EOF; `.` and `..` left out), sorted
+    /// by name.
+    ///
+    /// # Errors
+    /// NFS errors (NFS3ERR_NOTDIR …), transport errors.
+    pub fn ls(&mut self, path: &str) -> Result<Vec<DirEntry>, NfsError> {
+        let dir = self.lookup(path)?;
+        let mut out = Vec::new();
+        let mut cookie = 0u64;
+        let mut verf = nfs_glue::nfs3::Cookieverf3([0; 8]);
+        loop {
+            let args = ReaddirplusArgs {
+                dir: dir.clone(),
+                cookie,
+                cookieverf: verf,
+                dircount: READDIR_MAX,
+                maxcount: READDIR_MAX,
+            };
+            let res: ReaddirplusRes = self.call(
+                NFSPROC3_READDIRPLUS,
+                &encode(|e| args.encode(e))?,
+                READDIR_MAX as usize + REPLY_SLACK,
+            )?;
+            let ok = match res {
+                nfs_glue::nfs3::Nfs3Res::Ok(ok) => ok,
+                nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => {
+                    return Err(NfsError::Status {
+                        op: "READDIRPLUS",
+                        what: path.to_string(),
+                        status,
+                    })
+                }
+            };
+            verf = ok.cookieverf;
+            let n = ok.reply.entries.len();
+            for e in ok.reply.entries {
+                cookie = e.cookie;
+                if e.name.0 != b"." && e.name.0 != b".." {
+                    out.push(DirEntry {
+                        name: e.name.0,
+                        attrs: e.name_attributes,
+                    });
+                }
+            }
+            if ok.reply.eof {
+                break;
+            }
+            if n == 0 {
+                return Err(NfsError::Other(format!(
+                    "READDIRPLUS {path}: no entries and no EOF"
+                )));
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Copy local file `local` to `remote` (created or truncated, mode 0644).
+    ///
+    /// # Errors
+    /// Local I/O errors, NFS errors, a short WRITE, a COMMIT verifier mismatch (the server
+    /// restarted), transport errors.
+    pub fn put(&mut self, local: &Path, remote: &str) -> Result<Transfer, NfsError> {
+        let mut f = File::open(local).map_err(io(format!("{}", local.display())))?;
+        let size = f
+            .metadata()
+            .map_err(io(format!("{}", local.display())))?
+            .len();
+        let (dir, name) = self.parent(remote)?;
+        let args = CreateArgs {
+            where_: Diropargs3 {
+                dir: dir.clone(),
+                name: name.clone(),
+            },
+            how: Createhow3::Unchecked(Sattr3 {
+                mode: Some(0o644),
+                size: Some(0),
+                ..Sattr3::default()
+            }),
+        };
+        let res: CreateRes =
+            self.call(NFSPROC3_CREATE, &encode(|e| args.encode(e))?, SMALL_REPLY)?;
+        let fh = match res {
+            nfs_glue::nfs3::Nfs3Res::Ok(ok) => match ok.obj {
+                Some(fh) => fh,
+                None => self.lookup(remote)?,
+            },
+            nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => {
+                return Err(NfsError::Status {
+                    op: "CREATE",
+                    what: remote.to_string(),
+                    status,
+                })
+            }
+        };
+        let start = Instant::now();
+        let mut t = Transfer::default();
+        let mut progress = Progress::new(self.progress, "put", size);
+        let mut inflight: VecDeque<(u32, u64, u32)> = VecDeque::new();
+        let mut verf: Option<Writeverf3> = None;
+        let mut off = 0u64;
+        let mut buf = vec![0u8; self.wsize as usize];
+        while off < size || !inflight.is_empty() {
+            if off < size && inflight.len() < self.depth {
+                let n = (size - off).min(u64::from(self.wsize)) as usize;
+                let chunk = buf
+                    .get_mut(..n)
+                    .ok_or_else(|| NfsError::Other("WRITE buffer".into()))?;
+                f.read_exact(chunk)
+                    .map_err(io(format!("reading {}", local.display())))?;
+                let xid = self.submit_write(&fh, off, chunk)?;
+                inflight.push_back((xid, off, n as u32));
+                off += n as u64;
+                t.calls += 1;
+                continue;
+            }
+            let Some((xid, woff, n)) = inflight.pop_front() else {
+                break;
+            };
+            let reply = self.s.wait(xid)?;
+            let r = Self::results(xid, &reply)?;
+            let res = WriteRes::decode(&mut Decoder::new(&r)).map_err(xdr("WRITE"))?;
+            let ok = match res {
+                nfs_glue::nfs3::Nfs3Res::Ok(ok) => ok,
+                nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => {
+                    return Err(NfsError::Status {
+                        op: "WRITE",
+                        what: format!("{remote} at {woff}"),
+                        status,
+                    })
+                }
+            };
+            if ok.count != n {
+                return Err(NfsError::Other(format!(
+                    "WRITE {remote} at {woff}: server wrote {} of {n} bytes",
+                    ok.count
+                )));
+            }
+            if *verf.get_or_insert(ok.verf) != ok.verf {
+                return Err(NfsError::Other(format!(
+                    "WRITE {remote}: write verifier changed (server restarted); data not stable"
+                )));
+            }
+            t.bytes += u64::from(n);
+            progress.tick(t.bytes, start);
+        }
+        // One COMMIT of everything written unstable.
+        let args = CommitArgs {
+            file: fh,
+            offset: 0,
+            count: 0,
+        };
+        let res: CommitRes =
+            self.call(NFSPROC3_COMMIT, &encode(|e| args.encode(e))?, SMALL_REPLY)?;
+        match res {
+            nfs_glue::nfs3::Nfs3Res::Ok(ok) => {
+                if verf.is_some_and(|v| v != ok.verf) {
+                    return Err(NfsError::Other(format!(
+                        "COMMIT {remote}: verifier differs from the WRITEs' (server restarted)"
+                    )));
+                }
+            }
+            nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => {
+                return Err(NfsError::Status {
+                    op: "COMMIT",
+                    what: remote.to_string(),
+                    status,
+                })
+            }
+        }
+        t.secs = start.elapsed().as_secs_f64();
+        progress.done();
+        Ok(t)
+    }
+
+    /// Send one UNSTABLE WRITE of `data` at `off`: [RPC header + WRITE3args head][marker]
+    /// [page mbufs][pad] — the transport makes the pages a read chunk.
+    fn submit_write(&mut self, fh: &NfsFh3, off: u64, data: &[u8]) -> Result<u32, NfsError> {
+        let n = u32::try_from(data.len()).map_err(|_| NfsError::Other("WRITE size".into()))?;
+        let (xid, head) = self.header(NFSPROC3_WRITE);
+        let mut head = head?;
+        let wh = WriteHead {
+            file: fh.clone(),
+            offset: off,
+            count: n,
+            stable: StableHow::Unstable,
+        };
+        head.extend_from_slice(&encode(|e| wh.encode_head(e, n))?);
+        let pages = data_pages_from_bytes(self.s.pages(), data)
+            .map_err(|e| NfsError::Other(format!("WRITE data pages: {e}")))?;
+        let call =
+            ddp_call(&head, pages, &[]).map_err(|e| NfsError::Other(format!("WRITE call: {e}")))?;
+        self.s.submit(xid, call, ReplySpec::inline(SMALL_REPLY))?;
+        Ok(xid)
+    }
+
+    /// Copy `remote` to local file `local` (created or truncated).
+    ///
+    /// # Errors
+    /// NFS errors, local I/O errors, transport errors, a READ that returns less than asked
+    /// before EOF and nothing at all.
+    pub fn get(&mut self, remote: &str, local: &Path) -> Result<Transfer, NfsError> {
+        let fh = self.lookup(remote)?;
+        let attrs = self.getattr(&fh, remote)?;
+        if attrs.type_ != Ftype3::Reg {
+            return Err(NfsError::Other(format!(
+                "{remote}: not a regular file ({:?})",
+                attrs.type_
+            )));
+        }
+        let size = attrs.size;
+        let mut f = File::create(local).map_err(io(format!("{}", local.display())))?;
+        let start = Instant::now();
+        let mut t = Transfer::default();
+        let mut progress = Progress::new(self.progress, "get", size);
+        let mut inflight: VecDeque<(u32, u64, u32)> = VecDeque::new();
+        let mut off = 0u64;
+        while off < size || !inflight.is_empty() {
+            if off < size && inflight.len() < self.depth {
+                let n = (size - off).min(u64::from(self.rsize)) as u32;
+                let xid = self.submit_read(&fh, off, n)?;
+                inflight.push_back((xid, off, n));
+                off += u64::from(n);
+                t.calls += 1;
+                continue;
+            }
+            let Some((xid, roff, n)) = inflight.pop_front() else {
+                break;
+            };
+            let reply = self.s.wait(xid)?;
+            let r = Self::results(xid, &reply)?;
+            let mut d = Decoder::new(&r);
+            let h = ReadRes::decode_head(&mut d).map_err(xdr("READ"))?;
+            if !h.status.is_ok() {
+                return Err(NfsError::Status {
+                    op: "READ",
+                    what: format!("{remote} at {roff}"),
+                    status: h.status,
+                });
+            }
+            let data = d.take(h.data_len as usize).map_err(xdr("READ data"))?;
+            if data.len() != n as usize && !h.eof {
+                // A short read: fetch the rest with a synchronous READ loop below.
+                f.seek(SeekFrom::Start(roff))
+                    .and_then(|_| f.write_all(data))
+                    .map_err(io(format!("writing {}", local.display())))?;
+                let mut at = roff + data.len() as u64;
+                let end = roff + u64::from(n);
+                while at < end {
+                    let want = (end - at) as u32;
+                    let xid = self.submit_read(&fh, at, want)?;
+                    let reply = self.s.wait(xid)?;
+                    let r = Self::results(xid, &reply)?;
+                    let mut d = Decoder::new(&r);
+                    let h = ReadRes::decode_head(&mut d).map_err(xdr("READ"))?;
+                    let more = d.take(h.data_len as usize).map_err(xdr("READ data"))?;
+                    if !h.status.is_ok() || more.is_empty() {
+                        return Err(NfsError::Other(format!(
+                            "READ {remote} at {at}: {} and {} bytes before the size GETATTR gave",
+                            h.status.name(),
+                            more.len()
+                        )));
+                    }
+                    f.seek(SeekFrom::Start(at))
+                        .and_then(|_| f.write_all(more))
+                        .map_err(io(format!("writing {}", local.display())))?;
+                    at += more.len() as u64;
+                    t.calls += 1;
+                }
+            } else {
+                f.seek(SeekFrom::Start(roff))
+                    .and_then(|_| f.write_all(data))
+                    .map_err(io(format!("writing {}", local.display())))?;
+            }
+            t.bytes += u64::from(n).min(size - roff);
+            progress.tick(t.bytes, start);
+        }
+        f.flush()
+            .map_err(io(format!("writing {}", local.display())))?;
+        t.secs = start.elapsed().as_secs_f64();
+        progress.done();
+        Ok(t)
+    }
+
+    /// Send one READ with a write chunk of `n` bytes in fresh pages.
+    fn submit_read(&mut self, fh: &NfsFh3, off: u64, n: u32) -> Result<u32, NfsError> {
+        let args = ReadArgs {
+            file: fh.clone(),
+            offset: off,
+            count: n,
+        };
+        let (xid, head) = self.header(NFSPROC3_READ);
+        let mut msg = head?;
+        msg.extend_from_slice(&encode(|e| args.encode(e))?);
+        let call = Chain::from_bytes(&msg).map_err(|e| NfsError::Other(format!("{e}")))?;
+        let pages = Chain::alloc_pages(self.s.pages(), n as usize)
+            .map_err(|e| NfsError::Other(format!("page allocation: {e}")))?;
+        let spec = ReplySpec {
+            max_reply: n as usize + REPLY_SLACK,
+            ddp: Some(DdpReply {
+                pages,
+                locate: locate_read_data,
+            }),
+        };
+        self.s.submit(xid, call, spec)?;
+        Ok(xid)
+    }
+}
+
+/// Result types decoded by [`Nfs3Client::call`].
+trait Decode: Sized {
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, XdrError>;
+}
+
+macro_rules! decode_via_xdr {
+    ($($t:ty),*) => {$(
+        impl Decode for $t {
+            fn decode(d: &mut Decoder<'_>) -> Result<Self, XdrError> {
+                <$t>::decode(d)
+            }
+        }
+    )*};
+}
+
+decode_via_xdr!(
+    FsinfoRes,
+    LookupRes,
+    GetattrRes,
+    MkdirRes,
+    RemoveRes,
+    ReaddirplusRes,
+    CreateRes,
+    CommitRes
+);
+
+fn encode(f: impl FnOnce(&mut Encoder)) -> Result<Vec<u8>, NfsError> {
+    let mut e = Encoder::new();
+    f(&mut e);
+    e.finish().map_err(xdr("encoding arguments"))
+}
+
+fn status_ok(op: &'static str, what: &str, status: Nfsstat3) -> Result<(), NfsError> {
+    if status.is_ok() {
+        Ok(())
+    } else {
+        Err(NfsError::Status {
+            op,
+            what: what.to_string(),
+            status,
+        })
+    }
+}
+
+/// Once-a-second progress lines on stderr.
+struct Progress {
+    on: bool,
+    what: &'static str,
+    total: u64,
+    last: Instant,
+    printed: bool,
+}
+
+impl Progress {
+    fn new(on: bool, what: &'static str, total: u64) -> Self {
+        Progress {
+            on,
+            what,
+            total,
+            last: Instant::now(),
+            printed: false,
+        }
+    }
+
+    fn tick(&mut self, done: u64, start: Instant) {
+        if self.on && self.last.elapsed() >= Duration::from_secs(1) {
+            self.last = Instant::now();
+            self.printed = true;
+            let secs = start.elapsed().as_secs_f64();
+            eprintln!(
+                "{}: {} of {} bytes ({:.1} MB/s)",
+                self.what,
+                done,
+                self.total,
+                done as f64 / secs.max(1e-9) / 1e6
+            );
+        }
+    }
+
+    fn done(&self) {}
+}
+
+/// `ls -l`-like one line for an entry.
+pub fn format_entry(e: &DirEntry) -> String {
+    let name = String::from_utf8_lossy(&e.name);
+    match &e.attrs {
+        Some(a) => format!(
+            "{}{:04o} {:>3} {:>5} {:>5} {:>12} {name}",
+            type_char(a.type_),
+            a.mode & 0o7777,
+            a.nlink,
+            a.uid,
+            a.gid,
+            a.size
+        ),
+        None => format!("? {name}"),
+    }
+}
+
+/// The attributes as `key=value` words.
+pub fn format_attrs(a: &Fattr3) -> String {
+    format!(
+        "type={:?} mode={:04o} nlink={} uid={} gid={} size={} used={} fsid={:#x} fileid={} \
+         atime={}.{:09} mtime={}.{:09} ctime={}.{:09}",
+        a.type_,
+        a.mode & 0o7777,
+        a.nlink,
+        a.uid,
+        a.gid,
+        a.size,
+        a.used,
+        a.fsid,
+        a.fileid,
+        a.atime.seconds,
+        a.atime.nseconds,
+        a.mtime.seconds,
+        a.mtime.nseconds,
+        a.ctime.seconds,
+        a.ctime.nseconds
+    )
+}
+
+fn type_char(t: Ftype3) -> char {
+    match t {
+        Ftype3::Reg => '-',
+        Ftype3::Dir => 'd',
+        Ftype3::Lnk => 'l',
+        Ftype3::Blk => 'b',
+        Ftype3::Chr => 'c',
+        Ftype3::Sock => 's',
+        Ftype3::Fifo => 'p',
+    }
+}
