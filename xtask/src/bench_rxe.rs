@@ -4,8 +4,9 @@
 //! Builds `userspace-harness` (release) on the host, then runs `xtask/vm/bench.sh` in the VM
 //! (`cargo xtask vm`), which measures on rxe0 loopback: `ib_write_bw`/`ib_read_bw` at 64 KiB and
 //! 1 MiB and `ib_send_lat` 2 B; `userspace-harness bench` (DDP WRITE and READ at 64 KiB and
-//! 1 MiB, depth 4, and the null call at depth 1); and the kernel's NFSv3-over-RDMA client to
-//! knfsd in the same guest (dd O_DIRECT write and read of a tmpfs export). The script prints a
+//! 1 MiB, depth 4, and the null call at depth 1); and NFSv3 over RDMA to knfsd in the same
+//! guest (a tmpfs export): the harness's `nfs3 put`/`get` of one file against the kernel's
+//! client (dd O_DIRECT write and read of the same file). The script prints a
 //! line per step and a Markdown table (harness, reference, ratio, target, PASS/MISS); the raw
 //! output of every tool goes to `target/bench-rxe/bench.log`, the table to
 //! `target/bench-rxe/table.md` and, with `--out FILE`, to FILE too.
@@ -49,11 +50,12 @@ usage: cargo xtask bench-rxe [--out FILE]
 
 Builds userspace-harness (release), boots the rxe VM once and compares on rxe0 loopback:
 userspace-harness bench (DDP WRITE/READ 64 KiB and 1 MiB, depth 4; null call, depth 1) with
-ib_read_bw/ib_write_bw (same sizes), ib_send_lat (2 B), and the kernel NFSv3/RDMA client to
-knfsd (dd O_DIRECT, bs=1M). Prints a Markdown table; raw output in target/bench-rxe/bench.log.
+ib_read_bw/ib_write_bw (same sizes), ib_send_lat (2 B), and, against knfsd, the harness's
+nfs3 put/get with the kernel NFSv3/RDMA client (dd O_DIRECT, bs=1M) on the same file. Prints a
+Markdown table; raw output in target/bench-rxe/bench.log.
   --out FILE   also write the table to FILE
 Env: DURATION (harness seconds, 5), BW64_ITERS (3000), BW1M_ITERS (200), LAT_ITERS (20000),
-NFS_MB (128), HARNESS_DEPTH (4), and the vm knobs (cargo xtask help).";
+NFS_MB (64), HARNESS_DEPTH (4), NFS_DEPTH (8), and the vm knobs (cargo xtask help).";
 
 /// `cargo xtask bench-rxe [--out FILE]`.
 pub(crate) fn bench_rxe(args: &[String]) -> Result<(), String> {

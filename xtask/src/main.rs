@@ -25,7 +25,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 const KERNEL_TARGET: &str = "x86_64-unknown-none";
-const KERNEL_CRATES: &[&str] = &["mbuf", "krpc-rdma"];
+const KERNEL_CRATES: &[&str] = &["mbuf", "krpc-rdma", "nfs-glue"];
 
 const USAGE: &str = "\
 usage: cargo xtask <task>
