@@ -49,6 +49,9 @@ pub const DEFAULT_DEPTH: usize = 8;
 /// READDIRPLUS `maxcount` (and `dircount`): large enough that a directory of hundreds of
 /// entries needs few calls, so the reply is larger than the inline threshold (reply chunk).
 const READDIR_MAX: u32 = 32 * 1024;
+/// Bytes of a READ reply decoded as its head: RPC reply header (24 + a verifier of at most
+/// 400) and READ3resok up to the data (status, post_op_attr, count, eof, length: 108).
+const READ_HEAD_MAX: usize = 24 + 400 + 108;
 /// Largest reply of the procedures without bulk results (LOOKUP, GETATTR, CREATE, MKDIR,
 /// SYMLINK, REMOVE, WRITE, COMMIT, FSINFO): RPC header with a small verifier plus at most a
 /// file handle, two post_op_attrs and wcc_data (~ 400 bytes). Kept under the 1024-byte default
@@ -646,8 +649,8 @@ impl Nfs3Client {
     /// Copy `remote` to local file `local` (created or truncated).
     ///
     /// # Errors
-    /// NFS errors, local I/O errors, transport errors, a READ that returns less than asked
-    /// before EOF and nothing at all.
+    /// NFS errors, local I/O errors, transport errors, a READ that returns nothing before
+    /// the size GETATTR gave.
     pub fn get(&mut self, remote: &str, local: &Path) -> Result<Transfer, NfsError> {
         let fh = self.lookup(remote)?;
         let attrs = self.getattr(&fh, remote)?;
@@ -663,6 +666,7 @@ impl Nfs3Client {
         let mut t = Transfer::default();
         let mut progress = Progress::new(self.progress, "get", size);
         let mut inflight: VecDeque<(u32, u64, u32)> = VecDeque::new();
+        let mut buf = vec![0u8; 64 << 10];
         let mut off = 0u64;
         while off < size || !inflight.is_empty() {
             if off < size && inflight.len() < self.depth {
@@ -676,52 +680,26 @@ impl Nfs3Client {
             let Some((xid, roff, n)) = inflight.pop_front() else {
                 break;
             };
-            let reply = self.s.wait(xid)?;
-            let r = Self::results(xid, &reply)?;
-            let mut d = Decoder::new(&r);
-            let h = ReadRes::decode_head(&mut d).map_err(xdr("READ"))?;
-            if !h.status.is_ok() {
-                return Err(NfsError::Status {
-                    op: "READ",
-                    what: format!("{remote} at {roff}"),
-                    status: h.status,
-                });
-            }
-            let data = d.take(h.data_len as usize).map_err(xdr("READ data"))?;
-            if data.len() != n as usize && !h.eof {
-                // A short read: fetch the rest with a synchronous READ loop below.
-                f.seek(SeekFrom::Start(roff))
-                    .and_then(|_| f.write_all(data))
-                    .map_err(io(format!("writing {}", local.display())))?;
-                let mut at = roff + data.len() as u64;
-                let end = roff + u64::from(n);
-                while at < end {
-                    let want = (end - at) as u32;
-                    let xid = self.submit_read(&fh, at, want)?;
-                    let reply = self.s.wait(xid)?;
-                    let r = Self::results(xid, &reply)?;
-                    let mut d = Decoder::new(&r);
-                    let h = ReadRes::decode_head(&mut d).map_err(xdr("READ"))?;
-                    let more = d.take(h.data_len as usize).map_err(xdr("READ data"))?;
-                    if !h.status.is_ok() || more.is_empty() {
-                        return Err(NfsError::Other(format!(
-                            "READ {remote} at {at}: {} and {} bytes before the size GETATTR gave",
-                            h.status.name(),
-                            more.len()
-                        )));
-                    }
-                    f.seek(SeekFrom::Start(at))
-                        .and_then(|_| f.write_all(more))
-                        .map_err(io(format!("writing {}", local.display())))?;
-                    at += more.len() as u64;
-                    t.calls += 1;
+            let mut at = roff;
+            let end = roff + u64::from(n);
+            let mut xid = xid;
+            loop {
+                let reply = self.s.wait(xid)?;
+                let (got, eof) = Self::read_reply(xid, &reply, remote, at, &mut f, &mut buf)?;
+                at += got;
+                if at >= end || eof {
+                    break;
                 }
-            } else {
-                f.seek(SeekFrom::Start(roff))
-                    .and_then(|_| f.write_all(data))
-                    .map_err(io(format!("writing {}", local.display())))?;
+                if got == 0 {
+                    return Err(NfsError::Other(format!(
+                        "READ {remote} at {at}: no data and no EOF before the size GETATTR gave"
+                    )));
+                }
+                // A short read: ask for the rest of this piece.
+                xid = self.submit_read(&fh, at, (end - at) as u32)?;
+                t.calls += 1;
             }
-            t.bytes += u64::from(n).min(size - roff);
+            t.bytes += at - roff;
             progress.tick(t.bytes, start);
         }
         f.flush()
@@ -729,6 +707,66 @@ impl Nfs3Client {
         t.secs = start.elapsed().as_secs_f64();
         progress.done();
         Ok(t)
+    }
+
+    /// Check one READ reply and write its data at `at` in `f`: (bytes, eof). Only the head
+    /// of the reply is decoded from a copy; the data goes from the reply's page mbufs (the
+    /// write chunk's pages) to the file through `buf`, once.
+    fn read_reply(
+        xid: u32,
+        reply: &Chain,
+        remote: &str,
+        at: u64,
+        f: &mut File,
+        buf: &mut [u8],
+    ) -> Result<(u64, bool), NfsError> {
+        let mut head = [0u8; READ_HEAD_MAX];
+        let hn = reply.len().min(READ_HEAD_MAX);
+        let hb = head
+            .get_mut(..hn)
+            .ok_or_else(|| NfsError::Other("READ head".into()))?;
+        reply
+            .copydata(0, hb)
+            .map_err(|e| NfsError::Other(format!("READ reply: {e}")))?;
+        let mut d = Decoder::new(hb);
+        let h = ReplyHeader::decode(&mut d).map_err(xdr("RPC reply header"))?;
+        if h.xid() != xid || !h.is_success() {
+            return Err(NfsError::Other(format!(
+                "READ {remote}: unexpected reply {h:?} to call {xid:#x}"
+            )));
+        }
+        let rh = ReadRes::decode_head(&mut d).map_err(xdr("READ"))?;
+        if !rh.status.is_ok() {
+            return Err(NfsError::Status {
+                op: "READ",
+                what: format!("{remote} at {at}"),
+                status: rh.status,
+            });
+        }
+        let data_at = d.pos();
+        let len = rh.data_len as usize;
+        if data_at + len > reply.len() {
+            return Err(NfsError::Other(format!(
+                "READ {remote} at {at}: {len} data bytes announced, {} in the reply",
+                reply.len() - data_at
+            )));
+        }
+        f.seek(SeekFrom::Start(at))
+            .map_err(io(format!("seeking in {remote}'s copy")))?;
+        let mut done = 0usize;
+        while done < len {
+            let k = (len - done).min(buf.len());
+            let piece = buf
+                .get_mut(..k)
+                .ok_or_else(|| NfsError::Other("READ buffer".into()))?;
+            reply
+                .copydata(data_at + done, piece)
+                .map_err(|e| NfsError::Other(format!("READ data: {e}")))?;
+            f.write_all(piece)
+                .map_err(io(format!("writing {remote}'s copy")))?;
+            done += k;
+        }
+        Ok((len as u64, rh.eof))
     }
 
     /// Send one READ with a write chunk of `n` bytes in fresh pages.
