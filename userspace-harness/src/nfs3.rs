@@ -15,14 +15,15 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use krpc_rdma::transport::{Counters, DdpReply, ReplySpec};
-use mbuf::Chain;
+use mbuf::{Chain, Fragment, PageFragment};
 use nfs_glue::chain::{data_pages_from_bytes, ddp_call};
 use nfs_glue::nfs3::{
     locate_read_data, locate_readlink_data, CommitArgs, CommitRes, CreateArgs, CreateRes,
@@ -41,6 +42,7 @@ use crate::mount;
 use crate::run::RunError;
 use crate::session::Session;
 use crate::trace::Tracer;
+use crate::verbs::arena::VerbsArena;
 
 /// Most bytes per READ or WRITE, whatever the server offers.
 pub const MAX_IO: u32 = 1 << 20;
@@ -513,7 +515,7 @@ impl Nfs3Client {
     /// Local I/O errors, NFS errors, a short WRITE, a COMMIT verifier mismatch (the server
     /// restarted), transport errors.
     pub fn put(&mut self, local: &Path, remote: &str) -> Result<Transfer, NfsError> {
-        let mut f = File::open(local).map_err(io(format!("{}", local.display())))?;
+        let f = File::open(local).map_err(io(format!("{}", local.display())))?;
         let size = f
             .metadata()
             .map_err(io(format!("{}", local.display())))?
@@ -551,16 +553,11 @@ impl Nfs3Client {
         let mut inflight: VecDeque<(u32, u64, u32)> = VecDeque::new();
         let mut verf: Option<Writeverf3> = None;
         let mut off = 0u64;
-        let mut buf = vec![0u8; self.wsize as usize];
         while off < size || !inflight.is_empty() {
             if off < size && inflight.len() < self.depth {
                 let n = (size - off).min(u64::from(self.wsize)) as usize;
-                let chunk = buf
-                    .get_mut(..n)
-                    .ok_or_else(|| NfsError::Other("WRITE buffer".into()))?;
-                f.read_exact(chunk)
-                    .map_err(io(format!("reading {}", local.display())))?;
-                let xid = self.submit_write(&fh, off, chunk)?;
+                let pages = self.file_pages(&f, n, local)?;
+                let xid = self.submit_write(&fh, off, pages)?;
                 inflight.push_back((xid, off, n as u32));
                 off += n as u64;
                 t.calls += 1;
@@ -625,9 +622,35 @@ impl Nfs3Client {
         Ok(t)
     }
 
-    /// Send one UNSTABLE WRITE of `data` at `off`: [RPC header + WRITE3args head][marker]
-    /// [page mbufs][pad] — the transport makes the pages a read chunk.
-    fn submit_write(&mut self, fh: &NfsFh3, off: u64, data: &[u8]) -> Result<u32, NfsError> {
+    /// The next `n` bytes of `f` in fresh arena pages, read by `readv` straight into them
+    /// (no copy in userspace, as the kernel client's O_DIRECT WRITE DMAs from user pages).
+    fn file_pages(&self, f: &File, n: usize, local: &Path) -> Result<Chain, NfsError> {
+        let pages = Chain::alloc_pages(self.s.pages(), n)
+            .map_err(|e| NfsError::Other(format!("page allocation: {e}")))?;
+        let frags: Vec<PageFragment> = pages
+            .fragments()
+            .filter_map(|fr| match fr {
+                Fragment::Page { addr, offset, len } => Some(PageFragment { addr, offset, len }),
+                Fragment::Bytes(_) => None,
+            })
+            .collect();
+        let got = self
+            .s
+            .arena()
+            .read_pages_from(f.as_fd(), &frags)
+            .map_err(io(format!("reading {}", local.display())))?;
+        if got != n {
+            return Err(NfsError::Other(format!(
+                "reading {}: the file shrank ({got} of {n} bytes)",
+                local.display()
+            )));
+        }
+        Ok(pages)
+    }
+
+    /// Send one UNSTABLE WRITE of `data` (page mbufs) at `off`: [RPC header + WRITE3args
+    /// head][marker][page mbufs][pad] — the transport makes the pages a read chunk.
+    fn submit_write(&mut self, fh: &NfsFh3, off: u64, data: Chain) -> Result<u32, NfsError> {
         let n = u32::try_from(data.len()).map_err(|_| NfsError::Other("WRITE size".into()))?;
         let (xid, head) = self.header(NFSPROC3_WRITE);
         let mut head = head?;
@@ -638,10 +661,8 @@ impl Nfs3Client {
             stable: StableHow::Unstable,
         };
         head.extend_from_slice(&encode(|e| wh.encode_head(e, n))?);
-        let pages = data_pages_from_bytes(self.s.pages(), data)
-            .map_err(|e| NfsError::Other(format!("WRITE data pages: {e}")))?;
         let call =
-            ddp_call(&head, pages, &[]).map_err(|e| NfsError::Other(format!("WRITE call: {e}")))?;
+            ddp_call(&head, data, &[]).map_err(|e| NfsError::Other(format!("WRITE call: {e}")))?;
         self.s.submit(xid, call, ReplySpec::inline(SMALL_REPLY))?;
         Ok(xid)
     }
@@ -666,7 +687,6 @@ impl Nfs3Client {
         let mut t = Transfer::default();
         let mut progress = Progress::new(self.progress, "get", size);
         let mut inflight: VecDeque<(u32, u64, u32)> = VecDeque::new();
-        let mut buf = vec![0u8; 64 << 10];
         let mut off = 0u64;
         while off < size || !inflight.is_empty() {
             if off < size && inflight.len() < self.depth {
@@ -685,7 +705,7 @@ impl Nfs3Client {
             let mut xid = xid;
             loop {
                 let reply = self.s.wait(xid)?;
-                let (got, eof) = Self::read_reply(xid, &reply, remote, at, &mut f, &mut buf)?;
+                let (got, eof) = Self::read_reply(self.s.arena(), xid, &reply, remote, at, &mut f)?;
                 at += got;
                 if at >= end || eof {
                     break;
@@ -711,14 +731,15 @@ impl Nfs3Client {
 
     /// Check one READ reply and write its data at `at` in `f`: (bytes, eof). Only the head
     /// of the reply is decoded from a copy; the data goes from the reply's page mbufs (the
-    /// write chunk's pages) to the file through `buf`, once.
+    /// write chunk's pages) to the file by `writev` from the registered arena: no copy in
+    /// userspace, as the kernel client's O_DIRECT READ lands in the user's pages.
     fn read_reply(
+        arena: &VerbsArena,
         xid: u32,
         reply: &Chain,
         remote: &str,
         at: u64,
         f: &mut File,
-        buf: &mut [u8],
     ) -> Result<(u64, bool), NfsError> {
         let mut head = [0u8; READ_HEAD_MAX];
         let hn = reply.len().min(READ_HEAD_MAX);
@@ -753,18 +774,29 @@ impl Nfs3Client {
         }
         f.seek(SeekFrom::Start(at))
             .map_err(io(format!("seeking in {remote}'s copy")))?;
-        let mut done = 0usize;
-        while done < len {
-            let k = (len - done).min(buf.len());
-            let piece = buf
-                .get_mut(..k)
-                .ok_or_else(|| NfsError::Other("READ buffer".into()))?;
-            reply
-                .copydata(data_at + done, piece)
-                .map_err(|e| NfsError::Other(format!("READ data: {e}")))?;
-            f.write_all(piece)
-                .map_err(io(format!("writing {remote}'s copy")))?;
-            done += k;
+        // Inline bytes are written as they are; runs of page fragments (the write chunk's
+        // pages) go to the file with writev straight from the registered arena.
+        let frags = reply
+            .fragments_in(data_at..data_at + len)
+            .map_err(|e| NfsError::Other(format!("READ data: {e}")))?;
+        let mut run: Vec<PageFragment> = Vec::new();
+        let write_err = io(format!("writing {remote}'s copy"));
+        for fr in frags {
+            match fr {
+                Fragment::Page { addr, offset, len } => {
+                    run.push(PageFragment { addr, offset, len });
+                }
+                Fragment::Bytes(b) => {
+                    if !run.is_empty() {
+                        arena.write_pages_to(f.as_fd(), &run).map_err(&write_err)?;
+                        run.clear();
+                    }
+                    f.write_all(b).map_err(&write_err)?;
+                }
+            }
+        }
+        if !run.is_empty() {
+            arena.write_pages_to(f.as_fd(), &run).map_err(&write_err)?;
         }
         Ok((len as u64, rh.eof))
     }

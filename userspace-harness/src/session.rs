@@ -34,6 +34,7 @@ pub struct Session {
     req: Requester,
     qp: Traced<VerbsQp>,
     pages: Arc<dyn PageProvider>,
+    arena: Arc<VerbsArena>,
     peer: SocketAddr,
     thresholds: InlineThresholds,
     next_xid: u32,
@@ -81,6 +82,7 @@ impl Session {
             req,
             qp: Traced::new(qp, trace, peer.to_string()),
             pages,
+            arena,
             peer,
             thresholds: InlineThresholds::default(),
             next_xid: seed,
@@ -112,6 +114,11 @@ impl Session {
     /// The page provider DDP pages must come from (the registered arena).
     pub fn pages(&self) -> &Arc<dyn PageProvider> {
         &self.pages
+    }
+
+    /// The registered arena behind [`Session::pages`].
+    pub fn arena(&self) -> &Arc<VerbsArena> {
+        &self.arena
     }
 
     /// The server.

@@ -212,6 +212,145 @@ impl VerbsArena {
     }
 }
 
+impl VerbsArena {
+    /// Write the bytes of `frags` (pieces of allocated pages of this arena, in order) to file
+    /// descriptor `fd` at its current position with `writev(2)`: the kernel reads them
+    /// straight from the arena, nothing is copied in userspace (an NFS client handing READ
+    /// data to a file). Returns the bytes written (all of them unless an error occurs).
+    ///
+    /// The caller must own the pages' contents, i.e. no RDMA operation targets them any more
+    /// (true of the pages of a reply the transport has handed up: their registration was
+    /// invalidated first).
+    ///
+    /// # Errors
+    /// A fragment that is not inside an allocated page of this arena (`InvalidInput`), or the
+    /// error of `writev`.
+    pub fn write_pages_to(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        frags: &[mbuf::PageFragment],
+    ) -> std::io::Result<usize> {
+        use std::io::{Error, ErrorKind};
+        use std::os::fd::AsRawFd;
+        let mut iov = self.iovecs(frags)?;
+        let total: usize = frags.iter().map(|f| f.len).sum();
+        let mut done = 0usize;
+        let mut first = 0usize;
+        while done < total {
+            let Some(rest) = iov.get(first..) else {
+                break;
+            };
+            let n = rest.len().min(1024) as libc::c_int;
+            // SAFETY: `rest` holds at least `n` iovecs, each describing readable bytes of
+            // the arena mapping, which stays mapped while `self` lives; writev only reads
+            // them.
+            let rc = unsafe { libc::writev(fd.as_raw_fd(), rest.as_ptr(), n) };
+            if rc < 0 {
+                let e = Error::last_os_error();
+                if e.kind() == ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if rc == 0 {
+                return Err(Error::new(ErrorKind::WriteZero, "writev wrote nothing"));
+            }
+            done += rc as usize;
+            advance(&mut iov, &mut first, rc as usize);
+        }
+        Ok(done)
+    }
+}
+
+impl VerbsArena {
+    /// Fill `frags` (pieces of allocated pages of this arena, in order) from file descriptor
+    /// `fd` at its current position with `readv(2)`: the kernel writes straight into the
+    /// arena, nothing is copied in userspace (an NFS client's WRITE data from a file).
+    /// Returns the bytes read; fewer than asked only at end of file.
+    ///
+    /// The caller must own the pages (freshly allocated, not registered for any RDMA
+    /// operation).
+    ///
+    /// # Errors
+    /// A fragment that is not inside an allocated page of this arena (`InvalidInput`), or the
+    /// error of `readv`.
+    pub fn read_pages_from(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        frags: &[mbuf::PageFragment],
+    ) -> std::io::Result<usize> {
+        use std::io::{Error, ErrorKind};
+        use std::os::fd::AsRawFd;
+        let mut iov = self.iovecs(frags)?;
+        let total: usize = frags.iter().map(|f| f.len).sum();
+        let mut done = 0usize;
+        let mut first = 0usize;
+        while done < total {
+            let Some(rest) = iov.get(first..) else {
+                break;
+            };
+            let n = rest.len().min(1024) as libc::c_int;
+            // SAFETY: `rest` holds at least `n` iovecs, each describing bytes of allocated
+            // arena pages the caller owns (no RDMA operation targets them); the mapping stays
+            // alive while `self` lives; readv writes only inside them.
+            let rc = unsafe { libc::readv(fd.as_raw_fd(), rest.as_ptr(), n) };
+            if rc < 0 {
+                let e = Error::last_os_error();
+                if e.kind() == ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if rc == 0 {
+                break;
+            }
+            done += rc as usize;
+            advance(&mut iov, &mut first, rc as usize);
+        }
+        Ok(done)
+    }
+
+    /// iovecs for `frags`, each checked to lie inside an allocated page.
+    fn iovecs(&self, frags: &[mbuf::PageFragment]) -> std::io::Result<Vec<libc::iovec>> {
+        use std::io::{Error, ErrorKind};
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(frags.len());
+        for f in frags {
+            page_range_end(f.addr, f.offset, f.len)
+                .map_err(|e| Error::new(ErrorKind::InvalidInput, e.to_string()))?;
+            let p = self
+                .page_ptr(f.addr)
+                .map_err(|e| Error::new(ErrorKind::InvalidInput, e.to_string()))?;
+            // SAFETY: `offset + len <= PAGE_SIZE` (checked above) inside an allocated page
+            // of the mapping: the pointer stays inside the mapping.
+            let base = unsafe { p.add(f.offset) };
+            iov.push(libc::iovec {
+                iov_base: base.cast(),
+                iov_len: f.len,
+            });
+        }
+        Ok(iov)
+    }
+}
+
+/// Move past `n` bytes of `iov` starting at index `*first` (after a partial readv/writev).
+fn advance(iov: &mut [libc::iovec], first: &mut usize, n: usize) {
+    let mut left = n;
+    while left > 0 {
+        let Some(v) = iov.get_mut(*first) else {
+            break;
+        };
+        if left >= v.iov_len {
+            left -= v.iov_len;
+            *first += 1;
+        } else {
+            // SAFETY: `left < iov_len`: the new base stays inside the same piece.
+            v.iov_base = unsafe { v.iov_base.cast::<u8>().add(left) }.cast();
+            v.iov_len -= left;
+            left = 0;
+        }
+    }
+}
+
 impl PageProvider for VerbsArena {
     fn alloc_page(&self) -> Result<u64, AllocError> {
         let mut st = self.lock();
