@@ -3,11 +3,13 @@
 //!
 //! The root file handle comes from MOUNT v3 over TCP ([`crate::mount`]); NFS then runs over
 //! RDMA ([`Session`], port 20049 by default) with `AUTH_SYS` uid 0 / gid 0 credentials.
-//! File data moves by direct data placement (RFC 8267): a WRITE's data is a DDP region of page
-//! mbufs in Macklem's layout ([`nfs_glue::chain::ddp_call`]) that the transport turns into a
-//! read chunk; a READ (and a READLINK) is provisioned with a write chunk in our pages, located
-//! in the reply by [`nfs_glue::nfs3::locate_read_data`]. READDIRPLUS replies that may exceed
-//! the inline threshold get a reply chunk (the transport decides from the reply size).
+//! File data moves by direct data placement (RFC 8267), decided by the eligibility table in
+//! [`nfs_glue::ddp`] ([`nfs3_ddp_item`], [`nfs3_reply_hint`]): a WRITE's data (and a
+//! SYMLINK's target) is a DDP region of page mbufs in Macklem's layout
+//! ([`nfs_glue::chain::ddp_call`]) that the transport turns into a read chunk; a READ (and a
+//! READLINK) is provisioned with a write chunk in our pages, located in the reply by
+//! [`nfs_glue::nfs3::locate_read_data`]. READDIRPLUS replies that may exceed the inline
+//! threshold get a reply chunk (the transport decides from the reply size).
 //! WRITEs are UNSTABLE and followed by one COMMIT whose verifier must match every WRITE's.
 //! `put` and `get` keep `depth` calls in flight, each at most the server's `wtmax` / `rtmax`
 //! (FSINFO) and 1 MiB.
@@ -22,9 +24,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use krpc_rdma::transport::{Counters, DdpReply, ReplySpec};
+use krpc_rdma::transport::{Counters, DdpReply, LocateFn, ReplySpec};
 use mbuf::{Chain, Fragment, PageFragment};
 use nfs_glue::chain::{data_pages_from_bytes, ddp_call};
+use nfs_glue::ddp::{nfs3_ddp_item, nfs3_reply_hint, Direction, ReplyHint};
 use nfs_glue::nfs3::{
     locate_read_data, locate_readlink_data, CommitArgs, CommitRes, CreateArgs, CreateRes,
     Createhow3, Diropargs3, Fattr3, Filename3, FsinfoArgs, FsinfoRes, Ftype3, GetattrArgs,
@@ -411,8 +414,7 @@ impl Nfs3Client {
         head.extend_from_slice(&args);
         let data = data_pages_from_bytes(self.s.pages(), target.as_bytes())
             .map_err(|e| NfsError::Other(format!("SYMLINK data: {e}")))?;
-        let call = ddp_call(&head, data, &[])
-            .map_err(|e| NfsError::Other(format!("SYMLINK call: {e}")))?;
+        let call = Self::call_with_data(NFSPROC3_SYMLINK, &head, data)?;
         let reply = self.s.call(xid, call, ReplySpec::inline(SMALL_REPLY))?;
         let r = Self::results(xid, &reply)?;
         let res = SymlinkRes::decode(&mut Decoder::new(&r)).map_err(xdr("SYMLINK"))?;
@@ -430,15 +432,7 @@ impl Nfs3Client {
         let mut msg = head?;
         msg.extend_from_slice(&encode(|e| args.encode(e))?);
         let call = Chain::from_bytes(&msg).map_err(|e| NfsError::Other(format!("{e}")))?;
-        let pages = Chain::alloc_pages(self.s.pages(), NFS3_MAXPATHLEN)
-            .map_err(|e| NfsError::Other(format!("page allocation: {e}")))?;
-        let spec = ReplySpec {
-            max_reply: NFS3_MAXPATHLEN + REPLY_SLACK,
-            ddp: Some(DdpReply {
-                pages,
-                locate: locate_readlink_data,
-            }),
-        };
+        let spec = self.reply_spec(NFSPROC3_READLINK, NFS3_MAXPATHLEN, SMALL_REPLY)?;
         let reply = self.s.call(xid, call, spec)?;
         let r = Self::results(xid, &reply)?;
         let res = ReadlinkRes::decode(&mut Decoder::new(&r)).map_err(xdr("READLINK"))?;
@@ -661,8 +655,7 @@ impl Nfs3Client {
             stable: StableHow::Unstable,
         };
         head.extend_from_slice(&encode(|e| wh.encode_head(e, n))?);
-        let call =
-            ddp_call(&head, data, &[]).map_err(|e| NfsError::Other(format!("WRITE call: {e}")))?;
+        let call = Self::call_with_data(NFSPROC3_WRITE, &head, data)?;
         self.s.submit(xid, call, ReplySpec::inline(SMALL_REPLY))?;
         Ok(xid)
     }
@@ -812,17 +805,64 @@ impl Nfs3Client {
         let mut msg = head?;
         msg.extend_from_slice(&encode(|e| args.encode(e))?);
         let call = Chain::from_bytes(&msg).map_err(|e| NfsError::Other(format!("{e}")))?;
-        let pages = Chain::alloc_pages(self.s.pages(), n as usize)
-            .map_err(|e| NfsError::Other(format!("page allocation: {e}")))?;
-        let spec = ReplySpec {
-            max_reply: n as usize + REPLY_SLACK,
-            ddp: Some(DdpReply {
-                pages,
-                locate: locate_read_data,
-            }),
-        };
+        let spec = self.reply_spec(NFSPROC3_READ, n as usize, SMALL_REPLY)?;
         self.s.submit(xid, call, spec)?;
         Ok(xid)
+    }
+
+    /// How to provision the reply of procedure `proc_`, from the RFC 8267 table
+    /// ([`nfs3_reply_hint`]): for a DDP-eligible result (READ, READLINK) a write chunk of
+    /// `data_max` bytes in fresh pages, located in the reply by the procedure's `locate`
+    /// function; otherwise room for `max_reply` bytes, which the transport turns into a reply
+    /// chunk when it exceeds the inline threshold (READDIRPLUS).
+    fn reply_spec(
+        &self,
+        proc_: u32,
+        data_max: usize,
+        max_reply: usize,
+    ) -> Result<ReplySpec, NfsError> {
+        match nfs3_reply_hint(proc_) {
+            ReplyHint::WriteChunk => {
+                let locate: LocateFn = match proc_ {
+                    NFSPROC3_READ => locate_read_data,
+                    NFSPROC3_READLINK => locate_readlink_data,
+                    _ => {
+                        return Err(NfsError::Other(format!(
+                            "no locate function for NFSv3 procedure {proc_}"
+                        )))
+                    }
+                };
+                let pages = Chain::alloc_pages(self.s.pages(), data_max)
+                    .map_err(|e| NfsError::Other(format!("page allocation: {e}")))?;
+                Ok(ReplySpec {
+                    max_reply: data_max + REPLY_SLACK,
+                    ddp: Some(DdpReply { pages, locate }),
+                })
+            }
+            ReplyHint::Inline | ReplyHint::ReplyChunk => Ok(ReplySpec::inline(max_reply)),
+        }
+    }
+
+    /// The call message: `head` (RPC header and arguments up to the data's length word),
+    /// then `data` — behind a DDP marker (Macklem's layout: the transport makes it a read
+    /// chunk) when RFC 8267 makes the procedure's argument DDP-eligible
+    /// ([`nfs3_ddp_item`]: WRITE, SYMLINK), else inline.
+    fn call_with_data(proc_: u32, head: &[u8], data: Chain) -> Result<Chain, NfsError> {
+        let eligible = nfs3_ddp_item(proc_).is_some_and(|i| i.direction == Direction::Call);
+        if eligible {
+            return ddp_call(head, data, &[])
+                .map_err(|e| NfsError::Other(format!("building the call: {e}")));
+        }
+        let mut bytes = head.to_vec();
+        let n = data.len();
+        let at = bytes.len();
+        bytes.resize(at + n + nfs_glue::xdr::pad(n), 0);
+        let dst = bytes
+            .get_mut(at..at + n)
+            .ok_or_else(|| NfsError::Other("call buffer".into()))?;
+        data.copydata(0, dst)
+            .map_err(|e| NfsError::Other(format!("call data: {e}")))?;
+        Chain::from_bytes(&bytes).map_err(|e| NfsError::Other(format!("{e}")))
     }
 }
 
