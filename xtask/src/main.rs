@@ -269,16 +269,19 @@ fn demo() -> Result<(), String> {
     build.args(["build", "--quiet", "--release", "-p", "userspace-harness"]);
     step("build userspace-harness", build)?;
     let bin = root().join("target/release/userspace-harness");
-    println!("==> userspace-harness demo over rxe0 (cargo xtask vm -- target/release/userspace-harness demo)");
+    println!(
+        "==> userspace-harness demo over rxe0, then nfs3 against knfsd \
+         (cargo xtask vm -- sh xtask/vm/demo.sh)"
+    );
     let _ = std::io::stdout().flush();
     std::env::set_current_dir(root()).map_err(|e| format!("demo: cd: {e}"))?;
-    let args: Vec<OsString> = ["target/release/userspace-harness", "demo"]
+    let args: Vec<OsString> = ["sh", "xtask/vm/demo.sh"]
         .iter()
         .map(OsString::from)
         .collect();
     let code = vm::run::vm(&args);
     if code != 0 {
-        return Err(format!("userspace-harness demo failed (exit {code})"));
+        return Err(format!("the demo failed (exit {code})"));
     }
     println!("\n==> userspace-harness decode: RPC-over-RDMA headers, hex in, JSON out");
     let mut child = Command::new(&bin)
