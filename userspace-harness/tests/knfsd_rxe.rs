@@ -23,9 +23,8 @@
 )]
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
-use std::process::Command;
-use std::sync::{Arc, OnceLock};
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use krpc_rdma::transport::{CallError, ReplySpec, Requester, RequesterEvent, TransportConfig};
@@ -41,6 +40,9 @@ use userspace_harness::verbs::device::Device;
 use userspace_harness::verbs::qp::VerbsQp;
 use userspace_harness::verbs::{self, VerbsConfig};
 
+mod knfsd;
+use knfsd::{knfsd, server_ip, skip};
+
 const NFS_PROG: u32 = 100_003;
 const NFS_V3: u32 = 3;
 const NFSPROC3_NULL: u32 = 0;
@@ -48,60 +50,6 @@ const NFSPROC3_GETATTR: u32 = 1;
 const NFS3_OK: u32 = 0;
 const NF3DIR: u32 = 2;
 const NFS_RDMA_PORT: u16 = 20049;
-const KNFSD_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../xtask/vm/knfsd.sh");
-
-/// Skip (pass) without an RDMA device, unless `KRPC_RDMA_REQUIRE_RDMA=1` (set by
-/// `cargo xtask test` for its run in the VM), where a missing device is a failure, so a VM
-/// whose rxe0 did not come up can never pass as "skipped". Outside the VM, skip: knfsd.sh
-/// refuses to touch a real host's NFS server.
-fn skip() -> bool {
-    if !verbs::rdma_present() {
-        if std::env::var_os("KRPC_RDMA_REQUIRE_RDMA").is_some_and(|v| v == "1") {
-            panic!("no RDMA device, and KRPC_RDMA_REQUIRE_RDMA=1");
-        }
-        println!("skipped: no RDMA device");
-        return true;
-    }
-    if !std::path::Path::new("/run/krpc-vm/cmd.sh").exists() {
-        println!(
-            "skipped: not in the krpc-rdma VM (knfsd.sh would reconfigure this machine's NFS \
-             server)"
-        );
-        return true;
-    }
-    false
-}
-
-fn server_ip() -> IpAddr {
-    std::env::var("RXE_IP")
-        .unwrap_or_else(|_| "10.0.2.15".into())
-        .parse()
-        .unwrap()
-}
-
-/// Run knfsd.sh once per process (it is idempotent anyway).
-fn knfsd() {
-    static UP: OnceLock<Result<(), String>> = OnceLock::new();
-    let r = UP.get_or_init(|| {
-        let t = Instant::now();
-        let out = Command::new("sh")
-            .arg(KNFSD_SH)
-            .output()
-            .map_err(|e| format!("sh {KNFSD_SH}: {e}"))?;
-        print!("{}", String::from_utf8_lossy(&out.stdout));
-        eprint!("{}", String::from_utf8_lossy(&out.stderr));
-        println!("knfsd.sh: {:.1} s", t.elapsed().as_secs_f64());
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!("sh {KNFSD_SH}: {}", out.status))
-        }
-    });
-    if let Err(e) = r {
-        panic!("{e}");
-    }
-}
-
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -18,53 +18,22 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Once;
 
 use userspace_harness::nfs3::{ConnectOpts, Nfs3Client};
-use userspace_harness::verbs;
+
+mod knfsd;
+use knfsd::{knfsd, server_ip, skip};
 
 const BIN: &str = env!("CARGO_BIN_EXE_userspace-harness");
 
-/// Skip without a device (fails instead with `KRPC_RDMA_REQUIRE_RDMA=1`), and outside the
-/// project VM (a host with its own RDMA device has no knfsd of ours; `knfsd.sh` refuses to
-/// reconfigure it), as `knfsd_rxe.rs` does.
-fn skip() -> bool {
-    if !verbs::rdma_present() {
-        if std::env::var_os("KRPC_RDMA_REQUIRE_RDMA").is_some_and(|v| v == "1") {
-            panic!("no RDMA device, and KRPC_RDMA_REQUIRE_RDMA=1");
-        }
-        println!("skipped: no RDMA device");
-        return true;
-    }
-    if !Path::new("/run/krpc-vm/cmd.sh").exists() {
-        println!("skipped: not in the krpc-rdma VM (knfsd is only set up there)");
-        return true;
-    }
-    false
-}
-
 fn ip() -> String {
-    std::env::var("RXE_IP").unwrap_or_else(|_| "10.0.2.15".into())
+    server_ip().to_string()
 }
-
-static KNFSD: Once = Once::new();
 
 /// knfsd up (once per test binary), and a fresh directory for `test` under /export; its
 /// name within the export.
 fn setup(test: &str) -> String {
-    KNFSD.call_once(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let out = Command::new("sh")
-            .arg(root.join("xtask/vm/knfsd.sh"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "knfsd.sh failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
+    knfsd();
     let dir = format!("/t-{}-{test}", std::process::id());
     let local = Path::new("/export").join(dir.trim_start_matches('/'));
     let _ = std::fs::remove_dir_all(&local);

@@ -230,39 +230,9 @@ impl VerbsArena {
         fd: std::os::fd::BorrowedFd<'_>,
         frags: &[mbuf::PageFragment],
     ) -> std::io::Result<usize> {
-        use std::io::{Error, ErrorKind};
-        use std::os::fd::AsRawFd;
-        let mut iov = self.iovecs(frags)?;
-        let total: usize = frags.iter().map(|f| f.len).sum();
-        let mut done = 0usize;
-        let mut first = 0usize;
-        while done < total {
-            let Some(rest) = iov.get(first..) else {
-                break;
-            };
-            let n = rest.len().min(1024) as libc::c_int;
-            // SAFETY: `rest` holds at least `n` iovecs, each describing readable bytes of
-            // the arena mapping, which stays mapped while `self` lives; writev only reads
-            // them.
-            let rc = unsafe { libc::writev(fd.as_raw_fd(), rest.as_ptr(), n) };
-            if rc < 0 {
-                let e = Error::last_os_error();
-                if e.kind() == ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if rc == 0 {
-                return Err(Error::new(ErrorKind::WriteZero, "writev wrote nothing"));
-            }
-            done += rc as usize;
-            advance(&mut iov, &mut first, rc as usize);
-        }
-        Ok(done)
+        self.vectored(fd, frags, Vectored::Write)
     }
-}
 
-impl VerbsArena {
     /// Fill `frags` (pieces of allocated pages of this arena, in order) from file descriptor
     /// `fd` at its current position with `readv(2)`: the kernel writes straight into the
     /// arena, nothing is copied in userspace (an NFS client's WRITE data from a file).
@@ -279,6 +249,17 @@ impl VerbsArena {
         fd: std::os::fd::BorrowedFd<'_>,
         frags: &[mbuf::PageFragment],
     ) -> std::io::Result<usize> {
+        self.vectored(fd, frags, Vectored::Read)
+    }
+
+    /// `readv`/`writev` of all of `frags`, resumed after partial transfers and EINTR; stops
+    /// early only at end of file (read).
+    fn vectored(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        frags: &[mbuf::PageFragment],
+        op: Vectored,
+    ) -> std::io::Result<usize> {
         use std::io::{Error, ErrorKind};
         use std::os::fd::AsRawFd;
         let mut iov = self.iovecs(frags)?;
@@ -290,10 +271,14 @@ impl VerbsArena {
                 break;
             };
             let n = rest.len().min(1024) as libc::c_int;
-            // SAFETY: `rest` holds at least `n` iovecs, each describing bytes of allocated
-            // arena pages the caller owns (no RDMA operation targets them); the mapping stays
-            // alive while `self` lives; readv writes only inside them.
-            let rc = unsafe { libc::readv(fd.as_raw_fd(), rest.as_ptr(), n) };
+            let rc = match op {
+                // SAFETY: `rest` holds at least `n` iovecs, each describing bytes of allocated
+                // arena pages the caller owns (no RDMA operation targets them); the mapping
+                // stays alive while `self` lives; readv writes only inside them.
+                Vectored::Read => unsafe { libc::readv(fd.as_raw_fd(), rest.as_ptr(), n) },
+                // SAFETY: as above; writev only reads them.
+                Vectored::Write => unsafe { libc::writev(fd.as_raw_fd(), rest.as_ptr(), n) },
+            };
             if rc < 0 {
                 let e = Error::last_os_error();
                 if e.kind() == ErrorKind::Interrupted {
@@ -302,7 +287,12 @@ impl VerbsArena {
                 return Err(e);
             }
             if rc == 0 {
-                break;
+                match op {
+                    Vectored::Read => break,
+                    Vectored::Write => {
+                        return Err(Error::new(ErrorKind::WriteZero, "writev wrote nothing"))
+                    }
+                }
             }
             done += rc as usize;
             advance(&mut iov, &mut first, rc as usize);
@@ -330,6 +320,13 @@ impl VerbsArena {
         }
         Ok(iov)
     }
+}
+
+/// The direction of [`VerbsArena::vectored`].
+#[derive(Clone, Copy)]
+enum Vectored {
+    Read,
+    Write,
 }
 
 /// Move past `n` bytes of `iov` starting at index `*first` (after a partial readv/writev).
