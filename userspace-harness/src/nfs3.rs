@@ -24,7 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use krpc_rdma::transport::{Counters, DdpReply, LocateFn, ReplySpec};
+use krpc_rdma::transport::{Counters, DdpReply, LocateFn, ReplySpec, TransportConfig};
 use mbuf::{Chain, Fragment, PageFragment};
 use nfs_glue::chain::{data_pages_from_bytes, ddp_call};
 use nfs_glue::ddp::{nfs3_ddp_item, nfs3_reply_hint, Direction, ReplyHint};
@@ -49,6 +49,16 @@ use crate::verbs::arena::VerbsArena;
 
 /// Most bytes per READ or WRITE, whatever the server offers.
 pub const MAX_IO: u32 = 1 << 20;
+/// The transport configuration of NFS sessions: 4096-byte inline sizes offered (as Linux's
+/// client, whose default inline thresholds are 4096; knfsd offers the same, so small WRITEs
+/// and small replies need no chunk), everything else the core's defaults.
+pub fn nfs_transport() -> TransportConfig {
+    TransportConfig {
+        inline_send: 4096,
+        inline_recv: 4096,
+        ..TransportConfig::default()
+    }
+}
 /// Default calls in flight for `put` / `get`.
 pub const DEFAULT_DEPTH: usize = 8;
 /// READDIRPLUS `maxcount` (and `dircount`): large enough that a directory of hundreds of
@@ -196,7 +206,12 @@ impl Nfs3Client {
         let m = mount::mount(o.server, &o.export).map_err(NfsError::Mount)?;
         let depth = o.depth.clamp(1, 64);
         let arena = depth * (MAX_IO as usize + 2 * 4096) + (4 << 20);
-        let s = Session::connect(SocketAddr::new(o.server, o.port), arena, trace)?;
+        let s = Session::connect(
+            SocketAddr::new(o.server, o.port),
+            nfs_transport(),
+            arena,
+            trace,
+        )?;
         let mut c = Nfs3Client {
             s,
             root: NfsFh3 { data: m.root_fh },

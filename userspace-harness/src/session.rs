@@ -44,13 +44,15 @@ pub struct Session {
 }
 
 impl Session {
-    /// Connect to `peer` with an arena of `arena_bytes` (the DDP pages of every call in
-    /// flight must fit), and wait for the connection to be established.
+    /// Connect to `peer` with transport configuration `tcfg` and an arena of `arena_bytes`
+    /// (the DDP pages of every call in flight must fit), and wait for the connection to be
+    /// established.
     ///
     /// # Errors
     /// No RDMA device, registration failure, refused or unreachable peer.
     pub fn connect(
         peer: SocketAddr,
+        tcfg: TransportConfig,
         arena_bytes: usize,
         trace: Option<Arc<Tracer>>,
     ) -> Result<Session, RunError> {
@@ -69,7 +71,7 @@ impl Session {
         })?;
         let pages: Arc<dyn PageProvider> = arena.clone();
         let vcfg = VerbsConfig::default();
-        let req = Requester::new(TransportConfig::default(), vcfg.resources(), pages.clone())
+        let req = Requester::new(tcfg, vcfg.resources(), pages.clone())
             .map_err(|e| RunError::Failed(format!("requester: {e}")))?;
         let qp = connect(&arena, peer, &req.private_data(), &vcfg).map_err(|e| match e {
             VerbsError::NoDevice => RunError::Failed(NO_DEVICE.into()),
