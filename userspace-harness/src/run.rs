@@ -30,9 +30,10 @@ use mbuf::{Chain, PageProvider, PAGE_SIZE};
 
 use crate::report::{add_counters, counters_human, Latency, Report};
 use crate::rpc::{self, ServerStats, Workload};
+use crate::session;
 use crate::trace::{Traced, Tracer};
 use crate::verbs::arena::VerbsArena;
-use crate::verbs::cm::{connect, VerbsListener};
+use crate::verbs::cm::VerbsListener;
 use crate::verbs::device::Device;
 use crate::verbs::qp::VerbsQp;
 use crate::verbs::{self, VerbsConfig, VerbsError};
@@ -477,50 +478,21 @@ impl Driver {
         arena_bytes: usize,
         trace: Option<Arc<Tracer>>,
     ) -> Result<Driver, RunError> {
-        let dev = open_device()?;
-        let arena = arena(&dev, arena_bytes)?;
-        let pages: Arc<dyn PageProvider> = arena.clone();
-        let vcfg = VerbsConfig::default();
-        let req = Requester::new(TransportConfig::default(), vcfg.resources(), pages.clone())
-            .map_err(|e| RunError::Failed(format!("requester: {e}")))?;
-        let qp = connect(&arena, server, &req.private_data(), &vcfg).map_err(|e| match e {
-            VerbsError::NoDevice => RunError::Failed(NO_DEVICE.into()),
-            e => RunError::Failed(format!("cannot connect to {server}: {e}")),
-        })?;
-        let qp = Traced::new(qp, trace, server.to_string());
+        let c = session::open(server, TransportConfig::default(), arena_bytes, trace)?;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.subsec_nanos());
-        let mut d = Driver {
-            req,
-            qp,
-            pages,
+        Ok(Driver {
+            req: c.req,
+            qp: c.qp,
+            pages: c.arena,
             peer: server,
             next_xid: seed,
             inflight: HashMap::new(),
             staged: None,
             completed: 0,
             last_progress: Instant::now(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let mut up = false;
-            let mut lost = false;
-            d.req.poll(&mut d.qp, &mut |e| match e {
-                RequesterEvent::Connected(_) => up = true,
-                RequesterEvent::ConnectionLost => lost = true,
-                _ => {}
-            });
-            if up {
-                return Ok(d);
-            }
-            if lost || Instant::now() >= deadline {
-                return Err(RunError::Failed(format!(
-                    "connection to {server} not established"
-                )));
-            }
-            verbs::wait::wait(d.qp.inner_mut(), Duration::from_millis(100));
-        }
+        })
     }
 
     fn lost(&self, lost: u64) -> RunError {

@@ -56,61 +56,21 @@ impl Session {
         arena_bytes: usize,
         trace: Option<Arc<Tracer>>,
     ) -> Result<Session, RunError> {
-        if !verbs::rdma_present() {
-            return Err(RunError::Failed(NO_DEVICE.into()));
-        }
-        let dev = Device::open(None).map_err(|e| match e {
-            VerbsError::NoDevice => RunError::Failed(NO_DEVICE.into()),
-            e => RunError::Failed(e.to_string()),
-        })?;
-        let arena = VerbsArena::new(&dev, arena_bytes.div_ceil(PAGE_SIZE)).map_err(|e| {
-            RunError::Failed(format!(
-                "registering a {} MiB arena: {e}",
-                arena_bytes >> 20
-            ))
-        })?;
-        let pages: Arc<dyn PageProvider> = arena.clone();
-        let vcfg = VerbsConfig::default();
-        let req = Requester::new(tcfg, vcfg.resources(), pages.clone())
-            .map_err(|e| RunError::Failed(format!("requester: {e}")))?;
-        let qp = connect(&arena, peer, &req.private_data(), &vcfg).map_err(|e| match e {
-            VerbsError::NoDevice => RunError::Failed(NO_DEVICE.into()),
-            e => RunError::Failed(format!("cannot connect to {peer}: {e}")),
-        })?;
+        let c = open(peer, tcfg, arena_bytes, trace)?;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.subsec_nanos() ^ d.as_secs() as u32);
-        let mut s = Session {
-            req,
-            qp: Traced::new(qp, trace, peer.to_string()),
-            pages,
-            arena,
+        Ok(Session {
+            req: c.req,
+            qp: c.qp,
+            pages: c.arena.clone(),
+            arena: c.arena,
             peer,
-            thresholds: InlineThresholds::default(),
+            thresholds: c.thresholds,
             next_xid: seed,
             pending: HashMap::new(),
             completed: 0,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let mut up = None;
-            let mut lost = false;
-            s.req.poll(&mut s.qp, &mut |e| match e {
-                RequesterEvent::Connected(t) => up = Some(t),
-                RequesterEvent::ConnectionLost => lost = true,
-                _ => {}
-            });
-            if let Some(t) = up {
-                s.thresholds = t;
-                return Ok(s);
-            }
-            if lost || Instant::now() >= deadline {
-                return Err(RunError::Failed(format!(
-                    "connection to {peer} not established"
-                )));
-            }
-            verbs::wait::wait(s.qp.inner_mut(), Duration::from_millis(100));
-        }
+        })
     }
 
     /// The page provider DDP pages must come from (the registered arena).
@@ -277,5 +237,77 @@ impl Session {
     pub fn call(&mut self, xid: u32, call: Chain, reply: ReplySpec) -> Result<Chain, RunError> {
         self.submit(xid, call, reply)?;
         self.wait(xid)
+    }
+}
+
+/// An established client connection: what [`open`] returns.
+pub struct Opened {
+    /// The requester, connected.
+    pub req: Requester,
+    /// Its queue pair (traced when asked).
+    pub qp: Traced<VerbsQp>,
+    /// The registered page arena (also the requester's page provider).
+    pub arena: Arc<VerbsArena>,
+    /// The inline thresholds negotiated.
+    pub thresholds: InlineThresholds,
+}
+
+/// Open the RDMA device, register an arena of `arena_bytes`, connect a [`Requester`] with
+/// configuration `tcfg` to `peer` (RFC 8797 private data in the CM exchange) and wait up to
+/// 10 s for it to be established. Shared by [`Session`] and the harness's own client.
+///
+/// # Errors
+/// No RDMA device, registration failure, refused or unreachable peer, no establishment.
+pub fn open(
+    peer: SocketAddr,
+    tcfg: TransportConfig,
+    arena_bytes: usize,
+    trace: Option<Arc<Tracer>>,
+) -> Result<Opened, RunError> {
+    if !verbs::rdma_present() {
+        return Err(RunError::Failed(NO_DEVICE.into()));
+    }
+    let dev = Device::open(None).map_err(|e| match e {
+        VerbsError::NoDevice => RunError::Failed(NO_DEVICE.into()),
+        e => RunError::Failed(e.to_string()),
+    })?;
+    let arena = VerbsArena::new(&dev, arena_bytes.div_ceil(PAGE_SIZE)).map_err(|e| {
+        RunError::Failed(format!(
+            "registering a {} MiB arena: {e}",
+            arena_bytes >> 20
+        ))
+    })?;
+    let pages: Arc<dyn PageProvider> = arena.clone();
+    let vcfg = VerbsConfig::default();
+    let mut req = Requester::new(tcfg, vcfg.resources(), pages)
+        .map_err(|e| RunError::Failed(format!("requester: {e}")))?;
+    let qp = connect(&arena, peer, &req.private_data(), &vcfg).map_err(|e| match e {
+        VerbsError::NoDevice => RunError::Failed(NO_DEVICE.into()),
+        e => RunError::Failed(format!("cannot connect to {peer}: {e}")),
+    })?;
+    let mut qp = Traced::new(qp, trace, peer.to_string());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut up = None;
+        let mut lost = false;
+        req.poll(&mut qp, &mut |e| match e {
+            RequesterEvent::Connected(t) => up = Some(t),
+            RequesterEvent::ConnectionLost => lost = true,
+            _ => {}
+        });
+        if let Some(thresholds) = up {
+            return Ok(Opened {
+                req,
+                qp,
+                arena,
+                thresholds,
+            });
+        }
+        if lost || Instant::now() >= deadline {
+            return Err(RunError::Failed(format!(
+                "connection to {peer} not established"
+            )));
+        }
+        verbs::wait::wait(qp.inner_mut(), Duration::from_millis(100));
     }
 }
