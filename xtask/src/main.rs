@@ -7,7 +7,7 @@
 //! * `demo`: `userspace-harness demo` over rxe0 in the VM (WRITE/READ with DDP, verified),
 //!   then sample RPC-over-RDMA headers through `userspace-harness decode`.
 //! * `bench-rxe [--out FILE]`: harness vs perftest vs the kernel NFS/RDMA client, one VM boot.
-//! * `fuzz [SECONDS]`: runs the cargo-fuzz target of the header decoder.
+//! * `fuzz [SECONDS]`: runs each cargo-fuzz target (header decoder, nfs-glue decoders) SECONDS.
 //! * `vm-setup`: prepares the rxe VM (host packages, Debian's kernel, vmlinux, initramfs) in a
 //!   cache outside the repository; idempotent.
 //! * `vm -- CMD [ARGS...]`: runs CMD over Soft-RoCE: in a qemu VM running Debian's kernel with
@@ -34,7 +34,7 @@ tasks:
 test                  everything CI checks: fmt, clippy, the workspace tests, kernel-target build
 kernel-build          the kernel-target build of mbuf and krpc-rdma (x86_64-unknown-none)
 demo                  decode sample RPC-over-RDMA Sends with userspace-harness decode
-fuzz [SECONDS]        run the header-decoder fuzz target (60 s)
+fuzz [SECONDS]        run each fuzz target: header decoder, nfs-glue decoders (60 s each)
 bench-rxe [--out F]   harness vs perftest and the kernel NFS/RDMA client on rxe0, one VM boot";
 
 fn main() -> ExitCode {
@@ -326,16 +326,24 @@ fn fuzz(seconds: Option<&str>) -> Result<(), String> {
             .parse()
             .map_err(|_| format!("fuzz: SECONDS must be a whole number, got {s:?}"))?,
     };
-    let mut cmd = Command::new("cargo");
-    cmd.current_dir(root().join("krpc-rdma"))
-        // cargo-fuzz needs nightly-only flags; the one toolchain here is stable.
-        .env("RUSTC_BOOTSTRAP", "1")
-        .args([
-            "fuzz",
-            "run",
-            "decode_header",
-            "--",
-            &format!("-max_total_time={secs}"),
-        ]);
-    step(&format!("cargo fuzz run decode_header ({secs} s)"), cmd)
+    // The RPC-over-RDMA header decoder, then nfs-glue's decoders of peer data (RPC headers,
+    // every NFSv3 argument and result, the DDP head decoders, the locate functions).
+    for target in FUZZ_TARGETS {
+        let mut cmd = Command::new("cargo");
+        cmd.current_dir(root().join("krpc-rdma"))
+            // cargo-fuzz needs nightly-only flags; the one toolchain here is stable.
+            .env("RUSTC_BOOTSTRAP", "1")
+            .args([
+                "fuzz",
+                "run",
+                target,
+                "--",
+                &format!("-max_total_time={secs}"),
+            ]);
+        step(&format!("cargo fuzz run {target} ({secs} s)"), cmd)?;
+    }
+    Ok(())
 }
+
+/// The cargo-fuzz targets in `krpc-rdma/fuzz`, run by `cargo xtask fuzz` in this order.
+const FUZZ_TARGETS: &[&str] = &["decode_header", "decode_nfs3"];
