@@ -404,7 +404,9 @@ impl Nfs3Client {
     }
 
     /// SYMLINK `path` → `target`. The target path is the DDP-eligible item of SYMLINK
-    /// (RFC 8267): it travels as page mbufs behind the DDP marker, so as a read chunk.
+    /// (RFC 8267): it is handed to the transport as page mbufs behind the DDP marker, which
+    /// sends it as a read chunk unless the whole call fits the inline threshold (then the
+    /// bytes are copied inline, as for any small DDP region).
     ///
     /// # Errors
     /// NFS errors, transport errors, a target longer than `NFS3_MAXPATHLEN`.
