@@ -33,7 +33,7 @@ use nfs_glue::nfs3::{
     Createhow3, Diropargs3, Fattr3, Filename3, FsinfoArgs, FsinfoRes, Ftype3, GetattrArgs,
     GetattrRes, LookupArgs, LookupRes, MkdirArgs, MkdirRes, NfsFh3, Nfsstat3, ReadArgs, ReadRes,
     ReaddirplusArgs, ReaddirplusRes, ReadlinkArgs, ReadlinkRes, RemoveArgs, RemoveRes, Sattr3,
-    StableHow, SymlinkHead, SymlinkRes, WriteHead, WriteRes, Writeverf3, NFS3_MAXPATHLEN,
+    StableHow, SymlinkHead, SymlinkRes, WriteHead, WriteRes, Writeverf3, Xdr, NFS3_MAXPATHLEN,
     NFSPROC3_COMMIT, NFSPROC3_CREATE, NFSPROC3_FSINFO, NFSPROC3_GETATTR, NFSPROC3_LOOKUP,
     NFSPROC3_MKDIR, NFSPROC3_READ, NFSPROC3_READDIRPLUS, NFSPROC3_READLINK, NFSPROC3_REMOVE,
     NFSPROC3_SYMLINK, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3,
@@ -291,19 +291,14 @@ impl Nfs3Client {
     }
 
     /// One call with inline arguments; `T` decoded from the results.
-    fn call<T: Decode>(
-        &mut self,
-        proc_: u32,
-        args: &[u8],
-        max_reply: usize,
-    ) -> Result<T, NfsError> {
+    fn call<T: Xdr>(&mut self, proc_: u32, args: &[u8], max_reply: usize) -> Result<T, NfsError> {
         let (xid, head) = self.header(proc_);
         let mut msg = head?;
         msg.extend_from_slice(args);
         let call = Chain::from_bytes(&msg).map_err(|e| NfsError::Other(format!("{e}")))?;
         let reply = self.s.call(xid, call, ReplySpec::inline(max_reply))?;
         let r = Self::results(xid, &reply)?;
-        T::decode(&mut Decoder::new(&r))
+        <T as Xdr>::decode(&mut Decoder::new(&r))
             .map_err(xdr(nfs_glue::nfs3::proc_name(proc_).unwrap_or("NFS")))
     }
 
@@ -882,32 +877,6 @@ impl Nfs3Client {
         Chain::from_bytes(&bytes).map_err(|e| NfsError::Other(format!("{e}")))
     }
 }
-
-/// Result types decoded by [`Nfs3Client::call`].
-trait Decode: Sized {
-    fn decode(d: &mut Decoder<'_>) -> Result<Self, XdrError>;
-}
-
-macro_rules! decode_via_xdr {
-    ($($t:ty),*) => {$(
-        impl Decode for $t {
-            fn decode(d: &mut Decoder<'_>) -> Result<Self, XdrError> {
-                <$t>::decode(d)
-            }
-        }
-    )*};
-}
-
-decode_via_xdr!(
-    FsinfoRes,
-    LookupRes,
-    GetattrRes,
-    MkdirRes,
-    RemoveRes,
-    ReaddirplusRes,
-    CreateRes,
-    CommitRes
-);
 
 fn encode(f: impl FnOnce(&mut Encoder)) -> Result<Vec<u8>, NfsError> {
     let mut e = Encoder::new();
