@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 use nfs_glue::rpc::{AcceptStat, Auth, CallHeader, Rejected, ReplyHeader};
 use nfs_glue::xdr::{Decoder, Encoder, XdrError};
 
+use crate::verbs::cm::sockaddr_of;
+
 /// Default connect and per-call timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default cap on one reply record (all its fragments together).
@@ -534,49 +536,13 @@ fn socket_for(peer: SocketAddr) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `addr` as a `sockaddr_storage` and its length.
-fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: all-zero bytes are a valid sockaddr_storage.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
-            std::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (ss, len as libc::socklen_t)
-}
-
 /// Bind `fd` to the wildcard address of `peer`'s family and `port`.
 fn bind_port(fd: &OwnedFd, peer: SocketAddr, port: u16) -> io::Result<()> {
     let local: SocketAddr = match peer {
         SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, port).into(),
         SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, port).into(),
     };
-    let (ss, len) = sockaddr(local);
+    let (ss, len) = sockaddr_of(local);
     // SAFETY: `ss` holds a valid sockaddr of `len` bytes; `fd` is open.
     let rc = unsafe {
         libc::bind(
@@ -604,7 +570,7 @@ fn connect_fd(fd: &OwnedFd, peer: SocketAddr, timeout: Duration) -> io::Result<(
     if unsafe { libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
         return Err(io::Error::last_os_error());
     }
-    let (ss, len) = sockaddr(peer);
+    let (ss, len) = sockaddr_of(peer);
     // SAFETY: `ss` holds a valid sockaddr of `len` bytes.
     let rc = unsafe { libc::connect(raw, (&ss as *const libc::sockaddr_storage).cast(), len) };
     if rc < 0 {

@@ -138,11 +138,12 @@ fn expect_event(
     })
 }
 
-/// Storage for a `sockaddr_in` / `sockaddr_in6`.
-fn sockaddr_of(addr: SocketAddr) -> libc::sockaddr_storage {
-    // SAFETY: `sockaddr_storage` is plain data; all-zero is a valid value.
+/// `addr` as a `sockaddr_storage` (a `sockaddr_in` / `sockaddr_in6` in it) and its length:
+/// for rdma_cm and for plain sockets.
+pub(crate) fn sockaddr_of(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all-zero bytes are a valid sockaddr_storage.
     let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    match addr {
+    let len = match addr {
         SocketAddr::V4(a) => {
             let sin = libc::sockaddr_in {
                 sin_family: libc::AF_INET as libc::sa_family_t,
@@ -152,8 +153,9 @@ fn sockaddr_of(addr: SocketAddr) -> libc::sockaddr_storage {
                 },
                 sin_zero: [0; 8],
             };
-            // SAFETY: `sockaddr_storage` is larger than and aligned for `sockaddr_in`.
-            unsafe { ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
         }
         SocketAddr::V6(a) => {
             let sin6 = libc::sockaddr_in6 {
@@ -165,11 +167,12 @@ fn sockaddr_of(addr: SocketAddr) -> libc::sockaddr_storage {
                 },
                 sin6_scope_id: a.scope_id(),
             };
-            // SAFETY: `sockaddr_storage` is larger than and aligned for `sockaddr_in6`.
-            unsafe { ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
         }
-    }
-    ss
+    };
+    (ss, len as libc::socklen_t)
 }
 
 /// The address in a `sockaddr_in` / `sockaddr_in6` held in `ss`; `None` for other families.
@@ -285,7 +288,7 @@ pub fn connect(
     let timeout = Duration::from_millis(u64::from(cfg.timeout_ms));
     let tmo = i32::try_from(cfg.timeout_ms).unwrap_or(i32::MAX);
     let pair = CmPair::new()?;
-    let mut ss = sockaddr_of(addr);
+    let (mut ss, _) = sockaddr_of(addr);
     // SAFETY: live id; `ss` holds a valid sockaddr of the right family.
     let rc = unsafe {
         rdma_resolve_addr(
@@ -364,7 +367,7 @@ impl VerbsListener {
     /// A failing library call (address in use, no device for the address).
     pub fn bind(arena: &Arc<VerbsArena>, addr: SocketAddr) -> Result<VerbsListener, VerbsError> {
         let pair = CmPair::new()?;
-        let mut ss = sockaddr_of(addr);
+        let (mut ss, _) = sockaddr_of(addr);
         // SAFETY: live id; valid sockaddr.
         if unsafe { rdma_bind_addr(pair.id, (&mut ss as *mut libc::sockaddr_storage).cast()) } != 0
         {
