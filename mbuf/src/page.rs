@@ -95,6 +95,32 @@ pub trait PageProvider: Send + Sync {
     }
 }
 
+/// The maximal runs of positions where `before` and `after` differ, in order (over their
+/// common length). A provider that maps pages for writing through a bounce copy
+/// (`with_page_mut`) writes back only these, so bytes a NIC wrote elsewhere in the page
+/// meanwhile are not overwritten with stale copies.
+pub fn changed_runs<'a>(
+    before: &'a [u8],
+    after: &'a [u8],
+) -> impl Iterator<Item = core::ops::Range<usize>> + 'a {
+    let n = before.len().min(after.len());
+    let differs = move |i: usize| before.get(i) != after.get(i);
+    let mut i = 0;
+    core::iter::from_fn(move || {
+        while i < n && !differs(i) {
+            i += 1;
+        }
+        if i >= n {
+            return None;
+        }
+        let start = i;
+        while i < n && differs(i) {
+            i += 1;
+        }
+        Some(start..i)
+    })
+}
+
 /// The end of in-page range `offset..offset + len`, if it lies inside one page.
 ///
 /// # Errors

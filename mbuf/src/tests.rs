@@ -1485,3 +1485,20 @@ fn read_page_and_write_page_ranges() {
     assert!(p.read_page(x, 0, &mut got).is_err());
     assert!(p.write_page(x, 0, &got).is_err());
 }
+
+#[test]
+fn changed_runs_are_the_maximal_differing_ranges() {
+    use crate::changed_runs;
+    let before = [0u8; 16];
+    let mut after = before;
+    assert_eq!(changed_runs(&before, &after).count(), 0);
+    for i in [0, 1, 2, 7, 9, 10, 15] {
+        after[i] = 1;
+    }
+    let runs: std::vec::Vec<_> = changed_runs(&before, &after).collect();
+    assert_eq!(runs, [0..3, 7..8, 9..11, 15..16]);
+    // Every byte outside the runs is equal; every byte inside differs.
+    for i in 0..16 {
+        assert_eq!(runs.iter().any(|r| r.contains(&i)), before[i] != after[i]);
+    }
+}

@@ -18,7 +18,7 @@ use alloc::vec::Vec;
 use core::ptr;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use mbuf::{page_range_end, AllocError, PageError, PageProvider, PAGE_SIZE};
+use mbuf::{changed_runs, page_range_end, AllocError, PageError, PageProvider, PAGE_SIZE};
 
 use crate::ffi;
 
@@ -99,37 +99,24 @@ impl PageProvider for KernelPages {
     }
 
     fn with_page(&self, addr: u64, f: &mut dyn FnMut(&[u8])) -> Result<(), PageError> {
-        let p = Self::kva(addr)?;
+        // The NIC may write the page concurrently: the callback gets a copy, never a
+        // reference to page memory.
         let mut copy = bounce().map_err(|()| PageError::Unmappable(addr))?;
-        // SAFETY: `p` maps PAGE_SIZE readable bytes (a wired page in the direct map); the NIC
-        // may write them concurrently, so they are copied raw and no reference is made.
-        unsafe { ptr::copy_nonoverlapping(p, copy.as_mut_ptr(), PAGE_SIZE) };
+        self.read_page(addr, 0, &mut copy)?;
         f(&copy);
         Ok(())
     }
 
     fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError> {
-        let p = Self::kva(addr)?;
         let mut before = bounce().map_err(|()| PageError::Unmappable(addr))?;
-        // SAFETY: as in `with_page`.
-        unsafe { ptr::copy_nonoverlapping(p, before.as_mut_ptr(), PAGE_SIZE) };
+        self.read_page(addr, 0, &mut before)?;
         let mut after = bounce().map_err(|()| PageError::Unmappable(addr))?;
         after.copy_from_slice(&before);
         f(&mut after);
-        let mut i = 0;
-        while i < PAGE_SIZE {
-            if before.get(i) == after.get(i) {
-                i += 1;
-                continue;
-            }
-            let start = i;
-            while i < PAGE_SIZE && before.get(i) != after.get(i) {
-                i += 1;
-            }
-            if let Some(src) = after.get(start..i) {
-                // SAFETY: `start..i` lies inside the page; raw copy into the direct map, no
-                // reference to page memory is made.
-                unsafe { ptr::copy_nonoverlapping(src.as_ptr(), p.add(start), src.len()) };
+        // Only the bytes the callback changed go back (see `mbuf::changed_runs`).
+        for r in changed_runs(&before, &after) {
+            if let Some(src) = after.get(r.clone()) {
+                self.write_page(addr, r.start, src)?;
             }
         }
         Ok(())

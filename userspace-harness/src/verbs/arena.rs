@@ -21,7 +21,7 @@
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use mbuf::{page_range_end, AllocError, PageError, PageProvider, PAGE_SIZE};
+use mbuf::{changed_runs, page_range_end, AllocError, PageError, PageProvider, PAGE_SIZE};
 use rdma_sys::{ibv_access_flags, ibv_dereg_mr, ibv_mr, ibv_reg_mr};
 
 use super::device::Device;
@@ -400,39 +400,24 @@ impl PageProvider for VerbsArena {
     }
 
     fn with_page(&self, addr: u64, f: &mut dyn FnMut(&[u8])) -> Result<(), PageError> {
-        let p = self.page_ptr(addr)?;
+        // The NIC may write the page concurrently: the callback gets a copy, never a
+        // reference to arena memory.
         let mut copy = [0u8; PAGE_SIZE];
-        // SAFETY: `p` is the start of an allocated page inside the mapping (PAGE_SIZE bytes
-        // readable); the NIC may write it concurrently, so it is copied through raw pointers
-        // into a local buffer and no reference to it is made.
-        unsafe { ptr::copy_nonoverlapping(p, copy.as_mut_ptr(), PAGE_SIZE) };
+        self.read_page(addr, 0, &mut copy)?;
         f(&copy);
         Ok(())
     }
 
     fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError> {
-        let p = self.page_ptr(addr)?;
         let mut before = [0u8; PAGE_SIZE];
-        // SAFETY: as in `with_page`: a raw copy of an allocated page into a local buffer.
-        unsafe { ptr::copy_nonoverlapping(p, before.as_mut_ptr(), PAGE_SIZE) };
+        self.read_page(addr, 0, &mut before)?;
         let mut after = before;
         f(&mut after);
         // Write back only the runs the callback changed, so bytes the NIC wrote meanwhile
         // elsewhere in the page are not overwritten with stale copies.
-        let mut i = 0;
-        while i < PAGE_SIZE {
-            if before.get(i) == after.get(i) {
-                i += 1;
-                continue;
-            }
-            let start = i;
-            while i < PAGE_SIZE && before.get(i) != after.get(i) {
-                i += 1;
-            }
-            if let Some(src) = after.get(start..i) {
-                // SAFETY: `start..i` lies inside the page (`i <= PAGE_SIZE`); raw copy from a
-                // local buffer into the mapping, no reference to the mapping is made.
-                unsafe { ptr::copy_nonoverlapping(src.as_ptr(), p.add(start), src.len()) };
+        for r in changed_runs(&before, &after) {
+            if let Some(src) = after.get(r.clone()) {
+                self.write_page(addr, r.start, src)?;
             }
         }
         Ok(())
