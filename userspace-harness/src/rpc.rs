@@ -461,6 +461,24 @@ impl ServerStats {
         self.nulls + self.writes + self.reads + self.echoes
     }
 
+    /// "N calls (null …, write …, read …, echo …), X MB written, Y MB read, M mismatched
+    /// bytes, E errors": the server's one-line summary, per connection and in total.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} calls (null {}, write {}, read {}, echo {}), {:.1} MB written, {:.1} MB read, \
+             {} mismatched bytes, {} errors",
+            self.calls(),
+            self.nulls,
+            self.writes,
+            self.reads,
+            self.echoes,
+            self.bytes_in as f64 / 1e6,
+            self.bytes_out as f64 / 1e6,
+            self.mismatches,
+            self.errors
+        )
+    }
+
     /// Add `o` to `self`.
     pub fn add(&mut self, o: &ServerStats) {
         self.nulls += o.nulls;

@@ -192,20 +192,10 @@ pub struct ServerTotals {
 impl ServerTotals {
     /// The report printed at exit.
     pub fn human(&self) -> String {
-        let s = &self.stats;
         let mut out = format!(
-            "server: {} connections, {} calls (null {}, write {}, read {}, echo {}), \
-             {:.1} MB written, {:.1} MB read, {} mismatched bytes, {} errors\n",
+            "server: {} connections, {}\n",
             self.connections,
-            s.calls(),
-            s.nulls,
-            s.writes,
-            s.reads,
-            s.echoes,
-            s.bytes_in as f64 / 1e6,
-            s.bytes_out as f64 / 1e6,
-            s.mismatches,
-            s.errors
+            self.stats.summary()
         );
         out.push_str(&counters_human("server transport", &self.counters));
         out
@@ -386,20 +376,10 @@ fn serve_connection(
     pending.clear();
     let mut stats = srv.stats;
     stats.errors += reply_errors;
-    let s = &stats;
     print.line(&format!(
-        "connection from {peer} {how} after {:.1} s: {} calls (null {}, write {}, read {}, \
-         echo {}), {:.1} MB written, {:.1} MB read, {} mismatched bytes, {} errors",
+        "connection from {peer} {how} after {:.1} s: {}",
         start.elapsed().as_secs_f64(),
-        s.calls(),
-        s.nulls,
-        s.writes,
-        s.reads,
-        s.echoes,
-        s.bytes_in as f64 / 1e6,
-        s.bytes_out as f64 / 1e6,
-        s.mismatches,
-        s.errors
+        stats.summary()
     ));
     (stats, *resp.counters())
 }
