@@ -135,63 +135,41 @@ fn test() -> Result<(), String> {
 /// Soft-RoCE `rxe0`, inside the VM (or on the host when it has an RDMA device).
 /// `KRPC_RDMA_SKIP_VM=1` skips them, loudly, for machines without qemu.
 fn rxe_tests() -> Result<(), String> {
-    const NAME: &str = "verbs over rxe0 and knfsd interop (cargo xtask vm -- cargo test -p \
-                        userspace-harness --test verbs_rxe --test cli_rxe --test knfsd_rxe \
-                        --test nfs3_rxe)";
+    // The test binaries of userspace-harness that need rxe0 (and, for the last two, knfsd).
+    const TESTS: &[&str] = &["verbs_rxe", "cli_rxe", "knfsd_rxe", "nfs3_rxe"];
+    let mut test_args: Vec<&str> = vec!["test", "--release", "-p", "userspace-harness"];
+    for t in TESTS {
+        test_args.extend(["--test", t]);
+    }
+    let name = format!(
+        "verbs over rxe0 and knfsd interop (cargo xtask vm -- cargo {})",
+        test_args.join(" ")
+    );
     if std::env::var_os("KRPC_RDMA_SKIP_VM").is_some_and(|v| v == "1") {
-        println!("==> {NAME}: SKIPPED (KRPC_RDMA_SKIP_VM=1): nothing ran over RDMA");
+        println!("==> {name}: SKIPPED (KRPC_RDMA_SKIP_VM=1): nothing ran over RDMA");
         return Ok(());
     }
-    // Build on the host (fast), so the VM only runs the test binary.
+    // Build on the host (fast), so the VM only runs the test binaries.
     let mut build = cargo();
-    build.args([
-        "test",
-        "--release",
-        "-p",
-        "userspace-harness",
-        "--test",
-        "verbs_rxe",
-        "--test",
-        "cli_rxe",
-        "--test",
-        "knfsd_rxe",
-        "--test",
-        "nfs3_rxe",
-        "--no-run",
-    ]);
-    step("build verbs_rxe, cli_rxe, knfsd_rxe, nfs3_rxe", build)?;
-    println!("==> {NAME}");
+    build.args(&test_args).arg("--no-run");
+    step(&format!("build {}", TESTS.join(", ")), build)?;
+    println!("==> {name}");
     let start = Instant::now();
-    std::env::set_current_dir(root()).map_err(|e| format!("{NAME}: cd: {e}"))?;
-    let args: Vec<OsString> = [
-        "cargo",
-        "test",
-        "--release",
-        "-p",
-        "userspace-harness",
-        "--test",
-        "verbs_rxe",
-        "--test",
-        "cli_rxe",
-        "--test",
-        "knfsd_rxe",
-        "--test",
-        "nfs3_rxe",
-        "--",
-        "--test-threads=1",
-    ]
-    .iter()
-    .map(OsString::from)
-    .collect();
+    std::env::set_current_dir(root()).map_err(|e| format!("{name}: cd: {e}"))?;
+    let args: Vec<OsString> = std::iter::once("cargo")
+        .chain(test_args.iter().copied())
+        .chain(["--", "--test-threads=1"])
+        .map(OsString::from)
+        .collect();
     // Inside the VM a missing device must fail the tests, not skip them.
     std::env::set_var("KRPC_RDMA_REQUIRE_RDMA", "1");
     let code = vm::run::vm(&args);
     let secs = start.elapsed().as_secs_f64();
     if code == 0 {
-        println!("==> {NAME}: ok ({secs:.1} s)");
+        println!("==> {name}: ok ({secs:.1} s)");
         Ok(())
     } else {
-        Err(format!("{NAME}: failed (exit {code}) after {secs:.1} s"))
+        Err(format!("{name}: failed (exit {code}) after {secs:.1} s"))
     }
 }
 
