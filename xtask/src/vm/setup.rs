@@ -16,7 +16,8 @@ use std::time::Instant;
 /// What the host needs. The guest runs on the host's root filesystem, so the tools the guest
 /// uses (`modprobe`, `rdma`, `ip`, the verbs tools) are host packages too. `qemu-utils` is
 /// listed because installing bookworm's `qemu-system-x86` removes a newer `qemu-img`. The NFS
-/// packages are for `cargo xtask bench-rxe` (knfsd and the kernel client over RDMA in the guest).
+/// packages run knfsd in the guest (`xtask/vm/knfsd.sh`) for the interop tests of `cargo xtask
+/// test`, the demo, and `cargo xtask bench-rxe` (which also mounts it with the kernel client).
 const HOST_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "qemu-utils",
