@@ -13,6 +13,7 @@
 //! * [`chain`]: Macklem-layout chains (`[XDR][DDP marker][page mbufs][pad][XDR]`): building
 //!   DDP calls and replies, finding received items, zero-copy page pieces for `VOP_WRITE`.
 #![no_std]
+#![forbid(unsafe_code)]
 
 extern crate alloc;
 
