@@ -16,6 +16,7 @@
 //! (`KRPC_RDMA_VM_TIMEOUT` unless set). A step that fails is FAILED in the table; the others
 //! still run, and the task then fails naming the log.
 
+use crate::requirements::{self, Task};
 use crate::{cargo, root, step, vm};
 use std::ffi::OsString;
 use std::fs;
@@ -31,17 +32,6 @@ const LOG: &str = "target/bench-rxe/bench.log";
 const TABLE: &str = "target/bench-rxe/table.md";
 /// The harness binary, built on the host.
 const HARNESS: &str = "target/release/userspace-harness";
-/// Host tools the guest runs (the guest sees the host's root): installed by `vm-setup`.
-const GUEST_TOOLS: &[&str] = &[
-    "ib_write_bw",
-    "ib_read_bw",
-    "ib_send_lat",
-    "rpcbind",
-    "rpc.nfsd",
-    "rpc.mountd",
-    "exportfs",
-    "mount.nfs",
-];
 /// Kills the VM after this long unless `KRPC_RDMA_VM_TIMEOUT` says otherwise.
 const DEFAULT_TIMEOUT_SECS: &str = "900";
 
@@ -65,6 +55,8 @@ pub(crate) fn bench_rxe(args: &[String]) -> Result<(), String> {
     };
     let start = Instant::now();
     let root = root();
+    // The build libraries, perftest and the NFS packages the guest runs, the VM's kernel.
+    requirements::ensure(Task::BenchRxe)?;
 
     // The harness: a failed build still lets perftest and NFS run (the rows say why).
     let mut build = cargo();
@@ -80,10 +72,6 @@ pub(crate) fn bench_rxe(args: &[String]) -> Result<(), String> {
         println!("==> note: {HARNESS} has no `bench` subcommand yet: the harness rows will be n/a");
     }
 
-    if let Some(tool) = GUEST_TOOLS.iter().find(|t| vm::find_tool(t).is_none()) {
-        println!("==> {tool} is not installed: running vm-setup (perftest, NFS packages)");
-        vm::setup::vm_setup()?;
-    }
     if std::env::var_os("KRPC_RDMA_VM").is_none() {
         std::env::set_var("KRPC_RDMA_VM", "force");
     }

@@ -16,7 +16,11 @@
 //!   See [`vm`] and `cargo xtask help` for the knobs.
 
 mod bench_rxe;
+mod fresh_check;
+mod requirements;
 mod vm;
+
+use requirements::Task;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -24,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
-const KERNEL_TARGET: &str = "x86_64-unknown-none";
+use requirements::KERNEL_TARGET;
 const KERNEL_CRATES: &[&str] = &["mbuf", "krpc-rdma", "nfs-glue"];
 
 const USAGE: &str = "\
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
         Some("demo") => demo(),
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
         Some("bench-rxe") => bench_rxe::bench_rxe(args.get(1..).unwrap_or_default()),
+        Some("fresh-check") => fresh_check::fresh_check(args.get(1..).unwrap_or_default()),
         Some("help") | Some("--help") | Some("-h") | None => {
             println!("{USAGE}\n{}", vm::run::HELP);
             Ok(())
@@ -102,6 +107,7 @@ fn step(name: &str, mut cmd: Command) -> Result<(), String> {
 
 fn test() -> Result<(), String> {
     let start = Instant::now();
+    requirements::ensure(Task::Test { vm: vm_enabled() })?;
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);
     step("cargo fmt --check", fmt)?;
@@ -145,7 +151,7 @@ fn rxe_tests() -> Result<(), String> {
         "verbs over rxe0 and knfsd interop (cargo xtask vm -- cargo {})",
         test_args.join(" ")
     );
-    if std::env::var_os("KRPC_RDMA_SKIP_VM").is_some_and(|v| v == "1") {
+    if !vm_enabled() {
         println!("==> {name}: SKIPPED (KRPC_RDMA_SKIP_VM=1): nothing ran over RDMA");
         return Ok(());
     }
@@ -177,7 +183,7 @@ fn rxe_tests() -> Result<(), String> {
 /// allowlisted, it holds no floating-point/SIMD instruction, and (in the VM) the shim's C
 /// wrappers run the core's end-to-end scenarios over rxe0 through the KPI emulation.
 fn ofed_shim_checks() -> Result<(), String> {
-    let vm = std::env::var_os("KRPC_RDMA_SKIP_VM").is_none_or(|v| v != "1");
+    let vm = vm_enabled();
     let mut cmd = Command::new("sh");
     cmd.current_dir(root()).arg("ofed-shim/check.sh");
     if vm {
@@ -191,7 +197,13 @@ fn ofed_shim_checks() -> Result<(), String> {
     step(name, cmd)
 }
 
+/// False under `KRPC_RDMA_SKIP_VM=1`: `cargo xtask test` then runs nothing in the VM.
+fn vm_enabled() -> bool {
+    std::env::var_os("KRPC_RDMA_SKIP_VM").is_none_or(|v| v != "1")
+}
+
 fn kernel_build() -> Result<(), String> {
+    requirements::ensure(Task::KernelBuild)?;
     let mut build = cargo();
     build.args(["build", "--release", "--target", KERNEL_TARGET]);
     for krate in KERNEL_CRATES {
@@ -243,6 +255,7 @@ const DEMO_MESSAGES: &[(&str, &str)] = &[
 /// The demo: `userspace-harness demo` over rxe0 inside the VM (one boot; on the host when it
 /// has an RDMA device), then the decoder on sample Sends.
 fn demo() -> Result<(), String> {
+    requirements::ensure(Task::Demo)?;
     let mut build = cargo();
     build.args(["build", "--quiet", "--release", "-p", "userspace-harness"]);
     step("build userspace-harness", build)?;
@@ -304,6 +317,7 @@ fn fuzz(seconds: Option<&str>) -> Result<(), String> {
             .parse()
             .map_err(|_| format!("fuzz: SECONDS must be a whole number, got {s:?}"))?,
     };
+    requirements::ensure(Task::Fuzz)?;
     // The RPC-over-RDMA header decoder, then nfs-glue's decoders of peer data (RPC headers,
     // every NFSv3 argument and result, the DDP head decoders, the locate functions).
     for target in FUZZ_TARGETS {

@@ -7,7 +7,7 @@
 //! CMD's exit status back from it. CMD's stdout and stderr arrive on our stdout through a
 //! virtio console; the guest kernel's log goes to a file, shown when the VM fails.
 
-use super::{find_tool, is_root, sh_quote, Cache};
+use super::{is_root, sh_quote, Cache};
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{IsTerminal, Read, Write};
@@ -43,8 +43,8 @@ vm -- CMD [ARGS...]   run CMD over Soft-RoCE: in a qemu VM (Debian's kernel, rdm
                       CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER=$PWD/xtask/vm/runner.sh
                       Check rxe: cargo xtask vm -- xtask/vm/rxe-selftest.sh (pingpong, perftest)
 vm-setup              prepare the VM (idempotent): apt-get the host packages (qemu, busybox-static,
-                      kmod, rdma-core tools, perftest), download+unpack Debian's kernel (not
-                      installed), extract an ELF vmlinux, build the initramfs
+                      kmod, rdma-core tools, perftest, knfsd), download+unpack Debian's kernel
+                      (not installed), extract an ELF vmlinux, build the initramfs
 
 vm knobs (environment):
   KRPC_RDMA_VM=auto|force|host  auto: the host if /sys/class/infiniband has a device, else the
@@ -58,7 +58,8 @@ vm knobs (environment):
   KRPC_RDMA_VM_MTU=BYTES        eth0 MTU (1500 -> rxe MTU 1024; 9000 -> 4096)
   KRPC_RDMA_VM_RW=DIR[:DIR...]  more host directories shared read-write at the same path
   KRPC_RDMA_VM_CACHE=DIR        kernel/initramfs cache (/var/tmp/krpc-rdma-vm)
-  KRPC_RDMA_VM_SKIP_APT=1       vm-setup: do not check/install host packages";
+  KRPC_RDMA_SETUP=auto|check|skip  every task: install what is missing (auto), only check and
+                                stop with the install command (check), or check nothing (skip)";
 
 /// Where CMD runs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -312,16 +313,6 @@ fn wait_until(child: &mut Child, deadline: Instant) -> Result<Option<ExitStatus>
 
 // ---- in the VM ------------------------------------------------------------------------------
 
-/// Tools the VM needs on the host (the guest runs the host's binaries): if one is missing,
-/// setup runs.
-const VM_TOOLS: &[&str] = &[
-    "qemu-system-x86_64",
-    "modprobe",
-    "rdma",
-    "ip",
-    "ibv_devices",
-];
-
 /// The per-run control directory, shared with the guest; removed when dropped.
 struct ControlDir(PathBuf);
 
@@ -453,19 +444,14 @@ fn shares(cwd: &Path, extra: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
 }
 
 fn run_in_vm(cmd: &[OsString], knobs: &Knobs) -> Result<u8, String> {
+    // The host packages the guest uses and the kernel cache: present, or installed now.
+    crate::requirements::ensure(crate::requirements::Task::Vm)?;
     let cache = Cache::from_env()?;
-    let ready =
-        cache.ready().and_then(
-            |kver| match VM_TOOLS.iter().find(|t| find_tool(t).is_none()) {
-                Some(tool) => Err(format!("{tool} is not installed")),
-                None => Ok(kver),
-            },
-        );
-    let kver = match ready {
+    let kver = match cache.ready() {
         Ok(kver) => kver,
         Err(why) => {
             eprintln!("xtask vm: {why}: running vm-setup");
-            super::setup::ensure(&cache).map_err(|e| format!("vm-setup failed: {e}"))?
+            super::setup::ensure_cache(&cache).map_err(|e| format!("vm-setup failed: {e}"))?
         }
     };
     let accel = knobs.accel.unwrap_or_else(pick_accel);

@@ -1,10 +1,12 @@
-//! `cargo xtask vm-setup`: host packages, Debian's kernel, vmlinux and the initramfs.
+//! `cargo xtask vm-setup`: the host packages (through [`crate::requirements`], which lists
+//! them), Debian's kernel, vmlinux and the initramfs.
 //!
 //! Idempotent: each step checks what is already there and says what it did. Progress goes to
 //! stderr (setup also runs from `cargo xtask vm`, whose stdout is the command's).
 
 use super::cpio::Cpio;
-use super::{find_tool, is_root, run_quietly, which, Cache, STAGE1};
+use super::{find_tool, run_quietly, Cache, STAGE1};
+use crate::requirements::{self, apt_get, Task};
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::Write;
@@ -12,28 +14,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
-
-/// What the host needs. The guest runs on the host's root filesystem, so the tools the guest
-/// uses (`modprobe`, `rdma`, `ip`, the verbs tools) are host packages too. `qemu-utils` is
-/// listed because installing bookworm's `qemu-system-x86` removes a newer `qemu-img`. The NFS
-/// packages run knfsd in the guest (`xtask/vm/knfsd.sh`) for the interop tests of `cargo xtask
-/// test`, the demo, and `cargo xtask bench-rxe` (which also mounts it with the kernel client).
-const HOST_PACKAGES: &[&str] = &[
-    "qemu-system-x86",
-    "qemu-utils",
-    "busybox-static",
-    "kmod",
-    "iproute2",
-    "xz-utils",
-    "rdma-core",
-    "ibverbs-utils",
-    "ibverbs-providers",
-    "rdmacm-utils",
-    "perftest",
-    "nfs-kernel-server",
-    "nfs-common",
-    "rpcbind",
-];
 
 /// The metapackage whose dependency names the current kernel package.
 const KERNEL_META: &str = "linux-image-amd64";
@@ -48,8 +28,9 @@ macro_rules! progress {
 /// `cargo xtask vm-setup`.
 pub(crate) fn vm_setup() -> Result<(), String> {
     let start = Instant::now();
+    requirements::ensure(Task::Vm)?;
     let cache = Cache::from_env()?;
-    let kver = ensure(&cache)?;
+    let kver = ensure_cache(&cache)?;
     progress!(
         "ok: kernel {kver}, cache {} ({:.1} s)",
         cache.dir().display(),
@@ -58,15 +39,11 @@ pub(crate) fn vm_setup() -> Result<(), String> {
     Ok(())
 }
 
-/// Brings the cache up to date; returns the kernel version.
-pub(crate) fn ensure(cache: &Cache) -> Result<String, String> {
+/// Brings the cache up to date (kernel, vmlinux, initramfs); returns the kernel version. The
+/// host packages are [`requirements`]' business.
+pub(crate) fn ensure_cache(cache: &Cache) -> Result<String, String> {
     fs::create_dir_all(cache.dir())
         .map_err(|e| format!("cannot create {}: {e}", cache.dir().display()))?;
-    if std::env::var_os("KRPC_RDMA_VM_SKIP_APT").is_some_and(|v| v == "1") {
-        progress!("host packages: not checked (KRPC_RDMA_VM_SKIP_APT=1)");
-    } else {
-        ensure_packages()?;
-    }
     let kver = ensure_kernel(cache)?;
     ensure_vmlinux(cache, &kver)?;
     let stamp = cache.expected_stamp(&kver);
@@ -78,81 +55,6 @@ pub(crate) fn ensure(cache: &Cache) -> Result<String, String> {
         progress!("initramfs: up to date");
     }
     Ok(kver)
-}
-
-// ---- host packages ------------------------------------------------------------------------
-
-/// `apt-get ARGS`, through sudo when we are not root, never asking questions.
-fn apt_get(args: &[&str]) -> Command {
-    let mut cmd = if is_root() {
-        Command::new("apt-get")
-    } else {
-        let mut sudo = Command::new("sudo");
-        sudo.args(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]);
-        sudo
-    };
-    cmd.env("DEBIAN_FRONTEND", "noninteractive").args(args);
-    cmd
-}
-
-/// The packages of [`HOST_PACKAGES`] that are not installed.
-fn missing_packages() -> Result<Vec<&'static str>, String> {
-    // Exits 1 when it knows none of some name; what it printed for the others still counts.
-    let out = Command::new("dpkg-query")
-        .args(["-W", "-f", "${Package}\t${Status}\n"])
-        .args(HOST_PACKAGES)
-        .stderr(Stdio::null())
-        .output()
-        .map_err(|e| format!("dpkg-query: {e} (vm-setup needs a Debian-like host with apt)"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let installed: HashSet<&str> = text
-        .lines()
-        .filter_map(|l| l.split_once('\t'))
-        .filter(|(_, status)| *status == "install ok installed")
-        .map(|(name, _)| name)
-        .collect();
-    Ok(HOST_PACKAGES
-        .iter()
-        .copied()
-        .filter(|p| !installed.contains(p))
-        .collect())
-}
-
-fn ensure_packages() -> Result<(), String> {
-    let missing = missing_packages()?;
-    if missing.is_empty() {
-        progress!("host packages: all {} installed", HOST_PACKAGES.len());
-        return Ok(());
-    }
-    if !is_root() && which("sudo").is_none() {
-        return Err(format!(
-            "packages missing ({}), and not root and no sudo: install them, or set \
-             KRPC_RDMA_VM_SKIP_APT=1 if the tools are there anyway",
-            missing.join(" ")
-        ));
-    }
-    progress!("apt-get update");
-    run_quietly("apt-get update", apt_get(&["update", "-q"]))?;
-    let mut pass = missing;
-    // Two passes: installing qemu-system-x86 may remove a newer qemu-utils (bookworm-backports
-    // on the image) that then has to come back in bookworm's version.
-    for round in 1..=2 {
-        progress!("apt-get install {}", pass.join(" "));
-        let mut args = vec!["install", "-y", "-q", "--no-install-recommends"];
-        args.extend(&pass);
-        run_quietly("apt-get install", apt_get(&args))?;
-        pass = missing_packages()?;
-        if pass.is_empty() {
-            return Ok(());
-        }
-        if round == 1 {
-            progress!("removed by that install: {}", pass.join(" "));
-        }
-    }
-    Err(format!(
-        "packages still not installed after apt-get install: {}",
-        pass.join(" ")
-    ))
 }
 
 // ---- kernel -------------------------------------------------------------------------------

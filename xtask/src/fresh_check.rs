@@ -1,0 +1,380 @@
+//! `cargo xtask fresh-check`: the README's two commands on a fresh machine, re-runnable.
+//!
+//! Builds a new Debian root with `mmdebstrap` (the host's release and apt sources, variant
+//! `minbase`) holding only what a machine with Rust needs before it can run anything: gcc and
+//! libc6-dev (rustc's linker; rustup itself asks for them), git and ca-certificates (to clone).
+//! None of the project's system requirements is there: no libibverbs-dev, librdmacm-dev,
+//! libclang-dev, pkg-config, binutils' tools beyond gcc's, qemu, rdma-core, perftest, NFS
+//! packages, no VM kernel, no `x86_64-unknown-none` target, no clippy or rustfmt.
+//!
+//! The host's Rust toolchain comes in as an overlay (`$RUSTUP_HOME` read-only underneath, the
+//! chroot's changes on top, thrown away after), with the kernel target and the clippy/rustfmt
+//! components removed in the overlay so that their installation is part of the run; a fresh
+//! `CARGO_HOME` holds only the rustup proxies (no registry cache, no cargo-fuzz). The repository
+//! is cloned from the current commit (uncommitted changes are not part of the check). Then, in
+//! the chroot, with `/proc`, `/sys` and `/dev` mounted:
+//!
+//! 1. as an unprivileged user without sudo, `cargo xtask demo` must stop before building
+//!    anything with one line naming what is missing and how to install it (exit 1);
+//! 2. as root, `cargo xtask demo`, then `cargo xtask test`: both must succeed with nothing else
+//!    typed. Their times are printed at the end.
+//!
+//! Needs root (mmdebstrap, mounts, chroot) and the network to Debian's archive, crates.io and
+//! rustup's server. Everything lives under `--dir` (default `/var/tmp/krpc-rdma-fresh`),
+//! which is removed at the end unless `--keep`.
+
+use crate::requirements::{self, Task, KERNEL_TARGET};
+use crate::vm::{is_root, run_quietly};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const HELP: &str = "\
+usage: cargo xtask fresh-check [--dir DIR] [--keep]
+
+Runs the README's two commands (cargo xtask demo, then cargo xtask test) on a clean clone of
+the current commit in a fresh Debian root made with mmdebstrap (only gcc, libc6-dev, git and
+ca-certificates installed; the host's Rust toolchain overlaid without the kernel target,
+clippy or rustfmt), after checking that an unprivileged user without sudo gets a one-line
+refusal naming what is missing. Prints the time each command took. Needs root.
+  --dir DIR   work directory (default /var/tmp/krpc-rdma-fresh); emptied first
+  --keep      leave DIR (the Debian root, the clone, its target/) for a look afterwards";
+
+const DEFAULT_DIR: &str = "/var/tmp/krpc-rdma-fresh";
+/// What the fresh root has besides `minbase`: a linker for rustc, git to clone.
+const BASE_PACKAGES: &str = "ca-certificates,gcc,libc6-dev,git";
+/// Where things go inside the fresh root.
+const RUSTUP_IN: &str = "/opt/rustup";
+const CARGO_IN: &str = "/opt/cargo";
+const CLONE_IN: &str = "/srv/krpc-rdma";
+
+macro_rules! say {
+    ($($arg:tt)*) => { println!("==> fresh-check: {}", format_args!($($arg)*)) };
+}
+
+/// `cargo xtask fresh-check [--dir DIR] [--keep]`.
+pub(crate) fn fresh_check(args: &[String]) -> Result<(), String> {
+    let mut dir = PathBuf::from(DEFAULT_DIR);
+    let mut keep = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--dir" => {
+                dir = PathBuf::from(it.next().ok_or("fresh-check: --dir needs a directory")?)
+            }
+            "--keep" => keep = true,
+            "-h" | "--help" => {
+                println!("{HELP}");
+                return Ok(());
+            }
+            other => return Err(format!("fresh-check: unknown argument {other:?} (--help)")),
+        }
+    }
+    if !is_root() {
+        return Err("fresh-check needs root (mmdebstrap, mounts, chroot)".into());
+    }
+    if !dir.is_absolute() {
+        return Err(format!(
+            "fresh-check: --dir {} must be absolute",
+            dir.display()
+        ));
+    }
+    requirements::ensure(Task::FreshCheck)?;
+    let start = Instant::now();
+    let result = run(&dir);
+    // Whatever happened, nothing stays mounted.
+    let unmounted = unmount_below(&dir);
+    let result = result.and_then(|times| unmounted.map(|()| times));
+    if result.is_ok() && !keep {
+        fs::remove_dir_all(&dir).map_err(|e| format!("rm -r {}: {e}", dir.display()))?;
+    }
+    match &result {
+        Ok(times) => {
+            say!(
+                "PASS in {:.0} s: {} (fresh Debian root, clean clone of {})",
+                start.elapsed().as_secs_f64(),
+                times.join(", "),
+                head_commit()
+            );
+        }
+        Err(e) => say!("FAIL: {e} (left in {} for a look)", dir.display()),
+    }
+    result.map(|_| ())
+}
+
+/// The check itself; returns one "command: time" entry per command.
+fn run(dir: &Path) -> Result<Vec<String>, String> {
+    unmount_below(dir)?;
+    if dir.exists() {
+        say!("emptying {}", dir.display());
+        fs::remove_dir_all(dir).map_err(|e| format!("rm -r {}: {e}", dir.display()))?;
+    }
+    fs::create_dir_all(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+    let rootfs = dir.join("root");
+
+    // 1. The Debian root.
+    let suite = host_codename()?;
+    let t = Instant::now();
+    say!("mmdebstrap --variant=minbase --include={BASE_PACKAGES} {suite} (the host's apt sources)");
+    let mut mm = Command::new("mmdebstrap");
+    mm.args(["--quiet", "--variant=minbase"])
+        .arg(format!("--include={BASE_PACKAGES}"))
+        .arg(&suite)
+        .arg(&rootfs);
+    let sources = Path::new("/etc/apt/sources.list.d/debian.sources");
+    if sources.is_file() {
+        mm.arg(sources);
+    } else if Path::new("/etc/apt/sources.list").is_file() {
+        mm.arg("/etc/apt/sources.list");
+    }
+    run_quietly("mmdebstrap", mm)?;
+    say!("Debian root ready ({:.0} s)", t.elapsed().as_secs_f64());
+
+    // 2. The toolchain: the host's rustup home under an overlay, a fresh CARGO_HOME.
+    let rustup_home = std::env::var_os("RUSTUP_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".rustup")))
+        .ok_or("no RUSTUP_HOME and no HOME: where is the toolchain?")?;
+    let rustup_in = inside(&rootfs, RUSTUP_IN);
+    for d in [
+        dir.join("rustup-upper"),
+        dir.join("rustup-work"),
+        rustup_in.clone(),
+    ] {
+        fs::create_dir_all(&d).map_err(|e| format!("mkdir {}: {e}", d.display()))?;
+    }
+    mount(
+        &[
+            "-t",
+            "overlay",
+            "overlay",
+            "-o",
+            &format!(
+                "lowerdir={},upperdir={},workdir={}",
+                rustup_home.display(),
+                dir.join("rustup-upper").display(),
+                dir.join("rustup-work").display()
+            ),
+        ],
+        &rustup_in,
+    )?;
+    copy_rustup_proxies(&inside(&rootfs, CARGO_IN).join("bin"))?;
+
+    // 3. The clone.
+    let clone = inside(&rootfs, CLONE_IN);
+    let mut git = Command::new("git");
+    git.args(["clone", "--quiet", "--no-local"])
+        .arg(crate::root())
+        .arg(&clone);
+    run_quietly("git clone", git)?;
+    say!("cloned {} into {CLONE_IN}", head_commit());
+    if dirty() {
+        say!("note: the working tree has uncommitted changes; they are not part of this check");
+    }
+
+    // 4. /proc, /sys, /dev for the chroot (qemu, apt, cargo need them).
+    mount(&["-t", "proc", "proc"], &rootfs.join("proc"))?;
+    mount(&["-t", "sysfs", "sysfs"], &rootfs.join("sys"))?;
+    mount(&["--rbind", "/dev"], &rootfs.join("dev"))?;
+    mount(&["--make-rslave"], &rootfs.join("dev")).ok();
+
+    // 5. A rustup toolchain as a newcomer has it: no kernel target, no clippy or rustfmt.
+    let mut strip = in_chroot(&rootfs, None);
+    strip.args([
+        "sh",
+        "-c",
+        &format!(
+            "rustup target remove {KERNEL_TARGET} 2>/dev/null; \
+             rustup component remove clippy rustfmt 2>/dev/null; \
+             rustup target list --installed; true"
+        ),
+    ]);
+    run_quietly("rustup (strip the overlay)", strip)?;
+
+    // 6. Unprivileged, no sudo: a one-line refusal before anything is built.
+    refusal_check(&rootfs)?;
+
+    // 7. The two commands, as root.
+    let mut times = Vec::new();
+    for task in ["demo", "test"] {
+        let t = Instant::now();
+        say!("cargo xtask {task} (in the fresh root, {CLONE_IN})");
+        let mut cmd = in_chroot(&rootfs, None);
+        cmd.args(["sh", "-c", &format!("cd {CLONE_IN} && cargo xtask {task}")]);
+        let status = cmd
+            .status()
+            .map_err(|e| format!("chroot: could not start: {e}"))?;
+        let secs = t.elapsed().as_secs_f64();
+        if !status.success() {
+            return Err(format!(
+                "cargo xtask {task} failed ({status}) after {secs:.0} s"
+            ));
+        }
+        say!("cargo xtask {task}: ok in {secs:.0} s");
+        times.push(format!("cargo xtask {task} {secs:.0} s"));
+    }
+    Ok(times)
+}
+
+/// As `nobody` (no sudo in the fresh root), `cargo xtask demo` must fail with one line that
+/// names the missing packages and the install command, and build nothing of the workspace.
+fn refusal_check(rootfs: &Path) -> Result<(), String> {
+    let home = "/tmp/nobody";
+    let home_out = inside(rootfs, home);
+    fs::create_dir_all(&home_out).map_err(|e| format!("mkdir {}: {e}", home_out.display()))?;
+    let mut chown = Command::new("chown");
+    chown.args(["65534:65534"]).arg(&home_out);
+    run_quietly("chown", chown)?;
+    say!("as nobody without sudo: cargo xtask demo must refuse in one line");
+    let mut cmd = in_chroot(rootfs, Some(home));
+    cmd.args([
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "sh",
+        "-c",
+        &format!("cd {CLONE_IN} && cargo xtask demo"),
+    ]);
+    let out = cmd
+        .output()
+        .map_err(|e| format!("chroot: could not start: {e}"))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // cargo's own lines ("Compiling xtask", warnings) are not ours; the refusal is the one
+    // line xtask prints.
+    let ours: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("xtask:") || l.starts_with("setup:"))
+        .collect();
+    let line = ours.first().copied().unwrap_or("");
+    let good = !out.status.success()
+        && ours.len() == 1
+        && line.contains("libibverbs-dev")
+        && line.contains("not root and no sudo")
+        && line.contains("apt-get install")
+        && !stderr.contains("Compiling rdma-sys");
+    println!("    {line}");
+    if good {
+        say!("refusal: ok (exit {})", out.status.code().unwrap_or(-1));
+        Ok(())
+    } else {
+        Err(format!(
+            "as nobody, cargo xtask demo did not refuse in one line (status {}); stderr:\n{stderr}",
+            out.status
+        ))
+    }
+}
+
+/// A command run in the fresh root with a clean environment; `home` for an unprivileged user.
+fn in_chroot(rootfs: &Path, home: Option<&str>) -> Command {
+    let mut cmd = Command::new("chroot");
+    let home = home.unwrap_or("/root");
+    cmd.arg(rootfs)
+        .args(["/usr/bin/env", "-i"])
+        .arg(format!("HOME={home}"))
+        .arg(format!(
+            "PATH={CARGO_IN}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        ))
+        .arg(format!("RUSTUP_HOME={RUSTUP_IN}"))
+        .arg("LANG=C.UTF-8")
+        .arg("TERM=dumb");
+    if home == "/root" {
+        cmd.arg(format!("CARGO_HOME={CARGO_IN}"));
+    } else {
+        // Its own registry and build directory; the clone and the toolchain stay root's.
+        cmd.arg(format!("CARGO_HOME={home}/cargo"))
+            .arg(format!("CARGO_TARGET_DIR={home}/target"));
+    }
+    cmd
+}
+
+/// `path` (absolute, as seen inside) under `rootfs`.
+fn inside(rootfs: &Path, path: &str) -> PathBuf {
+    rootfs.join(path.trim_start_matches('/'))
+}
+
+/// `rustup` and the proxies that point at it (cargo, rustc, rustfmt, …), from the host's
+/// `$CARGO_HOME/bin` into `to`. Nothing else: no `cargo install`ed tool comes along.
+fn copy_rustup_proxies(to: &Path) -> Result<(), String> {
+    let rustup = crate::vm::which("rustup").ok_or("no rustup on PATH")?;
+    let rustup = fs::canonicalize(&rustup).map_err(|e| format!("{}: {e}", rustup.display()))?;
+    let from = rustup.parent().ok_or("rustup has no directory")?;
+    fs::create_dir_all(to).map_err(|e| format!("mkdir {}: {e}", to.display()))?;
+    fs::copy(&rustup, to.join("rustup")).map_err(|e| format!("copy rustup: {e}"))?;
+    let entries = fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))?;
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let name = entry.file_name();
+        if name == "rustup" {
+            continue;
+        }
+        let is_proxy = fs::canonicalize(&path).is_ok_and(|p| p == rustup);
+        if is_proxy {
+            std::os::unix::fs::symlink("rustup", to.join(&name))
+                .map_err(|e| format!("symlink {}: {e}", to.join(&name).display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn mount(args: &[&str], target: &Path) -> Result<(), String> {
+    let mut cmd = Command::new("mount");
+    cmd.args(args).arg(target);
+    run_quietly(&format!("mount {}", args.join(" ")), cmd)
+}
+
+/// Unmounts everything mounted at or below `dir`, deepest first; fails if anything stays.
+fn unmount_below(dir: &Path) -> Result<(), String> {
+    let below = || -> Vec<String> {
+        let table = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let prefix = dir.to_string_lossy().trim_end_matches('/').to_string();
+        let mut points: Vec<String> = table
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .map(|p| p.replace("\\040", " "))
+            .filter(|p| *p == prefix || p.starts_with(&format!("{prefix}/")))
+            .collect();
+        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        points
+    };
+    for point in below() {
+        let _ = Command::new("umount").arg("-l").arg(&point).status();
+    }
+    let left = below();
+    if left.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("still mounted: {}", left.join(" ")))
+    }
+}
+
+/// `VERSION_CODENAME` of the host (`/etc/os-release`), e.g. `bookworm`.
+fn host_codename() -> Result<String, String> {
+    let text =
+        fs::read_to_string("/etc/os-release").map_err(|e| format!("/etc/os-release: {e}"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("VERSION_CODENAME="))
+        .map(|v| v.trim_matches('"').to_string())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| "no VERSION_CODENAME in /etc/os-release: not a Debian host?".into())
+}
+
+fn head_commit() -> String {
+    Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(crate::root())
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "HEAD".into())
+}
+
+fn dirty() -> bool {
+    Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .current_dir(crate::root())
+        .output()
+        .is_ok_and(|o| !o.stdout.is_empty())
+}
