@@ -129,6 +129,7 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
         mm.arg("/etc/apt/sources.list");
     }
     run_quietly("mmdebstrap", mm)?;
+    trust_local_cas(&rootfs)?;
     say!("Debian root ready ({:.0} s)", t.elapsed().as_secs_f64());
 
     // 2. The toolchain: the host's rustup home under an overlay, a fresh CARGO_HOME.
@@ -151,7 +152,9 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
             "overlay",
             "-o",
             &format!(
-                "lowerdir={},upperdir={},workdir={}",
+                // redirect_dir: rustup removes a component by renaming its directories,
+                // which a plain overlay refuses for lower directories (EXDEV).
+                "lowerdir={},upperdir={},workdir={},redirect_dir=on",
                 rustup_home.display(),
                 dir.join("rustup-upper").display(),
                 dir.join("rustup-work").display()
@@ -185,12 +188,31 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
         "sh",
         "-c",
         &format!(
-            "rustup target remove {KERNEL_TARGET} 2>/dev/null; \
-             rustup component remove clippy rustfmt 2>/dev/null; \
-             rustup target list --installed; true"
+            "rustup target remove {KERNEL_TARGET} && \
+             rustup component remove clippy rustfmt && \
+             rustup target list --installed && rustup component list --installed"
         ),
     ]);
-    run_quietly("rustup (strip the overlay)", strip)?;
+    let out = strip
+        .output()
+        .map_err(|e| format!("rustup (strip the overlay): {e}"))?;
+    let listed = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success()
+        || listed.lines().any(|l| {
+            l.starts_with(KERNEL_TARGET) || l.starts_with("clippy") || l.starts_with("rustfmt")
+        })
+    {
+        return Err(format!(
+            "could not strip the toolchain overlay ({}): {}{}",
+            out.status,
+            listed.trim(),
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .next()
+                .unwrap_or("")
+        ));
+    }
+    say!("toolchain as a newcomer has it: no {KERNEL_TARGET} target, no clippy, no rustfmt");
 
     // 6. Unprivileged, no sudo: a one-line refusal before anything is built.
     refusal_check(&rootfs)?;
@@ -264,6 +286,34 @@ fn refusal_check(rootfs: &Path) -> Result<(), String> {
             out.status
         ))
     }
+}
+
+/// The host's locally added CA certificates (`/usr/local/share/ca-certificates`, e.g. a site's
+/// TLS-inspecting proxy) into the fresh root, as that site's machines have them: without them
+/// crates.io and rustup's server are unreachable from the chroot where the host reaches them.
+fn trust_local_cas(rootfs: &Path) -> Result<(), String> {
+    let from = Path::new("/usr/local/share/ca-certificates");
+    let Ok(entries) = fs::read_dir(from) else {
+        return Ok(());
+    };
+    let to = inside(rootfs, "/usr/local/share/ca-certificates");
+    fs::create_dir_all(&to).map_err(|e| format!("mkdir {}: {e}", to.display()))?;
+    let mut n = 0;
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if path.extension().is_some_and(|x| x == "crt") {
+            fs::copy(&path, to.join(entry.file_name()))
+                .map_err(|e| format!("copy {}: {e}", path.display()))?;
+            n += 1;
+        }
+    }
+    if n > 0 {
+        say!("the host's {n} local CA certificate(s) added to the fresh root's trust store");
+        let mut update = in_chroot(rootfs, None);
+        update.arg("update-ca-certificates");
+        run_quietly("update-ca-certificates", update)?;
+    }
+    Ok(())
 }
 
 /// A command run in the fresh root with a clean environment; `home` for an unprivileged user.
