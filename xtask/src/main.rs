@@ -1,11 +1,15 @@
 //! Project tasks, run as `cargo xtask <task>`.
 //!
+//! Every task first brings the machine to what it needs ([`requirements::ensure`]: Debian
+//! packages, the rustup target and components, cargo-fuzz, the VM's kernel), one announced line
+//! per step, or stops with one line naming what is missing and the command that installs it.
+//!
 //! * `test`: everything CI checks (format, clippy, the workspace tests, the kernel-target
-//!   build of the no_std crates, the transport over libibverbs on rxe0 in the VM). This is the
-//!   README's test command.
-//! * `kernel-build`: `cargo build --release --target x86_64-unknown-none -p mbuf -p krpc-rdma`.
+//!   build of the no_std crates, the transport over libibverbs on rxe0 in the VM, NFSv3 interop
+//!   with knfsd, ofed-shim/check.sh). This is the README's test command.
 //! * `demo`: `userspace-harness demo` over rxe0 in the VM (WRITE/READ with DDP, verified),
-//!   then sample RPC-over-RDMA headers through `userspace-harness decode`.
+//!   NFSv3 over RDMA to knfsd, then sample headers through `userspace-harness decode`.
+//! * `kernel-build`: `cargo build --release --target x86_64-unknown-none` of the no_std crates.
 //! * `bench-rxe [--out FILE]`: harness vs perftest vs the kernel NFS/RDMA client, one VM boot.
 //! * `fuzz [SECONDS]`: runs each cargo-fuzz target (header decoder, nfs-glue decoders) SECONDS.
 //! * `vm-setup`: prepares the rxe VM (host packages, Debian's kernel, vmlinux, initramfs) in a
@@ -14,6 +18,8 @@
 //!   `rdma_rxe` and `rxe0` up (the host's root read-only, the cwd read-write), or on the host if
 //!   it has an RDMA device; exits with CMD's status. Also a cargo runner (`xtask/vm/runner.sh`).
 //!   See [`vm`] and `cargo xtask help` for the knobs.
+//! * `fresh-check [--dir DIR] [--keep]`: the newcomer's path, proven: `demo` then `test` on a
+//!   clean clone in a fresh Debian root (mmdebstrap) with none of the requirements present.
 
 mod bench_rxe;
 mod fresh_check;
@@ -34,12 +40,19 @@ const KERNEL_CRATES: &[&str] = &["mbuf", "krpc-rdma", "nfs-glue"];
 const USAGE: &str = "\
 usage: cargo xtask <task>
 
+Each task installs what it needs first (apt through sudo when not root, rustup, cargo install),
+one line per step, or stops with one line naming what is missing and how to install it
+(KRPC_RDMA_SETUP, below).
+
 tasks:
-test                  everything CI checks: fmt, clippy, the workspace tests, kernel-target build
-kernel-build          the kernel-target build of mbuf and krpc-rdma (x86_64-unknown-none)
-demo                  decode sample RPC-over-RDMA Sends with userspace-harness decode
+test                  everything CI checks: fmt, clippy, the workspace tests, kernel-target build,
+                      the transport over rxe0 in the VM, NFSv3 interop with knfsd, ofed-shim checks
+demo                  harness server + client over rxe0 in the VM, NFSv3 to knfsd, header decoding
+kernel-build          the kernel-target build of the no_std crates (x86_64-unknown-none)
 fuzz [SECONDS]        run each fuzz target: header decoder, nfs-glue decoders (60 s each)
-bench-rxe [--out F]   harness vs perftest and the kernel NFS/RDMA client on rxe0, one VM boot";
+bench-rxe [--out F]   harness vs perftest and the kernel NFS/RDMA client on rxe0, one VM boot
+fresh-check [--dir D] [--keep]
+                      root only: demo then test on a clean clone in a fresh Debian root";
 
 fn main() -> ExitCode {
     let args_os: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -62,8 +75,8 @@ fn main() -> ExitCode {
             Ok(())
         }
         Some(other) => Err(format!(
-            "unknown task {other:?}; expected test, kernel-build, demo, fuzz, vm-setup, vm or \
-             bench-rxe (cargo xtask help)"
+            "unknown task {other:?}; expected test, demo, kernel-build, fuzz, bench-rxe, \
+             vm-setup, vm or fresh-check (cargo xtask help)"
         )),
     };
     match result {
