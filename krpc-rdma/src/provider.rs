@@ -345,4 +345,10 @@ pub trait Provider {
 
     /// Next connection event, if any.
     fn poll_event(&mut self) -> Option<CmEvent>;
+
+    /// Close the connection from our side (`rdma_disconnect`): the queue pair goes to the
+    /// error state, outstanding work completes flushed and the peer sees the connection go.
+    /// What an endpoint does when it can neither answer nor refuse a message (RFC 8166
+    /// §4.5.4). Idempotent.
+    fn disconnect(&mut self);
 }

@@ -216,26 +216,9 @@ fn raw_exchange(r: &mut Rig, msg: &[u8]) -> Option<Vec<u8>> {
     // Use the last receive / send buffer ids: the Requester has posted none yet.
     let rb = 63;
     r.qa.post_recv(&[rb]).unwrap();
-    let sb = 63;
-    r.qa.send_buf(sb).unwrap()[..msg.len()].copy_from_slice(msg);
-    r.qa.post_send(&[SendWr {
-        wr_id: 999,
-        op: SendOp::Send {
-            buf: sb,
-            len: msg.len() as u32,
-            invalidate: None,
-        },
-        signaled: true,
-    }])
-    .unwrap();
+    common::raw_send(&mut r.qa, 63, msg);
     r.resp.poll(&mut r.qb, &mut |_| {});
-    let mut wcs = [krpc_rdma::provider::Completion {
-        wr_id: 0,
-        status: WcStatus::Success,
-        kind: WcKind::Send,
-        byte_len: 0,
-        invalidated: None,
-    }; 8];
+    let mut wcs = [krpc_rdma::provider::Completion::EMPTY; 8];
     let n = r.qa.poll_cq(&mut wcs);
     for wc in &wcs[..n] {
         assert_eq!(wc.status, WcStatus::Success);

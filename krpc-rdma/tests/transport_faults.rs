@@ -21,7 +21,7 @@ use common::{
     assert_clean, pages_with, pattern, reply_for, rig, rig_opts, rig_with, take_reply, teardown,
     write_call, xdr_call, Rig, RigOpts, Soft,
 };
-use krpc_rdma::provider::{Provider, SendOp, SendWr, WcKind, WcStatus};
+use krpc_rdma::provider::{Provider, SendOp, SendWr, WcStatus};
 use krpc_rdma::soft::{CorruptSend, FaultConfig, FaultInjector, SoftQp};
 use krpc_rdma::transport::{
     CallError, DdpReply, ReplyError, ReplySpec, RequesterEvent, ResponderEvent, TransportConfig,
@@ -823,13 +823,7 @@ fn send_with_invalidate_end_to_end() {
         signaled: true,
     }])
     .unwrap();
-    let mut wcs = [krpc_rdma::provider::Completion {
-        wr_id: 0,
-        status: WcStatus::Success,
-        kind: WcKind::Send,
-        byte_len: 0,
-        invalidated: None,
-    }; 4];
+    let mut wcs = [krpc_rdma::provider::Completion::EMPTY; 4];
     let n = r.qb.poll_cq(&mut wcs);
     assert!(n >= 1);
     assert_eq!(wcs[0].wr_id, 7);

@@ -126,7 +126,13 @@ fn msgp_and_done_are_rejected() {
         assert_eq!(err.xid(), Some(0x77));
         assert_eq!(err.proc_num(), Some(proc_num));
         assert_eq!(err.reply_error(), ErrorCode::Chunk);
-        assert_eq!(err.error_reply(3), Some(HeaderRepr::chunk_error(0x77, 3)));
+        if proc_num == 3 {
+            // RFC 8166 §4.6.2: RDMA_DONE is discarded silently.
+            assert!(!err.should_reply());
+            assert_eq!(err.error_reply(3), None);
+        } else {
+            assert_eq!(err.error_reply(3), Some(HeaderRepr::chunk_error(0x77, 3)));
+        }
         assert!(err.to_string().contains("no longer part"), "{err}");
     }
 }
@@ -157,9 +163,21 @@ fn bad_versions_answer_err_vers_with_the_xid() {
             // Never answer an RDMA_ERROR, whatever its version.
             assert_eq!(err.should_reply(), proc_num != 4);
             if proc_num != 4 {
+                // RFC 8166 §4.5: the answer carries the request's version.
                 let reply = err.error_reply(7).unwrap();
-                assert_eq!(reply, HeaderRepr::vers_error(0x1234_5678, 7));
+                assert_eq!(err.request_vers(), vers);
+                assert_eq!(
+                    reply,
+                    HeaderRepr {
+                        vers,
+                        ..HeaderRepr::vers_error(0x1234_5678, 7)
+                    }
+                );
                 assert_eq!(reply.body, Body::Error(ErrorBody::Vers { low: 1, high: 1 }));
+                // It encodes, and decodes back whatever the version.
+                let mut out = [0u8; 28];
+                let n = reply.emit(&mut out).unwrap();
+                assert_eq!(HeaderRepr::parse(&out[..n]).unwrap(), reply);
             }
         }
         // Only xid and vers present: still a version error, not truncation.
@@ -340,10 +358,15 @@ fn emit_refuses_short_buffers_and_other_versions() {
         let mut other = repr.clone();
         other.vers = 2;
         let mut out = vec![0u8; full.len()];
-        assert_eq!(
-            other.emit(&mut out),
-            Err(EncodeError::BadVersion { vers: 2 })
-        );
+        if matches!(other.body, Body::Error(ErrorBody::Vers { .. })) {
+            // ERR_VERS echoes the request's version, whatever it was (RFC 8166 §4.5).
+            assert_eq!(other.emit(&mut out), Ok(full.len()));
+        } else {
+            assert_eq!(
+                other.emit(&mut out),
+                Err(EncodeError::BadVersion { vers: 2 })
+            );
+        }
         assert!(!EncodeError::BadVersion { vers: 2 }.to_string().is_empty());
     }
 }

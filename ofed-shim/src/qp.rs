@@ -1299,6 +1299,10 @@ impl Provider for OfedQp {
         }
         self.events.pop_front()
     }
+
+    fn disconnect(&mut self) {
+        OfedQp::disconnect(self);
+    }
 }
 
 impl Drop for OfedQp {

@@ -528,13 +528,7 @@ fn probe_read(qp: &mut OfedQp, handle: u32, offset: u64, len: usize) -> WcStatus
     }])
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut wcs = [Completion {
-        wr_id: 0,
-        status: WcStatus::Success,
-        kind: WcKind::Send,
-        byte_len: 0,
-        invalidated: None,
-    }; 16];
+    let mut wcs = [Completion::EMPTY; 16];
     loop {
         assert!(Instant::now() < deadline, "probe timed out");
         let n = qp.poll_cq(&mut wcs);

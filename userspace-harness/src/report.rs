@@ -130,43 +130,10 @@ impl Report {
     }
 }
 
-/// Every [`Counters`] field by name, in declaration order.
-pub fn counter_fields(c: &Counters) -> [(&'static str, u64); 27] {
-    [
-        ("messages_sent", c.messages_sent),
-        ("messages_received", c.messages_received),
-        ("read_chunks", c.read_chunks),
-        ("write_chunks", c.write_chunks),
-        ("reply_chunks", c.reply_chunks),
-        ("inline_bytes_sent", c.inline_bytes_sent),
-        ("inline_bytes_received", c.inline_bytes_received),
-        ("rdma_read_bytes", c.rdma_read_bytes),
-        ("rdma_write_bytes", c.rdma_write_bytes),
-        ("long_calls", c.long_calls),
-        ("long_replies", c.long_replies),
-        ("pullup_copies", c.pullup_copies),
-        ("pullup_bytes", c.pullup_bytes),
-        ("ddp_payload_copied_bytes", c.ddp_payload_copied_bytes),
-        ("registrations", c.registrations),
-        ("local_invalidations", c.local_invalidations),
-        ("remote_invalidations", c.remote_invalidations),
-        ("send_with_invalidate", c.send_with_invalidate),
-        ("bad_messages", c.bad_messages),
-        ("err_vers_sent", c.err_vers_sent),
-        ("err_chunk_sent", c.err_chunk_sent),
-        ("err_vers_received", c.err_vers_received),
-        ("err_chunk_received", c.err_chunk_received),
-        ("credit_stalls", c.credit_stalls),
-        ("resource_stalls", c.resource_stalls),
-        ("connection_losses", c.connection_losses),
-        ("calls_lost", c.calls_lost),
-    ]
-}
-
 /// The counters as a JSON object.
 pub fn counters_json(c: &Counters) -> Value {
     let mut m = Map::new();
-    for (k, v) in counter_fields(c) {
+    for (k, v) in c.fields() {
         m.insert(k.into(), json!(v));
     }
     Value::Object(m)
@@ -175,46 +142,13 @@ pub fn counters_json(c: &Counters) -> Value {
 /// The counters as `name value` pairs, several per line, under a title.
 pub fn counters_human(title: &str, c: &Counters) -> String {
     let mut s = format!("{title} counters:\n");
-    for row in counter_fields(c).chunks(4) {
+    for row in c.fields().chunks(4) {
         let line: Vec<String> = row.iter().map(|(k, v)| format!("{k} {v}")).collect();
         s.push_str("  ");
         s.push_str(&line.join(", "));
         s.push('\n');
     }
     s
-}
-
-/// `a + b`, field by field.
-pub fn add_counters(a: &Counters, b: &Counters) -> Counters {
-    Counters {
-        messages_sent: a.messages_sent + b.messages_sent,
-        messages_received: a.messages_received + b.messages_received,
-        read_chunks: a.read_chunks + b.read_chunks,
-        write_chunks: a.write_chunks + b.write_chunks,
-        reply_chunks: a.reply_chunks + b.reply_chunks,
-        inline_bytes_sent: a.inline_bytes_sent + b.inline_bytes_sent,
-        inline_bytes_received: a.inline_bytes_received + b.inline_bytes_received,
-        rdma_read_bytes: a.rdma_read_bytes + b.rdma_read_bytes,
-        rdma_write_bytes: a.rdma_write_bytes + b.rdma_write_bytes,
-        long_calls: a.long_calls + b.long_calls,
-        long_replies: a.long_replies + b.long_replies,
-        pullup_copies: a.pullup_copies + b.pullup_copies,
-        pullup_bytes: a.pullup_bytes + b.pullup_bytes,
-        ddp_payload_copied_bytes: a.ddp_payload_copied_bytes + b.ddp_payload_copied_bytes,
-        registrations: a.registrations + b.registrations,
-        local_invalidations: a.local_invalidations + b.local_invalidations,
-        remote_invalidations: a.remote_invalidations + b.remote_invalidations,
-        send_with_invalidate: a.send_with_invalidate + b.send_with_invalidate,
-        bad_messages: a.bad_messages + b.bad_messages,
-        err_vers_sent: a.err_vers_sent + b.err_vers_sent,
-        err_chunk_sent: a.err_chunk_sent + b.err_chunk_sent,
-        err_vers_received: a.err_vers_received + b.err_vers_received,
-        err_chunk_received: a.err_chunk_received + b.err_chunk_received,
-        credit_stalls: a.credit_stalls + b.credit_stalls,
-        resource_stalls: a.resource_stalls + b.resource_stalls,
-        connection_losses: a.connection_losses + b.connection_losses,
-        calls_lost: a.calls_lost + b.calls_lost,
-    }
 }
 
 #[cfg(test)]
@@ -267,7 +201,7 @@ mod tests {
         for k in ["p50", "p90", "p99", "max"] {
             assert!(v["lat_us"][k].is_number());
         }
-        assert_eq!(v["counters"].as_object().unwrap().len(), 27);
+        assert_eq!(v["counters"].as_object().unwrap().len(), krpc_rdma::transport::COUNTER_FIELDS);
         assert_eq!(v["counters"]["calls_lost"], 3);
         let line = serde_json::to_string(&v).unwrap();
         assert!(!line.contains('\n'));

@@ -28,7 +28,7 @@ use krpc_rdma::transport::{
 };
 use mbuf::{Chain, PageProvider, PAGE_SIZE};
 
-use crate::report::{add_counters, counters_human, Latency, Report};
+use crate::report::{counters_human, Latency, Report};
 use crate::rpc::{self, ServerStats, Workload};
 use crate::session;
 use crate::trace::{Traced, Tracer};
@@ -301,7 +301,7 @@ pub fn serve(
         if let Ok((stats, counters)) = t.join() {
             totals.connections += 1;
             totals.stats.add(&stats);
-            totals.counters = add_counters(&totals.counters, &counters);
+            totals.counters = totals.counters.add(&counters);
         }
     }
     if let Some(t) = &opts.trace {

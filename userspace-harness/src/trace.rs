@@ -198,6 +198,10 @@ impl<P: Provider> Provider for Traced<P> {
     fn poll_event(&mut self) -> Option<CmEvent> {
         self.inner.poll_event()
     }
+
+    fn disconnect(&mut self) {
+        self.inner.disconnect();
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use krpc_rdma::provider::{Access, Completion, Provider, SendOp, SendWr, WcKind, WcStatus};
+use krpc_rdma::provider::{Access, Completion, Provider, SendOp, SendWr, WcStatus};
 use krpc_rdma::transport::{
     CallError, DdpReply, Incoming, ReplySpec, Requester, RequesterEvent, Responder, ResponderEvent,
     TransportConfig,
@@ -468,13 +468,7 @@ fn probe_read(qp: &mut VerbsQp, handle: u32, offset: u64, len: usize) -> WcStatu
     }])
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut wcs = [Completion {
-        wr_id: 0,
-        status: WcStatus::Success,
-        kind: WcKind::Send,
-        byte_len: 0,
-        invalidated: None,
-    }; 16];
+    let mut wcs = [Completion::EMPTY; 16];
     loop {
         assert!(Instant::now() < deadline, "probe timed out");
         let n = qp.poll_cq(&mut wcs);
@@ -561,13 +555,7 @@ fn release_of_live_registration_revokes() {
 fn reg_cycle_cost(qp: &mut VerbsQp, p: &Arc<dyn PageProvider>, pages: usize, n: u32) -> f64 {
     let chain = Chain::alloc_pages(p, pages * 4096).unwrap();
     let frags: Vec<PageFragment> = chain.page_fragments_in(0..pages * 4096).unwrap().collect();
-    let mut wcs = [Completion {
-        wr_id: 0,
-        status: WcStatus::Success,
-        kind: WcKind::Send,
-        byte_len: 0,
-        invalidated: None,
-    }; 16];
+    let mut wcs = [Completion::EMPTY; 16];
     let t = Instant::now();
     for i in 0..n {
         let reg = qp

@@ -294,4 +294,8 @@ impl<P: FaultTarget> Provider for FaultInjector<P> {
     fn poll_event(&mut self) -> Option<CmEvent> {
         self.inner.poll_event()
     }
+
+    fn disconnect(&mut self) {
+        self.inner.disconnect();
+    }
 }

@@ -198,6 +198,10 @@ impl Provider for SoftQp {
     fn poll_event(&mut self) -> Option<CmEvent> {
         self.fabric.lock().poll_event(self.end)
     }
+
+    fn disconnect(&mut self) {
+        SoftQp::disconnect(self);
+    }
 }
 
 impl FaultTarget for SoftQp {

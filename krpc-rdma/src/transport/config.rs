@@ -21,6 +21,13 @@ pub struct TransportConfig {
     pub accept_remote_invalidate: bool,
     /// Largest chunk (read chunk at the responder, reply chunk at the requester) in bytes.
     pub max_chunk_bytes: u32,
+    /// Responder: most bytes of read chunks one call may carry (their sum); a call asking
+    /// for more is refused with `ERR_CHUNK` before any page is allocated.
+    pub max_call_ddp_bytes: u32,
+    /// Responder: most page bytes the read chunks of live calls may hold on one connection.
+    /// A call whose pages would exceed it waits (its RDMA Reads start once earlier calls are
+    /// answered or dropped), so one peer cannot pin more memory than this.
+    pub max_ddp_bytes: u32,
     /// Capacity of the scratch fragment table used to build registrations and RDMA work
     /// requests (pages per chunk). 1 MiB needs 257 (an unaligned start adds one).
     pub max_fragments: u32,
@@ -34,6 +41,8 @@ impl Default for TransportConfig {
             inline_recv: DEFAULT_INLINE_SIZE,
             accept_remote_invalidate: true,
             max_chunk_bytes: 2 * 1024 * 1024 + 8192,
+            max_call_ddp_bytes: 4 * 1024 * 1024 + 16384,
+            max_ddp_bytes: 64 * 1024 * 1024,
             max_fragments: 1024,
         }
     }

@@ -57,4 +57,114 @@ pub struct Counters {
     pub connection_losses: u64,
     /// Calls (requester) or call contexts (responder) ended by a connection loss.
     pub calls_lost: u64,
+    /// Connections we closed because a message could be neither answered nor refused
+    /// (RFC 8166 §4.5.4), or a receive buffer could not be reposted.
+    pub closes: u64,
+    /// Calls the upper layer chose not to answer (responder `drop_call`).
+    pub calls_dropped: u64,
+    /// Times a call's RDMA Reads waited for the connection's DDP budget (responder).
+    pub ddp_budget_waits: u64,
+}
+
+/// Number of [`Counters`] fields.
+pub const COUNTER_FIELDS: usize = 30;
+
+static_assertions::const_assert_eq!(
+    core::mem::size_of::<Counters>(),
+    COUNTER_FIELDS * core::mem::size_of::<u64>()
+);
+
+impl Counters {
+    /// Every field by name, in declaration order (for reports: JSON, one-line summaries).
+    pub fn fields(&self) -> [(&'static str, u64); COUNTER_FIELDS] {
+        [
+            ("messages_sent", self.messages_sent),
+            ("messages_received", self.messages_received),
+            ("read_chunks", self.read_chunks),
+            ("write_chunks", self.write_chunks),
+            ("reply_chunks", self.reply_chunks),
+            ("inline_bytes_sent", self.inline_bytes_sent),
+            ("inline_bytes_received", self.inline_bytes_received),
+            ("rdma_read_bytes", self.rdma_read_bytes),
+            ("rdma_write_bytes", self.rdma_write_bytes),
+            ("long_calls", self.long_calls),
+            ("long_replies", self.long_replies),
+            ("pullup_copies", self.pullup_copies),
+            ("pullup_bytes", self.pullup_bytes),
+            ("ddp_payload_copied_bytes", self.ddp_payload_copied_bytes),
+            ("registrations", self.registrations),
+            ("local_invalidations", self.local_invalidations),
+            ("remote_invalidations", self.remote_invalidations),
+            ("send_with_invalidate", self.send_with_invalidate),
+            ("bad_messages", self.bad_messages),
+            ("err_vers_sent", self.err_vers_sent),
+            ("err_chunk_sent", self.err_chunk_sent),
+            ("err_vers_received", self.err_vers_received),
+            ("err_chunk_received", self.err_chunk_received),
+            ("credit_stalls", self.credit_stalls),
+            ("resource_stalls", self.resource_stalls),
+            ("connection_losses", self.connection_losses),
+            ("calls_lost", self.calls_lost),
+            ("closes", self.closes),
+            ("calls_dropped", self.calls_dropped),
+            ("ddp_budget_waits", self.ddp_budget_waits),
+        ]
+    }
+
+    /// `self + other`, field by field (saturating): totals over connections.
+    #[must_use]
+    pub fn add(&self, other: &Counters) -> Counters {
+        Counters {
+            messages_sent: self.messages_sent.saturating_add(other.messages_sent),
+            messages_received: self
+                .messages_received
+                .saturating_add(other.messages_received),
+            read_chunks: self.read_chunks.saturating_add(other.read_chunks),
+            write_chunks: self.write_chunks.saturating_add(other.write_chunks),
+            reply_chunks: self.reply_chunks.saturating_add(other.reply_chunks),
+            inline_bytes_sent: self
+                .inline_bytes_sent
+                .saturating_add(other.inline_bytes_sent),
+            inline_bytes_received: self
+                .inline_bytes_received
+                .saturating_add(other.inline_bytes_received),
+            rdma_read_bytes: self.rdma_read_bytes.saturating_add(other.rdma_read_bytes),
+            rdma_write_bytes: self.rdma_write_bytes.saturating_add(other.rdma_write_bytes),
+            long_calls: self.long_calls.saturating_add(other.long_calls),
+            long_replies: self.long_replies.saturating_add(other.long_replies),
+            pullup_copies: self.pullup_copies.saturating_add(other.pullup_copies),
+            pullup_bytes: self.pullup_bytes.saturating_add(other.pullup_bytes),
+            ddp_payload_copied_bytes: self
+                .ddp_payload_copied_bytes
+                .saturating_add(other.ddp_payload_copied_bytes),
+            registrations: self.registrations.saturating_add(other.registrations),
+            local_invalidations: self
+                .local_invalidations
+                .saturating_add(other.local_invalidations),
+            remote_invalidations: self
+                .remote_invalidations
+                .saturating_add(other.remote_invalidations),
+            send_with_invalidate: self
+                .send_with_invalidate
+                .saturating_add(other.send_with_invalidate),
+            bad_messages: self.bad_messages.saturating_add(other.bad_messages),
+            err_vers_sent: self.err_vers_sent.saturating_add(other.err_vers_sent),
+            err_chunk_sent: self.err_chunk_sent.saturating_add(other.err_chunk_sent),
+            err_vers_received: self
+                .err_vers_received
+                .saturating_add(other.err_vers_received),
+            err_chunk_received: self
+                .err_chunk_received
+                .saturating_add(other.err_chunk_received),
+            credit_stalls: self.credit_stalls.saturating_add(other.credit_stalls),
+            resource_stalls: self.resource_stalls.saturating_add(other.resource_stalls),
+            connection_losses: self
+                .connection_losses
+                .saturating_add(other.connection_losses),
+            calls_lost: self.calls_lost.saturating_add(other.calls_lost),
+            closes: self.closes.saturating_add(other.closes),
+            calls_dropped: self.calls_dropped.saturating_add(other.calls_dropped),
+            ddp_budget_waits: self.ddp_budget_waits.saturating_add(other.ddp_budget_waits),
+        }
+    }
 }

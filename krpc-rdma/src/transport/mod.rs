@@ -53,7 +53,7 @@ pub mod send_ctx;
 pub mod xdr_reduce;
 
 pub use config::TransportConfig;
-pub use counters::Counters;
+pub use counters::{Counters, COUNTER_FIELDS};
 pub use error::CallError;
 pub use requester::{CallRejected, DdpReply, LocateFn, ReplySpec, Requester, RequesterEvent};
 pub use responder::{Incoming, ReplyCtx, ReplyError, Responder, ResponderEvent};

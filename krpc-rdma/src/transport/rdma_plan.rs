@@ -77,7 +77,11 @@ where
             wrs.push(WrDesc {
                 pieces: start..pieces.len(),
                 handle: seg.handle,
-                offset: seg.offset + seg_done as u64,
+                // A peer's 64-bit offset: checked, never wrapped.
+                offset: seg
+                    .offset
+                    .checked_add(seg_done as u64)
+                    .ok_or(CallError::TooLarge)?,
                 len: u32::try_from(wr_len).map_err(|_| CallError::TooLarge)?,
             });
             seg_done += wr_len;

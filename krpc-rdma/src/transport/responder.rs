@@ -18,7 +18,7 @@ use crate::provider::{
 };
 use crate::wire::{
     negotiate, Body, ChunkLists, CmPrivateData, ErrorCode, Header, HeaderRepr, InlineThresholds,
-    Proc, Segment, WriteChunk, CM_PRIVATE_LEN, MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS,
+    Proc, Segment, WriteChunk, CM_PRIVATE_LEN, MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS, MIN_HEADER_LEN,
 };
 
 /// Handle of a received call, needed to send its reply. Bounded by the credits: there are at
@@ -90,8 +90,18 @@ struct CallCtx {
     reply_chunk: Option<WriteChunk>,
     inv_handle: Option<u32>,
     call: Option<Chain>,
+    /// A call waiting for its RDMA Reads: the inline payload, until the read job starts and
+    /// [`Responder::build_call`] puts the pages in (pages are allocated only then, within the
+    /// connection's DDP budget).
+    inline: Option<Chain>,
+    /// `RDMA_NOMSG` (a Long Call: the whole message is the position-zero chunk).
+    nomsg: bool,
+    /// The read chunks: (XDR position, total length).
+    chunks: heapless::Vec<(u32, u32), MAX_CALL_CHUNKS>,
     /// Read chunk segments and the call-chain offset their data lands at.
     reads: heapless::Vec<(Segment, usize), MAX_READ_SEGMENTS>,
+    /// Page bytes charged to the connection's DDP budget while the context lives.
+    ddp_bytes: usize,
 }
 
 impl CallCtx {
@@ -104,9 +114,52 @@ impl CallCtx {
             reply_chunk: None,
             inv_handle: None,
             call: None,
+            inline: None,
+            nomsg: false,
+            chunks: heapless::Vec::new(),
             reads: heapless::Vec::new(),
+            ddp_bytes: 0,
         }
     }
+}
+
+/// Read chunks per call we accept (RFC 8166 does not bound it; NFS uses one).
+const MAX_CALL_CHUNKS: usize = 4;
+
+/// `RDMA_ERROR`s waiting for a send buffer; one more and the connection is closed.
+const DEFERRED_ERRORS: usize = 16;
+
+/// A refused message: the `RDMA_ERROR` that answers it (RFC 8166 §4.5: the request's XID and
+/// version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Refusal {
+    xid: u32,
+    vers: u32,
+    code: ErrorCode,
+}
+
+impl Refusal {
+    fn chunk(xid: u32) -> Self {
+        Refusal {
+            xid,
+            vers: crate::wire::RPCRDMA_VERSION,
+            code: ErrorCode::Chunk,
+        }
+    }
+}
+
+/// What happened to a received message.
+#[derive(Debug)]
+enum Received {
+    /// A call, in this context.
+    Call(u32),
+    /// Discarded without an answer (RFC 8166 §4.5 short message, §4.6.2 `RDMA_DONE`, a
+    /// requester's `RDMA_ERROR`).
+    Discard,
+    /// Refused with this `RDMA_ERROR`.
+    Refuse(Refusal),
+    /// Neither taken nor refusable (our memory ran out): close the connection.
+    Close,
 }
 
 /// The active read job: one context's RDMA Reads, planned, posted under `max_rd_atomic`.
@@ -129,6 +182,8 @@ pub struct Responder {
     ours: CmPrivateData,
     thresholds: InlineThresholds,
     lost: bool,
+    /// We disconnected (RFC 8166 §4.5.4); the next `poll` reports the loss.
+    closing: bool,
     recvs_started: bool,
     recv_posted: u32,
     ctxs: Vec<CallCtx>,
@@ -139,6 +194,10 @@ pub struct Responder {
     frags: Vec<PageFragment>,
     pieces: Vec<PageFragment>,
     wrs: Vec<WrDesc>,
+    /// `RDMA_ERROR`s owed, oldest first, sent as send buffers free up.
+    errors: heapless::Deque<Refusal, DEFERRED_ERRORS>,
+    /// Page bytes held by live contexts' read chunks (bounded by `max_ddp_bytes`).
+    ddp_in_use: usize,
     counters: Counters,
 }
 
@@ -184,6 +243,7 @@ impl Responder {
             pages,
             thresholds: InlineThresholds::default(),
             lost: false,
+            closing: false,
             recvs_started: false,
             recv_posted: 0,
             ctxs,
@@ -194,6 +254,8 @@ impl Responder {
             frags,
             pieces,
             wrs,
+            errors: heapless::Deque::new(),
+            ddp_in_use: 0,
             counters: Counters::default(),
         })
     }
@@ -251,6 +313,61 @@ impl Responder {
         }
         self.post_receives(prov);
         drain_cq(prov, |prov, wc| self.on_completion(prov, wc, events));
+        self.flush_errors(prov);
+        if self.closing {
+            self.lose(events);
+        }
+    }
+
+    /// Page bytes that live calls' read chunks hold (at most `max_ddp_bytes`, or one call's
+    /// worth when a single call needs more than that).
+    pub fn ddp_bytes_in_use(&self) -> usize {
+        self.ddp_in_use
+    }
+
+    /// `RDMA_ERROR`s waiting for a send buffer.
+    pub fn deferred_errors(&self) -> usize {
+        self.errors.len()
+    }
+
+    /// The upper layer will not answer this call (a duplicate-request cache hit, an RPCSEC_GSS
+    /// sequence outside the window): its context, pages charge and credit come back at once.
+    /// Calls waiting for the DDP budget may start, so this may hand up calls.
+    ///
+    /// # Errors
+    /// [`ReplyError::StaleContext`] for a context that is unknown or already used.
+    pub fn drop_call<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        ctx: ReplyCtx,
+        events: &mut impl FnMut(ResponderEvent),
+    ) -> Result<(), ReplyError> {
+        if !self.is_handed(&ctx) {
+            return Err(ReplyError::StaleContext);
+        }
+        self.counters.calls_dropped += 1;
+        self.release_ctx(ctx.idx);
+        if !self.lost {
+            self.pump_reads(prov, events);
+        }
+        Ok(())
+    }
+
+    fn is_handed(&self, ctx: &ReplyCtx) -> bool {
+        self.ctxs
+            .get(ctx.idx as usize)
+            .is_some_and(|c| c.state == CtxState::Handed && c.generation == ctx.generation)
+    }
+
+    /// We can neither answer nor refuse: close the connection (RFC 8166 §4.5.4). The loss is
+    /// reported by the next `poll` (and by the provider's own `Disconnected`).
+    fn close<P: Provider>(&mut self, prov: &mut P) {
+        if self.lost || self.closing {
+            return;
+        }
+        self.closing = true;
+        self.counters.closes += 1;
+        prov.disconnect();
     }
 
     fn on_completion<P: Provider>(
@@ -259,7 +376,7 @@ impl Responder {
         wc: &Completion,
         events: &mut impl FnMut(ResponderEvent),
     ) {
-        if self.lost {
+        if self.lost || self.closing {
             return;
         }
         if wc.status != WcStatus::Success {
@@ -270,13 +387,23 @@ impl Responder {
             WcKind::Recv { buf } => {
                 self.recv_posted = self.recv_posted.saturating_sub(1);
                 self.on_recv(prov, buf, wc.byte_len, events);
-                // The payload was copied out: repost at once, so the grant stays honest.
+                // The payload was copied out: repost at once, so the grant stays honest. A
+                // buffer that cannot be reposted would shrink the grant for good: close, as
+                // Linux's svcrdma does.
                 if prov.post_recv(&[buf]).is_ok() {
                     self.recv_posted += 1;
+                } else {
+                    self.close(prov);
                 }
             }
             WcKind::Send => match WrTag::decode(wc.wr_id) {
-                Some(WrTag::Send(buf)) => self.send.complete(buf),
+                Some(WrTag::Send(buf)) => {
+                    self.send.complete(buf);
+                    // A send buffer and send-queue room came free: owed errors first, then a
+                    // read job that stalled on a full send queue or on the DDP budget.
+                    self.flush_errors(prov);
+                    self.pump_reads(prov, events);
+                }
                 Some(WrTag::Read(idx)) if self.job.ctx == Some(idx) => {
                     self.job.in_flight = self.job.in_flight.saturating_sub(1);
                     self.pump_reads(prov, events);
@@ -286,18 +413,52 @@ impl Responder {
         }
     }
 
-    /// Send an `RDMA_ERROR` for `xid`.
-    fn send_error<P: Provider>(&mut self, prov: &mut P, xid: u32, code: ErrorCode) {
-        let Some(buf) = self.send.get() else {
-            self.counters.resource_stalls += 1;
+    /// Answer a refused message with `RDMA_ERROR`, now or, with no send buffer free, once one
+    /// is (in order); with the deferred queue full or the provider failing, close (RFC 8166
+    /// §4.5.4: a responder that can neither reply nor send an error closes the connection).
+    fn send_error<P: Provider>(&mut self, prov: &mut P, r: Refusal) {
+        if self.lost || self.closing {
             return;
-        };
-        let hdr = HeaderRepr::error_reply(xid, self.grant(), code);
+        }
+        if self.errors.is_empty() {
+            match self.try_send_error(prov, r) {
+                Ok(()) => return,
+                Err(CallError::WouldBlock) => {}
+                Err(_) => return self.close(prov),
+            }
+        }
+        self.counters.resource_stalls += 1;
+        if self.errors.push_back(r).is_err() {
+            self.close(prov);
+        }
+    }
+
+    /// Send the owed `RDMA_ERROR`s that fit now.
+    fn flush_errors<P: Provider>(&mut self, prov: &mut P) {
+        while let Some(&r) = self.errors.front() {
+            if self.lost || self.closing {
+                self.errors.clear();
+                return;
+            }
+            match self.try_send_error(prov, r) {
+                Ok(()) => {
+                    self.errors.pop_front();
+                }
+                Err(CallError::WouldBlock) => return,
+                Err(_) => return self.close(prov),
+            }
+        }
+    }
+
+    fn try_send_error<P: Provider>(&mut self, prov: &mut P, r: Refusal) -> Result<(), CallError> {
+        let buf = self.send.get().ok_or(CallError::WouldBlock)?;
+        let mut hdr = HeaderRepr::error_reply(r.xid, self.grant(), r.code);
+        hdr.vers = r.vers;
         let len = match prov.send_buf(buf).map(|b| hdr.emit(b)) {
             Ok(Ok(n)) => n,
             _ => {
                 self.send.complete(buf);
-                return;
+                return Err(CallError::BadConfig);
             }
         };
         let wr = SendWr {
@@ -309,15 +470,16 @@ impl Responder {
             },
             signaled: true,
         };
-        if prov.post_send(&[wr]).is_err() {
+        if let Err(e) = prov.post_send(&[wr]) {
             self.send.complete(buf);
-            return;
+            return Err(e.into());
         }
-        match code {
+        match r.code {
             ErrorCode::Vers => self.counters.err_vers_sent += 1,
             ErrorCode::Chunk => self.counters.err_chunk_sent += 1,
         }
         self.counters.inline_bytes_sent += len as u64;
+        Ok(())
     }
 
     fn on_recv<P: Provider>(
@@ -328,20 +490,21 @@ impl Responder {
         events: &mut impl FnMut(ResponderEvent),
     ) {
         self.counters.inline_bytes_received += u64::from(len);
-        let parsed = match prov.recv_buf(buf) {
+        let received = match prov.recv_buf(buf) {
             Ok(data) => match data.get(..len as usize) {
                 Some(d) => self.parse_call(d),
-                None => Err(None),
+                None => Received::Discard,
             },
-            Err(_) => Err(None),
+            Err(_) => Received::Discard,
         };
-        match parsed {
-            Ok(Some(idx)) => {
+        match received {
+            Received::Call(idx) => {
                 if self
                     .ctxs
                     .get(idx as usize)
                     .is_some_and(|c| c.state == CtxState::Reading)
                 {
+                    // Never full: it holds contexts, and there are as many slots as contexts.
                     if self.read_queue.len() < self.read_queue.capacity() {
                         self.read_queue.push(idx);
                     }
@@ -350,115 +513,124 @@ impl Responder {
                     self.hand_up(idx, events);
                 }
             }
-            Ok(None) => {}
-            Err(reply) => {
+            Received::Discard => self.counters.bad_messages += 1,
+            Received::Refuse(r) => {
                 self.counters.bad_messages += 1;
-                if let Some((xid, code)) = reply {
-                    self.send_error(prov, xid, code);
-                }
+                self.send_error(prov, r);
             }
+            Received::Close => self.close(prov),
         }
     }
 
-    /// Validate a received call and build its context. `Ok(None)`: dropped silently.
-    /// `Err(Some((xid, code)))`: answer with `RDMA_ERROR`.
-    #[allow(clippy::type_complexity)]
-    fn parse_call(&mut self, data: &[u8]) -> Result<Option<u32>, Option<(u32, ErrorCode)>> {
+    /// Validate a received message and, for a call, fill a context: every number the peer
+    /// sent is checked (positions, lengths, 64-bit offsets) before anything is allocated.
+    fn parse_call(&mut self, data: &[u8]) -> Received {
+        // RFC 8166 §4.5: shorter than the smallest header (xid, vers, credit, proc and three
+        // empty lists) is not a message to answer.
+        if data.len() < MIN_HEADER_LEN {
+            return Received::Discard;
+        }
         let hdr = match Header::new_checked(data) {
             Ok(h) => h,
             Err(e) => {
-                return Err(e
-                    .xid()
-                    .filter(|_| e.should_reply())
-                    .map(|x| (x, e.reply_error())));
+                return match e.xid().filter(|_| e.should_reply()) {
+                    Some(xid) => Received::Refuse(Refusal {
+                        xid,
+                        vers: e.request_vers(),
+                        code: e.reply_error(),
+                    }),
+                    None => Received::Discard,
+                };
             }
         };
         let xid = hdr.xid();
-        let chunk_err = Err(Some((xid, ErrorCode::Chunk)));
+        let refuse = Received::Refuse(Refusal::chunk(xid));
         let nomsg = match hdr.proc_() {
             Proc::Msg => false,
             Proc::NoMsg => true,
             // An RDMA_ERROR from a requester is never answered.
-            _ => return Err(None),
+            _ => return Received::Discard,
         };
         let payload = hdr.payload();
         // Semantic checks the codec leaves to us (RFC 8166 §4.5.2: ERR_CHUNK).
-        let mut plan: heapless::Vec<(u32, u64), 4> = heapless::Vec::new();
+        let mut chunks: heapless::Vec<(u32, u32), MAX_CALL_CHUNKS> = heapless::Vec::new();
+        let mut call_bytes = 0u64;
         for (pos, segs) in hdr.read_chunks() {
             let total = segs.total_length();
-            if total > u64::from(self.cfg.max_chunk_bytes) || plan.push((pos, total)).is_err() {
-                return chunk_err;
+            call_bytes = call_bytes.saturating_add(total);
+            if total > u64::from(self.cfg.max_chunk_bytes)
+                || call_bytes > u64::from(self.cfg.max_call_ddp_bytes)
+                || segs.clone().any(|s| s.end().is_none())
+            {
+                return refuse;
             }
+            let Ok(total) = u32::try_from(total) else {
+                return refuse;
+            };
+            if chunks.push((pos, total)).is_err() {
+                return refuse;
+            }
+        }
+        // The requester's write and reply chunks: a segment whose end overflows 64 bits can
+        // never be written.
+        let bad_target = hdr
+            .write_list()
+            .any(|c| c.segments().any(|s| s.end().is_none()))
+            || hdr
+                .reply_chunk()
+                .is_some_and(|c| c.segments().any(|s| s.end().is_none()));
+        if bad_target {
+            return refuse;
         }
         if nomsg {
             // A Long Call: exactly one position-zero read chunk (or a reply-only NOMSG, which
             // carries no call and is refused).
-            if plan.len() != 1 || plan.first().is_some_and(|p| p.0 != 0) {
-                return chunk_err;
+            if chunks.len() != 1 || chunks.first().is_some_and(|p| p.0 != 0) {
+                return refuse;
             }
         } else {
             let mut removed = 0u64;
             let mut last_inline = 0u64;
-            for (pos, total) in &plan {
+            for (pos, total) in &chunks {
                 let Some(at) = u64::from(*pos).checked_sub(removed) else {
-                    return chunk_err;
+                    return refuse;
                 };
                 if *pos == 0 || at > payload.len() as u64 || at < last_inline {
-                    return chunk_err;
+                    return refuse;
                 }
                 last_inline = at;
-                removed += total + xdr_pad(*total as usize) as u64;
+                removed += u64::from(*total) + xdr_pad(*total as usize) as u64;
             }
         }
         let Some(idx) = self.free_ctx.pop() else {
-            // More calls than credits granted: the requester broke §3.3; drop.
-            return Ok(None);
+            // More calls than credits granted (the requester broke RFC 8166 §3.3.1): refused,
+            // not dropped, so its caller learns at once.
+            return refuse;
         };
-        // Build the call chain: inline pieces, markers, fresh pages for each read chunk.
-        let build = (|| -> Result<(Chain, heapless::Vec<(Segment, usize), MAX_READ_SEGMENTS>), CallError> {
-            let mut call = Chain::new();
-            let mut reads = heapless::Vec::new();
-            let mut inline_at = 0usize;
-            let mut removed = 0usize;
-            for (pos, segs) in hdr.read_chunks() {
-                let total = segs.total_length() as usize;
-                if !nomsg {
-                    // Validated above (positions ascend past the removed bytes); checked anyway
-                    // so no peer-supplied position can underflow here.
-                    let at = (pos as usize)
-                        .checked_sub(removed)
-                        .ok_or(CallError::BadCall)?;
-                    call.append(payload.get(inline_at..at).unwrap_or_default())?;
-                    inline_at = at;
-                    call.append_mbuf(Mbuf::ddp_marker())?;
+        // Where each segment's data lands in the call chain: a chunk's data starts at its XDR
+        // position (the inline bytes before it plus the earlier chunks and pads), a Long
+        // Call's at 0.
+        let mut reads = heapless::Vec::new();
+        for (pos, segs) in hdr.read_chunks() {
+            let mut off = if nomsg { 0 } else { pos as usize };
+            for seg in segs {
+                if reads.push((seg, off)).is_err() {
+                    self.free_ctx.push(idx);
+                    return refuse;
                 }
-                let mut off = call.len();
-                call.cat(Chain::alloc_pages(&self.pages, total)?)?;
-                for s in segs {
-                    reads.push((s, off)).map_err(|_| CallError::TooLarge)?;
-                    off += s.length as usize;
-                }
-                let pad = xdr_pad(total);
-                if !nomsg && pad > 0 {
-                    call.append_mbuf(Mbuf::internal([0u8; 3].get(..pad).unwrap_or_default())?)?;
-                }
-                removed += total + pad;
+                off += seg.length as usize;
             }
-            if !nomsg {
-                let rest = payload.get(inline_at..).unwrap_or_default();
-                if reads.is_empty() {
-                    call.append(rest)?;
-                } else if !rest.is_empty() {
-                    // A separate mbuf, so the pad stays its own mbuf.
-                    call.cat(Chain::from_bytes(rest)?)?;
-                }
-            }
-            Ok((call, reads))
-        })();
-        let Ok((call, reads)) = build else {
+        }
+        // The inline part, copied out of the receive buffer (reposted right after).
+        let body = if nomsg { &[][..] } else { payload };
+        let mut inline = Chain::new();
+        if inline.append(body).is_err() {
+            // Out of memory for a few KiB: we cannot hold the call, and a refusal would tell
+            // the requester its chunks were wrong; close (RFC 8166 §4.5.4), the requester
+            // retransmits on a new connection.
             self.free_ctx.push(idx);
-            return Ok(None);
-        };
+            return Received::Close;
+        }
         let inv_handle = if self.thresholds.send_with_invalidate {
             // The first chunk's first handle. (Linux's svc_rdma_get_inv_rkey is stricter: it
             // uses Send With Invalidate only when every segment carries the same handle. Ours
@@ -487,25 +659,71 @@ impl Responder {
             .collect();
         let reply_chunk = hdr.reply_chunk().map(|c| c.to_chunk());
         let Some(ctx) = self.ctxs.get_mut(idx as usize) else {
-            return Ok(None);
+            return Received::Discard;
         };
         ctx.generation = ctx.generation.wrapping_add(1);
         ctx.xid = xid;
         ctx.write_list = write_list;
         ctx.reply_chunk = reply_chunk;
         ctx.inv_handle = inv_handle;
-        ctx.call = Some(call);
-        ctx.state = if reads.is_empty() {
-            CtxState::Handed
+        ctx.nomsg = nomsg;
+        ctx.ddp_bytes = 0;
+        if chunks.is_empty() {
+            ctx.call = Some(inline);
+            ctx.inline = None;
+            ctx.state = CtxState::Handed;
         } else {
-            self.counters.read_chunks += plan.len() as u64;
+            self.counters.read_chunks += chunks.len() as u64;
             if nomsg {
                 self.counters.long_calls += 1;
             }
-            CtxState::Reading
-        };
+            ctx.call = None;
+            ctx.inline = Some(inline);
+            ctx.state = CtxState::Reading;
+        }
+        ctx.chunks = chunks;
         ctx.reads = reads;
-        Ok(Some(idx))
+        Received::Call(idx)
+    }
+
+    /// Put a waiting call's pages in: inline pieces, a DDP marker and fresh pages for each
+    /// read chunk, XDR pads, the rest of the inline XDR. Charges the pages to the budget.
+    fn build_call(&mut self, idx: u32) -> Result<(), CallError> {
+        let ctx = self.ctxs.get_mut(idx as usize).ok_or(CallError::BadCall)?;
+        let mut rest = ctx.inline.take().unwrap_or_default();
+        let mut call = Chain::new();
+        let mut inline_at = 0usize;
+        let mut removed = 0usize;
+        let mut charged = 0usize;
+        for &(pos, total) in &ctx.chunks {
+            let total = total as usize;
+            if !ctx.nomsg {
+                // Validated in parse_call (positions ascend past the removed bytes); checked
+                // anyway so no peer-supplied position can underflow here.
+                let at = (pos as usize)
+                    .checked_sub(removed)
+                    .ok_or(CallError::BadCall)?;
+                let tail = rest.split(at - inline_at)?;
+                call.cat(core::mem::replace(&mut rest, tail))?;
+                inline_at = at;
+                call.append_mbuf(Mbuf::ddp_marker())?;
+            }
+            call.cat(Chain::alloc_pages(&self.pages, total)?)?;
+            charged += total;
+            let pad = xdr_pad(total);
+            if !ctx.nomsg && pad > 0 {
+                call.append_mbuf(Mbuf::internal([0u8; 3].get(..pad).unwrap_or_default())?)?;
+            }
+            removed += total + pad;
+        }
+        if !ctx.nomsg && !rest.is_empty() {
+            // Separate mbufs, so the pad stays its own mbuf.
+            call.cat(rest)?;
+        }
+        ctx.call = Some(call);
+        ctx.ddp_bytes = charged;
+        self.ddp_in_use += charged;
+        Ok(())
     }
 
     fn hand_up(&mut self, idx: u32, events: &mut impl FnMut(ResponderEvent)) {
@@ -531,7 +749,10 @@ impl Responder {
     /// `max_rd_atomic`; hand up calls whose reads are all done.
     fn pump_reads<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(ResponderEvent)) {
         loop {
-            let Some(idx) = self.job.ctx.or_else(|| self.start_job()) else {
+            if self.lost || self.closing {
+                return;
+            }
+            let Some(idx) = self.job.ctx.or_else(|| self.start_job(prov)) else {
                 return;
             };
             let max = self.res.max_rd_atomic.max(1);
@@ -568,49 +789,39 @@ impl Responder {
         }
     }
 
-    /// Take the next context needing reads and plan its work requests.
-    fn start_job(&mut self) -> Option<u32> {
-        while !self.read_queue.is_empty() {
-            let idx = self.read_queue.remove(0);
-            let Some(ctx) = self.ctxs.get(idx as usize) else {
-                continue;
-            };
-            let Some(call) = ctx.call.as_ref() else {
-                continue;
-            };
-            self.pieces.clear();
-            self.wrs.clear();
-            let mut ok = true;
-            for (seg, off) in &ctx.reads {
-                self.frags.clear();
-                let range = *off..*off + seg.length as usize;
-                let r = call.page_fragments_in(range).map(|it| {
-                    for f in it {
-                        if self.frags.len() < self.frags.capacity() {
-                            self.frags.push(f);
-                        } else {
-                            ok = false;
-                        }
-                    }
-                });
-                if r.is_err()
-                    || plan(
-                        &self.frags,
-                        core::iter::once(*seg),
-                        self.res.max_sge as usize,
-                        &mut self.pieces,
-                        &mut self.wrs,
-                    )
-                    .is_err()
-                {
-                    ok = false;
+    /// Take the next context needing reads, put its pages in and plan its work requests.
+    /// The head of the queue waits while its pages would take the connection over
+    /// `max_ddp_bytes` (unless nothing else holds pages: one call within `max_call_ddp_bytes`
+    /// always proceeds); it is retried when a context ends or a Send completes.
+    fn start_job<P: Provider>(&mut self, prov: &mut P) -> Option<u32> {
+        while let Some(&idx) = self.read_queue.first() {
+            let need: usize = self
+                .ctxs
+                .get(idx as usize)
+                .map_or(0, |c| c.chunks.iter().map(|&(_, t)| t as usize).sum());
+            if self.ddp_in_use > 0
+                && self.ddp_in_use.saturating_add(need) > self.cfg.max_ddp_bytes as usize
+            {
+                self.counters.ddp_budget_waits += 1;
+                return None;
+            }
+            self.read_queue.remove(0);
+            match self.build_call(idx) {
+                Ok(()) => {}
+                Err(_) => {
+                    // No pages: we can neither take the call nor say its chunks were wrong.
+                    // Close (RFC 8166 §4.5.4); the requester retransmits after reconnecting.
+                    self.release_ctx(idx);
+                    self.close(prov);
+                    return None;
                 }
             }
-            if !ok {
-                // Cannot read it with our limits: drop the call and answer ERR_CHUNK later is
-                // not possible without a send buffer here; free the context.
+            if !self.plan_reads(idx) {
+                // More pieces or work requests than our limits: refuse it (RFC 8166 §8.1.4).
+                let xid = self.ctxs.get(idx as usize).map_or(0, |c| c.xid);
                 self.release_ctx(idx);
                 self.counters.bad_messages += 1;
+                self.send_error(prov, Refusal::chunk(xid));
                 continue;
             }
             self.job = ReadJob {
@@ -623,10 +834,50 @@ impl Responder {
         None
     }
 
+    /// Plan the RDMA Reads of a built call into `pieces` / `wrs`; false if they do not fit.
+    fn plan_reads(&mut self, idx: u32) -> bool {
+        let Some(ctx) = self.ctxs.get(idx as usize) else {
+            return false;
+        };
+        let Some(call) = ctx.call.as_ref() else {
+            return false;
+        };
+        self.pieces.clear();
+        self.wrs.clear();
+        for (seg, off) in &ctx.reads {
+            self.frags.clear();
+            let Ok(it) = call.page_fragments_in(*off..*off + seg.length as usize) else {
+                return false;
+            };
+            for f in it {
+                if self.frags.len() >= self.frags.capacity() {
+                    return false;
+                }
+                self.frags.push(f);
+            }
+            if plan(
+                &self.frags,
+                core::iter::once(*seg),
+                self.res.max_sge as usize,
+                &mut self.pieces,
+                &mut self.wrs,
+            )
+            .is_err()
+            {
+                return false;
+            }
+        }
+        true
+    }
+
     fn release_ctx(&mut self, idx: u32) {
         if let Some(ctx) = self.ctxs.get_mut(idx as usize) {
             ctx.state = CtxState::Free;
             ctx.call = None;
+            ctx.inline = None;
+            ctx.chunks.clear();
+            self.ddp_in_use = self.ddp_in_use.saturating_sub(ctx.ddp_bytes);
+            ctx.ddp_bytes = 0;
             ctx.reads.clear();
             ctx.write_list.clear();
             ctx.reply_chunk = None;
@@ -648,11 +899,8 @@ impl Responder {
         ctx: ReplyCtx,
         reply: Chain,
     ) -> Result<(), ReplyError> {
-        let valid = self
-            .ctxs
-            .get(ctx.idx as usize)
-            .is_some_and(|c| c.state == CtxState::Handed && c.generation == ctx.generation);
-        if self.lost {
+        let valid = self.is_handed(&ctx);
+        if self.lost || self.closing {
             return Err(ReplyError::ConnectionLost);
         }
         if !valid {
@@ -677,13 +925,21 @@ impl Responder {
             Err((CallError::TooLarge, None)) => {
                 self.send.complete(buf);
                 let xid = self.ctxs.get(idx as usize).map_or(0, |c| c.xid);
-                self.send_error(prov, xid, ErrorCode::Chunk);
+                self.send_error(prov, Refusal::chunk(xid));
                 self.release_ctx(idx);
                 Err(ReplyError::ChunkError)
             }
             Err((e, None)) => {
+                // The reply cannot be built (memory, an unaligned DDP region): the requester
+                // gets ERR_CHUNK rather than silence. A provider failure means the queue pair
+                // is unusable: close (RFC 8166 §4.5.4).
                 self.send.complete(buf);
+                let xid = self.ctxs.get(idx as usize).map_or(0, |c| c.xid);
                 self.release_ctx(idx);
+                match e {
+                    CallError::ConnectionLost | CallError::Provider(_) => self.close(prov),
+                    _ => self.send_error(prov, Refusal::chunk(xid)),
+                }
                 Err(ReplyError::Failed(e))
             }
         }
@@ -896,6 +1152,8 @@ impl Responder {
         self.read_queue.clear();
         self.job = ReadJob::default();
         self.send.reset();
+        self.errors.clear();
+        self.closing = false;
         self.recv_posted = 0;
         events(ResponderEvent::ConnectionLost);
     }
@@ -905,12 +1163,12 @@ impl Responder {
     #[doc(hidden)]
     pub fn classify(&mut self, data: &[u8]) -> Option<(u32, ErrorCode)> {
         match self.parse_call(data) {
-            Ok(Some(idx)) => {
+            Received::Call(idx) => {
                 self.release_ctx(idx);
                 None
             }
-            Ok(None) => None,
-            Err(e) => e,
+            Received::Discard | Received::Close => None,
+            Received::Refuse(r) => Some((r.xid, r.code)),
         }
     }
 }

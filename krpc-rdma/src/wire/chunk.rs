@@ -44,6 +44,13 @@ struct SegmentWire {
 static_assertions::const_assert_eq!(core::mem::size_of::<SegmentWire>(), SEGMENT_LEN);
 
 impl Segment {
+    /// One past the last byte the segment names (`offset + length`), or `None` when that
+    /// overflows 64 bits: such a segment can never be read or written, and a responder
+    /// refuses it before computing any address from it.
+    pub fn end(&self) -> Option<u64> {
+        self.offset.checked_add(u64::from(self.length))
+    }
+
     /// Decodes the segment in the first [`SEGMENT_LEN`] bytes of `buf`.
     pub fn from_bytes(buf: &[u8]) -> Option<Segment> {
         let (wire, _) = SegmentWire::ref_from_prefix(buf).ok()?;

@@ -4,7 +4,7 @@ use core::fmt;
 
 use super::{
     header::proc_name, HeaderRepr, MAX_CHUNK_SEGMENTS, MAX_HEADER_LEN, MAX_READ_SEGMENTS,
-    MAX_WRITE_CHUNKS, RDMA_ERROR, RPCRDMA_VERSION,
+    MAX_WRITE_CHUNKS, RDMA_DONE, RDMA_ERROR, RPCRDMA_VERSION,
 };
 
 /// `rdma_err` value `ERR_VERS`: the responder does not support the header's `rdma_vers`.
@@ -210,18 +210,33 @@ impl DecodeError {
         self.kind.reply_error()
     }
 
-    /// Whether a responder can and should answer with `RDMA_ERROR`: it needs the XID, and an
-    /// `RDMA_ERROR` is never answered (that could loop between two peers).
+    /// Whether a responder can and should answer with `RDMA_ERROR`: it needs the XID, an
+    /// `RDMA_ERROR` is never answered (that could loop between two peers), and an `RDMA_DONE`
+    /// is discarded silently (RFC 8166 §4.6.2: its sender expects no answer). A message
+    /// shorter than [`MIN_HEADER_LEN`](super::MIN_HEADER_LEN) bytes is the responder's to
+    /// discard before decoding (§4.5).
     pub fn should_reply(&self) -> bool {
-        self.xid.is_some() && self.proc_ != Some(RDMA_ERROR)
+        self.xid.is_some() && self.proc_ != Some(RDMA_ERROR) && self.proc_ != Some(RDMA_DONE)
+    }
+
+    /// The `rdma_vers` an `RDMA_ERROR` for this error carries: the failing request's own
+    /// version (RFC 8166 §4.5), which is 1 unless the error is a version mismatch.
+    pub fn request_vers(&self) -> u32 {
+        match self.kind {
+            DecodeErrorKind::BadVersion { vers } => vers,
+            _ => RPCRDMA_VERSION,
+        }
     }
 
     /// The `RDMA_ERROR` a responder sends for this error, granting `credit`, or `None` when
-    /// [`should_reply`](Self::should_reply) is false. The reply's header is version 1.
+    /// [`should_reply`](Self::should_reply) is false. The reply carries the request's version
+    /// ([`request_vers`](Self::request_vers)).
     pub fn error_reply(&self, credit: u32) -> Option<HeaderRepr> {
         match self.xid {
             Some(xid) if self.should_reply() => {
-                Some(HeaderRepr::error_reply(xid, credit, self.reply_error()))
+                let mut h = HeaderRepr::error_reply(xid, credit, self.reply_error());
+                h.vers = self.request_vers();
+                Some(h)
             }
             _ => None,
         }

@@ -234,6 +234,15 @@ impl Walk<'_> {
         self.word(field::XID.start)?;
         // RFC 8166 §4.5.1: the version decides how to read everything else, so check it first.
         let vers = self.word(field::VERS.start)?;
+        // The one header every version shares: RDMA_ERROR / ERR_VERS, which echoes the version
+        // of the request it refuses (RFC 8166 §4.5). Readable whatever that version was.
+        if vers != RPCRDMA_VERSION
+            && get_u32(self.buf, field::PROC.start) == Some(RDMA_ERROR)
+            && get_u32(self.buf, field::ERR_CODE) == Some(ERR_VERS)
+        {
+            self.word(field::CREDIT.start)?;
+            return self.error_body(layout);
+        }
         if vers != RPCRDMA_VERSION {
             return Err(self.err(
                 DecodeErrorKind::BadVersion { vers },
@@ -667,7 +676,9 @@ impl Body {
 pub struct HeaderRepr {
     /// `rdma_xid`: the XID of the RPC message this header carries (or answers).
     pub xid: u32,
-    /// `rdma_vers`: always [`RPCRDMA_VERSION`] after `parse`; `emit` refuses anything else.
+    /// `rdma_vers`: [`RPCRDMA_VERSION`] after `parse`, except in an `RDMA_ERROR` / `ERR_VERS`,
+    /// which echoes the version of the request it refuses (RFC 8166 §4.5); `emit` refuses
+    /// anything but 1 in every other header.
     pub vers: u32,
     /// `rdma_credit`.
     pub credit: u32,
@@ -787,8 +798,11 @@ impl HeaderRepr {
     /// [`buffer_len`](Self::buffer_len) bytes, and returns that length. Refuses (never panics)
     /// when `buf` is too short, `vers` is not 1, a Read position is not a multiple of 4, or the
     /// body is an `RDMA_NOMSG` without chunks: exactly what [`parse`](Self::parse) rejects.
+    /// The one exception, which `parse` reads back too: an `RDMA_ERROR` / `ERR_VERS` may carry
+    /// any version, because it echoes the version of the request it refuses (RFC 8166 §4.5).
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, EncodeError> {
-        if self.vers != RPCRDMA_VERSION {
+        if self.vers != RPCRDMA_VERSION && !matches!(self.body, Body::Error(ErrorBody::Vers { .. }))
+        {
             return Err(EncodeError::BadVersion { vers: self.vers });
         }
         if let Some(position) = self.chunk_lists().and_then(ChunkLists::misaligned_position) {

@@ -183,6 +183,21 @@ impl<A: Provider, B: Provider> Rig<A, B> {
     }
 }
 
+/// Post `msg` as one signaled Send from send buffer `buf` of `q`: a peer speaking raw bytes.
+pub fn raw_send<P: Provider>(q: &mut P, buf: u32, msg: &[u8]) {
+    q.send_buf(buf).unwrap()[..msg.len()].copy_from_slice(msg);
+    q.post_send(&[krpc_rdma::provider::SendWr {
+        wr_id: 999,
+        op: krpc_rdma::provider::SendOp::Send {
+            buf,
+            len: msg.len() as u32,
+            invalidate: None,
+        },
+        signaled: true,
+    }])
+    .unwrap();
+}
+
 pub fn xdr_call(xid: u32, body: &[u8]) -> Chain {
     let mut v = xid.to_be_bytes().to_vec();
     v.extend_from_slice(body);

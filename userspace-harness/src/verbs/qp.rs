@@ -1440,6 +1440,10 @@ impl Provider for VerbsQp {
         }
         self.events.pop_front()
     }
+
+    fn disconnect(&mut self) {
+        VerbsQp::disconnect(self);
+    }
 }
 
 impl Drop for VerbsQp {

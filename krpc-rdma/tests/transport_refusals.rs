@@ -1,0 +1,507 @@
+//! A hostile or careless requester against the Responder, over raw Sends on the software
+//! provider: every message is answered (a reply or `RDMA_ERROR`), discarded where RFC 8166
+//! says so, or the connection is closed — never a silent drop, never a panic, and the pages
+//! held stay within the configured DDP budget.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+mod common;
+
+use common::{pattern, rig_opts, Rig, RigOpts};
+use krpc_rdma::provider::{Access, Completion, Provider, WcKind, WcStatus};
+use krpc_rdma::soft::SoftConfig;
+use krpc_rdma::transport::{Incoming, ResponderEvent, TransportConfig};
+use krpc_rdma::wire::{Body, ChunkLists, ErrorBody, HeaderRepr, ReadSegment, Segment, WriteChunk};
+use mbuf::{Chain, PageFragment};
+
+/// The rig, with the requester's queue pair driven by hand (the `Requester` stays idle).
+struct Hostile {
+    r: Rig,
+    /// Calls handed up and not yet answered.
+    held: Vec<Incoming>,
+    lost: bool,
+}
+
+const RAW_SEND_BUF: u32 = 0;
+
+impl Hostile {
+    fn new(resp_cfg: TransportConfig) -> Self {
+        Hostile::with(RigOpts {
+            resp_cfg,
+            ..RigOpts::default()
+        })
+    }
+
+    fn with(opts: RigOpts) -> Self {
+        let mut r = rig_opts(opts);
+        // Every receive buffer of side A posted, so every answer lands.
+        for b in 0..SoftConfig::default().recv_bufs {
+            let _ = r.qa.post_recv(&[b]);
+        }
+        Hostile {
+            r,
+            held: Vec::new(),
+            lost: false,
+        }
+    }
+
+    /// Send `msg` from side A, let the responder work, and return what came back.
+    fn exchange(&mut self, msg: &[u8]) -> Vec<Vec<u8>> {
+        self.send(msg);
+        self.settle()
+    }
+
+    fn send(&mut self, msg: &[u8]) {
+        common::raw_send(&mut self.r.qa, RAW_SEND_BUF, msg);
+    }
+
+    /// Poll the responder until quiet; collect handed-up calls and side A's received messages.
+    fn settle(&mut self) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            let mut evs = Vec::new();
+            self.r.resp.poll(&mut self.r.qb, &mut |e| evs.push(e));
+            let mut progress = !evs.is_empty();
+            for e in evs {
+                match e {
+                    ResponderEvent::Call(c) => self.held.push(c),
+                    ResponderEvent::ConnectionLost => self.lost = true,
+                    ResponderEvent::Connected(_) => {}
+                }
+            }
+            let mut wcs = [Completion::EMPTY; 16];
+            let n = self.r.qa.poll_cq(&mut wcs);
+            progress |= n > 0;
+            for wc in &wcs[..n] {
+                if let (WcKind::Recv { buf }, WcStatus::Success) = (wc.kind, wc.status) {
+                    got.push(self.r.qa.recv_buf(buf).unwrap()[..wc.byte_len as usize].to_vec());
+                    // (Fails once the connection is gone; nothing more can arrive then.)
+                    let _ = self.r.qa.post_recv(&[buf]);
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        got
+    }
+
+    /// Answer every held call with a short inline reply.
+    fn answer_all(&mut self) -> Vec<Vec<u8>> {
+        for c in std::mem::take(&mut self.held) {
+            let reply = Chain::from_bytes(&c.xid.to_be_bytes()).unwrap();
+            self.r.resp.reply(&mut self.r.qb, c.ctx, reply).unwrap();
+        }
+        self.settle()
+    }
+}
+
+/// The RDMA_ERROR in `ans`: (xid, vers, credit, body).
+fn error_of(ans: &[u8]) -> (u32, u32, u32, ErrorBody) {
+    let h = HeaderRepr::parse(ans).unwrap_or_else(|e| panic!("answer does not decode: {e}"));
+    match h.body {
+        Body::Error(b) => (h.xid, h.vers, h.credit, b),
+        other => panic!("expected RDMA_ERROR, got {other:?}"),
+    }
+}
+
+/// A call header with these chunks and inline payload.
+fn call(xid: u32, lists: ChunkLists, payload: &[u8]) -> Vec<u8> {
+    let h = HeaderRepr::new(xid, 8, Body::Msg(lists));
+    let mut v = vec![0u8; h.buffer_len()];
+    h.emit(&mut v).unwrap();
+    v.extend_from_slice(payload);
+    v
+}
+
+fn read_chunk(position: u32, segs: &[Segment]) -> ChunkLists {
+    let mut l = ChunkLists::new();
+    for s in segs {
+        l.read_list
+            .push(ReadSegment {
+                position,
+                segment: *s,
+            })
+            .unwrap();
+    }
+    l
+}
+
+fn seg(handle: u32, length: u32, offset: u64) -> Segment {
+    Segment {
+        handle,
+        length,
+        offset,
+    }
+}
+
+/// The fixed words of a header: xid, vers, credit, proc.
+fn words(xid: u32, vers: u32, proc_: u32) -> Vec<u8> {
+    [xid, vers, 8, proc_]
+        .iter()
+        .flat_map(|w| w.to_be_bytes())
+        .collect()
+}
+
+/// RFC 8166 §4.5 and §4.6: what a responder answers, and what it must not.
+#[test]
+fn rfc8166_s4_5_and_s4_6_answer_matrix() {
+    let mut h = Hostile::new(TransportConfig::default());
+    // The grant an answer carries: the Receives posted, less the one whose message it
+    // answers (reposted once its bytes are consumed).
+    let grant = h.r.resp.grant() - 1;
+    // §4.5: 4 to 27 bytes (shorter than xid, vers, credit, proc and three empty lists) is
+    // no message to answer.
+    let mut minimal = words(3, 1, 0);
+    minimal.extend_from_slice(&[0; 12]);
+    for len in 4..28 {
+        assert!(
+            h.exchange(&minimal[..len]).is_empty(),
+            "{len} bytes answered"
+        );
+    }
+    // §4.6.2: RDMA_DONE is discarded silently.
+    let mut done = words(4, 1, 3);
+    done.extend_from_slice(&[0; 12]);
+    assert!(h.exchange(&done).is_empty(), "RDMA_DONE answered");
+    // An RDMA_ERROR from a requester is never answered (ERR_CHUNK and ERR_VERS).
+    let mut err = words(5, 1, 4);
+    err.extend_from_slice(&[0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert!(h.exchange(&err).is_empty(), "RDMA_ERROR/ERR_CHUNK answered");
+    let mut err = words(6, 1, 4);
+    err.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]);
+    assert!(h.exchange(&err).is_empty(), "RDMA_ERROR/ERR_VERS answered");
+    // §4.5.1: version 2 gets ERR_VERS echoing version 2, supporting 1 to 1.
+    let mut v2 = words(7, 2, 0);
+    v2.extend_from_slice(&[0; 12]);
+    let ans = h.exchange(&v2);
+    assert_eq!(ans.len(), 1);
+    assert_eq!(
+        error_of(&ans[0]),
+        (7, 2, grant, ErrorBody::Vers { low: 1, high: 1 })
+    );
+    // §4.5.2: RDMA_MSGP (2) and undefined procedures get ERR_CHUNK, version 1.
+    for (xid, p) in [(8, 2), (9, 5), (10, 0xffff_ffff)] {
+        let mut m = words(xid, 1, p);
+        m.extend_from_slice(&[0; 12]);
+        let ans = h.exchange(&m);
+        assert_eq!(ans.len(), 1, "proc {p}");
+        assert_eq!(error_of(&ans[0]), (xid, 1, grant, ErrorBody::Chunk));
+    }
+    let c = *h.r.resp.counters();
+    assert_eq!(c.err_vers_sent, 1);
+    assert_eq!(c.err_chunk_sent, 3);
+    assert_eq!(c.bad_messages, 24 + 1 + 2 + 1 + 3, "every refusal counted");
+    // The connection stays up: a valid call is handed up and answered.
+    assert!(h.exchange(&call(11, ChunkLists::new(), b"ping")).is_empty());
+    assert_eq!(h.held.len(), 1);
+    let ans = h.answer_all();
+    assert_eq!(ans.len(), 1);
+    assert!(!h.lost);
+    assert!(h.r.qb.is_connected());
+}
+
+/// More calls than the grant: the extra ones are refused with ERR_CHUNK, not dropped; a
+/// dropped call (`drop_call`) gives its context back.
+#[test]
+fn calls_beyond_the_grant_are_refused_and_drop_call_returns_the_credit() {
+    let cfg = TransportConfig {
+        max_requests: 4,
+        ..TransportConfig::default()
+    };
+    let mut h = Hostile::new(cfg);
+    assert_eq!(h.r.resp.grant(), 4);
+    let mut answers = Vec::new();
+    for xid in 0..6 {
+        answers.extend(h.exchange(&call(100 + xid, ChunkLists::new(), b"args")));
+    }
+    assert_eq!(h.held.len(), 4, "four calls fit the grant");
+    assert_eq!(answers.len(), 2, "the two beyond it are answered");
+    for (a, xid) in answers.iter().zip([104, 105]) {
+        assert_eq!(error_of(a), (xid, 1, 4, ErrorBody::Chunk));
+    }
+    // The upper layer decides not to answer any of the four (a duplicate-request cache hit).
+    for c in std::mem::take(&mut h.held) {
+        h.r.resp
+            .drop_call(&mut h.r.qb, c.ctx, &mut |_| panic!("nothing waits"))
+            .unwrap();
+    }
+    assert_eq!(h.r.resp.counters().calls_dropped, 4);
+    // Four new calls are all taken again.
+    for xid in 0..4 {
+        assert!(h
+            .exchange(&call(200 + xid, ChunkLists::new(), b"args"))
+            .is_empty());
+    }
+    assert_eq!(h.held.len(), 4);
+    assert_eq!(h.answer_all().len(), 4);
+}
+
+/// 64-bit offsets near 2^64 in any chunk: ERR_CHUNK before any address is computed (a debug
+/// build used to panic in the RDMA planner, a release build to wrap).
+#[test]
+fn segment_offsets_that_overflow_are_refused() {
+    let mut h = Hostile::new(TransportConfig::default());
+    let near = u64::MAX - 100;
+    let mut msgs = vec![call(1, read_chunk(4, &[seg(7, 4096, near)]), &[0; 8])];
+    let mut w = ChunkLists::new();
+    w.write_list
+        .push(WriteChunk::from_slice(&[seg(7, 4096, near)]).unwrap())
+        .unwrap();
+    msgs.push(call(2, w, &[0; 8]));
+    let mut rc = ChunkLists::new();
+    rc.reply_chunk = Some(WriteChunk::from_slice(&[seg(7, 1 << 20, near)]).unwrap());
+    msgs.push(call(3, rc, &[0; 8]));
+    for (m, xid) in msgs.iter().zip(1..) {
+        let ans = h.exchange(m);
+        assert_eq!(ans.len(), 1);
+        assert_eq!(error_of(&ans[0]).0, xid);
+        assert_eq!(error_of(&ans[0]).3, ErrorBody::Chunk);
+    }
+    assert!(h.held.is_empty());
+    assert_eq!(
+        h.r.arena_b.in_use(),
+        0,
+        "no page allocated for a refused call"
+    );
+}
+
+/// A call asking for more read-chunk bytes than `max_call_ddp_bytes` (4 chunks × 2 MiB + 8
+/// KiB, which also needs more than 2,048 page pieces) is refused before any page is taken.
+#[test]
+fn a_call_over_the_per_call_ddp_limit_is_refused() {
+    let mut h = Hostile::new(TransportConfig::default());
+    let big = 2 * 1024 * 1024 + 8192;
+    let mut l = ChunkLists::new();
+    for (i, pos) in [4u32, 8, 12, 16].iter().enumerate() {
+        l.read_list
+            .push(ReadSegment {
+                position: *pos,
+                segment: seg(9, big, (i as u64) << 32),
+            })
+            .unwrap();
+    }
+    let ans = h.exchange(&call(42, l, &[0; 20]));
+    assert_eq!(ans.len(), 1);
+    assert_eq!(error_of(&ans[0]), (42, 1, 63, ErrorBody::Chunk));
+    assert_eq!(h.r.arena_b.in_use(), 0);
+    assert!(h.held.is_empty());
+}
+
+/// One peer reusing one valid 1 MiB handle in call after call: the pages held for their read
+/// chunks never exceed the connection's budget; calls beyond it wait (no refusal, no drop)
+/// and are read and handed up as earlier ones are answered. Every call is answered once.
+#[test]
+fn one_handle_reused_by_many_calls_stays_within_the_ddp_budget() {
+    const MIB: u32 = 1 << 20;
+    let cfg = TransportConfig {
+        max_ddp_bytes: 3 * MIB,
+        ..TransportConfig::default()
+    };
+    // Side A refuses Send With Invalidate: the first reply would otherwise revoke the
+    // shared handle, and that is the peer's business, not this test's.
+    let mut h = Hostile::with(RigOpts {
+        resp_cfg: cfg,
+        req_cfg: TransportConfig {
+            accept_remote_invalidate: false,
+            ..TransportConfig::default()
+        },
+        ..RigOpts::default()
+    });
+    // 1 MiB of side A's pages, registered once for remote read.
+    let data = pattern(MIB as usize, 3);
+    let src = common::pages_with(&h.r.pa, &data);
+    let frags: Vec<PageFragment> = src.page_fragments_in(0..MIB as usize).unwrap().collect();
+    let reg = h.r.qa.register(&frags, Access::REMOTE_READ).unwrap();
+    let segs: Vec<Segment> = reg
+        .segments
+        .iter()
+        .map(|s| seg(s.handle, s.length, s.offset))
+        .collect();
+    let budget_pages = (3 * MIB as usize).div_ceil(mbuf::PAGE_SIZE);
+    let calls = 40u32;
+    for xid in 0..calls {
+        // xid word, the chunk at position 4, a 4-byte tail.
+        let m = call(
+            1000 + xid,
+            read_chunk(4, &segs),
+            &[0, 0, 0, 1, 0xee, 0xee, 0xee, 0xee],
+        );
+        assert!(h.exchange(&m).is_empty(), "call {xid} refused");
+        assert!(!h.lost, "call {xid}: {:?}", h.r.resp.counters());
+        assert!(h.r.resp.ddp_bytes_in_use() <= 3 * MIB as usize);
+        assert!(
+            h.r.arena_b.in_use() <= budget_pages + 8,
+            "pages over budget"
+        );
+    }
+    assert_eq!(
+        h.held.len(),
+        3,
+        "three 1 MiB calls fit the budget; the rest wait"
+    );
+    assert!(h.r.resp.counters().ddp_budget_waits > 0);
+    let mut handed = 0;
+    let mut answers = 0;
+    for _ in 0..calls {
+        for c in &h.held {
+            // Each call carries the 1 MiB exactly.
+            let v = c.call.to_vec().unwrap();
+            assert_eq!(v.len(), 4 + MIB as usize + 4);
+            assert_eq!(&v[4..4 + MIB as usize], &data[..]);
+        }
+        handed += h.held.len();
+        answers += h.answer_all().len();
+        assert!(h.r.resp.ddp_bytes_in_use() <= 3 * MIB as usize);
+        if h.held.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(handed, calls as usize, "every call handed up once");
+    assert_eq!(answers, calls as usize, "every call answered once");
+    assert_eq!(h.r.resp.ddp_bytes_in_use(), 0);
+    let c = *h.r.resp.counters();
+    assert_eq!((c.err_chunk_sent, c.bad_messages, c.closes), (0, 0, 0));
+    h.r.qa.release(reg.id).unwrap();
+    drop(src);
+}
+
+/// A flood of refusals with two send buffers: the RDMA_ERRORs that do not fit wait for a
+/// buffer and all go out, in order; with the bounded queue overrun the connection is closed
+/// (RFC 8166 §4.5.4), never an error silently skipped.
+#[test]
+fn refusals_wait_for_send_buffers_then_the_connection_closes_when_they_cannot() {
+    let opts = |send_bufs| RigOpts {
+        soft_b: SoftConfig {
+            send_bufs,
+            ..SoftConfig::default()
+        },
+        ..RigOpts::default()
+    };
+    // Twelve refusals posted before the responder polls once: two go at once, ten wait.
+    let mut h = Hostile::with(opts(2));
+    for xid in 0..12u32 {
+        let mut m = words(500 + xid, 1, 2); // RDMA_MSGP
+        m.extend_from_slice(&[0; 12]);
+        h.send(&m);
+    }
+    let ans = h.settle();
+    let xids: Vec<u32> = ans.iter().map(|a| error_of(a).0).collect();
+    assert_eq!(
+        xids,
+        (500..512).collect::<Vec<_>>(),
+        "all answered, in order"
+    );
+    assert_eq!(h.r.resp.deferred_errors(), 0);
+    assert!(h.r.resp.counters().resource_stalls > 0, "some had to wait");
+    assert!(!h.lost);
+
+    // One buffer and a burst larger than the queue of owed errors: closed, and said so.
+    let mut h = Hostile::with(opts(1));
+    for xid in 0..40u32 {
+        let mut m = words(600 + xid, 1, 2);
+        m.extend_from_slice(&[0; 12]);
+        h.send(&m);
+    }
+    h.settle();
+    assert!(h.lost, "the responder reports the connection gone");
+    assert_eq!(h.r.resp.counters().closes, 1);
+    assert!(!h.r.qa.is_connected());
+}
+
+/// Register `data` in side A's pages for remote read; the segments to put in a read chunk.
+fn exposed(h: &mut Hostile, data: &[u8]) -> (Chain, krpc_rdma::provider::RegId, Vec<Segment>) {
+    let src = common::pages_with(&h.r.pa, data);
+    let frags: Vec<PageFragment> = src.page_fragments_in(0..data.len()).unwrap().collect();
+    let reg = h.r.qa.register(&frags, Access::REMOTE_READ).unwrap();
+    let segs = reg
+        .segments
+        .iter()
+        .map(|s| seg(s.handle, s.length, s.offset))
+        .collect();
+    (src, reg.id, segs)
+}
+
+/// A call whose RDMA Read finds the send queue full of Sends (here an RDMA_ERROR) and gets
+/// `Busy` with no Read in flight: the Send's completion restarts it (it used to wait for the
+/// next incoming message, forever if none came).
+#[test]
+fn a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes() {
+    let mut h = Hostile::with(RigOpts {
+        soft_b: SoftConfig {
+            max_send_wr: 1,
+            ..SoftConfig::default()
+        },
+        ..RigOpts::default()
+    });
+    let data = pattern(8192, 9);
+    let (src, reg, segs) = exposed(&mut h, &data);
+    // Both arrive before the responder polls: the refusal's Send takes the only send-queue
+    // slot, then the WRITE's Read finds it taken.
+    let mut bad = words(1, 1, 2);
+    bad.extend_from_slice(&[0; 12]);
+    h.send(&bad);
+    h.send(&call(2, read_chunk(4, &segs), &[0, 0, 0, 2]));
+    let ans = h.settle();
+    assert_eq!(ans.len(), 1);
+    assert_eq!(error_of(&ans[0]).0, 1);
+    assert_eq!(h.held.len(), 1, "the WRITE was read and handed up");
+    assert_eq!(h.held[0].call.to_vec().unwrap()[4..], data[..]);
+    assert_eq!(h.answer_all().len(), 1);
+    h.r.qa.release(reg).unwrap();
+    drop(src);
+}
+
+/// No pages for a read chunk (the responder's arena is exhausted): the call can be neither
+/// taken nor honestly refused, so the connection is closed (RFC 8166 §4.5.4) — not dropped.
+#[test]
+fn no_pages_for_a_read_chunk_closes_the_connection() {
+    let mut h = Hostile::new(TransportConfig::default());
+    // Everything but 16 of the responder's 4096 pages is taken elsewhere.
+    let hog = Chain::alloc_pages(&h.r.pb, (4096 - 16) * mbuf::PAGE_SIZE).unwrap();
+    let data = pattern(128 * 1024, 1);
+    let (_src, _reg, segs) = exposed(&mut h, &data);
+    assert!(h
+        .exchange(&call(5, read_chunk(4, &segs), &[0, 0, 0, 5]))
+        .is_empty());
+    assert!(h.lost);
+    assert!(h.held.is_empty());
+    assert_eq!(h.r.resp.counters().closes, 1);
+    drop(hog);
+    assert_eq!(h.r.arena_b.in_use(), 0, "pages of the failed call returned");
+}
+
+/// A reply that cannot be built (its DDP region sits at an unaligned XDR position, so it
+/// cannot go into the write chunk) consumes the context and answers ERR_CHUNK, so the
+/// requester is not left waiting.
+#[test]
+fn a_reply_that_cannot_be_built_is_answered_with_err_chunk() {
+    let mut h = Hostile::new(TransportConfig::default());
+    let mut l = ChunkLists::new();
+    l.write_list
+        .push(WriteChunk::from_slice(&[seg(3, 8192, 0x1000)]).unwrap())
+        .unwrap();
+    assert!(h.exchange(&call(77, l, b"read")).is_empty());
+    let c = h.held.pop().unwrap();
+    let mut reply = Chain::from_bytes(&[0, 0, 0, 77, 1]).unwrap();
+    reply.append_mbuf(mbuf::Mbuf::ddp_marker()).unwrap();
+    reply.cat(common::pages_with(&h.r.pb, &[7; 100])).unwrap();
+    let e = h.r.resp.reply(&mut h.r.qb, c.ctx, reply).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            krpc_rdma::transport::ReplyError::Failed(
+                krpc_rdma::transport::CallError::UnalignedPosition
+            )
+        ),
+        "{e:?}"
+    );
+    let ans = h.settle();
+    assert_eq!(ans.len(), 1);
+    assert_eq!(error_of(&ans[0]).0, 77);
+    assert_eq!(error_of(&ans[0]).3, ErrorBody::Chunk);
+}
