@@ -307,11 +307,13 @@ fn one_rpc(r: &mut Rig, xid: u32, s: &Rpc) -> Result<(), TestCaseError> {
     let resp_thr = r.resp.thresholds();
     prop_assert_eq!(resp_thr.send, thr.recv, "thresholds are symmetric");
     let write_used = prov == ReplyProv::WriteChunk && s.rddp.is_some();
+    // A provisioned reply chunk is echoed (zero lengths) in an inline reply (RFC 8166
+    // §4.3.3), so it counts in the reply header as it does in the call's.
     let resp_hdr = MIN_HDR
-        + if prov == ReplyProv::WriteChunk {
-            CHUNK_HDR
-        } else {
-            0
+        + match prov {
+            ReplyProv::None => 0,
+            ReplyProv::WriteChunk => CHUNK_HDR,
+            ReplyProv::ReplyChunk => REPLY_CHUNK_HDR,
         };
     let resp_inline = if write_used {
         rlen - rd - xdr_pad(rd)

@@ -11,141 +11,13 @@
 
 mod common;
 
-use common::{pattern, rig_opts, Rig, RigOpts};
-use krpc_rdma::provider::{Access, Completion, Provider, WcKind, WcStatus};
+use common::raw::{call, error_of, exposed, read_chunk, seg, words, Hostile};
+use common::{pattern, RigOpts};
+use krpc_rdma::provider::{Access, Provider};
 use krpc_rdma::soft::SoftConfig;
-use krpc_rdma::transport::{Incoming, ResponderEvent, TransportConfig};
-use krpc_rdma::wire::{Body, ChunkLists, ErrorBody, HeaderRepr, ReadSegment, Segment, WriteChunk};
+use krpc_rdma::transport::TransportConfig;
+use krpc_rdma::wire::{ChunkLists, ErrorBody, ReadSegment, Segment, WriteChunk};
 use mbuf::{Chain, PageFragment};
-
-/// The rig, with the requester's queue pair driven by hand (the `Requester` stays idle).
-struct Hostile {
-    r: Rig,
-    /// Calls handed up and not yet answered.
-    held: Vec<Incoming>,
-    lost: bool,
-}
-
-const RAW_SEND_BUF: u32 = 0;
-
-impl Hostile {
-    fn new(resp_cfg: TransportConfig) -> Self {
-        Hostile::with(RigOpts {
-            resp_cfg,
-            ..RigOpts::default()
-        })
-    }
-
-    fn with(opts: RigOpts) -> Self {
-        let mut r = rig_opts(opts);
-        // Every receive buffer of side A posted, so every answer lands.
-        for b in 0..SoftConfig::default().recv_bufs {
-            let _ = r.qa.post_recv(&[b]);
-        }
-        Hostile {
-            r,
-            held: Vec::new(),
-            lost: false,
-        }
-    }
-
-    /// Send `msg` from side A, let the responder work, and return what came back.
-    fn exchange(&mut self, msg: &[u8]) -> Vec<Vec<u8>> {
-        self.send(msg);
-        self.settle()
-    }
-
-    fn send(&mut self, msg: &[u8]) {
-        common::raw_send(&mut self.r.qa, RAW_SEND_BUF, msg);
-    }
-
-    /// Poll the responder until quiet; collect handed-up calls and side A's received messages.
-    fn settle(&mut self) -> Vec<Vec<u8>> {
-        let mut got = Vec::new();
-        for _ in 0..100 {
-            let mut evs = Vec::new();
-            self.r.resp.poll(&mut self.r.qb, &mut |e| evs.push(e));
-            let mut progress = !evs.is_empty();
-            for e in evs {
-                match e {
-                    ResponderEvent::Call(c) => self.held.push(c),
-                    ResponderEvent::ConnectionLost => self.lost = true,
-                    ResponderEvent::Connected(_) => {}
-                }
-            }
-            let mut wcs = [Completion::EMPTY; 16];
-            let n = self.r.qa.poll_cq(&mut wcs);
-            progress |= n > 0;
-            for wc in &wcs[..n] {
-                if let (WcKind::Recv { buf }, WcStatus::Success) = (wc.kind, wc.status) {
-                    got.push(self.r.qa.recv_buf(buf).unwrap()[..wc.byte_len as usize].to_vec());
-                    // (Fails once the connection is gone; nothing more can arrive then.)
-                    let _ = self.r.qa.post_recv(&[buf]);
-                }
-            }
-            if !progress {
-                break;
-            }
-        }
-        got
-    }
-
-    /// Answer every held call with a short inline reply.
-    fn answer_all(&mut self) -> Vec<Vec<u8>> {
-        for c in std::mem::take(&mut self.held) {
-            let reply = Chain::from_bytes(&c.xid.to_be_bytes()).unwrap();
-            self.r.resp.reply(&mut self.r.qb, c.ctx, reply).unwrap();
-        }
-        self.settle()
-    }
-}
-
-/// The RDMA_ERROR in `ans`: (xid, vers, credit, body).
-fn error_of(ans: &[u8]) -> (u32, u32, u32, ErrorBody) {
-    let h = HeaderRepr::parse(ans).unwrap_or_else(|e| panic!("answer does not decode: {e}"));
-    match h.body {
-        Body::Error(b) => (h.xid, h.vers, h.credit, b),
-        other => panic!("expected RDMA_ERROR, got {other:?}"),
-    }
-}
-
-/// A call header with these chunks and inline payload.
-fn call(xid: u32, lists: ChunkLists, payload: &[u8]) -> Vec<u8> {
-    let h = HeaderRepr::new(xid, 8, Body::Msg(lists));
-    let mut v = vec![0u8; h.buffer_len()];
-    h.emit(&mut v).unwrap();
-    v.extend_from_slice(payload);
-    v
-}
-
-fn read_chunk(position: u32, segs: &[Segment]) -> ChunkLists {
-    let mut l = ChunkLists::new();
-    for s in segs {
-        l.read_list
-            .push(ReadSegment {
-                position,
-                segment: *s,
-            })
-            .unwrap();
-    }
-    l
-}
-
-fn seg(handle: u32, length: u32, offset: u64) -> Segment {
-    Segment {
-        handle,
-        length,
-        offset,
-    }
-}
-
-/// The fixed words of a header: xid, vers, credit, proc.
-fn words(xid: u32, vers: u32, proc_: u32) -> Vec<u8> {
-    [xid, vers, 8, proc_]
-        .iter()
-        .flat_map(|w| w.to_be_bytes())
-        .collect()
-}
 
 /// RFC 8166 §4.5 and §4.6: what a responder answers, and what it must not.
 #[test]
@@ -411,19 +283,6 @@ fn refusals_wait_for_send_buffers_then_the_connection_closes_when_they_cannot() 
     assert!(h.lost, "the responder reports the connection gone");
     assert_eq!(h.r.resp.counters().closes, 1);
     assert!(!h.r.qa.is_connected());
-}
-
-/// Register `data` in side A's pages for remote read; the segments to put in a read chunk.
-fn exposed(h: &mut Hostile, data: &[u8]) -> (Chain, krpc_rdma::provider::RegId, Vec<Segment>) {
-    let src = common::pages_with(&h.r.pa, data);
-    let frags: Vec<PageFragment> = src.page_fragments_in(0..data.len()).unwrap().collect();
-    let reg = h.r.qa.register(&frags, Access::REMOTE_READ).unwrap();
-    let segs = reg
-        .segments
-        .iter()
-        .map(|s| seg(s.handle, s.length, s.offset))
-        .collect();
-    (src, reg.id, segs)
 }
 
 /// A call whose RDMA Read finds the send queue full of Sends (here an RDMA_ERROR) and gets

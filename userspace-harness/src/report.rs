@@ -201,7 +201,10 @@ mod tests {
         for k in ["p50", "p90", "p99", "max"] {
             assert!(v["lat_us"][k].is_number());
         }
-        assert_eq!(v["counters"].as_object().unwrap().len(), krpc_rdma::transport::COUNTER_FIELDS);
+        assert_eq!(
+            v["counters"].as_object().unwrap().len(),
+            krpc_rdma::transport::COUNTER_FIELDS
+        );
         assert_eq!(v["counters"]["calls_lost"], 3);
         let line = serde_json::to_string(&v).unwrap();
         assert!(!line.contains('\n'));

@@ -970,6 +970,11 @@ impl Responder {
         let mut lists = ChunkLists::new();
         for (i, chunk) in ctx.write_list.iter().enumerate() {
             match all.get(i) {
+                Some(_) if chunk.is_empty() => {
+                    // An empty write chunk: the requester asks for this item inline (RFC 8166
+                    // §4.3.2.3); the chunk is echoed empty.
+                    let _ = lists.write_list.push(WriteChunk::new());
+                }
                 Some(item) => {
                     self.frags.clear();
                     for f in reply
@@ -1001,9 +1006,14 @@ impl Responder {
                 }
             }
         }
-        for extra in all.iter().skip(items.len()) {
-            // No write chunk for it: the DDP data travels inline (a copy).
-            tally.ddp_payload_copied_bytes += extra.len as u64;
+        // Items with no (or an empty) write chunk: the DDP data travels inline (a copy).
+        let placed: usize = items.iter().map(|it| it.len).sum();
+        let ddp_total: usize = all.iter().map(|it| it.len).sum();
+        tally.ddp_payload_copied_bytes += ddp_total.saturating_sub(placed) as u64;
+        if let Some(rc) = &ctx.reply_chunk {
+            // A provisioned reply chunk we do not use goes back with zero lengths (RFC 8166
+            // §4.3.3); a Long Reply below replaces it with what it wrote.
+            lists.reply_chunk = Some(rc.iter().map(|s| Segment { length: 0, ..*s }).collect());
         }
         let total = reply.len();
         let inline = inline_len(total, &items);

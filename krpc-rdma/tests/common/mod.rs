@@ -8,6 +8,8 @@
     clippy::panic
 )]
 
+pub mod raw;
+
 use std::sync::Arc;
 
 use krpc_rdma::provider::Provider;
