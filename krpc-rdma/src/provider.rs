@@ -232,17 +232,32 @@ impl Completion {
 
 /// Poll `prov` until its completion queue is empty, handing each completion to `f` (which
 /// may post more work on the same provider).
-pub fn drain_cq<P: Provider>(prov: &mut P, mut f: impl FnMut(&mut P, &Completion)) {
+pub fn drain_cq<P: Provider>(prov: &mut P, f: impl FnMut(&mut P, &Completion)) {
+    drain_cq_bounded(prov, usize::MAX, f);
+}
+
+/// Like [`drain_cq`], handling at most `budget` completions (a bounded unit of work for a
+/// caller that must yield, like smoltcp's `poll_ingress_single`). True when the queue was
+/// found empty, false when the budget ran out first (more may be waiting).
+pub fn drain_cq_bounded<P: Provider>(
+    prov: &mut P,
+    budget: usize,
+    mut f: impl FnMut(&mut P, &Completion),
+) -> bool {
     let mut wcs = [Completion::EMPTY; 16];
-    loop {
-        let n = prov.poll_cq(&mut wcs);
+    let mut left = budget;
+    while left > 0 {
+        let want = left.min(wcs.len());
+        let n = prov.poll_cq(wcs.get_mut(..want).unwrap_or_default());
         if n == 0 {
-            break;
+            return true;
         }
         for wc in wcs.iter().take(n) {
             f(prov, wc);
         }
+        left = left.saturating_sub(n);
     }
+    false
 }
 
 /// A connection-manager event.

@@ -17,6 +17,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use common::raw::advertised_handles;
 use common::{
     assert_clean, pages_with, pattern, reply_for, rig, rig_opts, rig_with, take_reply, teardown,
     write_call, xdr_call, Rig, RigOpts, Soft,
@@ -26,7 +27,7 @@ use krpc_rdma::soft::{CorruptSend, FaultConfig, FaultInjector, SoftQp};
 use krpc_rdma::transport::{
     CallError, DdpReply, ReplyError, ReplySpec, RequesterEvent, ResponderEvent, TransportConfig,
 };
-use krpc_rdma::wire::{CmFlags, CmPrivateData, ErrorCode, HeaderRepr};
+use krpc_rdma::wire::{CmFlags, CmPrivateData, ErrorCode};
 use mbuf::{Chain, Mbuf, PageProvider};
 
 type FRig = Rig<FaultInjector<SoftQp>, FaultInjector<SoftQp>>;
@@ -429,37 +430,6 @@ fn loss_at_every_poll() {
         }
         assert!(fired >= 3, "{side}: faults fired {fired} times");
     }
-}
-
-/// The requester's handles of its last call, read back from its send buffers.
-fn advertised_handles<A: Soft, B>(r: &mut Rig<A, B>, xid: u32) -> Vec<(u32, u64, bool)> {
-    let mut out = Vec::new();
-    for b in 0..64 {
-        let Ok(buf) = r.qa.soft_mut().send_buf(b) else {
-            continue;
-        };
-        let Ok(h) = HeaderRepr::parse(buf) else {
-            continue;
-        };
-        if h.xid != xid {
-            continue;
-        }
-        if let Some(l) = h.chunk_lists() {
-            out.extend(
-                l.read_list
-                    .iter()
-                    .map(|s| (s.segment.handle, s.segment.offset, false)),
-            );
-            for c in &l.write_list {
-                out.extend(c.iter().map(|s| (s.handle, s.offset, true)));
-            }
-            if let Some(c) = &l.reply_chunk {
-                out.extend(c.iter().map(|s| (s.handle, s.offset, true)));
-            }
-        }
-        break;
-    }
-    out
 }
 
 /// Loss while the requester invalidates: a call with a read chunk and a write chunk, Send

@@ -64,10 +64,14 @@ pub struct Counters {
     pub calls_dropped: u64,
     /// Times a call's RDMA Reads waited for the connection's DDP budget (responder).
     pub ddp_budget_waits: u64,
+    /// Calls the caller abandoned before their reply (requester `abandon`).
+    pub calls_abandoned: u64,
+    /// Replies that arrived for abandoned calls and were dropped (requester).
+    pub late_replies: u64,
 }
 
 /// Number of [`Counters`] fields.
-pub const COUNTER_FIELDS: usize = 30;
+pub const COUNTER_FIELDS: usize = 32;
 
 static_assertions::const_assert_eq!(
     core::mem::size_of::<Counters>(),
@@ -108,6 +112,8 @@ impl Counters {
             ("closes", self.closes),
             ("calls_dropped", self.calls_dropped),
             ("ddp_budget_waits", self.ddp_budget_waits),
+            ("calls_abandoned", self.calls_abandoned),
+            ("late_replies", self.late_replies),
         ]
     }
 
@@ -165,6 +171,8 @@ impl Counters {
             closes: self.closes.saturating_add(other.closes),
             calls_dropped: self.calls_dropped.saturating_add(other.calls_dropped),
             ddp_budget_waits: self.ddp_budget_waits.saturating_add(other.ddp_budget_waits),
+            calls_abandoned: self.calls_abandoned.saturating_add(other.calls_abandoned),
+            late_replies: self.late_replies.saturating_add(other.late_replies),
         }
     }
 }

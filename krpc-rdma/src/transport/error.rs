@@ -36,6 +36,12 @@ pub enum CallError {
     BadConfig,
     /// The provider refused an operation.
     Provider(ProviderError),
+    /// A call with this XID is already outstanding on the connection: a reply could not tell
+    /// the two apart (the krpc allocates XIDs; this is its bug or a retransmit on the same
+    /// connection).
+    DuplicateXid,
+    /// The caller closed the transport ([`Requester::close`](super::Requester::close)).
+    Closed,
 }
 
 impl fmt::Display for CallError {
@@ -54,6 +60,8 @@ impl fmt::Display for CallError {
                 f.write_str("configuration does not fit the provider's buffers")
             }
             CallError::Provider(e) => write!(f, "provider error: {e}"),
+            CallError::DuplicateXid => f.write_str("a call with this XID is already outstanding"),
+            CallError::Closed => f.write_str("transport closed"),
         }
     }
 }

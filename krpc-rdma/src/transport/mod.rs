@@ -55,5 +55,7 @@ pub mod xdr_reduce;
 pub use config::TransportConfig;
 pub use counters::{Counters, COUNTER_FIELDS};
 pub use error::CallError;
-pub use requester::{CallRejected, DdpReply, LocateFn, ReplySpec, Requester, RequesterEvent};
+pub use requester::{
+    Abandoned, CallRejected, DdpReply, LocateFn, ReplySpec, Requester, RequesterEvent,
+};
 pub use responder::{Incoming, ReplyCtx, ReplyError, Responder, ResponderEvent};

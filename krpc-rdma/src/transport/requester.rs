@@ -13,8 +13,8 @@ use super::pullup::{gather, push_frag};
 use super::send_ctx::{FreeList, SendContexts, WrTag};
 use super::xdr_reduce::{copy_inline, inline_len, reduce, xdr_pad, ReducedItem};
 use crate::provider::{
-    drain_cq, Access, CmEvent, Completion, Provider, RegId, RegSegment, Resources, SendOp, SendWr,
-    WcKind, WcStatus,
+    drain_cq_bounded, Access, CmEvent, Completion, Provider, RegId, RegSegment, Resources, SendOp,
+    SendWr, WcKind, WcStatus,
 };
 use crate::wire::{
     negotiate, Body, ChunkLists, CmPrivateData, ErrorCode, Header, HeaderRepr, InlineThresholds,
@@ -96,6 +96,15 @@ pub enum RequesterEvent {
     ConnectionLost,
 }
 
+/// What [`Requester::abandon`] hands back.
+#[derive(Debug)]
+pub struct Abandoned {
+    /// The call chain as it was given to [`Requester::call`] (`None` if already returned).
+    pub call: Option<Chain>,
+    /// The caller's pages from [`DdpReply`], if any.
+    pub pages: Option<Chain>,
+}
+
 /// Most registrations per call: read chunks, the write chunk, the reply chunk.
 const MAX_CALL_REGS: usize = 16;
 /// Most read chunks per call.
@@ -113,6 +122,10 @@ enum SlotState {
     Free,
     Waiting,
     Invalidating(u32),
+    /// The caller abandoned the call: its registrations are revoked and its pages handed back;
+    /// the slot and its credit stay until the reply arrives (then dropped) or the connection
+    /// goes.
+    Abandoned,
 }
 
 #[derive(Debug)]
@@ -277,6 +290,13 @@ impl Requester {
             return Err(reject(CallError::BadCall, call, reply));
         }
         let xid = u32::from_be_bytes(xid_bytes);
+        if self
+            .slots
+            .iter()
+            .any(|s| s.state != SlotState::Free && s.xid == xid)
+        {
+            return Err(reject(CallError::DuplicateXid, call, reply));
+        }
         if !self.credits.can_send() {
             self.counters.credit_stalls += 1;
             return Err(reject(CallError::NoCredit, call, reply));
@@ -569,6 +589,18 @@ impl Requester {
     /// Reap completions and connection events; report replies, failures and connection state
     /// through `events`. Never blocks.
     pub fn poll<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(RequesterEvent)) {
+        self.poll_bounded(prov, usize::MAX, events);
+    }
+
+    /// [`poll`](Self::poll) with a work budget: connection events, then at most `budget`
+    /// completions. True when everything pending was handled; false when the budget ran out
+    /// (call again).
+    pub fn poll_bounded<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        budget: usize,
+        events: &mut impl FnMut(RequesterEvent),
+    ) -> bool {
         while let Some(ev) = prov.poll_event() {
             match ev {
                 CmEvent::Established { private_data } => {
@@ -579,7 +611,9 @@ impl Requester {
                 CmEvent::Disconnected => self.lose(prov, events),
             }
         }
-        drain_cq(prov, |prov, wc| self.on_completion(prov, wc, events));
+        drain_cq_bounded(prov, budget, |prov, wc| {
+            self.on_completion(prov, wc, events)
+        })
     }
 
     fn on_completion<P: Provider>(
@@ -651,11 +685,9 @@ impl Requester {
             return;
         };
         let xid = hdr.xid();
-        let Some(idx) = self
-            .slots
-            .iter()
-            .position(|s| s.state == SlotState::Waiting && s.xid == xid)
-        else {
+        let Some(idx) = self.slots.iter().position(|s| {
+            matches!(s.state, SlotState::Waiting | SlotState::Abandoned) && s.xid == xid
+        }) else {
             self.counters.bad_messages += 1;
             return;
         };
@@ -664,7 +696,17 @@ impl Requester {
         let Some(slot) = self.slots.get_mut(idx) else {
             return;
         };
+        if slot.state == SlotState::Abandoned {
+            // Its caller is gone and its registrations were revoked at abandon time: the
+            // reply only gives the slot and the credit back.
+            *slot = Slot::empty();
+            self.counters.late_replies += 1;
+            return;
+        }
         let outcome = match hdr.proc_() {
+            // A responder leaves the Read list of a reply empty (RFC 8166 §4.3.1); Linux's
+            // client fails such a reply with -EIO.
+            Proc::Msg | Proc::NoMsg if hdr.read_list().next().is_some() => Err(CallError::BadReply),
             Proc::Error => {
                 let code = hdr.error_body().map_or(ErrorCode::Chunk, |b| b.code());
                 match code {
@@ -677,9 +719,11 @@ impl Requester {
                 .map_err(CallError::from)
                 .and_then(|inline| place_ddp(slot, &hdr, inline, &mut self.counters)),
             Proc::NoMsg => {
-                let written = hdr.reply_chunk().map_or(0, |c| c.total_length());
-                match slot.reply_chunk.take() {
-                    Some(mut pages) if written <= pages.len() as u64 => {
+                // RDMA_NOMSG from a responder means "the reply is in the reply chunk": without
+                // one, there is no reply (never an empty success).
+                let written = hdr.reply_chunk().map(|c| c.total_length());
+                match (slot.reply_chunk.take(), written) {
+                    (Some(mut pages), Some(written)) if written <= pages.len() as u64 => {
                         let cut = pages.len() as u64 - written;
                         let trimmed = i64::try_from(cut)
                             .map_err(|_| CallError::BadReply)
@@ -759,13 +803,14 @@ impl Requester {
         }
     }
 
-    /// Connection loss: fail every pending call, release every registration, free all pages.
-    fn lose<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(RequesterEvent)) {
-        if self.lost {
-            return;
-        }
-        self.lost = true;
-        self.counters.connection_losses += 1;
+    /// Fail every pending call with `error`: registrations released (revoked first if still
+    /// valid), pages handed back. Abandoned calls end silently: their caller was told.
+    fn fail_all<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        error: CallError,
+        events: &mut impl FnMut(RequesterEvent),
+    ) {
         for slot in self.slots.iter_mut() {
             if slot.state == SlotState::Free {
                 continue;
@@ -774,13 +819,70 @@ impl Requester {
                 let _ = prov.release(r.id);
             }
             let mut done = core::mem::replace(slot, Slot::empty());
+            if done.state == SlotState::Abandoned {
+                continue;
+            }
             self.counters.calls_lost += 1;
             events(RequesterEvent::Failed {
                 xid: done.xid,
-                error: CallError::ConnectionLost,
+                error,
                 pages: done.ddp.take().map(|d| d.pages),
             });
         }
+    }
+
+    /// Give up on the call `xid` now (a krpc timeout or signal, FreeBSD's `clnt_vc_call`
+    /// removing its request; Linux's `xprt_rdma_free`): every registration of the call is
+    /// revoked before this returns (RFC 8166 §8.1.3: the responder can no longer touch the
+    /// caller's memory), and the call chain and the caller's DDP pages are handed back. The
+    /// slot and its credit stay taken until the reply arrives (it is then dropped and
+    /// counted in `late_replies`) or the connection goes, so the credit accounting stays
+    /// true. `None` if no call `xid` is waiting for its reply.
+    ///
+    /// A responder still reading the call's chunks then fails on a revoked handle, which
+    /// breaks the connection; that is the price of taking the memory back at once, as on
+    /// Linux.
+    pub fn abandon<P: Provider>(&mut self, prov: &mut P, xid: u32) -> Option<Abandoned> {
+        let slot = self
+            .slots
+            .iter_mut()
+            .find(|s| s.state == SlotState::Waiting && s.xid == xid)?;
+        for r in &slot.regs {
+            let _ = prov.release(r.id);
+            self.counters.local_invalidations += 1;
+        }
+        slot.regs.clear();
+        slot.state = SlotState::Abandoned;
+        slot.pullup = Chain::new();
+        slot.reply_chunk = None;
+        slot.outcome = None;
+        self.counters.calls_abandoned += 1;
+        Some(Abandoned {
+            call: slot.call.take(),
+            pages: slot.ddp.take().map(|d| d.pages),
+        })
+    }
+
+    /// Close the transport (FreeBSD's `clnt_vc_close`): disconnect, fail every pending call
+    /// with [`CallError::Closed`] (registrations revoked, the caller's pages handed back in
+    /// the events), then report [`RequesterEvent::ConnectionLost`]. Later calls are refused.
+    pub fn close<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(RequesterEvent)) {
+        if self.lost {
+            return;
+        }
+        prov.disconnect();
+        self.fail_all(prov, CallError::Closed, events);
+        self.lose(prov, events);
+    }
+
+    /// Connection loss: fail every pending call, release every registration, free all pages.
+    fn lose<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(RequesterEvent)) {
+        if self.lost {
+            return;
+        }
+        self.lost = true;
+        self.counters.connection_losses += 1;
+        self.fail_all(prov, CallError::ConnectionLost, events);
         self.credits.reset();
         self.send.reset();
         self.recv_free.reset();

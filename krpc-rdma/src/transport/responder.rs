@@ -14,7 +14,7 @@ use super::rdma_plan::{plan, WrDesc};
 use super::send_ctx::{FreeList, SendContexts, WrTag};
 use super::xdr_reduce::{copy_inline, inline_len, kept_ranges, reduce, xdr_pad, ReducedItem};
 use crate::provider::{
-    drain_cq, CmEvent, Completion, Provider, Resources, SendOp, SendWr, WcKind, WcStatus,
+    drain_cq_bounded, CmEvent, Completion, Provider, Resources, SendOp, SendWr, WcKind, WcStatus,
 };
 use crate::wire::{
     negotiate, Body, ChunkLists, CmPrivateData, ErrorCode, Header, HeaderRepr, InlineThresholds,
@@ -300,6 +300,18 @@ impl Responder {
 
     /// Reap completions and connection events; hand up calls. Never blocks.
     pub fn poll<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(ResponderEvent)) {
+        self.poll_bounded(prov, usize::MAX, events);
+    }
+
+    /// [`poll`](Self::poll) with a work budget: connection events, then at most `budget`
+    /// completions. True when everything pending was handled; false when the budget ran out
+    /// (call again).
+    pub fn poll_bounded<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        budget: usize,
+        events: &mut impl FnMut(ResponderEvent),
+    ) -> bool {
         while let Some(ev) = prov.poll_event() {
             match ev {
                 CmEvent::Established { private_data } => {
@@ -312,11 +324,14 @@ impl Responder {
             }
         }
         self.post_receives(prov);
-        drain_cq(prov, |prov, wc| self.on_completion(prov, wc, events));
+        let done = drain_cq_bounded(prov, budget, |prov, wc| {
+            self.on_completion(prov, wc, events)
+        });
         self.flush_errors(prov);
         if self.closing {
             self.lose(events);
         }
+        done
     }
 
     /// Page bytes that live calls' read chunks hold (at most `max_ddp_bytes`, or one call's
