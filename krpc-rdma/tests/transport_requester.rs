@@ -306,3 +306,80 @@ fn bounded_poll_yields_after_its_budget() {
         "eight Receives in budgets of two take four rounds or more"
     );
 }
+
+/// Reconnect: calls lost with their connection wait and are sent again with the same XID on
+/// the next one; an abandoned call is not; the new connection starts at one credit.
+#[test]
+fn reconnect_resends_owed_calls_with_their_xid_but_not_abandoned_ones() {
+    let mut r = warm();
+    let mut rc = krpc_rdma::transport::Reconnect::new(&Default::default()).unwrap();
+    for xid in [61u32, 62, 63] {
+        rc.call(
+            &mut r.req,
+            &mut r.qa,
+            xdr_call(xid, b"op"),
+            ReplySpec::inline(64),
+        )
+        .unwrap();
+    }
+    let dup = rc
+        .call(
+            &mut r.req,
+            &mut r.qa,
+            xdr_call(62, b"op"),
+            ReplySpec::inline(64),
+        )
+        .unwrap_err();
+    assert_eq!(dup.error, CallError::DuplicateXid);
+    // The connection breaks before the server sees anything.
+    r.qa.disconnect();
+    let mut passed = Vec::new();
+    r.req
+        .poll(&mut r.qa, &mut |e| passed.extend(rc.on_event(e)));
+    assert!(
+        matches!(passed.as_slice(), [RequesterEvent::ConnectionLost]),
+        "lost calls are kept, not failed: {passed:?}"
+    );
+    assert_eq!(rc.unsent(), 3);
+    let a = rc.abandon(&mut r.req, &mut r.qa, 62).unwrap();
+    assert_eq!(
+        a.call.unwrap().to_vec().unwrap(),
+        xdr_call(62, b"op").to_vec().unwrap()
+    );
+    // A new connection over the same arenas.
+    let (aa, ab) = (r.arena_a.clone(), r.arena_b.clone());
+    drop(r);
+    let mut r = common::rig_on(aa, ab, common::RigOpts::default());
+    let mut sink = |_| {};
+    assert_eq!(
+        rc.resend(&mut r.req, &mut r.qa, &mut sink),
+        1,
+        "one credit: one resent"
+    );
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        let mut calls = Vec::new();
+        r.resp.poll(&mut r.qb, &mut |e| {
+            if let ResponderEvent::Call(c) = e {
+                calls.push(c)
+            }
+        });
+        for c in calls {
+            seen.push(c.xid);
+            r.resp
+                .reply(&mut r.qb, c.ctx, reply_for(c.xid, b"ok"))
+                .unwrap();
+        }
+        let mut evs = Vec::new();
+        r.req.poll(&mut r.qa, &mut |e| evs.extend(rc.on_event(e)));
+        rc.resend(&mut r.req, &mut r.qa, &mut sink);
+        if rc.owed() == 0 {
+            break;
+        }
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, vec![61, 63], "same XIDs, the abandoned one never");
+    assert_eq!(rc.stats().retransmits, 2);
+    assert_eq!(rc.owed(), 0);
+    teardown(r);
+}

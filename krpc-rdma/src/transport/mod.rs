@@ -47,6 +47,7 @@ pub mod credits;
 pub mod error;
 pub mod pullup;
 pub mod rdma_plan;
+pub mod reconnect;
 pub mod requester;
 pub mod responder;
 pub mod send_ctx;
@@ -55,6 +56,7 @@ pub mod xdr_reduce;
 pub use config::TransportConfig;
 pub use counters::{Counters, COUNTER_FIELDS};
 pub use error::CallError;
+pub use reconnect::{Reconnect, ReconnectStats};
 pub use requester::{
     Abandoned, CallRejected, DdpReply, LocateFn, ReplySpec, Requester, RequesterEvent,
 };

@@ -9,6 +9,7 @@
 )]
 
 pub mod raw;
+pub mod workload;
 
 use std::sync::Arc;
 
@@ -86,6 +87,12 @@ impl Default for RigOpts {
 pub fn rig_opts(o: RigOpts) -> Rig {
     let arena_a = Arc::new(HeapPageArena::new(o.pages).unwrap());
     let arena_b = Arc::new(HeapPageArena::with_base(o.pages, ARENA_B_BASE).unwrap());
+    rig_on(arena_a, arena_b, o)
+}
+
+/// A new connection (requester, responder, queue pair) over existing arenas: what a
+/// reconnect makes, the pages of the calls kept for retransmission staying where they are.
+pub fn rig_on(arena_a: Arc<HeapPageArena>, arena_b: Arc<HeapPageArena>, o: RigOpts) -> Rig {
     let pa: Arc<dyn PageProvider> = arena_a.clone();
     let pb: Arc<dyn PageProvider> = arena_b.clone();
     let req = Requester::new(o.req_cfg, o.soft_a.resources(), pa.clone()).unwrap();
