@@ -78,3 +78,45 @@ fn rfc8166_s4_3_3_an_unused_reply_chunk_is_echoed_with_zero_length() {
     }
     assert_eq!(payload, 22u32.to_be_bytes());
 }
+
+/// Reply provisioning counts the reply header's echo of the write chunk (8 + 16 bytes per
+/// segment; Linux's `rpcrdma_max_reply_header_size`): a reply whose inline rest fits the
+/// threshold only without that echo gets a reply chunk instead of a write chunk, and arrives
+/// (it used to be refused with ERR_CHUNK).
+#[test]
+fn reply_provisioning_leaves_room_for_the_write_chunk_echo() {
+    let mut r = common::rig();
+    let max_inline = r.req.thresholds().recv as usize - 28;
+    let rest = max_inline - 10; // fits without the 24-byte echo, not with it
+    let data = pattern(8192, 6);
+    let pages = Chain::alloc_pages(&r.pa, data.len()).unwrap();
+    r.req
+        .call(
+            &mut r.qa,
+            common::xdr_call(9, b"read"),
+            krpc_rdma::transport::ReplySpec {
+                max_reply: rest + data.len(),
+                ddp: Some(krpc_rdma::transport::DdpReply {
+                    pages,
+                    locate: |_| Some(4),
+                }),
+            },
+        )
+        .unwrap();
+    let pb = r.pb.clone();
+    let body = pattern(rest - 4, 2);
+    let ev = r.run(&mut |c| {
+        let mut rep = common::reply_for(c.xid, &[]);
+        rep.append_mbuf(Mbuf::ddp_marker()).unwrap();
+        rep.cat(pages_with(&pb, &data)).unwrap();
+        rep.append(&body).unwrap();
+        rep
+    });
+    let reply = common::take_reply(ev, 9);
+    let v = reply.to_vec().unwrap();
+    assert_eq!(&v[4..4 + data.len()], &data[..]);
+    assert_eq!(&v[4 + data.len()..], &body[..]);
+    assert_eq!(r.resp.counters().err_chunk_sent, 0);
+    assert_eq!(r.req.counters().reply_chunks, 1);
+    assert_eq!(r.req.counters().write_chunks, 0);
+}

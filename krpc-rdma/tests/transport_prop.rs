@@ -286,7 +286,8 @@ fn one_rpc(r: &mut Rig, xid: u32, s: &Rpc) -> Result<(), TestCaseError> {
     let max_send = (thr.send as usize).min(BUF);
     let prov = if max_reply <= max_inline {
         ReplyProv::None
-    } else if cap.is_some_and(|c| c > 0 && max_reply.saturating_sub(c) <= max_inline) {
+    } else if cap.is_some_and(|c| c > 0 && max_reply.saturating_sub(c) + CHUNK_HDR <= max_inline) {
+        // The reply's header echoes the write chunk (one segment on the software provider).
         ReplyProv::WriteChunk
     } else {
         ReplyProv::ReplyChunk

@@ -452,9 +452,17 @@ impl Requester {
         // inline; otherwise a reply chunk.
         let max_inline = self.max_inline_reply();
         if max_reply > max_inline {
-            let ddp_fits = slot.ddp.as_ref().is_some_and(|d| {
-                max_reply.saturating_sub(d.pages.len()) <= max_inline && !d.pages.is_empty()
-            });
+            // The rest of the reply must fit inline together with the echo of the write chunk
+            // in the reply's header (8 + 16 bytes per segment; Linux sizes this with
+            // rpcrdma_max_reply_header_size), or the responder can only answer ERR_CHUNK.
+            let rest = |segs: usize, pages_len: usize| {
+                max_reply.saturating_sub(pages_len) + 8 + 16 * segs <= max_inline
+            };
+            let ddp_fits = slot
+                .ddp
+                .as_ref()
+                .is_some_and(|d| !d.pages.is_empty() && rest(1, d.pages.len()));
+            let mut placed = false;
             if ddp_fits {
                 let pages_len = slot.ddp.as_ref().map_or(0, |d| d.pages.len());
                 if let Some(d) = slot.ddp.take() {
@@ -462,15 +470,28 @@ impl Requester {
                     slot.ddp = Some(d);
                     r?;
                 }
+                let regs_before = slot.regs.len();
                 let reg = self.register(prov, slot, Access::REMOTE_WRITE)?;
-                let chunk: WriteChunk = reg.iter().map(seg_of).collect();
-                lists
-                    .write_list
-                    .push(chunk)
-                    .map_err(|_| CallError::TooLarge)?;
-                slot.write_chunk = true;
-                self.counters.write_chunks += 1;
-            } else {
+                if rest(reg.len(), pages_len) {
+                    let chunk: WriteChunk = reg.iter().map(seg_of).collect();
+                    lists
+                        .write_list
+                        .push(chunk)
+                        .map_err(|_| CallError::TooLarge)?;
+                    slot.write_chunk = true;
+                    self.counters.write_chunks += 1;
+                    placed = true;
+                } else {
+                    // More segments than the inline reply has room to echo: a reply chunk.
+                    while slot.regs.len() > regs_before {
+                        if let Some(r) = slot.regs.pop() {
+                            let _ = prov.release(r.id);
+                            self.counters.local_invalidations += 1;
+                        }
+                    }
+                }
+            }
+            if !placed {
                 if max_reply > self.cfg.max_chunk_bytes as usize {
                     return Err(CallError::TooLarge);
                 }
