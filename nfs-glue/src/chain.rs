@@ -260,7 +260,8 @@ pub struct DdpData {
     pub marker_index: usize,
     /// Chain offset of the item's first byte (its XDR position).
     pub offset: usize,
-    /// Bytes of the item (= its XDR length word = the region's length).
+    /// Bytes of the item (= its XDR length word; the region's length, or the region less
+    /// the XDR pad when the peer's read chunk carried the pad too).
     pub len: usize,
 }
 
@@ -279,8 +280,9 @@ impl DdpData {
 /// # Errors
 /// [`ChainError::Unaligned`] if a region does not start at a multiple of 4;
 /// [`ChainError::LengthWord`] if a marker has no 4 bytes in front of it;
-/// [`ChainError::LengthMismatch`] if a region's length differs from its length word (a
-/// malformed call or reply: answer GARBAGE_ARGS, or fail the call);
+/// [`ChainError::LengthMismatch`] if a region's length is neither its length word nor the
+/// length word rounded up to 4 (a malformed call or reply: answer GARBAGE_ARGS, or fail the
+/// call);
 /// [`ChainError::Alloc`].
 pub fn ddp_data(chain: &Chain) -> Result<Vec<DdpData>, ChainError> {
     let mut out = Vec::new();
@@ -300,7 +302,11 @@ pub fn ddp_data(chain: &Chain) -> Result<Vec<DdpData>, ChainError> {
         let mut word = [0u8; 4];
         chain.copydata(at, &mut word)?;
         let xdr_len = u32::from_be_bytes(word);
-        if usize::try_from(xdr_len).ok() != Some(r.len) {
+        let len = usize::try_from(xdr_len).unwrap_or(usize::MAX);
+        // A read chunk may carry the item's XDR pad too (RFC 8166 §3.4.5.2 allows it; Linux's
+        // svcrdma accepts it): the region is then the item rounded up to 4, and the item is
+        // the length word's bytes of it.
+        if len != r.len && len.checked_add(pad(len)) != Some(r.len) {
             return Err(ChainError::LengthMismatch {
                 offset: r.offset,
                 xdr_len,
@@ -310,7 +316,7 @@ pub fn ddp_data(chain: &Chain) -> Result<Vec<DdpData>, ChainError> {
         out.push(DdpData {
             marker_index: r.marker_index,
             offset: r.offset,
-            len: r.len,
+            len,
         });
     }
     Ok(out)

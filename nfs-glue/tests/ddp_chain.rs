@@ -441,6 +441,20 @@ fn received_shapes() {
         }
     );
     drop(bad);
+    // A read chunk that carried the item's XDR pad (RFC 8166 §3.4.5.2): the region is 12
+    // bytes for a 10-byte item; the item is its first 10, the next XDR item starts after 12.
+    let mut padded = Chain::from_bytes(&head_for(1, 10)).unwrap();
+    padded.append_mbuf(Mbuf::ddp_marker()).unwrap();
+    padded
+        .cat(data_pages_from_bytes(&p, &[9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 0, 0]).unwrap())
+        .unwrap();
+    let d = ddp_data(&padded).unwrap();
+    assert_eq!((d[0].offset, d[0].len, d[0].end_with_pad()), (8, 10, 20));
+    assert!(matches!(
+        write_data(&padded, d[0].offset, d[0].len).unwrap(),
+        WriteData::Pages(v) if v.iter().map(|f| f.len).sum::<usize>() == 10
+    ));
+    drop(padded);
     // A marker with no length word in front of it.
     let mut bad = Chain::from_mbuf(Mbuf::ddp_marker()).unwrap();
     bad.cat(data_pages_from_bytes(&p, &[9; 4]).unwrap())

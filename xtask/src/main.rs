@@ -12,7 +12,7 @@
 //! * `kernel-build`: `cargo build --release --target x86_64-unknown-none` of the no_std crates.
 //! * `bench-rxe [--out FILE]`: harness vs perftest vs the kernel NFS/RDMA client, one VM boot.
 //! * `fuzz [SECONDS]`: runs each cargo-fuzz target (header decoder, nfs-glue decoders, the
-//!   Responder against a hostile peer) SECONDS.
+//!   Responder and the Requester against a hostile peer) SECONDS.
 //! * `vm-setup`: prepares the rxe VM (host packages, Debian's kernel, vmlinux, initramfs) in a
 //!   cache outside the repository; idempotent.
 //! * `vm -- CMD [ARGS...]`: runs CMD over Soft-RoCE: in a qemu VM running Debian's kernel with
@@ -51,7 +51,7 @@ test                  everything CI checks: fmt, clippy, the workspace tests, ke
 demo                  harness server + client over rxe0 in the VM, NFSv3 to knfsd, header decoding
 kernel-build          the kernel-target build of the no_std crates (x86_64-unknown-none)
 fuzz [SECONDS]        run each fuzz target: header decoder, nfs-glue decoders, the Responder
-                      against a hostile peer's message script (60 s each)
+                      and the Requester against a hostile peer's script (60 s each)
 bench-rxe [--out F]   harness vs perftest and the kernel NFS/RDMA client on rxe0, one VM boot
 fresh-check [--dir D] [--keep]
                       root only: demo then test on a clean clone in a fresh Debian root";
@@ -335,7 +335,8 @@ fn fuzz(seconds: Option<&str>) -> Result<(), String> {
     requirements::ensure(Task::Fuzz)?;
     // The RPC-over-RDMA header decoder, then nfs-glue's decoders of peer data (RPC headers,
     // every NFSv3 argument and result, the DDP head decoders, the locate functions), then the
-    // Responder itself driven by a hostile requester's script over the software provider.
+    // Responder and the Requester themselves, each driven by a hostile peer's script over the
+    // software provider.
     for target in FUZZ_TARGETS {
         let mut cmd = Command::new("cargo");
         cmd.current_dir(root().join("krpc-rdma"))
@@ -354,4 +355,9 @@ fn fuzz(seconds: Option<&str>) -> Result<(), String> {
 }
 
 /// The cargo-fuzz targets in `krpc-rdma/fuzz`, run by `cargo xtask fuzz` in this order.
-const FUZZ_TARGETS: &[&str] = &["decode_header", "decode_nfs3", "responder_peer"];
+const FUZZ_TARGETS: &[&str] = &[
+    "decode_header",
+    "decode_nfs3",
+    "responder_peer",
+    "requester_peer",
+];

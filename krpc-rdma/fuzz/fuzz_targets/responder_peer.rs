@@ -200,23 +200,8 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn raw(h: &mut Hostile, msg: &[u8]) -> Option<()> {
-    let n = msg.len().min(h.r.qa.send_buf(0).ok()?.len());
-    h.r.qa
-        .send_buf(0)
-        .ok()?
-        .get_mut(..n)?
-        .copy_from_slice(msg.get(..n)?);
-    h.r.qa
-        .post_send(&[krpc_rdma::provider::SendWr {
-            wr_id: 1,
-            op: krpc_rdma::provider::SendOp::Send {
-                buf: 0,
-                len: n as u32,
-                invalidate: None,
-            },
-            signaled: true,
-        }])
-        .ok()
+    let n = msg.len().min(4096);
+    common::try_raw_send(&mut h.r.qa, 0, msg.get(..n)?).ok()
 }
 
 fn poll(h: &mut Hostile, budget: usize, seen: &mut std::collections::HashSet<(u32, u32)>) {

@@ -194,7 +194,19 @@ impl<A: Provider, B: Provider> Rig<A, B> {
 
 /// Post `msg` as one signaled Send from send buffer `buf` of `q`: a peer speaking raw bytes.
 pub fn raw_send<P: Provider>(q: &mut P, buf: u32, msg: &[u8]) {
-    q.send_buf(buf).unwrap()[..msg.len()].copy_from_slice(msg);
+    try_raw_send(q, buf, msg).unwrap();
+}
+
+/// [`raw_send`] that reports a refusal (no such buffer, message too long, connection gone).
+pub fn try_raw_send<P: Provider>(
+    q: &mut P,
+    buf: u32,
+    msg: &[u8],
+) -> Result<(), krpc_rdma::provider::ProviderError> {
+    q.send_buf(buf)?
+        .get_mut(..msg.len())
+        .ok_or(krpc_rdma::provider::ProviderError::BadId)?
+        .copy_from_slice(msg);
     q.post_send(&[krpc_rdma::provider::SendWr {
         wr_id: 999,
         op: krpc_rdma::provider::SendOp::Send {
@@ -204,7 +216,6 @@ pub fn raw_send<P: Provider>(q: &mut P, buf: u32, msg: &[u8]) {
         },
         signaled: true,
     }])
-    .unwrap();
 }
 
 pub fn xdr_call(xid: u32, body: &[u8]) -> Chain {
