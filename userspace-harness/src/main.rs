@@ -219,6 +219,11 @@ struct LoadArgs {
     /// Write every transport header sent and received to FILE (JSON lines).
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// On a lost connection, reconnect (backing off) and resend every call owed a reply with
+    /// its XID; give up after SECS without a connection. Without it a lost connection ends
+    /// the run with exit status 3.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    reconnect: Option<Duration>,
 }
 
 /// `IP` or `IP:PORT` (`[v6]:PORT`); the port defaults to 20049.
@@ -492,6 +497,7 @@ fn run_client(server: SocketAddr, load: &LoadArgs, bench: bool) -> ExitCode {
         duration: load.duration,
         progress: !load.quiet,
         trace,
+        reconnect: load.reconnect,
     };
     let (report, server_totals) = if bench {
         let print = if load.json {

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use krpc_rdma::transport::{
-    CallError, Counters, DdpReply, ReplyError, ReplySpec, Requester, RequesterEvent, Responder,
-    ResponderEvent, TransportConfig,
+    CallError, Counters, DdpReply, Reconnect, ReplyError, ReplySpec, Requester, RequesterEvent,
+    Responder, ResponderEvent, TransportConfig,
 };
 use mbuf::{Chain, PageProvider, PAGE_SIZE};
 
@@ -406,6 +406,10 @@ pub struct ClientOpts {
     pub progress: bool,
     /// Trace file.
     pub trace: Option<Arc<Tracer>>,
+    /// Reconnect after a lost connection and resend the calls owed a reply (same XIDs),
+    /// giving up after this long without a connection; `None`: a lost connection ends the
+    /// run (exit status 3).
+    pub reconnect: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -439,11 +443,19 @@ struct Staged {
     op: Op,
 }
 
-/// One client connection: the requester, its queue pair and the calls in flight.
+/// One client: the requester of the current connection, its queue pair, the calls in flight
+/// and, with reconnection on, the kept copies of the calls owed a reply.
 struct Driver {
     req: Requester,
     qp: Traced<VerbsQp>,
     pages: Arc<dyn PageProvider>,
+    arena: Arc<VerbsArena>,
+    trace: Option<Arc<Tracer>>,
+    rc: Option<Reconnect>,
+    give_up: Duration,
+    reconnects: u64,
+    /// Counters of the connections before the current one.
+    earlier: Counters,
     peer: SocketAddr,
     next_xid: u32,
     inflight: HashMap<u32, Op>,
@@ -457,15 +469,34 @@ impl Driver {
         server: SocketAddr,
         arena_bytes: usize,
         trace: Option<Arc<Tracer>>,
+        reconnect: Option<Duration>,
     ) -> Result<Driver, RunError> {
-        let c = session::open(server, TransportConfig::default(), arena_bytes, trace)?;
+        let c = session::open(
+            server,
+            TransportConfig::default(),
+            arena_bytes,
+            trace.clone(),
+        )?;
+        let rc = match reconnect {
+            Some(_) => Some(
+                Reconnect::new(&TransportConfig::default())
+                    .map_err(|e| RunError::Failed(format!("reconnect table: {e}")))?,
+            ),
+            None => None,
+        };
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.subsec_nanos());
         Ok(Driver {
             req: c.req,
             qp: c.qp,
-            pages: c.arena,
+            pages: c.arena.clone(),
+            arena: c.arena,
+            trace,
+            rc,
+            give_up: reconnect.unwrap_or_default(),
+            reconnects: 0,
+            earlier: Counters::default(),
             peer: server,
             next_xid: seed,
             inflight: HashMap::new(),
@@ -480,6 +511,60 @@ impl Driver {
             peer: self.peer,
             completed: self.completed,
             lost,
+        }
+    }
+
+    /// Counters of every connection so far.
+    fn counters(&self) -> Counters {
+        self.earlier.add(self.req.counters())
+    }
+
+    /// The connection is gone: without reconnection, the run ends; with it, connect again
+    /// (backing off between attempts, giving up after `give_up`) and resend the owed calls.
+    fn reconnect(&mut self) -> Result<(), RunError> {
+        let owed = self.inflight.len() as u64;
+        let Some(rc) = self.rc.as_mut() else {
+            return Err(self.lost(owed));
+        };
+        self.earlier = self.earlier.add(self.req.counters());
+        let start = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(u64::from(rc.backoff_ms())));
+            if STOP.load(Ordering::SeqCst) {
+                return Err(self.lost(owed));
+            }
+            match session::connect_on(
+                &self.arena,
+                self.peer,
+                TransportConfig::default(),
+                self.trace.clone(),
+            ) {
+                Ok(c) => {
+                    self.req = c.req;
+                    self.qp = c.qp;
+                    self.reconnects += 1;
+                    rc.on_event(RequesterEvent::Connected(c.thresholds));
+                    eprintln!(
+                        "userspace-harness: reconnected to {} after {:.1} s; resending {} calls",
+                        self.peer,
+                        start.elapsed().as_secs_f64(),
+                        rc.unsent()
+                    );
+                    self.last_progress = Instant::now();
+                    return Ok(());
+                }
+                Err(e) => {
+                    rc.attempt_failed();
+                    if start.elapsed() >= self.give_up {
+                        eprintln!("userspace-harness: giving up reconnecting: {e}");
+                        return Err(RunError::Lost {
+                            peer: self.peer,
+                            completed: self.completed,
+                            lost: owed,
+                        });
+                    }
+                }
+            }
         }
     }
 
@@ -538,7 +623,11 @@ impl Driver {
             mut op,
         } = s;
         op.start = Instant::now();
-        match self.req.call(&mut self.qp, call, reply) {
+        let sent = match self.rc.as_mut() {
+            Some(rc) => rc.call(&mut self.req, &mut self.qp, call, reply),
+            None => self.req.call(&mut self.qp, call, reply),
+        };
+        match sent {
             Ok(()) => {
                 self.inflight.insert(xid, op);
                 Ok(true)
@@ -553,6 +642,15 @@ impl Driver {
                     });
                     Ok(false)
                 }
+                CallError::ConnectionLost if self.rc.is_some() => {
+                    self.staged = Some(Staged {
+                        xid,
+                        call: rej.call,
+                        reply: rej.reply,
+                        op,
+                    });
+                    Ok(false) // the next pump sees the loss and reconnects
+                }
                 CallError::ConnectionLost => Err(self.lost(self.inflight.len() as u64 + 1)),
                 e => Err(RunError::Failed(format!("call refused: {e}"))),
             },
@@ -562,10 +660,17 @@ impl Driver {
     /// Reap replies, waiting up to `wait` when none is ready.
     fn pump(&mut self, wait: Duration) -> Result<Vec<Done>, RunError> {
         let mut evs = Vec::new();
+        if let Some(rc) = self.rc.as_mut() {
+            rc.resend(&mut self.req, &mut self.qp, &mut |e| evs.push(e));
+        }
         self.req.poll(&mut self.qp, &mut |e| evs.push(e));
         if evs.is_empty() {
             verbs::wait::wait(self.qp.inner_mut(), wait);
             self.req.poll(&mut self.qp, &mut |e| evs.push(e));
+        }
+        if let Some(rc) = self.rc.as_mut() {
+            // Calls lost with the connection are kept for resending, not reported.
+            evs = evs.into_iter().filter_map(|e| rc.on_event(e)).collect();
         }
         let now = Instant::now();
         let mut done = Vec::new();
@@ -606,6 +711,10 @@ impl Driver {
             }
         }
         if lost {
+            if self.rc.is_some() {
+                self.reconnect()?;
+                return Ok(done);
+            }
             return Err(self.lost(lost_calls + self.inflight.len() as u64));
         }
         if !done.is_empty() || self.inflight.is_empty() {
@@ -759,6 +868,7 @@ pub fn client(o: &ClientOpts) -> Result<Report, RunError> {
         o.server,
         client_arena_bytes(o.size, o.depth),
         o.trace.clone(),
+        o.reconnect,
     )?;
     let r = client_on(&mut d, o);
     drop(d);
@@ -806,6 +916,13 @@ fn client_on(d: &mut Driver, o: &ClientOpts) -> Result<Report, RunError> {
     if let Some(e) = &p.first_error {
         eprintln!("userspace-harness: {} errors; first: {e}", p.errors);
     }
+    if let Some(rc) = &d.rc {
+        eprintln!(
+            "userspace-harness: {} reconnects, {} calls resent",
+            d.reconnects,
+            rc.stats().retransmits
+        );
+    }
     Ok(Report {
         workload: o.workload,
         size,
@@ -814,7 +931,7 @@ fn client_on(d: &mut Driver, o: &ClientOpts) -> Result<Report, RunError> {
         secs: p.secs,
         lat: Latency::of(&mut p.lat),
         errors: p.errors,
-        counters: *d.req.counters(),
+        counters: d.counters(),
     })
 }
 
@@ -924,7 +1041,7 @@ pub fn demo(o: &DemoOpts) -> Result<(), RunError> {
         .spawn(move || serve(bound, &st, false))
         .map_err(|e| RunError::Failed(format!("spawning the server thread: {e}")))?;
     let res = (|| -> Result<Counters, RunError> {
-        let mut d = Driver::connect(o.addr, 96 << 20, o.trace.clone())?;
+        let mut d = Driver::connect(o.addr, 96 << 20, o.trace.clone(), None)?;
         let th = d.req.thresholds();
         println!(
             "connected: inline thresholds send {} B / receive {} B, credits granted {}",

@@ -264,6 +264,17 @@ pub fn open(
     arena_bytes: usize,
     trace: Option<Arc<Tracer>>,
 ) -> Result<Opened, RunError> {
+    let arena = open_arena(arena_bytes)?;
+    connect_on(&arena, peer, tcfg, trace)
+}
+
+/// The RDMA device's registered page arena of `arena_bytes` (the DDP pages of every call in
+/// flight must fit). One arena serves every connection a client makes, so calls kept for
+/// retransmission keep their pages across a reconnect.
+///
+/// # Errors
+/// No RDMA device, registration failure.
+pub fn open_arena(arena_bytes: usize) -> Result<Arc<VerbsArena>, RunError> {
     if !verbs::rdma_present() {
         return Err(RunError::Failed(NO_DEVICE.into()));
     }
@@ -271,12 +282,26 @@ pub fn open(
         VerbsError::NoDevice => RunError::Failed(NO_DEVICE.into()),
         e => RunError::Failed(e.to_string()),
     })?;
-    let arena = VerbsArena::new(&dev, arena_bytes.div_ceil(PAGE_SIZE)).map_err(|e| {
+    VerbsArena::new(&dev, arena_bytes.div_ceil(PAGE_SIZE)).map_err(|e| {
         RunError::Failed(format!(
             "registering a {} MiB arena: {e}",
             arena_bytes >> 20
         ))
-    })?;
+    })
+}
+
+/// Connect to `peer` over `arena` (a new queue pair and Requester) and wait for the
+/// connection to be established.
+///
+/// # Errors
+/// Refused or unreachable peer, no connection within 10 s.
+pub fn connect_on(
+    arena: &Arc<VerbsArena>,
+    peer: SocketAddr,
+    tcfg: TransportConfig,
+    trace: Option<Arc<Tracer>>,
+) -> Result<Opened, RunError> {
+    let arena = arena.clone();
     let pages: Arc<dyn PageProvider> = arena.clone();
     let vcfg = VerbsConfig::default();
     let mut req = Requester::new(tcfg, vcfg.resources(), pages)
