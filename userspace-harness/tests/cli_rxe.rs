@@ -40,35 +40,8 @@ fn killed_server_is_reported_as_a_lost_connection() {
         return;
     }
     let addr = format!("{}:20151", ip());
-    let mut server = Command::new(BIN)
-        .args(["server", "--listen", &addr])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    // Wait for "listening on".
-    let mut out = BufReader::new(server.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert!(line.starts_with("listening on"), "server said {line:?}");
-    let client = Command::new(BIN)
-        .args([
-            "client",
-            "--server",
-            &addr,
-            "--workload",
-            "write",
-            "--size",
-            "64k",
-            "--depth",
-            "4",
-            "--duration",
-            "60",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut server = start_server(&addr);
+    let client = write_client(&addr, &["--duration", "60"]);
     std::thread::sleep(Duration::from_secs(4));
     server.kill().unwrap();
     server.wait().unwrap();
@@ -183,6 +156,26 @@ fn bench_json_and_trace() {
     assert_eq!(dirs, [88, 88]);
 }
 
+/// A client making 64 KiB WRITEs, 4 in flight, to `addr`, with `more` arguments.
+fn write_client(addr: &str, more: &[&str]) -> std::process::Child {
+    Command::new(BIN)
+        .args([
+            "client",
+            "--server",
+            addr,
+            "--workload",
+            "write",
+            "--size",
+            "64k",
+        ])
+        .args(["--depth", "4"])
+        .args(more)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// A server on `addr`, once it says "listening on".
 fn start_server(addr: &str) -> std::process::Child {
     let mut server = Command::new(BIN)
@@ -210,28 +203,10 @@ fn the_client_survives_three_server_restarts() {
     }
     let addr = format!("{}:20152", ip());
     let mut server = start_server(&addr);
-    let client = Command::new(BIN)
-        .args([
-            "client",
-            "--server",
-            &addr,
-            "--workload",
-            "write",
-            "--size",
-            "64k",
-            "--depth",
-            "4",
-            "--duration",
-            "20",
-            "--reconnect",
-            "30",
-            "--json",
-            "--quiet",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let client = write_client(
+        &addr,
+        &["--duration", "20", "--reconnect", "30", "--json", "--quiet"],
+    );
     for _ in 0..3 {
         std::thread::sleep(Duration::from_secs(4));
         server.kill().unwrap();
