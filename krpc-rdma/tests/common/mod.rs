@@ -9,6 +9,7 @@
 )]
 
 pub mod raw;
+pub mod redial;
 pub mod workload;
 
 use std::sync::Arc;

@@ -100,3 +100,19 @@ pub fn make_reply(pb: &Arc<dyn PageProvider>, xid: u32, kind: Kind) -> Chain {
         Kind::Long => reply_for(xid, &pattern(12_000, 5)),
     }
 }
+
+/// The reply `kind` must bring back for `xid`.
+pub fn expected(xid: u32, kind: Kind) -> Vec<u8> {
+    match kind {
+        Kind::Small | Kind::Write(_) => reply_for(xid, b"ok..").to_vec().unwrap(),
+        Kind::Read(n) => {
+            let mut v = reply_for(xid, &0u32.to_be_bytes()).to_vec().unwrap();
+            v.extend_from_slice(&(n as u32).to_be_bytes());
+            v.extend(pattern(n, 3));
+            v.extend(vec![0u8; (4 - n % 4) % 4]);
+            v.extend_from_slice(&[0xcc; 4]);
+            v
+        }
+        Kind::Long => reply_for(xid, &pattern(12_000, 5)).to_vec().unwrap(),
+    }
+}
