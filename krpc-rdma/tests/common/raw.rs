@@ -1,12 +1,5 @@
 //! A raw peer: side A of a [`Rig`] driven by hand, sending hand-made RPC-over-RDMA messages
 //! to the Responder and collecting what comes back (tests of refusals and RFC conformance).
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
 
 use krpc_rdma::provider::{Access, Completion, Provider, RegId, WcKind, WcStatus};
 use krpc_rdma::soft::SoftConfig;

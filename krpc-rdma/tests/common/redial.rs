@@ -2,13 +2,6 @@
 //! through [`Reconnect`]; when the connection dies the test's `connect` makes a new one over
 //! the same arenas and the owed calls are resent. Every reply is checked against what the
 //! workload's server must answer.
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
 
 use std::collections::BTreeMap;
 

@@ -1,13 +1,6 @@
 //! The mixed workload of the fault and soak tests: calls of four shapes (small, WRITE-like
 //! with a read chunk, READ-like with a write chunk, Long Call and Long Reply), the server's
 //! replies, and the checks of what came back.
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
 
 use std::sync::Arc;
 
