@@ -11,6 +11,7 @@ mod common;
 
 use common::raw::{call, seg, Hostile};
 use common::{pages_with, pattern, RigOpts};
+use krpc_rdma::provider::Provider;
 use krpc_rdma::transport::TransportConfig;
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, WriteChunk};
 use mbuf::{Chain, Mbuf};
@@ -119,4 +120,46 @@ fn reply_provisioning_leaves_room_for_the_write_chunk_echo() {
     assert_eq!(r.resp.counters().err_chunk_sent, 0);
     assert_eq!(r.req.counters().reply_chunks, 1);
     assert_eq!(r.req.counters().write_chunks, 0);
+}
+
+/// §3.5.3: a Long Call (RDMA_NOMSG, the message in a position-zero read chunk) may carry its
+/// DDP-eligible item in a further read chunk, positioned in the message the position-zero
+/// chunk carries. The responder hands up the message with the item spliced in at its
+/// position, as for an RDMA_MSG call (it used to refuse it with ERR_CHUNK).
+#[test]
+fn rfc8166_s3_5_3_a_long_call_with_a_further_read_chunk() {
+    use common::raw::{exposed, read_chunk};
+    let mut h = Hostile::new(TransportConfig::default());
+    // The message without its item: xid, 8 bytes of args, the item's length word (10), then
+    // a trailer; the item goes at XDR position 16 with a 2-byte pad.
+    let mut stream = 31u32.to_be_bytes().to_vec();
+    stream.extend_from_slice(&[0xaa; 8]);
+    stream.extend_from_slice(&10u32.to_be_bytes());
+    stream.extend_from_slice(&[0xbb; 8]);
+    let item = pattern(10, 7);
+    let (s0, r0, segs0) = common::raw::exposed(&mut h, &stream);
+    let (s1, r1, segs1) = exposed(&mut h, &item);
+    let mut l = read_chunk(0, &segs0);
+    for s in read_chunk(16, &segs1).read_list {
+        l.read_list.push(s).unwrap();
+    }
+    let hdr = HeaderRepr::new(31, 8, Body::NoMsg(l));
+    let mut msg = vec![0u8; hdr.buffer_len()];
+    hdr.emit(&mut msg).unwrap();
+    assert!(h.exchange(&msg).is_empty(), "no refusal");
+    let c = h.held.pop().expect("the call is handed up");
+    let mut want = stream[..16].to_vec();
+    want.extend_from_slice(&item);
+    want.extend_from_slice(&[0, 0]);
+    want.extend_from_slice(&stream[16..]);
+    assert_eq!(c.call.to_vec().unwrap(), want);
+    let regions: Vec<_> = c.call.ddp_regions().map(|r| (r.offset, r.len)).collect();
+    assert_eq!(regions, vec![(16, 10)], "the item is the call's DDP region");
+    assert_eq!(h.r.resp.counters().long_calls, 1);
+    h.held.push(c);
+    assert_eq!(h.answer_all().len(), 1);
+    for r in [r0, r1] {
+        h.r.qa.release(r).unwrap();
+    }
+    drop((s0, s1));
 }

@@ -597,25 +597,30 @@ impl Responder {
         if bad_target {
             return refuse;
         }
-        if nomsg {
-            // A Long Call: exactly one position-zero read chunk (or a reply-only NOMSG, which
-            // carries no call and is refused).
-            if chunks.len() != 1 || chunks.first().is_some_and(|p| p.0 != 0) {
-                return refuse;
+        // The XDR stream the other read chunks are placed in: the inline payload, or for a
+        // Long Call the position-zero chunk (RFC 8166 §3.5.3: a Long Call may carry further
+        // read chunks for its DDP-eligible items; their positions are in the message the
+        // position-zero chunk carries). A NOMSG without a position-zero chunk carries no
+        // call and is refused.
+        let (stream_len, placed) = if nomsg {
+            match chunks.split_first() {
+                Some((&(0, total0), rest)) => (u64::from(total0), rest),
+                _ => return refuse,
             }
         } else {
-            let mut removed = 0u64;
-            let mut last_inline = 0u64;
-            for (pos, total) in &chunks {
-                let Some(at) = u64::from(*pos).checked_sub(removed) else {
-                    return refuse;
-                };
-                if *pos == 0 || at > payload.len() as u64 || at < last_inline {
-                    return refuse;
-                }
-                last_inline = at;
-                removed += u64::from(*total) + xdr_pad(*total as usize) as u64;
+            (payload.len() as u64, &chunks[..])
+        };
+        let mut removed = 0u64;
+        let mut last_inline = 0u64;
+        for (pos, total) in placed {
+            let Some(at) = u64::from(*pos).checked_sub(removed) else {
+                return refuse;
+            };
+            if *pos == 0 || at > stream_len || at < last_inline {
+                return refuse;
             }
+            last_inline = at;
+            removed += u64::from(*total) + xdr_pad(*total as usize) as u64;
         }
         let Some(idx) = self.free_ctx.pop() else {
             // More calls than credits granted (the requester broke RFC 8166 §3.3.1): refused,
@@ -623,11 +628,13 @@ impl Responder {
             return refuse;
         };
         // Where each segment's data lands in the call chain: a chunk's data starts at its XDR
-        // position (the inline bytes before it plus the earlier chunks and pads), a Long
-        // Call's at 0.
+        // position (the inline bytes before it plus the earlier chunks and pads). A Long
+        // Call's chunks are read back to back (the position-zero chunk first) and spliced
+        // once all are read (`assemble_long_call`).
         let mut reads = heapless::Vec::new();
+        let mut back_to_back = 0usize;
         for (pos, segs) in hdr.read_chunks() {
-            let mut off = if nomsg { 0 } else { pos as usize };
+            let mut off = if nomsg { back_to_back } else { pos as usize };
             for seg in segs {
                 if reads.push((seg, off)).is_err() {
                     self.free_ctx.push(idx);
@@ -635,6 +642,7 @@ impl Responder {
                 }
                 off += seg.length as usize;
             }
+            back_to_back = off;
         }
         // The inline part, copied out of the receive buffer (reposted right after).
         let body = if nomsg { &[][..] } else { payload };
@@ -702,42 +710,49 @@ impl Responder {
     }
 
     /// Put a waiting call's pages in: inline pieces, a DDP marker and fresh pages for each
-    /// read chunk, XDR pads, the rest of the inline XDR. Charges the pages to the budget.
+    /// read chunk, XDR pads, the rest of the inline XDR; for a Long Call, fresh pages for its
+    /// chunks back to back. Charges the pages to the budget.
     fn build_call(&mut self, idx: u32) -> Result<(), CallError> {
         let ctx = self.ctxs.get_mut(idx as usize).ok_or(CallError::BadCall)?;
-        let mut rest = ctx.inline.take().unwrap_or_default();
-        let mut call = Chain::new();
-        let mut inline_at = 0usize;
-        let mut removed = 0usize;
-        let mut charged = 0usize;
-        for &(pos, total) in &ctx.chunks {
-            let total = total as usize;
-            if !ctx.nomsg {
-                // Validated in parse_call (positions ascend past the removed bytes); checked
-                // anyway so no peer-supplied position can underflow here.
-                let at = (pos as usize)
-                    .checked_sub(removed)
-                    .ok_or(CallError::BadCall)?;
-                let tail = rest.split(at - inline_at)?;
-                call.cat(core::mem::replace(&mut rest, tail))?;
-                inline_at = at;
-                call.append_mbuf(Mbuf::ddp_marker())?;
+        let pages = &self.pages;
+        let chunks = &ctx.chunks;
+        let charged: usize = chunks.iter().map(|&(_, t)| t as usize).sum();
+        let call = if ctx.nomsg {
+            let mut call = Chain::new();
+            for &(_, total) in chunks {
+                call.cat(Chain::alloc_pages(pages, total as usize)?)?;
             }
-            call.cat(Chain::alloc_pages(&self.pages, total)?)?;
-            charged += total;
-            let pad = xdr_pad(total);
-            if !ctx.nomsg && pad > 0 {
-                call.append_mbuf(Mbuf::internal([0u8; 3].get(..pad).unwrap_or_default())?)?;
-            }
-            removed += total + pad;
-        }
-        if !ctx.nomsg && !rest.is_empty() {
-            // Separate mbufs, so the pad stays its own mbuf.
-            call.cat(rest)?;
-        }
+            call
+        } else {
+            let inline = ctx.inline.take().unwrap_or_default();
+            splice(inline, chunks, |i| {
+                let total = chunks.get(i).map_or(0, |c| c.1 as usize);
+                Ok(Chain::alloc_pages(pages, total)?)
+            })?
+        };
         ctx.call = Some(call);
         ctx.ddp_bytes = charged;
         self.ddp_in_use += charged;
+        Ok(())
+    }
+
+    /// A Long Call with further read chunks, all read: the position-zero chunk's bytes are
+    /// the XDR stream, the other chunks' pages go in at their positions (RFC 8166 §3.5.3).
+    fn assemble_long_call(&mut self, idx: u32) -> Result<(), CallError> {
+        let ctx = self.ctxs.get_mut(idx as usize).ok_or(CallError::BadCall)?;
+        if !ctx.nomsg || ctx.chunks.len() < 2 {
+            return Ok(());
+        }
+        let mut stream = ctx.call.take().ok_or(CallError::BadCall)?;
+        let total0 = ctx.chunks.first().map_or(0, |c| c.1 as usize);
+        let mut data = stream.split(total0)?;
+        let others = ctx.chunks.get(1..).unwrap_or_default();
+        let call = splice(stream, others, |i| {
+            let len = others.get(i).map_or(0, |c| c.1 as usize);
+            let tail = data.split(len)?;
+            Ok(core::mem::replace(&mut data, tail))
+        })?;
+        ctx.call = Some(call);
         Ok(())
     }
 
@@ -800,6 +815,12 @@ impl Responder {
                 return;
             }
             self.job = ReadJob::default();
+            if self.assemble_long_call(idx).is_err() {
+                // Out of memory splitting a few mbufs: neither answerable nor refusable.
+                self.release_ctx(idx);
+                self.close(prov);
+                return;
+            }
             self.hand_up(idx, events);
         }
     }
@@ -1196,4 +1217,40 @@ impl Responder {
             Received::Refuse(r) => Some((r.xid, r.code)),
         }
     }
+}
+
+/// Splice read chunks' data into the XDR stream `rest` at their positions (RFC 8166 §3.4.5):
+/// `[XDR before][marker][data i][pad][XDR …]` for each chunk `(position, length)`, in order;
+/// `data(i)` gives chunk `i`'s page mbufs. The pad is its own mbuf, so the DDP region is the
+/// data alone. Positions were validated against the stream when the call was received;
+/// checked again here, so no peer number can underflow or overrun.
+fn splice(
+    mut rest: Chain,
+    chunks: &[(u32, u32)],
+    mut data: impl FnMut(usize) -> Result<Chain, CallError>,
+) -> Result<Chain, CallError> {
+    let mut call = Chain::new();
+    let (mut inline_at, mut removed) = (0usize, 0usize);
+    for (i, &(pos, total)) in chunks.iter().enumerate() {
+        let total = total as usize;
+        let at = (pos as usize)
+            .checked_sub(removed)
+            .ok_or(CallError::BadCall)?;
+        let n = at.checked_sub(inline_at).ok_or(CallError::BadCall)?;
+        let tail = rest.split(n)?;
+        call.cat(core::mem::replace(&mut rest, tail))?;
+        inline_at = at;
+        call.append_mbuf(Mbuf::ddp_marker())?;
+        call.cat(data(i)?)?;
+        let pad = xdr_pad(total);
+        if pad > 0 {
+            call.append_mbuf(Mbuf::internal([0u8; 3].get(..pad).unwrap_or_default())?)?;
+        }
+        removed += total + pad;
+    }
+    if !rest.is_empty() {
+        // Separate mbufs, so the pad stays its own mbuf.
+        call.cat(rest)?;
+    }
+    Ok(call)
 }
