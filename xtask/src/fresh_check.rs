@@ -410,21 +410,22 @@ fn host_codename() -> Result<String, String> {
         .ok_or_else(|| "no VERSION_CODENAME in /etc/os-release: not a Debian host?".into())
 }
 
-fn head_commit() -> String {
+/// What `git ARGS` in the repository prints (trimmed), if it runs.
+fn git_says(args: &[&str]) -> Option<String> {
     Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
+        .args(args)
         .current_dir(crate::root())
         .output()
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+fn head_commit() -> String {
+    git_says(&["rev-parse", "--short", "HEAD"])
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "HEAD".into())
 }
 
 fn dirty() -> bool {
-    Command::new("git")
-        .args(["status", "--porcelain", "--untracked-files=no"])
-        .current_dir(crate::root())
-        .output()
-        .is_ok_and(|o| !o.stdout.is_empty())
+    git_says(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty())
 }

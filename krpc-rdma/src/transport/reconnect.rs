@@ -238,10 +238,11 @@ impl Reconnect {
                 Err(rej) => {
                     o.pages = rej.reply.ddp.map(|d| d.pages).or(o.pages.take());
                     match rej.error {
-                        CallError::NoCredit | CallError::WouldBlock | CallError::NoMemory => {
-                            break;
-                        }
-                        CallError::ConnectionLost => break,
+                        // Not now: after replies (credit), completions or a reconnect.
+                        CallError::NoCredit
+                        | CallError::WouldBlock
+                        | CallError::NoMemory
+                        | CallError::ConnectionLost => break,
                         error => {
                             let xid = o.xid;
                             let pages = o.pages.take();

@@ -364,10 +364,7 @@ impl Requester {
         call: Chain,
         max_reply: usize,
     ) -> CallRejected {
-        for r in &slot.regs {
-            let _ = prov.release(r.id);
-            self.counters.local_invalidations += 1;
-        }
+        self.release_regs_from(prov, &mut slot, 0);
         self.send.complete(buf);
         if matches!(error, CallError::WouldBlock) {
             self.counters.resource_stalls += 1;
@@ -379,6 +376,17 @@ impl Requester {
                 max_reply,
                 ddp: slot.ddp.take(),
             },
+        }
+    }
+
+    /// Release (revoking) the registrations of `slot` from index `keep` on: what a call that
+    /// is not sent, or a chunk that is not used after all, registered.
+    fn release_regs_from<P: Provider>(&mut self, prov: &mut P, slot: &mut Slot, keep: usize) {
+        while slot.regs.len() > keep {
+            if let Some(r) = slot.regs.pop() {
+                let _ = prov.release(r.id);
+                self.counters.local_invalidations += 1;
+            }
         }
     }
 
@@ -483,12 +491,7 @@ impl Requester {
                     placed = true;
                 } else {
                     // More segments than the inline reply has room to echo: a reply chunk.
-                    while slot.regs.len() > regs_before {
-                        if let Some(r) = slot.regs.pop() {
-                            let _ = prov.release(r.id);
-                            self.counters.local_invalidations += 1;
-                        }
-                    }
+                    self.release_regs_from(prov, slot, regs_before);
                 }
             }
             if !placed {
@@ -548,12 +551,7 @@ impl Requester {
                 return self.emit(prov, buf, &hdr, call, &items);
             }
             // Does not fit: undo the read registrations, fall through to a Long Call.
-            while slot.regs.len() > regs_before {
-                if let Some(r) = slot.regs.pop() {
-                    let _ = prov.release(r.id);
-                    self.counters.local_invalidations += 1;
-                }
-            }
+            self.release_regs_from(prov, slot, regs_before);
         }
         // 3. Long Call: the whole call in a position-zero read chunk.
         if total > self.cfg.max_chunk_bytes as usize {

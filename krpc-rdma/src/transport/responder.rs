@@ -105,6 +105,11 @@ struct CallCtx {
 }
 
 impl CallCtx {
+    /// Page bytes the call's read chunks need.
+    fn read_bytes(&self) -> usize {
+        self.chunks.iter().map(|&(_, t)| t as usize).sum()
+    }
+
     fn empty() -> Self {
         CallCtx {
             state: CtxState::Free,
@@ -362,9 +367,7 @@ impl Responder {
         }
         self.counters.calls_dropped += 1;
         self.release_ctx(ctx.idx);
-        if !self.lost {
-            self.pump_reads(prov, events);
-        }
+        self.pump_reads(prov, events);
         Ok(())
     }
 
@@ -716,7 +719,7 @@ impl Responder {
         let ctx = self.ctxs.get_mut(idx as usize).ok_or(CallError::BadCall)?;
         let pages = &self.pages;
         let chunks = &ctx.chunks;
-        let charged: usize = chunks.iter().map(|&(_, t)| t as usize).sum();
+        let charged = ctx.read_bytes();
         let call = if ctx.nomsg {
             let mut call = Chain::new();
             for &(_, total) in chunks {
@@ -831,10 +834,7 @@ impl Responder {
     /// always proceeds); it is retried when a context ends or a Send completes.
     fn start_job<P: Provider>(&mut self, prov: &mut P) -> Option<u32> {
         while let Some(&idx) = self.read_queue.first() {
-            let need: usize = self
-                .ctxs
-                .get(idx as usize)
-                .map_or(0, |c| c.chunks.iter().map(|&(_, t)| t as usize).sum());
+            let need = self.ctxs.get(idx as usize).map_or(0, CallCtx::read_bytes);
             if self.ddp_in_use > 0
                 && self.ddp_in_use.saturating_add(need) > self.cfg.max_ddp_bytes as usize
             {
