@@ -364,3 +364,82 @@ fn a_reply_that_cannot_be_built_is_answered_with_err_chunk() {
     assert_eq!(error_of(&ans[0]).0, 77);
     assert_eq!(error_of(&ans[0]).3, ErrorBody::Chunk);
 }
+
+/// The software provider, except that it refuses every RDMA Read post with `BadId`: an error
+/// that, unlike `Busy`, no completion will clear.
+struct RefuseReads<'a>(&'a mut krpc_rdma::soft::SoftQp);
+
+impl Provider for RefuseReads<'_> {
+    fn resources(&self) -> krpc_rdma::provider::Resources {
+        self.0.resources()
+    }
+    fn send_buf(&mut self, b: u32) -> Result<&mut [u8], krpc_rdma::provider::ProviderError> {
+        self.0.send_buf(b)
+    }
+    fn recv_buf(&self, b: u32) -> Result<&[u8], krpc_rdma::provider::ProviderError> {
+        self.0.recv_buf(b)
+    }
+    fn post_send(
+        &mut self,
+        wrs: &[krpc_rdma::provider::SendWr<'_>],
+    ) -> Result<(), krpc_rdma::provider::ProviderError> {
+        if wrs
+            .iter()
+            .any(|w| matches!(w.op, krpc_rdma::provider::SendOp::RdmaRead { .. }))
+        {
+            return Err(krpc_rdma::provider::ProviderError::BadId);
+        }
+        self.0.post_send(wrs)
+    }
+    fn post_recv(&mut self, b: &[u32]) -> Result<(), krpc_rdma::provider::ProviderError> {
+        self.0.post_recv(b)
+    }
+    fn poll_cq(&mut self, out: &mut [krpc_rdma::provider::Completion]) -> usize {
+        self.0.poll_cq(out)
+    }
+    fn register(
+        &mut self,
+        f: &[krpc_rdma::provider::LocalFragment],
+        a: Access,
+    ) -> Result<krpc_rdma::provider::Registration, krpc_rdma::provider::ProviderError> {
+        self.0.register(f, a)
+    }
+    fn release(
+        &mut self,
+        r: krpc_rdma::provider::RegId,
+    ) -> Result<(), krpc_rdma::provider::ProviderError> {
+        self.0.release(r)
+    }
+    fn poll_event(&mut self) -> Option<krpc_rdma::provider::CmEvent> {
+        self.0.poll_event()
+    }
+    fn disconnect(&mut self) {
+        Provider::disconnect(self.0);
+    }
+}
+
+/// An RDMA Read the provider refuses for good (not `Busy`) closes the connection; the call
+/// used to wait for a completion that would never come.
+#[test]
+fn a_read_the_provider_refuses_for_good_closes_the_connection() {
+    let mut h = Hostile::new(TransportConfig::default());
+    let data = pattern(8192, 2);
+    let (src, reg, segs) = exposed(&mut h, &data);
+    h.send(&call(4, read_chunk(4, &segs), &[0, 0, 0, 4]));
+    let mut lost = false;
+    let mut handed = 0;
+    for _ in 0..4 {
+        h.r.resp
+            .poll(&mut RefuseReads(&mut h.r.qb), &mut |e| match e {
+                krpc_rdma::transport::ResponderEvent::ConnectionLost => lost = true,
+                krpc_rdma::transport::ResponderEvent::Call(_) => handed += 1,
+                krpc_rdma::transport::ResponderEvent::Connected(_) => {}
+            });
+    }
+    assert_eq!(handed, 0);
+    assert!(lost, "the responder reports the connection gone");
+    assert_eq!(h.r.resp.counters().closes, 1);
+    assert!(!h.r.qb.is_connected());
+    let _ = h.r.qa.release(reg);
+    drop(src);
+}

@@ -14,7 +14,8 @@ use super::rdma_plan::{plan, WrDesc};
 use super::send_ctx::{FreeList, SendContexts, WrTag};
 use super::xdr_reduce::{copy_inline, inline_len, kept_ranges, reduce, xdr_pad, ReducedItem};
 use crate::provider::{
-    drain_cq_bounded, CmEvent, Completion, Provider, Resources, SendOp, SendWr, WcKind, WcStatus,
+    drain_cq_bounded, CmEvent, Completion, Provider, ProviderError, Resources, SendOp, SendWr,
+    WcKind, WcStatus,
 };
 use crate::wire::{
     negotiate, Body, ChunkLists, CmPrivateData, ErrorCode, Header, HeaderRepr, InlineThresholds,
@@ -811,7 +812,10 @@ impl Responder {
                         self.job.next_wr += 1;
                         self.job.in_flight += 1;
                     }
-                    Err(_) => return, // retried on the next completion
+                    // Room comes back with the next Read or Send completion.
+                    Err(ProviderError::Busy) => return,
+                    // Anything else will not get better: the call could wait forever.
+                    Err(_) => return self.close(prov),
                 }
             }
             if self.job.next_wr < self.wrs.len() || self.job.in_flight > 0 {
