@@ -57,6 +57,7 @@ fresh-check [--dir D] [--keep]
                       root only: demo then test on a clean clone in a fresh Debian root";
 
 fn main() -> ExitCode {
+    requirements::pin_libclang();
     let args_os: Vec<OsString> = std::env::args_os().skip(1).collect();
     let args: Vec<String> = args_os
         .iter()
