@@ -33,6 +33,8 @@
 //! The core is sans-I/O: it calls these methods from its own entry points (`poll`, `call`,
 //! `reply`) and never blocks; a provider must not block either.
 
+pub mod binding;
+
 use mbuf::PageFragment;
 
 use crate::wire::MAX_CHUNK_SEGMENTS;

@@ -308,7 +308,7 @@ fn write_1mib_read_chunk_byte_exact() {
     assert_eq!(r.req.counters().read_chunks, u64::from(iters));
     assert_eq!(r.resp.counters().ddp_payload_copied_bytes, 0);
     println!("client stats {:?}", r.qc.stats());
-    assert!(r.qc.stats().binds >= u64::from(iters));
+    assert!(r.qc.stats().maps >= u64::from(iters));
     assert_clean(&r);
     teardown(r);
 }

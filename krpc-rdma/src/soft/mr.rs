@@ -28,7 +28,7 @@
 use super::alloc::collections::VecDeque;
 use super::alloc::vec::Vec;
 
-use mbuf::{PageFragment, PageProvider, PAGE_SIZE};
+use mbuf::{PageFragment, PageProvider};
 
 use crate::provider::{Access, ProviderError, RegId, RegSegment, Registration, WcStatus};
 
@@ -117,7 +117,7 @@ impl RegTable {
         frags: &[PageFragment],
         access: Access,
     ) -> Result<Registration, ProviderError> {
-        let length = check_frwr(frags)?;
+        let length = crate::provider::binding::runs::check_frwr(frags)?;
         let first_off = frags.first().map_or(0, |f| f.offset);
         let Some(&index) = self.free.front() else {
             return Err(ProviderError::Busy);
@@ -293,24 +293,3 @@ fn iova_base(handle: u32) -> u64 {
     0x4000_0000_0000_0000 | (u64::from(handle) << 28)
 }
 
-/// Check the FRWR rules and return the registered length: at least one fragment, no empty
-/// fragment, every fragment inside its page, every fragment but the first starts at in-page
-/// offset 0, every fragment but the last ends at the page end, total length fits in `u32`.
-fn check_frwr(frags: &[PageFragment]) -> Result<u32, ProviderError> {
-    if frags.is_empty() {
-        return Err(ProviderError::BadFragments);
-    }
-    let last = frags.len() - 1;
-    let mut total: u64 = 0;
-    for (i, f) in frags.iter().enumerate() {
-        let end = f.offset.checked_add(f.len);
-        let in_page = f.len > 0 && end.is_some_and(|e| e <= PAGE_SIZE);
-        let starts_ok = i == 0 || f.offset == 0;
-        let ends_ok = i == last || end == Some(PAGE_SIZE);
-        if !(in_page && starts_ok && ends_ok) {
-            return Err(ProviderError::BadFragments);
-        }
-        total = total.saturating_add(f.len as u64);
-    }
-    u32::try_from(total).map_err(|_| ProviderError::BadFragments)
-}
