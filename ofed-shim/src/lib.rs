@@ -18,7 +18,7 @@
 //! `unsafe` lives in this crate only (the core and `mbuf` forbid it); every block says why it
 //! is sound.
 #![cfg_attr(not(test), no_std)]
-#![warn(clippy::undocumented_unsafe_blocks)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 extern crate alloc;
 // Host builds (tests, tools, the `emu` feature, and the host staticlib that `cargo build

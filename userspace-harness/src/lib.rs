@@ -11,6 +11,7 @@
 //! * [`nfs3`]: an NFSv3 client over RPC-over-RDMA (the `nfs3` command), DDP for file data.
 //! * [`session`]: a client session of any ONC RPC program over RPC-over-RDMA (calls matched
 //!   to replies by XID, several in flight).
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod decode;
 mod hex;

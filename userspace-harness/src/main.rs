@@ -6,6 +6,7 @@
 //! in [`userspace_harness::rpc`]. Errors are one line on stderr; exit status 0 on success,
 //! 1 on errors (including data verification failures), 2 for bad arguments, 3 when the
 //! connection was lost.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::io::{self, BufRead, Write};
 use std::net::{IpAddr, SocketAddr};

@@ -292,4 +292,3 @@ impl RegTable {
 fn iova_base(handle: u32) -> u64 {
     0x4000_0000_0000_0000 | (u64::from(handle) << 28)
 }
-
