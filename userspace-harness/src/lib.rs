@@ -1,6 +1,7 @@
 //! `userspace-harness` as a library: the pieces the binary and the tests share.
 //!
-//! * [`verbs`]: the libibverbs / librdmacm [`Provider`](krpc_rdma::provider::Provider).
+//! * [`verbs`]: the libibverbs / librdmacm [`Provider`](krpc_rdma::provider::Provider) (the
+//!   `krpc-rdma-verbs` crate, re-exported).
 //! * [`rpc`]: the harness's own tiny RPC program (NULL / WRITE / READ / ECHO) over the
 //!   transport, with its data pattern.
 //! * [`trace`]: `--trace`, a provider wrapper that logs every transport header sent and
@@ -23,4 +24,4 @@ pub mod rpc;
 pub mod run;
 pub mod session;
 pub mod trace;
-pub mod verbs;
+pub use krpc_rdma_verbs as verbs;

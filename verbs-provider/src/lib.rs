@@ -12,6 +12,11 @@
 //! * [`cm`]: connection set-up through `rdma_cm` ([`cm::connect`], [`cm::VerbsListener`]).
 //! * [`wait`]: block until one of several queue pairs makes progress (short spin, then
 //!   `poll(2)` on the completion channel and CM event channel fds).
+//!
+//! The queue-pair logic is the core's shared `krpc_rdma::provider::binding`; this crate holds
+//! only its libibverbs backend and every `unsafe` of the provider (each block with a
+//! `// SAFETY:` comment, enforced by `clippy::undocumented_unsafe_blocks`).
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod arena;
 pub mod cm;

@@ -140,7 +140,7 @@ fn expect_event(
 
 /// `addr` as a `sockaddr_storage` (a `sockaddr_in` / `sockaddr_in6` in it) and its length:
 /// for rdma_cm and for plain sockets.
-pub(crate) fn sockaddr_of(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+pub fn sockaddr_of(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: all-zero bytes are a valid sockaddr_storage.
     let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let len = match addr {
