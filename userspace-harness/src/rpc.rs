@@ -43,6 +43,8 @@
 use std::sync::Arc;
 
 use mbuf::{Chain, Fragment, Mbuf, PageProvider, PAGE_SIZE};
+use nfs_glue::rpc::{AcceptStat, Auth, CallHeader, ReplyHeader};
+use nfs_glue::xdr::{Decoder, Encoder};
 
 /// The program number (transient range): "KRPC".
 pub const PROGRAM: u32 = 0x4b52_5043;
@@ -75,15 +77,6 @@ pub const REPLY_HEADER_LEN: usize = 24;
 pub const WRITE_DATA_POS: usize = CALL_HEADER_LEN + 12;
 /// Offset of READ's data in the reply (reply header, status, length word).
 pub const READ_DATA_POS: usize = REPLY_HEADER_LEN + 8;
-
-const MSG_CALL: u32 = 0;
-const MSG_REPLY: u32 = 1;
-const MSG_ACCEPTED: u32 = 0;
-const ACCEPT_SUCCESS: u32 = 0;
-const ACCEPT_PROG_UNAVAIL: u32 = 1;
-const ACCEPT_PROC_UNAVAIL: u32 = 3;
-const ACCEPT_GARBAGE_ARGS: u32 = 4;
-const ACCEPT_SYSTEM_ERR: u32 = 5;
 
 /// The workload of a client run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,8 +252,52 @@ fn words(ws: &[u32]) -> Vec<u8> {
     ws.iter().flat_map(|w| w.to_be_bytes()).collect()
 }
 
-fn call_header(xid: u32, proc_: u32) -> Vec<u8> {
-    words(&[xid, MSG_CALL, 2, PROGRAM, VERSION, proc_, 0, 0, 0, 0])
+/// The call header (AUTH_NONE), built by nfs-glue's ONC RPC codec.
+fn call_header(xid: u32, proc_: u32) -> Result<Vec<u8>, String> {
+    CallHeader {
+        xid,
+        prog: PROGRAM,
+        vers: VERSION,
+        proc_,
+        cred: Auth::None,
+        verf: Auth::None,
+    }
+    .to_bytes()
+    .map_err(|e| format!("building a call header: {e}"))
+}
+
+/// The accepted-reply header with `stat` (AUTH_NONE verifier).
+fn reply_header(xid: u32, stat: AcceptStat) -> Result<Vec<u8>, String> {
+    let mut e = Encoder::new();
+    ReplyHeader::Accepted {
+        xid,
+        verf: Auth::None,
+        stat,
+    }
+    .encode(&mut e);
+    e.finish()
+        .map_err(|e| format!("building a reply header: {e}"))
+}
+
+/// The reply header of `c` if it is an accepted SUCCESS whose results start at
+/// [`REPLY_HEADER_LEN`].
+fn success_header(c: &Chain) -> Result<ReplyHeader, String> {
+    let mut h = [0u8; REPLY_HEADER_LEN];
+    c.copydata(0, &mut h).map_err(|_| "too short".to_string())?;
+    let mut d = Decoder::new(&h);
+    let r = ReplyHeader::decode(&mut d).map_err(|e| e.to_string())?;
+    match &r {
+        ReplyHeader::Accepted {
+            stat: AcceptStat::Success,
+            ..
+        } if d.pos() == REPLY_HEADER_LEN => Ok(r),
+        ReplyHeader::Accepted {
+            stat: AcceptStat::Success,
+            ..
+        } => Err("unexpected verifier".into()),
+        ReplyHeader::Accepted { stat, .. } => Err(format!("accept_stat {stat:?}")),
+        ReplyHeader::Denied { why, .. } => Err(format!("call denied ({why:?})")),
+    }
 }
 
 fn xdr_pad(len: usize) -> usize {
@@ -276,7 +313,7 @@ fn mbuf_err(e: mbuf::MbufError) -> String {
 /// # Errors
 /// Allocation failed.
 pub fn null_call(xid: u32) -> Result<Chain, String> {
-    Chain::from_bytes(&call_header(xid, PROC_NULL)).map_err(mbuf_err)
+    Chain::from_bytes(&call_header(xid, PROC_NULL)?).map_err(mbuf_err)
 }
 
 /// A WRITE call of `len` pattern bytes at `offset`, the data as a DDP region in pages of
@@ -290,7 +327,7 @@ pub fn write_call(
     offset: u64,
     len: usize,
 ) -> Result<Chain, String> {
-    let mut head = call_header(xid, PROC_WRITE);
+    let mut head = call_header(xid, PROC_WRITE)?;
     head.extend_from_slice(&offset.to_be_bytes());
     head.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
     let mut c = Chain::from_bytes(&head).map_err(mbuf_err)?;
@@ -309,7 +346,7 @@ pub fn write_call(
 /// # Errors
 /// Allocation failed.
 pub fn read_call(xid: u32, offset: u64, count: u32) -> Result<Chain, String> {
-    let mut head = call_header(xid, PROC_READ);
+    let mut head = call_header(xid, PROC_READ)?;
     head.extend_from_slice(&offset.to_be_bytes());
     head.extend_from_slice(&count.to_be_bytes());
     Chain::from_bytes(&head).map_err(mbuf_err)
@@ -320,7 +357,7 @@ pub fn read_call(xid: u32, offset: u64, count: u32) -> Result<Chain, String> {
 /// # Errors
 /// Allocation failed.
 pub fn echo_call(xid: u32, len: usize) -> Result<Chain, String> {
-    let mut v = call_header(xid, PROC_ECHO);
+    let mut v = call_header(xid, PROC_ECHO)?;
     v.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
     let at = v.len();
     v.resize(at + len + xdr_pad(len), 0);
@@ -333,15 +370,8 @@ pub fn echo_call(xid: u32, len: usize) -> Result<Chain, String> {
 /// Where READ's data goes in the (reduced) reply: just after its length word, when the
 /// reply is an accepted `SUCCESS` with status OK.
 pub fn locate_read(c: &Chain) -> Option<usize> {
-    let mut h = [0u8; READ_DATA_POS];
-    c.copydata(0, &mut h).ok()?;
-    let w = |i: usize| {
-        h.get(i * 4..i * 4 + 4)
-            .and_then(|b| <[u8; 4]>::try_from(b).ok())
-            .map_or(u32::MAX, u32::from_be_bytes)
-    };
-    (w(1) == MSG_REPLY && w(2) == MSG_ACCEPTED && w(5) == ACCEPT_SUCCESS && w(6) == STATUS_OK)
-        .then_some(READ_DATA_POS)
+    success_header(c).ok()?;
+    (word_at(c, REPLY_HEADER_LEN)? == STATUS_OK).then_some(READ_DATA_POS)
 }
 
 fn word_at(c: &Chain, off: usize) -> Option<u32> {
@@ -356,17 +386,11 @@ fn word_at(c: &Chain, off: usize) -> Option<u32> {
 /// # Errors
 /// What is wrong with the reply.
 pub fn check_reply_header(reply: &Chain, xid: u32) -> Result<(), String> {
-    let w = |i: usize| word_at(reply, i * 4).ok_or_else(|| format!("reply {xid:#x} too short"));
-    if w(0)? != xid || w(1)? != MSG_REPLY {
+    let h = success_header(reply).map_err(|e| format!("reply {xid:#x}: {e}"))?;
+    if h.xid() != xid {
         return Err(format!("reply {xid:#x}: not a reply to this call"));
     }
-    if w(2)? != MSG_ACCEPTED {
-        return Err(format!("reply {xid:#x}: call denied"));
-    }
-    match w(5)? {
-        ACCEPT_SUCCESS => Ok(()),
-        s => Err(format!("reply {xid:#x}: accept_stat {s}")),
-    }
+    Ok(())
 }
 
 /// WRITE's results: `(status, mismatches, count)`.
@@ -520,13 +544,9 @@ impl Server {
         }
     }
 
-    fn reply_header(xid: u32, accept: u32) -> Vec<u8> {
-        words(&[xid, MSG_REPLY, MSG_ACCEPTED, 0, 0, accept])
-    }
-
-    fn reject(&mut self, xid: u32, accept: u32) -> Result<Chain, String> {
+    fn reject(&mut self, xid: u32, stat: AcceptStat) -> Result<Chain, String> {
         self.stats.errors += 1;
-        Chain::from_bytes(&Self::reply_header(xid, accept)).map_err(mbuf_err)
+        Chain::from_bytes(&reply_header(xid, stat)?).map_err(mbuf_err)
     }
 
     /// A `SYSTEM_ERR` reply (when a reply could not be built).
@@ -534,7 +554,7 @@ impl Server {
     /// # Errors
     /// Allocation failed.
     pub fn system_error(&mut self, xid: u32) -> Result<Chain, String> {
-        self.reject(xid, ACCEPT_SYSTEM_ERR)
+        self.reject(xid, AcceptStat::SystemErr)
     }
 
     /// Execute one call and build its reply.
@@ -542,25 +562,38 @@ impl Server {
     /// # Errors
     /// The reply could not be built (allocation).
     pub fn handle(&mut self, call: &Chain) -> Result<Chain, String> {
-        let w = |i: usize| word_at(call, i * 4);
-        let xid = w(0).unwrap_or(0);
-        let hdr: Vec<Option<u32>> = (0..10).map(w).collect();
-        let get = |i: usize| hdr.get(i).copied().flatten();
-        if get(1) != Some(MSG_CALL) || get(2) != Some(2) || get(9).is_none() {
-            return self.reject(xid, ACCEPT_GARBAGE_ARGS);
+        let mut h = [0u8; CALL_HEADER_LEN];
+        let xid = word_at(call, 0).unwrap_or(0);
+        if call.copydata(0, &mut h).is_err() {
+            return self.reject(xid, AcceptStat::GarbageArgs);
         }
-        if get(3) != Some(PROGRAM) || get(4) != Some(VERSION) {
-            return self.reject(xid, ACCEPT_PROG_UNAVAIL);
+        let mut d = Decoder::new(&h);
+        let hdr = match CallHeader::decode(&mut d) {
+            // AUTH_NONE credential and verifier: the arguments start at CALL_HEADER_LEN.
+            Ok(hdr) if d.pos() == CALL_HEADER_LEN => hdr,
+            _ => return self.reject(xid, AcceptStat::GarbageArgs),
+        };
+        if hdr.prog != PROGRAM {
+            return self.reject(xid, AcceptStat::ProgUnavail);
         }
-        match get(5).unwrap_or(u32::MAX) {
+        if hdr.vers != VERSION {
+            return self.reject(
+                xid,
+                AcceptStat::ProgMismatch {
+                    low: VERSION,
+                    high: VERSION,
+                },
+            );
+        }
+        match hdr.proc_ {
             PROC_NULL => {
                 self.stats.nulls += 1;
-                Chain::from_bytes(&Self::reply_header(xid, ACCEPT_SUCCESS)).map_err(mbuf_err)
+                Chain::from_bytes(&reply_header(xid, AcceptStat::Success)?).map_err(mbuf_err)
             }
             PROC_WRITE => self.write(call, xid),
             PROC_READ => self.read(call, xid),
             PROC_ECHO => self.echo(call, xid),
-            _ => self.reject(xid, ACCEPT_PROC_UNAVAIL),
+            _ => self.reject(xid, AcceptStat::ProcUnavail),
         }
     }
 
@@ -576,7 +609,7 @@ impl Server {
             Self::offset_arg(call),
             word_at(call, CALL_HEADER_LEN + 8).map(|l| l as usize),
         ) else {
-            return self.reject(xid, ACCEPT_GARBAGE_ARGS);
+            return self.reject(xid, AcceptStat::GarbageArgs);
         };
         let end = usize::try_from(offset)
             .ok()
@@ -608,7 +641,7 @@ impl Server {
         if status != STATUS_OK {
             self.stats.errors += 1;
         }
-        let mut v = Self::reply_header(xid, ACCEPT_SUCCESS);
+        let mut v = reply_header(xid, AcceptStat::Success)?;
         let count = if status == STATUS_RANGE { 0 } else { len };
         v.extend(words(&[
             status,
@@ -624,13 +657,13 @@ impl Server {
             Self::offset_arg(call),
             word_at(call, CALL_HEADER_LEN + 8).map(|l| l as usize),
         ) else {
-            return self.reject(xid, ACCEPT_GARBAGE_ARGS);
+            return self.reject(xid, AcceptStat::GarbageArgs);
         };
         let range = usize::try_from(offset)
             .ok()
             .and_then(|o| Some(o..o.checked_add(count)?))
             .filter(|r| r.end <= self.store.len());
-        let mut v = Self::reply_header(xid, ACCEPT_SUCCESS);
+        let mut v = reply_header(xid, AcceptStat::Success)?;
         let Some(range) = range else {
             self.stats.errors += 1;
             v.extend(words(&[STATUS_RANGE, 0]));
@@ -670,12 +703,12 @@ impl Server {
     fn echo(&mut self, call: &Chain, xid: u32) -> Result<Chain, String> {
         self.stats.echoes += 1;
         let Some(len) = word_at(call, CALL_HEADER_LEN).map(|l| l as usize) else {
-            return self.reject(xid, ACCEPT_GARBAGE_ARGS);
+            return self.reject(xid, AcceptStat::GarbageArgs);
         };
         if CALL_HEADER_LEN + 4 + len > call.len() {
-            return self.reject(xid, ACCEPT_GARBAGE_ARGS);
+            return self.reject(xid, AcceptStat::GarbageArgs);
         }
-        let mut v = Self::reply_header(xid, ACCEPT_SUCCESS);
+        let mut v = reply_header(xid, AcceptStat::Success)?;
         v.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
         let at = v.len();
         v.resize(at + len + xdr_pad(len), 0);
