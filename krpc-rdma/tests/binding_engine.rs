@@ -297,7 +297,7 @@ fn poll_all(b: &mut Binding<Mock>) -> Vec<Completion> {
 fn a_chain_that_does_not_fit_posts_nothing() {
     let a = arena();
     let mut b = up(&a);
-    let chain: Vec<_> = (0..13).map(|i| send(i, false)).collect();
+    let chain: Vec<_> = (0..9).map(|i| send(i, false)).collect();
     assert_eq!(b.post_send(&chain), Err(ProviderError::Busy));
     assert!(b.backend().log.is_empty());
     assert_eq!(b.stats().busy, 1);
@@ -318,6 +318,36 @@ fn one_completion_retires_the_unsignaled_requests_before_it() {
         (9, WcStatus::Success, WcKind::Send)
     );
     assert_eq!(b.sq_outstanding(), 0);
+}
+
+/// The core is told `max_send_wr` (8); the hardware queue is deeper (12) for maps and
+/// invalidations. A core request holds its slot until its completion is polled.
+#[test]
+fn the_core_gets_max_send_wr_slots_freed_when_it_polls() {
+    let a = arena();
+    let mut b = up(&a);
+    let eight: Vec<_> = (0..8).map(|i| send(i, true)).collect();
+    b.post_send(&eight).unwrap();
+    assert_eq!(b.post_send(&[send(8, true)]), Err(ProviderError::Busy));
+    // Completed in hardware but not polled: still busy.
+    b.reap();
+    assert_eq!(b.sq_outstanding(), 0);
+    assert_eq!(b.post_send(&[send(8, true)]), Err(ProviderError::Busy));
+    let mut one = [Completion::EMPTY];
+    assert_eq!(b.poll_cq(&mut one), 1);
+    assert_eq!(
+        b.post_send(&[send(8, true), send(9, true)]),
+        Err(ProviderError::Busy)
+    );
+    b.post_send(&[send(8, true)]).unwrap();
+    // Unsignaled requests go back with the completion that retires them.
+    while b.poll_cq(&mut one) == 1 {}
+    b.post_send(&(0..7).map(|i| send(20 + i, false)).collect::<Vec<_>>())
+        .unwrap();
+    b.post_send(&[send(27, true)]).unwrap();
+    assert_eq!(b.post_send(&[send(28, true)]), Err(ProviderError::Busy));
+    assert_eq!(poll_all(&mut b).len(), 1);
+    b.post_send(&eight).unwrap();
 }
 
 #[test]

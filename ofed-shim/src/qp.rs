@@ -514,9 +514,8 @@ impl Backend for OfedConn {
             // SAFETY: live connection; errors are irrelevant at teardown.
             unsafe { ffi::krpc_ofed_disconnect(self.conn) };
         }
-        // SAFETY: nothing uses the connection after this; the C side destroys the cm id
-        // first (which waits for a running CM handler), then the QP, CQ, MRs (deregistration
-        // revokes every rkey) and PD.
+        // SAFETY: nothing uses the connection after this; the C side destroys the QP, CQ,
+        // MRs (deregistration revokes every rkey), PD and cm id.
         unsafe { ffi::krpc_ofed_conn_destroy(self.conn) };
         self.conn = ptr::null_mut();
     }

@@ -340,7 +340,12 @@ pub struct Binding<B: Backend> {
     recv: RecvTable,
     keys: KeyPool,
     regs: RegTable,
-    stash: VecDeque<Completion>,
+    /// Completions for the core, each with the core send-queue slots it gives back when the
+    /// core polls it.
+    stash: VecDeque<(Completion, u32)>,
+    /// The core's send-queue slots in use: one per `SendWr` posted, given back when its
+    /// completion is polled (or when it retires without one).
+    core_busy: u32,
     events: VecDeque<CmEvent>,
     state: State,
     disconnect_reported: bool,
@@ -401,6 +406,7 @@ impl<B: Backend> Binding<B> {
             keys: KeyPool::new(layout.keys, layout.keys_present)?,
             regs: RegTable::new(res.max_registrations)?,
             stash,
+            core_busy: 0,
             events,
             state: State::Connecting,
             disconnect_reported: false,
@@ -538,11 +544,11 @@ impl<B: Backend> Binding<B> {
     /// Queue a completion for the core. The stash is sized for every work request that can
     /// be outstanding; if it still cannot grow, the completion would be lost, so the
     /// connection is closed instead (everything outstanding then flushes).
-    fn stash_push(stash: &mut VecDeque<Completion>, c: Completion) -> bool {
+    fn stash_push(stash: &mut VecDeque<(Completion, u32)>, c: Completion, slots: u32) -> bool {
         if stash.try_reserve(1).is_err() {
             return false;
         }
-        stash.push_back(c);
+        stash.push_back((c, slots));
         true
     }
 
@@ -596,13 +602,20 @@ impl<B: Backend> Binding<B> {
                     },
                     invalidated,
                 },
+                0,
             );
         } else {
             let (keys, stash) = (&mut self.keys, &mut self.stash);
+            // Core slots of the entries retired so far without a completion of their own;
+            // they go back with the next reported completion of this run.
+            let mut slots = 0u32;
             self.sq.retire_through(wc.wr_id, |e: SqEntry, own| {
                 let st = if own { status } else { WcStatus::Success };
                 let report = match e.kind {
-                    SqKind::User(id) => own.then_some(id),
+                    SqKind::User(id) => {
+                        slots += 1;
+                        own.then_some(id)
+                    }
                     SqKind::Map => None,
                     SqKind::Inv { key, user } => {
                         if let Some(k) = keys.get_mut(key) {
@@ -611,13 +624,17 @@ impl<B: Backend> Binding<B> {
                         if st == WcStatus::Success {
                             keys.set_invalid(key);
                         }
+                        slots += u32::from(user.is_some());
                         user.filter(|_| own)
                     }
                 };
                 if let Some(id) = report {
-                    kept &= Self::stash_push(stash, Self::send_completion(id, st));
+                    kept &= Self::stash_push(stash, Self::send_completion(id, st), slots);
+                    slots = 0;
                 }
             });
+            // Retired under an internal completion: nothing for the core to poll.
+            self.core_busy = self.core_busy.saturating_sub(slots);
         }
         if status != WcStatus::Success || !kept {
             self.break_connection();
@@ -907,7 +924,10 @@ impl<B: Backend> Provider for Binding<B> {
             return Err(ProviderError::NotConnected);
         }
         let (hw, nsge) = self.count(wrs)?;
-        if !self.sq.has_room(hw) {
+        let core = u32::try_from(wrs.len()).unwrap_or(u32::MAX);
+        if !self.sq.has_room(hw)
+            || self.core_busy.saturating_add(core) > self.layout.res.max_send_wr
+        {
             self.stats.busy += 1;
             return Err(ProviderError::Busy);
         }
@@ -920,6 +940,7 @@ impl<B: Backend> Provider for Binding<B> {
         reserve(&mut self.sync_invs, wrs.len())?;
         let r = self.plan(wrs).and_then(|()| self.post_planned());
         if r.is_ok() {
+            self.core_busy += core;
             for i in 0..self.sync_invs.len() {
                 let Some(reg) = self.sync_invs.get(i).copied() else {
                     break;
@@ -937,6 +958,7 @@ impl<B: Backend> Provider for Binding<B> {
                     if !Self::stash_push(
                         &mut self.stash,
                         Self::send_completion(id, WcStatus::Success),
+                        1,
                     ) {
                         self.break_connection();
                     }
@@ -991,9 +1013,10 @@ impl<B: Backend> Provider for Binding<B> {
         }
         let mut n = 0;
         for slot in out.iter_mut() {
-            let Some(c) = self.stash.pop_front() else {
+            let Some((c, slots)) = self.stash.pop_front() else {
                 break;
             };
+            self.core_busy = self.core_busy.saturating_sub(slots);
             *slot = c;
             n += 1;
         }
