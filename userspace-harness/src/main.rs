@@ -121,6 +121,12 @@ enum Command {
         /// Write every transport header sent and received to FILE (JSON lines).
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+        /// On a lost connection (e.g. the server restarted), reconnect (backing off) and
+        /// resend every call owed a reply with its XID; give up after SECS without a
+        /// connection. UNSTABLE WRITEs are sent again when the server's write verifier
+        /// changes. Without it a lost connection ends the command with exit status 3.
+        #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+        reconnect: Option<Duration>,
         #[command(subcommand)]
         op: Nfs3Op,
     },
@@ -322,6 +328,7 @@ fn main() -> ExitCode {
             depth,
             quiet,
             trace,
+            reconnect,
             op,
         } => {
             let trace = match open_trace(trace.as_ref()) {
@@ -334,6 +341,7 @@ fn main() -> ExitCode {
                 export,
                 depth: depth as usize,
                 progress: !quiet,
+                reconnect,
             };
             match run_nfs3(&o, trace, op) {
                 Ok(()) => ExitCode::SUCCESS,

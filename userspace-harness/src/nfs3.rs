@@ -49,6 +49,9 @@ use crate::verbs::arena::VerbsArena;
 
 /// Most bytes per READ or WRITE, whatever the server offers.
 pub const MAX_IO: u32 = 1 << 20;
+/// Times `put` sends a file again after the server's write verifier changed.
+pub const MAX_REWRITES: u32 = 3;
+
 /// The transport configuration of NFS sessions: 4096-byte inline sizes offered (as Linux's
 /// client, whose default inline thresholds are 4096; knfsd offers the same, so small WRITEs
 /// and small replies need no chunk), everything else the core's defaults.
@@ -150,6 +153,8 @@ pub struct Transfer {
     pub calls: u64,
     /// Seconds from the first data call to the last reply (COMMIT included for `put`).
     pub secs: f64,
+    /// Times `put` sent the file again because the server's write verifier changed.
+    pub rewrites: u64,
 }
 
 impl Transfer {
@@ -195,6 +200,9 @@ pub struct ConnectOpts {
     pub depth: usize,
     /// Progress lines on stderr during long transfers.
     pub progress: bool,
+    /// Reconnect after a lost connection (for up to this long) and resend the calls owed a
+    /// reply; UNSTABLE WRITEs are sent again when the write verifier changes.
+    pub reconnect: Option<Duration>,
 }
 
 impl Nfs3Client {
@@ -211,6 +219,7 @@ impl Nfs3Client {
             nfs_transport(),
             arena,
             trace,
+            o.reconnect,
         )?;
         let mut c = Nfs3Client {
             s,
@@ -244,7 +253,7 @@ impl Nfs3Client {
     }
 
     /// The transport's counters.
-    pub fn counters(&self) -> &Counters {
+    pub fn counters(&self) -> Counters {
         self.s.counters()
     }
 
@@ -556,14 +565,60 @@ impl Nfs3Client {
         let start = Instant::now();
         let mut t = Transfer::default();
         let mut progress = Progress::new(self.progress, "put", size);
+        // A server that restarts loses UNSTABLE data it had not committed, and says so by a
+        // new write verifier (RFC 1813 §3.3.7): the client must send those WRITEs again.
+        // Only a reconnecting client can see that; it sends the whole file again (nothing
+        // of it was committed), up to `MAX_REWRITES` times.
+        let mut rewrites = 0;
+        loop {
+            (&f).seek(SeekFrom::Start(0))
+                .map_err(io(format!("{}", local.display())))?;
+            let stable =
+                self.put_pass(&f, local, remote, &fh, size, start, &mut t, &mut progress)?;
+            if stable {
+                break;
+            }
+            rewrites += 1;
+            if !self.s.reconnects_enabled() || rewrites > MAX_REWRITES {
+                return Err(NfsError::Other(format!(
+                    "WRITE {remote}: write verifier changed (server restarted); data not stable"
+                )));
+            }
+            eprintln!(
+                "userspace-harness: {remote}: the server's write verifier changed (it \
+                 restarted); sending the UNSTABLE WRITEs again"
+            );
+            t.rewrites += 1;
+        }
+        t.secs = start.elapsed().as_secs_f64();
+        progress.done();
+        Ok(t)
+    }
+
+    /// One pass of `put`: every byte of `f` in UNSTABLE WRITEs, then one COMMIT. `Ok(false)`
+    /// when the write verifier changed during the pass (the data is not stable and must be
+    /// sent again).
+    #[allow(clippy::too_many_arguments)]
+    fn put_pass(
+        &mut self,
+        f: &File,
+        local: &Path,
+        remote: &str,
+        fh: &NfsFh3,
+        size: u64,
+        start: Instant,
+        t: &mut Transfer,
+        progress: &mut Progress,
+    ) -> Result<bool, NfsError> {
         let mut inflight: VecDeque<(u32, u64, u32)> = VecDeque::new();
         let mut verf: Option<Writeverf3> = None;
+        let mut changed = false;
         let mut off = 0u64;
         while off < size || !inflight.is_empty() {
-            if off < size && inflight.len() < self.depth {
+            if !changed && off < size && inflight.len() < self.depth {
                 let n = (size - off).min(u64::from(self.wsize)) as usize;
-                let pages = self.file_pages(&f, n, local)?;
-                let xid = self.submit_write(&fh, off, pages)?;
+                let pages = self.file_pages(f, n, local)?;
+                let xid = self.submit_write(fh, off, pages)?;
                 inflight.push_back((xid, off, n as u32));
                 off += n as u64;
                 t.calls += 1;
@@ -592,40 +647,31 @@ impl Nfs3Client {
                 )));
             }
             if *verf.get_or_insert(ok.verf) != ok.verf {
-                return Err(NfsError::Other(format!(
-                    "WRITE {remote}: write verifier changed (server restarted); data not stable"
-                )));
+                // Collect what is in flight, then start over.
+                changed = true;
             }
             t.bytes += u64::from(n);
             progress.tick(t.bytes, start);
         }
+        if changed {
+            return Ok(false);
+        }
         // One COMMIT of everything written unstable.
         let args = CommitArgs {
-            file: fh,
+            file: fh.clone(),
             offset: 0,
             count: 0,
         };
         let res: CommitRes =
             self.call(NFSPROC3_COMMIT, &encode(|e| args.encode(e))?, SMALL_REPLY)?;
         match res {
-            nfs_glue::nfs3::Nfs3Res::Ok(ok) => {
-                if verf.is_some_and(|v| v != ok.verf) {
-                    return Err(NfsError::Other(format!(
-                        "COMMIT {remote}: verifier differs from the WRITEs' (server restarted)"
-                    )));
-                }
-            }
-            nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => {
-                return Err(NfsError::Status {
-                    op: "COMMIT",
-                    what: remote.to_string(),
-                    status,
-                })
-            }
+            nfs_glue::nfs3::Nfs3Res::Ok(ok) => Ok(verf.is_none_or(|v| v == ok.verf)),
+            nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => Err(NfsError::Status {
+                op: "COMMIT",
+                what: remote.to_string(),
+                status,
+            }),
         }
-        t.secs = start.elapsed().as_secs_f64();
-        progress.done();
-        Ok(t)
     }
 
     /// The next `n` bytes of `f` in fresh arena pages, read by `readv` straight into them

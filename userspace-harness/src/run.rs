@@ -23,14 +23,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use krpc_rdma::transport::{
-    CallError, Counters, DdpReply, Reconnect, ReplyError, ReplySpec, Requester, RequesterEvent,
-    Responder, ResponderEvent, TransportConfig,
+    CallError, Counters, DdpReply, ReplyError, ReplySpec, RequesterEvent, Responder,
+    ResponderEvent, TransportConfig,
 };
 use mbuf::{Chain, PageProvider, PAGE_SIZE};
 
 use crate::report::{counters_human, Latency, Report};
 use crate::rpc::{self, ServerStats, Workload};
-use crate::session;
+use crate::session::Conn;
 use crate::trace::{Traced, Tracer};
 use crate::verbs::arena::VerbsArena;
 use crate::verbs::cm::VerbsListener;
@@ -446,16 +446,8 @@ struct Staged {
 /// One client: the requester of the current connection, its queue pair, the calls in flight
 /// and, with reconnection on, the kept copies of the calls owed a reply.
 struct Driver {
-    req: Requester,
-    qp: Traced<VerbsQp>,
+    c: Conn,
     pages: Arc<dyn PageProvider>,
-    arena: Arc<VerbsArena>,
-    trace: Option<Arc<Tracer>>,
-    rc: Option<Reconnect>,
-    give_up: Duration,
-    reconnects: u64,
-    /// Counters of the connections before the current one.
-    earlier: Counters,
     peer: SocketAddr,
     next_xid: u32,
     inflight: HashMap<u32, Op>,
@@ -471,32 +463,19 @@ impl Driver {
         trace: Option<Arc<Tracer>>,
         reconnect: Option<Duration>,
     ) -> Result<Driver, RunError> {
-        let c = session::open(
+        let c = Conn::open(
             server,
             TransportConfig::default(),
             arena_bytes,
-            trace.clone(),
+            trace,
+            reconnect,
         )?;
-        let rc = match reconnect {
-            Some(_) => Some(
-                Reconnect::new(&TransportConfig::default())
-                    .map_err(|e| RunError::Failed(format!("reconnect table: {e}")))?,
-            ),
-            None => None,
-        };
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.subsec_nanos());
         Ok(Driver {
-            req: c.req,
-            qp: c.qp,
             pages: c.arena.clone(),
-            arena: c.arena,
-            trace,
-            rc,
-            give_up: reconnect.unwrap_or_default(),
-            reconnects: 0,
-            earlier: Counters::default(),
+            c,
             peer: server,
             next_xid: seed,
             inflight: HashMap::new(),
@@ -516,56 +495,21 @@ impl Driver {
 
     /// Counters of every connection so far.
     fn counters(&self) -> Counters {
-        self.earlier.add(self.req.counters())
+        self.c.counters()
     }
 
     /// The connection is gone: without reconnection, the run ends; with it, connect again
     /// (backing off between attempts, giving up after `give_up`) and resend the owed calls.
     fn reconnect(&mut self) -> Result<(), RunError> {
         let owed = self.inflight.len() as u64;
-        let Some(rc) = self.rc.as_mut() else {
+        if let Err(e) = self.c.reconnect(&|| STOP.load(Ordering::SeqCst)) {
+            if self.c.reconnects_enabled() {
+                eprintln!("userspace-harness: {e}");
+            }
             return Err(self.lost(owed));
-        };
-        self.earlier = self.earlier.add(self.req.counters());
-        let start = Instant::now();
-        loop {
-            std::thread::sleep(Duration::from_millis(u64::from(rc.backoff_ms())));
-            if STOP.load(Ordering::SeqCst) {
-                return Err(self.lost(owed));
-            }
-            match session::connect_on(
-                &self.arena,
-                self.peer,
-                TransportConfig::default(),
-                self.trace.clone(),
-            ) {
-                Ok(c) => {
-                    self.req = c.req;
-                    self.qp = c.qp;
-                    self.reconnects += 1;
-                    rc.on_event(RequesterEvent::Connected(c.thresholds));
-                    eprintln!(
-                        "userspace-harness: reconnected to {} after {:.1} s; resending {} calls",
-                        self.peer,
-                        start.elapsed().as_secs_f64(),
-                        rc.unsent()
-                    );
-                    self.last_progress = Instant::now();
-                    return Ok(());
-                }
-                Err(e) => {
-                    rc.attempt_failed();
-                    if start.elapsed() >= self.give_up {
-                        eprintln!("userspace-harness: giving up reconnecting: {e}");
-                        return Err(RunError::Lost {
-                            peer: self.peer,
-                            completed: self.completed,
-                            lost: owed,
-                        });
-                    }
-                }
-            }
         }
+        self.last_progress = Instant::now();
+        Ok(())
     }
 
     /// Build the next call (it is sent by [`Driver::try_send`]).
@@ -610,7 +554,7 @@ impl Driver {
 
     /// Send the staged call if the credits and resources allow; `Ok(true)` when sent.
     fn try_send(&mut self) -> Result<bool, RunError> {
-        if self.req.outstanding() >= self.req.credits_granted() {
+        if self.c.req.outstanding() >= self.c.req.credits_granted() {
             return Ok(false);
         }
         let Some(s) = self.staged.take() else {
@@ -623,10 +567,7 @@ impl Driver {
             mut op,
         } = s;
         op.start = Instant::now();
-        let sent = match self.rc.as_mut() {
-            Some(rc) => rc.call(&mut self.req, &mut self.qp, call, reply),
-            None => self.req.call(&mut self.qp, call, reply),
-        };
+        let sent = self.c.call(call, reply);
         match sent {
             Ok(()) => {
                 self.inflight.insert(xid, op);
@@ -642,7 +583,7 @@ impl Driver {
                     });
                     Ok(false)
                 }
-                CallError::ConnectionLost if self.rc.is_some() => {
+                CallError::ConnectionLost if self.c.reconnects_enabled() => {
                     self.staged = Some(Staged {
                         xid,
                         call: rej.call,
@@ -660,18 +601,7 @@ impl Driver {
     /// Reap replies, waiting up to `wait` when none is ready.
     fn pump(&mut self, wait: Duration) -> Result<Vec<Done>, RunError> {
         let mut evs = Vec::new();
-        if let Some(rc) = self.rc.as_mut() {
-            rc.resend(&mut self.req, &mut self.qp, &mut |e| evs.push(e));
-        }
-        self.req.poll(&mut self.qp, &mut |e| evs.push(e));
-        if evs.is_empty() {
-            verbs::wait::wait(self.qp.inner_mut(), wait);
-            self.req.poll(&mut self.qp, &mut |e| evs.push(e));
-        }
-        if let Some(rc) = self.rc.as_mut() {
-            // Calls lost with the connection are kept for resending, not reported.
-            evs = evs.into_iter().filter_map(|e| rc.on_event(e)).collect();
-        }
+        self.c.poll(wait, &mut evs);
         let now = Instant::now();
         let mut done = Vec::new();
         let mut lost = false;
@@ -711,7 +641,7 @@ impl Driver {
             }
         }
         if lost {
-            if self.rc.is_some() {
+            if self.c.reconnects_enabled() {
                 self.reconnect()?;
                 return Ok(done);
             }
@@ -916,12 +846,9 @@ fn client_on(d: &mut Driver, o: &ClientOpts) -> Result<Report, RunError> {
     if let Some(e) = &p.first_error {
         eprintln!("userspace-harness: {} errors; first: {e}", p.errors);
     }
-    if let Some(rc) = &d.rc {
-        eprintln!(
-            "userspace-harness: {} reconnects, {} calls resent",
-            d.reconnects,
-            rc.stats().retransmits
-        );
+    if d.c.reconnects_enabled() {
+        let (reconnects, resent) = d.c.reconnect_stats();
+        eprintln!("userspace-harness: {reconnects} reconnects, {resent} calls resent");
     }
     Ok(Report {
         workload: o.workload,
@@ -1042,17 +969,17 @@ pub fn demo(o: &DemoOpts) -> Result<(), RunError> {
         .map_err(|e| RunError::Failed(format!("spawning the server thread: {e}")))?;
     let res = (|| -> Result<Counters, RunError> {
         let mut d = Driver::connect(o.addr, 96 << 20, o.trace.clone(), None)?;
-        let th = d.req.thresholds();
+        let th = d.c.req.thresholds();
         println!(
             "connected: inline thresholds send {} B / receive {} B, credits granted {}",
             th.send,
             th.recv,
-            d.req.credits_granted()
+            d.c.req.credits_granted()
         );
         let step = |d: &mut Driver, what: &str, kind: Kind, off: u64, len: usize| {
-            let a = *d.req.counters();
+            let a = *d.c.req.counters();
             let done = d.one(kind, off, len)?;
-            let b = *d.req.counters();
+            let b = *d.c.req.counters();
             if let Err(e) = &done.result {
                 return Err(RunError::Failed(format!("{what}: {e}")));
             }
@@ -1101,7 +1028,7 @@ pub fn demo(o: &DemoOpts) -> Result<(), RunError> {
                 l.p99
             );
         }
-        Ok(*d.req.counters())
+        Ok(*d.c.req.counters())
     })();
     if res.is_err() {
         stop.store(true, Ordering::SeqCst);

@@ -4,8 +4,10 @@
 //! Calls are submitted ([`Session::submit`]) and collected ([`Session::wait`]) separately so
 //! a caller can keep several in flight (the NFS client's WRITE/READ pipelines), or made one
 //! at a time ([`Session::call`]). Submitting waits for a credit when the server's grant is
-//! used up. A lost connection fails every call with [`RunError::Lost`]; the session never
-//! reconnects.
+//! used up. Without reconnection a lost connection fails every call with [`RunError::Lost`];
+//! with it ([`Conn`], shared with the harness's own client) the session connects again with
+//! backoff and resends every call still owed a reply with the same XID, so each call gets
+//! exactly one reply across a server restart.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -13,7 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use krpc_rdma::transport::{
-    CallError, Counters, ReplySpec, Requester, RequesterEvent, TransportConfig,
+    CallError, CallRejected, Counters, Reconnect, ReplySpec, Requester, RequesterEvent,
+    TransportConfig,
 };
 use krpc_rdma::wire::InlineThresholds;
 use mbuf::{Chain, PageProvider, PAGE_SIZE};
@@ -29,14 +32,160 @@ use crate::verbs::{self, VerbsConfig, VerbsError};
 /// Seconds without progress, calls outstanding, before a wait gives up.
 const STALL: Duration = Duration::from_secs(30);
 
+/// A client connection that may outlive its queue pair: the [`Requester`] of the current
+/// connection and its queue pair, and with reconnection on the kept copies of the calls owed a
+/// reply ([`Reconnect`]). Shared by [`Session`] and the harness's own client.
+pub struct Conn {
+    /// The requester of the current connection.
+    pub req: Requester,
+    /// Its queue pair (traced when asked).
+    pub qp: Traced<VerbsQp>,
+    /// The registered page arena: one for every connection, so calls kept for
+    /// retransmission keep their pages across a reconnect.
+    pub arena: Arc<VerbsArena>,
+    /// The server.
+    pub peer: SocketAddr,
+    /// The thresholds negotiated by the current connection.
+    pub thresholds: InlineThresholds,
+    tcfg: TransportConfig,
+    trace: Option<Arc<Tracer>>,
+    rc: Option<Reconnect>,
+    give_up: Duration,
+    reconnects: u64,
+    /// Counters of the connections before the current one.
+    earlier: Counters,
+}
+
+impl Conn {
+    /// Connect to `peer` (see [`open`]); with `reconnect`, connections lost later are made
+    /// again for up to that long each time.
+    ///
+    /// # Errors
+    /// As [`open`]; no memory for the reconnection table.
+    pub fn open(
+        peer: SocketAddr,
+        tcfg: TransportConfig,
+        arena_bytes: usize,
+        trace: Option<Arc<Tracer>>,
+        reconnect: Option<Duration>,
+    ) -> Result<Conn, RunError> {
+        let c = open(peer, tcfg, arena_bytes, trace.clone())?;
+        let rc = match reconnect {
+            Some(_) => Some(
+                Reconnect::new(&tcfg)
+                    .map_err(|e| RunError::Failed(format!("reconnect table: {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(Conn {
+            req: c.req,
+            qp: c.qp,
+            arena: c.arena,
+            peer,
+            thresholds: c.thresholds,
+            tcfg,
+            trace,
+            rc,
+            give_up: reconnect.unwrap_or_default(),
+            reconnects: 0,
+            earlier: Counters::default(),
+        })
+    }
+
+    /// Whether lost connections are made again.
+    pub fn reconnects_enabled(&self) -> bool {
+        self.rc.is_some()
+    }
+
+    /// Reconnections so far and calls resent.
+    pub fn reconnect_stats(&self) -> (u64, u64) {
+        (
+            self.reconnects,
+            self.rc.as_ref().map_or(0, |rc| rc.stats().retransmits),
+        )
+    }
+
+    /// Counters of every connection so far.
+    pub fn counters(&self) -> Counters {
+        self.earlier.add(self.req.counters())
+    }
+
+    /// Start a call (kept for retransmission when reconnection is on).
+    ///
+    /// # Errors
+    /// The requester refused it; the call and its reply spec come back.
+    pub fn call(&mut self, call: Chain, reply: ReplySpec) -> Result<(), CallRejected> {
+        match self.rc.as_mut() {
+            Some(rc) => rc.call(&mut self.req, &mut self.qp, call, reply),
+            None => self.req.call(&mut self.qp, call, reply),
+        }
+    }
+
+    /// Resend what a new connection owes, reap what the transport reports, waiting up to
+    /// `wait` when nothing is ready. With reconnection on, calls lost with the connection
+    /// are kept for resending, not reported.
+    pub fn poll(&mut self, wait: Duration, evs: &mut Vec<RequesterEvent>) {
+        if let Some(rc) = self.rc.as_mut() {
+            rc.resend(&mut self.req, &mut self.qp, &mut |e| evs.push(e));
+        }
+        self.req.poll(&mut self.qp, &mut |e| evs.push(e));
+        if evs.is_empty() && !wait.is_zero() {
+            verbs::wait::wait(self.qp.inner_mut(), wait);
+            self.req.poll(&mut self.qp, &mut |e| evs.push(e));
+        }
+        if let Some(rc) = self.rc.as_mut() {
+            let all = std::mem::take(evs);
+            evs.extend(all.into_iter().filter_map(|e| rc.on_event(e)));
+        }
+    }
+
+    /// The connection is gone: connect again (backing off between attempts, giving up after
+    /// the reconnection time or when `stop()` says so) and queue the owed calls for
+    /// resending ([`Conn::poll`] sends them).
+    ///
+    /// # Errors
+    /// Reconnection is off, or every attempt failed: the last attempt's error.
+    pub fn reconnect(&mut self, stop: &dyn Fn() -> bool) -> Result<(), String> {
+        let Some(rc) = self.rc.as_mut() else {
+            return Err("connection lost".into());
+        };
+        self.earlier = self.earlier.add(self.req.counters());
+        let start = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(u64::from(rc.backoff_ms())));
+            if stop() {
+                return Err("stopped".into());
+            }
+            match connect_on(&self.arena, self.peer, self.tcfg, self.trace.clone()) {
+                Ok(c) => {
+                    self.req = c.req;
+                    self.qp = c.qp;
+                    self.thresholds = c.thresholds;
+                    self.reconnects += 1;
+                    rc.on_event(RequesterEvent::Connected(c.thresholds));
+                    eprintln!(
+                        "userspace-harness: reconnected to {} after {:.1} s; resending {} calls",
+                        self.peer,
+                        start.elapsed().as_secs_f64(),
+                        rc.unsent()
+                    );
+                    return Ok(());
+                }
+                Err(e) => {
+                    rc.attempt_failed();
+                    if start.elapsed() >= self.give_up {
+                        return Err(format!("giving up reconnecting: {e}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// One RPC-over-RDMA client connection.
 pub struct Session {
-    req: Requester,
-    qp: Traced<VerbsQp>,
+    c: Conn,
     pages: Arc<dyn PageProvider>,
-    arena: Arc<VerbsArena>,
-    peer: SocketAddr,
-    thresholds: InlineThresholds,
     next_xid: u32,
     /// Calls submitted and not yet collected.
     pending: HashMap<u32, Option<Result<Chain, CallError>>>,
@@ -46,7 +195,8 @@ pub struct Session {
 impl Session {
     /// Connect to `peer` with transport configuration `tcfg` and an arena of `arena_bytes`
     /// (the DDP pages of every call in flight must fit), and wait for the connection to be
-    /// established.
+    /// established. With `reconnect`, a lost connection is made again (for up to that long)
+    /// and the calls owed a reply are resent.
     ///
     /// # Errors
     /// No RDMA device, registration failure, refused or unreachable peer.
@@ -55,18 +205,15 @@ impl Session {
         tcfg: TransportConfig,
         arena_bytes: usize,
         trace: Option<Arc<Tracer>>,
+        reconnect: Option<Duration>,
     ) -> Result<Session, RunError> {
-        let c = open(peer, tcfg, arena_bytes, trace)?;
+        let c = Conn::open(peer, tcfg, arena_bytes, trace, reconnect)?;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.subsec_nanos() ^ d.as_secs() as u32);
         Ok(Session {
-            req: c.req,
-            qp: c.qp,
             pages: c.arena.clone(),
-            arena: c.arena,
-            peer,
-            thresholds: c.thresholds,
+            c,
             next_xid: seed,
             pending: HashMap::new(),
             completed: 0,
@@ -80,27 +227,37 @@ impl Session {
 
     /// The registered arena behind [`Session::pages`].
     pub fn arena(&self) -> &Arc<VerbsArena> {
-        &self.arena
+        &self.c.arena
     }
 
     /// The server.
     pub fn peer(&self) -> SocketAddr {
-        self.peer
+        self.c.peer
     }
 
     /// The inline thresholds negotiated at connection time.
     pub fn thresholds(&self) -> InlineThresholds {
-        self.thresholds
+        self.c.thresholds
     }
 
     /// The server's current credit grant.
     pub fn credits(&self) -> u32 {
-        self.req.credits_granted()
+        self.c.req.credits_granted()
     }
 
-    /// The transport's counters.
-    pub fn counters(&self) -> &Counters {
-        self.req.counters()
+    /// The transport's counters, over every connection.
+    pub fn counters(&self) -> Counters {
+        self.c.counters()
+    }
+
+    /// Reconnections so far and calls resent.
+    pub fn reconnect_stats(&self) -> (u64, u64) {
+        self.c.reconnect_stats()
+    }
+
+    /// Whether lost connections are made again.
+    pub fn reconnects_enabled(&self) -> bool {
+        self.c.reconnects_enabled()
     }
 
     /// A fresh XID.
@@ -117,7 +274,7 @@ impl Session {
 
     fn lost(&self) -> RunError {
         RunError::Lost {
-            peer: self.peer,
+            peer: self.c.peer,
             completed: self.completed,
             lost: self.pending.values().filter(|v| v.is_none()).count() as u64,
         }
@@ -126,11 +283,7 @@ impl Session {
     /// Reap what the transport reports, waiting up to `wait` if nothing is ready.
     fn pump(&mut self, wait: Duration) -> Result<bool, RunError> {
         let mut evs = Vec::new();
-        self.req.poll(&mut self.qp, &mut |e| evs.push(e));
-        if evs.is_empty() && !wait.is_zero() {
-            verbs::wait::wait(self.qp.inner_mut(), wait);
-            self.req.poll(&mut self.qp, &mut |e| evs.push(e));
-        }
+        self.c.poll(wait, &mut evs);
         let progressed = !evs.is_empty();
         let mut lost = false;
         for e in evs {
@@ -154,7 +307,14 @@ impl Session {
             }
         }
         if lost {
-            return Err(self.lost());
+            if !self.c.reconnects_enabled() {
+                return Err(self.lost());
+            }
+            self.c.reconnect(&|| false).map_err(|e| {
+                eprintln!("userspace-harness: {e}");
+                self.lost()
+            })?;
+            return Ok(true);
         }
         Ok(progressed)
     }
@@ -169,7 +329,7 @@ impl Session {
         let mut reply = reply;
         let mut last = Instant::now();
         loop {
-            match self.req.call(&mut self.qp, call, reply) {
+            match self.c.call(call, reply) {
                 Ok(()) => {
                     self.pending.insert(xid, None);
                     return Ok(());
@@ -183,11 +343,17 @@ impl Session {
                         } else if last.elapsed() >= STALL {
                             return Err(RunError::Failed(format!(
                                 "no credit from {} for {} s ({} calls outstanding)",
-                                self.peer,
+                                self.c.peer,
                                 STALL.as_secs(),
                                 self.pending.len()
                             )));
                         }
+                    }
+                    CallError::ConnectionLost if self.c.reconnects_enabled() => {
+                        // The next pump sees the loss and reconnects.
+                        call = rej.call;
+                        reply = rej.reply;
+                        self.pump(Duration::from_millis(10))?;
                     }
                     CallError::ConnectionLost => return Err(self.lost()),
                     e => return Err(RunError::Failed(format!("call refused: {e}"))),
@@ -222,7 +388,7 @@ impl Session {
             } else if last.elapsed() >= STALL {
                 return Err(RunError::Failed(format!(
                     "no reply from {} for {} s ({} calls outstanding)",
-                    self.peer,
+                    self.c.peer,
                     STALL.as_secs(),
                     self.pending.len()
                 )));

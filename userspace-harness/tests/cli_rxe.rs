@@ -158,13 +158,17 @@ fn bench_json_and_trace() {
 
 /// A client making 64 KiB WRITEs, 4 in flight, to `addr`, with `more` arguments.
 fn write_client(addr: &str, more: &[&str]) -> std::process::Child {
+    client(addr, "write", more)
+}
+
+fn client(addr: &str, workload: &str, more: &[&str]) -> std::process::Child {
     Command::new(BIN)
         .args([
             "client",
             "--server",
             addr,
             "--workload",
-            "write",
+            workload,
             "--size",
             "64k",
         ])
@@ -244,4 +248,40 @@ fn the_client_survives_three_server_restarts() {
         reconnects,
         "one line per reconnect"
     );
+}
+
+/// The NULL workload across a server restart: every call answered exactly once (a NULL
+/// reply carries nothing to verify, so "exactly once" is what the report's error count and
+/// the resent calls show).
+#[test]
+fn the_null_workload_survives_a_server_restart() {
+    if skip() {
+        return;
+    }
+    let addr = format!("{}:20153", ip());
+    let mut server = start_server(&addr);
+    let client = client(
+        &addr,
+        "null",
+        &["--duration", "8", "--reconnect", "30", "--json", "--quiet"],
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    server.kill().unwrap();
+    server.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    server = start_server(&addr);
+    let got = client.wait_with_output().unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let stderr = String::from_utf8_lossy(&got.stderr);
+    let stdout = String::from_utf8_lossy(&got.stdout);
+    println!(
+        "client exit {:?}; stderr:\n{stderr}\nstdout:\n{stdout}",
+        got.status.code()
+    );
+    assert_eq!(got.status.code(), Some(0), "the run survives the restart");
+    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(v["errors"], 0);
+    assert!(v["ops"].as_u64().unwrap() > 100, "{v}");
+    assert_eq!(stderr.matches("reconnected to ").count(), 1, "{stderr}");
 }

@@ -167,6 +167,7 @@ fn ls_of_500_files_lists_exactly_them_through_reply_chunks() {
             export: "/export".into(),
             depth: 1,
             progress: false,
+            reconnect: None,
         },
         None,
     )
@@ -266,4 +267,57 @@ fn errors_print_their_nfs_names_and_exit_1() {
     let out = nfs3(&["readlink", &format!("{dir}/plain")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("NFS3ERR_INVAL"));
+}
+
+/// `nfs3 --reconnect put` while knfsd is stopped and started again (`rpc.nfsd 0`, then
+/// knfsd.sh): the client reconnects, resends what was owed with the same XIDs, sends the
+/// UNSTABLE WRITEs again if the server's write verifier changed, and the file on the server
+/// is exactly the local one.
+#[test]
+fn put_survives_a_knfsd_restart() {
+    if skip() {
+        return;
+    }
+    let dir = setup("restart");
+    let len = (192 << 20) + 5;
+    let data = content(len, 77);
+    let local = tmp("restart");
+    std::fs::write(&local, &data).unwrap();
+    drop(data);
+    let remote = format!("{dir}/big");
+    let on_server = Path::new("/export").join(remote.trim_start_matches('/'));
+    let child = Command::new(BIN)
+        .args(["nfs3", "-q", "--server", &ip(), "--reconnect", "60"])
+        .args(["put", local.to_str().unwrap(), &remote])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Restart once the transfer is under way.
+    let t = std::time::Instant::now();
+    while std::fs::metadata(&on_server).map_or(0, |m| m.len()) < 16 << 20 {
+        assert!(t.elapsed().as_secs() < 60, "the put did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let stop = Command::new("rpc.nfsd").arg("0").output().unwrap();
+    assert!(stop.status.success(), "rpc.nfsd 0: {stop:?}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let start = Command::new("sh").arg(knfsd::KNFSD_SH).output().unwrap();
+    assert!(start.status.success(), "knfsd.sh: {start:?}");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!(
+        "nfs3 put exit {:?}\n  stdout: {}  stderr: {stderr}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(out.status.success(), "put across a restart");
+    assert!(
+        stderr.contains("reconnected to "),
+        "the restart hit the transfer: {stderr}"
+    );
+    assert_eq!(std::fs::metadata(&on_server).unwrap().len(), len as u64);
+    assert_eq!(sha256(&on_server), sha256(&local));
+    let _ = std::fs::remove_file(&local);
+    let _ = std::fs::remove_file(&on_server);
 }
