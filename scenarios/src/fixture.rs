@@ -49,6 +49,10 @@ impl Setup {
 pub enum Feature {
     /// Send With Invalidate, both directions (posting it, and revoking on receipt).
     SendWithInvalidate,
+    /// The device refuses an RDMA that reaches past the end of a registration. (rxe in Linux
+    /// 6.1 checks a memory window's accesses against the memory region under it, not
+    /// against the window's own bounds.)
+    RangeChecks,
 }
 
 /// The page providers of the two sides of one connection: side A (requester, or the raw
@@ -130,6 +134,13 @@ pub trait Fixture {
     /// Whether the provider supports `feature` (all do by default).
     fn supports(&self, _feature: Feature) -> bool {
         true
+    }
+
+    /// A known deviation of this provider from `scenario`, with the reason: the scenario is
+    /// then expected to fail (its failure is logged), and passing is a failure — so the mark
+    /// is removed once the provider is fixed. Only for deviations reported as bugs.
+    fn known_deviation(&self, _scenario: &str) -> Option<&'static str> {
+        None
     }
 
     /// A line of information for the log (figures of a run); ignored by default.
