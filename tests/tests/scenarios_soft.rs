@@ -48,7 +48,10 @@ impl Fixture for Soft {
         b_private: &[u8],
         before_accept: &mut (dyn FnMut(&mut SoftQp) + Send),
     ) -> Result<(SoftQp, SoftQp), String> {
-        let [pa, pb] = [0, 1].map(|i| self.arenas[i].clone() as Arc<dyn mbuf::PageProvider>);
+        let [pa, pb]: [Arc<dyn mbuf::PageProvider>; 2] = match self.arenas.as_slice() {
+            [a, b] => [a.clone(), b.clone()],
+            _ => return Err("no page providers".into()),
+        };
         let side = |pd: &[u8]| SoftConfig {
             private_data: heapless::Vec::from_slice(pd).unwrap_or_default(),
             ..config(limits)
