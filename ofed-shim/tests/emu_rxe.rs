@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use krpc_rdma::provider::{Access, Provider, Resources, WcStatus};
 use krpc_rdma::transport::{ReplySpec, TransportConfig};
 use krpc_rdma_scenarios::data::{pattern, write_call, xdr_call};
-use krpc_rdma_scenarios::{Feature, Fixture, Limits, Link, PagePair, Pair, Side};
+use krpc_rdma_scenarios::{Fixture, Limits, Link, PagePair, Pair, Side};
 use mbuf::{PageFragment, PageProvider};
 use ofed_shim::{KernelPages, OfedConfig, OfedListener, OfedQp};
 
@@ -205,20 +205,10 @@ impl Fixture for Emu {
             .unwrap();
     }
 
+    krpc_rdma_scenarios::verbs_binding_probes!(OfedQp);
+
     fn idle_limit(&self) -> u32 {
         600
-    }
-
-    fn live_registrations(&self, q: &OfedQp) -> u32 {
-        q.live_registrations()
-    }
-
-    fn sq_outstanding(&self, q: &OfedQp) -> usize {
-        q.sq_outstanding()
-    }
-
-    fn is_connected(&self, q: &OfedQp) -> bool {
-        q.is_connected()
     }
 
     fn pages_in_use(&self) -> usize {
@@ -233,36 +223,17 @@ impl Fixture for Emu {
             .ok_or(format!("double invalidation attempted: {st:?}"))
     }
 
-    fn healthy(&self, q: &OfedQp) -> Result<(), String> {
-        let st = q.stats();
-        (st.errors == 0)
-            .then_some(())
-            .ok_or(format!("error completions: {st:?}"))
-    }
-
-    /// rxe (Linux 6.1) checks an access through a memory window against the region under
-    /// it, not against the window's bounds: no range checks.
-    fn supports(&self, feature: Feature) -> bool {
-        feature != Feature::RangeChecks
-    }
-
     fn known_deviation(&self, scenario: &str) -> Option<&'static str> {
         match scenario {
-            "send_queue_depth_is_busy_until_completions_are_polled" => Some(
-                "core work requests are counted against max_send_wr + internal_wrs (post_send: \
-                 sq.len() + hw > sq_depth), so a chain may take the slots kept for the \
-                 provider's own REG_MR/bind and LOCAL_INV",
-            ),
+            "send_queue_depth_is_busy_until_completions_are_polled" => {
+                Some(krpc_rdma_scenarios::fixture::SQ_DEPTH_TAKES_INTERNAL_SLOTS)
+            }
             "disconnect_flushes_both_sides_and_refuses_posts" => Some(
                 "after the peer's disconnect the active side reports Disconnected but its \
                  posted receives never complete as Flushed",
             ),
             _ => None,
         }
-    }
-
-    fn log(&mut self, line: &str) {
-        println!("{line}");
     }
 }
 

@@ -146,3 +146,45 @@ pub trait Fixture {
     /// A line of information for the log (figures of a run); ignored by default.
     fn log(&mut self, _line: &str) {}
 }
+
+/// What rxe (Soft-RoCE, Linux 6.1) supports: everything but [`Feature::RangeChecks`] (it
+/// checks an access through a memory window against the region under it, not against the
+/// window's bounds).
+pub fn rxe_supports(feature: Feature) -> bool {
+    feature != Feature::RangeChecks
+}
+
+/// A known deviation of both verbs bindings (`ofed-shim`, `userspace-harness`), reported.
+pub const SQ_DEPTH_TAKES_INTERNAL_SLOTS: &str = "core work requests are counted against \
+    max_send_wr + internal_wrs (post_send: sq.len() + hw > sq_depth), so a chain may take the \
+    slots kept for the provider's own REG_MR/bind and LOCAL_INV";
+
+/// The [`Fixture`] methods of a verbs binding whose queue pair has inherent
+/// `live_registrations`, `sq_outstanding`, `is_connected` and `stats().errors`; logs to
+/// standard output.
+#[macro_export]
+macro_rules! verbs_binding_probes {
+    ($qp:ty) => {
+        fn live_registrations(&self, q: &$qp) -> u32 {
+            q.live_registrations()
+        }
+        fn sq_outstanding(&self, q: &$qp) -> usize {
+            q.sq_outstanding()
+        }
+        fn is_connected(&self, q: &$qp) -> bool {
+            q.is_connected()
+        }
+        fn healthy(&self, q: &$qp) -> Result<(), String> {
+            let st = q.stats();
+            (st.errors == 0)
+                .then_some(())
+                .ok_or(format!("error completions: {st:?}"))
+        }
+        fn supports(&self, feature: $crate::Feature) -> bool {
+            $crate::fixture::rxe_supports(feature)
+        }
+        fn log(&mut self, line: &str) {
+            println!("{line}");
+        }
+    };
+}

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use krpc_rdma::provider::{Access, Completion, Provider, Resources, SendOp, SendWr, WcStatus};
 use krpc_rdma::transport::{ReplySpec, TransportConfig};
 use krpc_rdma_scenarios::data::{pattern, write_call, xdr_call};
-use krpc_rdma_scenarios::{Feature, Fixture, Limits, PagePair, Pair, Setup};
+use krpc_rdma_scenarios::{Fixture, Limits, PagePair, Pair, Setup};
 use mbuf::{Chain, PageFragment, PageProvider, PAGE_SIZE};
 
 use verbs::arena::VerbsArena;
@@ -117,20 +117,10 @@ impl Fixture for Verbs {
         verbs::wait::wait_any(&mut [a, b], Duration::from_millis(100));
     }
 
+    krpc_rdma_scenarios::verbs_binding_probes!(VerbsQp);
+
     fn idle_limit(&self) -> u32 {
         600
-    }
-
-    fn live_registrations(&self, q: &VerbsQp) -> u32 {
-        q.live_registrations()
-    }
-
-    fn sq_outstanding(&self, q: &VerbsQp) -> usize {
-        q.sq_outstanding()
-    }
-
-    fn is_connected(&self, q: &VerbsQp) -> bool {
-        q.is_connected()
     }
 
     fn pages_in_use(&self) -> usize {
@@ -144,32 +134,13 @@ impl Fixture for Verbs {
             .ok_or(format!("{bad} bad page unrefs"))
     }
 
-    fn healthy(&self, q: &VerbsQp) -> Result<(), String> {
-        let st = q.stats();
-        (st.errors == 0)
-            .then_some(())
-            .ok_or(format!("error completions: {st:?}"))
-    }
-
-    /// rxe (Linux 6.1) checks an access through a memory window against the region under
-    /// it, not against the window's bounds: no range checks.
-    fn supports(&self, feature: Feature) -> bool {
-        feature != Feature::RangeChecks
-    }
-
     fn known_deviation(&self, scenario: &str) -> Option<&'static str> {
         match scenario {
-            "send_queue_depth_is_busy_until_completions_are_polled" => Some(
-                "core work requests are counted against max_send_wr + internal_wrs (post_send: \
-                 sq.len() + hw > sq_depth), so a chain may take the slots kept for the \
-                 provider's own REG_MR/bind and LOCAL_INV",
-            ),
+            "send_queue_depth_is_busy_until_completions_are_polled" => {
+                Some(krpc_rdma_scenarios::fixture::SQ_DEPTH_TAKES_INTERNAL_SLOTS)
+            }
             _ => None,
         }
-    }
-
-    fn log(&mut self, line: &str) {
-        println!("{line}");
     }
 }
 
