@@ -165,89 +165,6 @@ fn statuses(wcs: &[Completion]) -> Vec<WcStatus> {
 // ---------------------------------------------------------------- connection and Send
 
 #[test]
-fn established_carries_the_peers_private_data() {
-    let mut ca = SoftConfig::default();
-    ca.private_data.extend_from_slice(&[1, 2, 3]).unwrap();
-    let mut cb = SoftConfig::default();
-    cb.private_data.extend_from_slice(&[9; 56]).unwrap();
-    let mut n = net_with(ca.clone(), cb.clone());
-    assert_eq!(
-        n.a.poll_event(),
-        Some(CmEvent::Established {
-            private_data: cb.private_data.clone()
-        })
-    );
-    assert_eq!(
-        n.b.poll_event(),
-        Some(CmEvent::Established {
-            private_data: ca.private_data.clone()
-        })
-    );
-    assert_eq!(n.a.poll_event(), None);
-    assert_eq!(n.a.resources(), ca.resources());
-    assert_eq!(n.a.resources().send_bufs, 64);
-    assert_eq!(n.a.resources().recv_buf_size, 4096);
-    assert!(n.a.is_connected());
-}
-
-#[test]
-fn sends_consume_receives_in_order_with_exact_bytes() {
-    let mut n = net();
-    n.b.post_recv(&[5, 2, 7]).unwrap();
-    assert_eq!(n.b.posted_recvs(), 3);
-    let msgs = [pattern(1, 100), pattern(2, 4096), pattern(3, 1)];
-    for (i, m) in msgs.iter().enumerate() {
-        send_bytes(&mut n.a, 100 + i as u64, i as u32, m);
-    }
-    let sent = poll_all(&mut n.a);
-    assert_eq!(sent.len(), 3);
-    for (i, c) in sent.iter().enumerate() {
-        assert_eq!(c.wr_id, 100 + i as u64);
-        assert_eq!(c.status, WcStatus::Success);
-        assert_eq!(c.kind, WcKind::Send);
-    }
-    let got = poll_all(&mut n.b);
-    let order = [5u32, 2, 7];
-    assert_eq!(got.len(), 3);
-    for ((c, buf), m) in got.iter().zip(order).zip(&msgs) {
-        assert_eq!(c.wr_id, u64::from(buf));
-        assert_eq!(c.kind, WcKind::Recv { buf });
-        assert_eq!(c.status, WcStatus::Success);
-        assert_eq!(c.byte_len as usize, m.len());
-        assert_eq!(c.invalidated, None);
-        assert_eq!(&n.b.recv_buf(buf).unwrap()[..m.len()], &m[..]);
-    }
-    let st = n.a.stats();
-    assert_eq!(st.sends, 3);
-    assert_eq!(st.send_bytes, 100 + 4096 + 1);
-    assert_eq!(n.b.stats().recvs, 3);
-    assert!(n.a.is_connected());
-}
-
-#[test]
-fn receive_buffers_belong_to_the_nic_while_posted() {
-    let mut n = net();
-    assert!(n.b.recv_buf(3).is_ok());
-    assert_eq!(n.b.recv_buf(64).err(), Some(ProviderError::BadId));
-    assert_eq!(n.a.send_buf(64).err(), Some(ProviderError::BadId));
-    n.b.post_recv(&[3]).unwrap();
-    assert_eq!(n.b.recv_buf(3).err(), Some(ProviderError::BadId));
-    // Already posted, duplicate in one call, out of range: refused, nothing posted.
-    assert_eq!(n.b.post_recv(&[3]), Err(ProviderError::BadId));
-    assert_eq!(n.b.post_recv(&[4, 4]), Err(ProviderError::BadId));
-    assert_eq!(n.b.post_recv(&[4, 64]), Err(ProviderError::BadId));
-    assert_eq!(n.b.posted_recvs(), 1);
-    send_bytes(&mut n.a, 1, 0, b"hello");
-    // Completed but not yet polled: still the NIC's.
-    assert_eq!(n.b.recv_buf(3).err(), Some(ProviderError::BadId));
-    assert_eq!(n.b.post_recv(&[3]), Err(ProviderError::BadId));
-    let got = poll_all(&mut n.b);
-    assert_eq!(got.len(), 1);
-    assert_eq!(&n.b.recv_buf(3).unwrap()[..5], b"hello");
-    n.b.post_recv(&[3]).unwrap();
-}
-
-#[test]
 fn send_without_posted_receive_is_rnr_and_breaks_the_connection() {
     let mut n = net();
     n.a.post_recv(&[0, 1]).unwrap();
@@ -324,83 +241,6 @@ fn send_length_and_buffer_id_are_checked_at_post() {
 }
 
 #[test]
-fn gathered_send_appends_page_fragments() {
-    let mut n = net();
-    let pa = n.pages_a();
-    let mut data = page_chain(&pa, 3 * PAGE_SIZE);
-    let bytes = pattern(7, 3 * PAGE_SIZE);
-    data.copyback(0, &bytes).unwrap();
-    // 100 bytes inside page 0, and 50 bytes across nothing else: two fragments.
-    let f1 = frags(&data, 10..110);
-    let f2 = frags(&data, PAGE_SIZE + 5..PAGE_SIZE + 55);
-    let pages: Vec<_> = f1.iter().chain(&f2).copied().collect();
-    n.a.send_buf(2).unwrap()[..4].copy_from_slice(b"HEAD");
-    n.b.post_recv(&[1]).unwrap();
-    n.a.post_send(&[SendWr {
-        wr_id: 3,
-        op: SendOp::SendGather {
-            buf: 2,
-            len: 4,
-            pages: &pages,
-            invalidate: None,
-        },
-        signaled: true,
-    }])
-    .unwrap();
-    let got = poll_all(&mut n.b);
-    assert_eq!(got[0].byte_len, 154);
-    let rb = n.b.recv_buf(1).unwrap();
-    assert_eq!(&rb[..4], b"HEAD");
-    assert_eq!(&rb[4..104], &bytes[10..110]);
-    assert_eq!(&rb[104..154], &bytes[PAGE_SIZE + 5..PAGE_SIZE + 55]);
-
-    // Too many SGEs: buffer + 16 fragments > max_sge 16.
-    let many: Vec<_> = (0..16).map(|i| frags(&data, i..i + 1)[0]).collect();
-    let wr = SendWr {
-        wr_id: 4,
-        op: SendOp::SendGather {
-            buf: 2,
-            len: 4,
-            pages: &many,
-            invalidate: None,
-        },
-        signaled: true,
-    };
-    assert_eq!(n.a.post_send(&[wr]), Err(ProviderError::BadFragments));
-    // Without buffer bytes 16 fragments are fine.
-    n.b.post_recv(&[1]).unwrap();
-    let wr = SendWr {
-        wr_id: 5,
-        op: SendOp::SendGather {
-            buf: 2,
-            len: 0,
-            pages: &many,
-            invalidate: None,
-        },
-        signaled: true,
-    };
-    n.a.post_send(&[wr]).unwrap();
-    assert_eq!(poll_all(&mut n.b)[0].byte_len, 16);
-    // A fragment that leaves its page.
-    let bad = [PageFragment {
-        addr: many[0].addr,
-        offset: 4000,
-        len: 100,
-    }];
-    let wr = SendWr {
-        wr_id: 6,
-        op: SendOp::SendGather {
-            buf: 2,
-            len: 0,
-            pages: &bad,
-            invalidate: None,
-        },
-        signaled: true,
-    };
-    assert_eq!(n.a.post_send(&[wr]), Err(ProviderError::BadFragments));
-}
-
-#[test]
 fn gathered_send_from_an_unmappable_page_is_a_local_error() {
     let mut n = net();
     n.b.post_recv(&[0]).unwrap();
@@ -429,91 +269,6 @@ fn gathered_send_from_an_unmappable_page_is_a_local_error() {
 
 // ---------------------------------------------------------------- RDMA
 
-#[test]
-fn rdma_write_and_read_are_byte_exact_across_pages_and_offsets() {
-    let mut n = net();
-    let (pa, pb) = (n.pages_a(), n.pages_b());
-    // B exposes 3 pages, registered from in-page offset 300 to 2 pages + 1000.
-    let target = page_chain(&pb, 3 * PAGE_SIZE);
-    let tf = frags(&target, 300..2 * PAGE_SIZE + 1000);
-    assert_eq!(tf.len(), 3);
-    let reg = register(&mut n.b, &tf, Access::REMOTE_READ | Access::REMOTE_WRITE);
-    assert_eq!(reg.segments.len(), 1);
-    let seg = reg.segments[0];
-    assert_eq!(seg.length as usize, 2 * PAGE_SIZE + 700);
-    assert_eq!(seg.offset % PAGE_SIZE as u64, 300);
-
-    // A writes 5000 bytes from its own pages, starting at in-page offset 123, to iova + 77.
-    let src = page_chain(&pa, 3 * PAGE_SIZE);
-    let mut src = src;
-    let bytes = pattern(11, 3 * PAGE_SIZE);
-    src.copyback(0, &bytes).unwrap();
-    let sf = frags(&src, 123..5123);
-    n.a.post_send(&[rdma_write(1, &sf, seg.handle, seg.offset + 77)])
-        .unwrap();
-    assert_eq!(statuses(&poll_all(&mut n.a)), vec![WcStatus::Success]);
-    let mut landed = vec![0u8; 5000];
-    target.copydata(300 + 77, &mut landed).unwrap();
-    assert_eq!(landed, &bytes[123..5123]);
-    // Bytes around the written range untouched (zeroed arena).
-    let mut before = [0xffu8; 77];
-    target.copydata(300, &mut before).unwrap();
-    assert!(before.iter().all(|&b| b == 0));
-
-    // A reads the whole registration back into a fresh chain at in-page offset 50.
-    let sink = page_chain(&pa, 4 * PAGE_SIZE);
-    let kf = frags(&sink, 50..50 + seg.length as usize);
-    n.a.post_send(&[rdma_read(2, &kf, seg.handle, seg.offset)])
-        .unwrap();
-    assert_eq!(statuses(&poll_all(&mut n.a)), vec![WcStatus::Success]);
-    let mut back = vec![0u8; seg.length as usize];
-    sink.copydata(50, &mut back).unwrap();
-    let mut expect = vec![0u8; seg.length as usize];
-    target.copydata(300, &mut expect).unwrap();
-    assert_eq!(back, expect);
-    assert_eq!(&back[77..5077], &bytes[123..5123]);
-
-    let st = n.a.stats();
-    assert_eq!((st.rdma_writes, st.rdma_write_bytes), (1, 5000));
-    assert_eq!((st.rdma_reads, st.rdma_read_bytes), (1, seg.length as u64));
-    assert!(n.a.is_connected());
-    n.b.release(reg.id).unwrap();
-    drop((target, src, sink));
-    assert_eq!(n.arena_a.in_use(), 0);
-    assert_eq!(n.arena_b.in_use(), 0);
-}
-
-#[test]
-fn rdma_at_the_exact_end_of_a_registration_succeeds() {
-    let mut n = net();
-    let (pa, pb) = (n.pages_a(), n.pages_b());
-    let target = page_chain(&pb, 2 * PAGE_SIZE);
-    let reg = register(
-        &mut n.b,
-        &frags(&target, 0..2 * PAGE_SIZE),
-        Access::REMOTE_READ,
-    );
-    let seg = reg.segments[0];
-    let sink = page_chain(&pa, PAGE_SIZE);
-    let kf = frags(&sink, 0..10);
-    n.a.post_send(&[rdma_read(
-        1,
-        &kf,
-        seg.handle,
-        seg.offset + seg.length as u64 - 10,
-    )])
-    .unwrap();
-    assert_eq!(statuses(&poll_all(&mut n.a)), vec![WcStatus::Success]);
-    assert_eq!(
-        n.a.probe_remote_read(seg.handle, seg.offset + seg.length as u64 - 10, 11),
-        Err(WcStatus::RemoteAccess)
-    );
-    assert_eq!(
-        n.a.probe_remote_read(seg.handle, seg.offset, seg.length as u64),
-        Ok(())
-    );
-}
-
 /// Post one RDMA op that must fail with `RemoteAccess` and break the connection.
 fn expect_remote_access(n: &mut Net, wr: SendWr<'_>) {
     n.b.post_recv(&[0]).unwrap();
@@ -521,44 +276,6 @@ fn expect_remote_access(n: &mut Net, wr: SendWr<'_>) {
     assert_eq!(statuses(&poll_all(&mut n.a)), vec![WcStatus::RemoteAccess]);
     assert_eq!(statuses(&poll_all(&mut n.b)), vec![WcStatus::Flushed]);
     assert_disconnected(n);
-}
-
-#[test]
-fn read_only_registration_refuses_write() {
-    let mut n = net();
-    let (pa, pb) = (n.pages_a(), n.pages_b());
-    let target = page_chain(&pb, PAGE_SIZE);
-    let reg = register(&mut n.b, &frags(&target, 0..PAGE_SIZE), Access::REMOTE_READ);
-    let seg = reg.segments[0];
-    assert_eq!(
-        n.a.probe_remote_write(seg.handle, seg.offset, 1),
-        Err(WcStatus::RemoteAccess)
-    );
-    assert_eq!(n.a.probe_remote_read(seg.handle, seg.offset, 1), Ok(()));
-    let mut src = page_chain(&pa, PAGE_SIZE);
-    src.copyback(0, &[0xAA; 16]).unwrap();
-    let sf = frags(&src, 0..16);
-    expect_remote_access(&mut n, rdma_write(1, &sf, seg.handle, seg.offset));
-    // Nothing was written.
-    let mut now = [1u8; 16];
-    target.copydata(0, &mut now).unwrap();
-    assert_eq!(now, [0u8; 16]);
-}
-
-#[test]
-fn write_only_registration_refuses_read() {
-    let mut n = net();
-    let (pa, pb) = (n.pages_a(), n.pages_b());
-    let target = page_chain(&pb, PAGE_SIZE);
-    let reg = register(
-        &mut n.b,
-        &frags(&target, 0..PAGE_SIZE),
-        Access::REMOTE_WRITE,
-    );
-    let seg = reg.segments[0];
-    let sink = page_chain(&pa, PAGE_SIZE);
-    let kf = frags(&sink, 0..16);
-    expect_remote_access(&mut n, rdma_read(1, &kf, seg.handle, seg.offset));
 }
 
 #[test]
@@ -616,74 +333,6 @@ fn unknown_handle_and_the_other_sides_handle_are_refused() {
     let sink = page_chain(&pa, PAGE_SIZE);
     let kf = frags(&sink, 0..1);
     expect_remote_access(&mut n, rdma_read(1, &kf, 0xdead_beef, 0));
-}
-
-#[test]
-fn local_invalidate_makes_the_handle_stale() {
-    let mut n = net();
-    let (pa, pb) = (n.pages_a(), n.pages_b());
-    let target = page_chain(&pb, PAGE_SIZE);
-    let reg = register(&mut n.b, &frags(&target, 0..PAGE_SIZE), Access::REMOTE_READ);
-    let seg = reg.segments[0];
-    // LocalInv is always signaled.
-    n.b.post_send(&[local_inv(77, reg.id, false)]).unwrap();
-    let wcs = poll_all(&mut n.b);
-    assert_eq!(wcs.len(), 1);
-    assert_eq!((wcs[0].wr_id, wcs[0].status), (77, WcStatus::Success));
-    assert_eq!(
-        n.a.probe_remote_read(seg.handle, seg.offset, 1),
-        Err(WcStatus::RemoteAccess)
-    );
-    // Idempotent while not released.
-    n.b.post_send(&[local_inv(78, reg.id, true)]).unwrap();
-    assert_eq!(statuses(&poll_all(&mut n.b)), vec![WcStatus::Success]);
-    assert_eq!(n.b.stats().local_invs, 2);
-    assert_eq!(n.b.live_registrations(), 1);
-    let sink = page_chain(&pa, PAGE_SIZE);
-    let kf = frags(&sink, 0..1);
-    expect_remote_access(&mut n, rdma_read(1, &kf, seg.handle, seg.offset));
-    // Invalidated registrations still need release (after the break too).
-    n.b.release(reg.id).unwrap();
-    assert_eq!(n.b.live_registrations(), 0);
-}
-
-#[test]
-fn release_makes_the_handle_stale_and_the_id_unknown() {
-    let mut n = net();
-    let (pa, pb) = (n.pages_a(), n.pages_b());
-    let target = page_chain(&pb, PAGE_SIZE);
-    let reg = register(
-        &mut n.b,
-        &frags(&target, 0..PAGE_SIZE),
-        Access::REMOTE_WRITE,
-    );
-    let seg = reg.segments[0];
-    n.b.release(reg.id).unwrap();
-    assert_eq!(n.b.release(reg.id), Err(ProviderError::BadId));
-    assert_eq!(
-        n.b.post_send(&[local_inv(1, reg.id, true)]),
-        Err(ProviderError::BadId)
-    );
-    assert_eq!(n.b.release(RegId(0x1234_5678)), Err(ProviderError::BadId));
-    // A new registration in the (only free) slot gets a different handle.
-    let reg2 = register(
-        &mut n.b,
-        &frags(&target, 0..PAGE_SIZE),
-        Access::REMOTE_WRITE,
-    );
-    assert_ne!(reg2.segments[0].handle, seg.handle);
-    assert_ne!(reg2.id, reg.id);
-    assert_eq!(
-        n.a.probe_remote_write(seg.handle, seg.offset, 1),
-        Err(WcStatus::RemoteAccess)
-    );
-    assert_eq!(
-        n.a.probe_remote_write(reg2.segments[0].handle, reg2.segments[0].offset, 1),
-        Ok(())
-    );
-    let src = page_chain(&pa, PAGE_SIZE);
-    let sf = frags(&src, 0..8);
-    expect_remote_access(&mut n, rdma_write(1, &sf, seg.handle, seg.offset));
 }
 
 #[test]
@@ -824,33 +473,6 @@ fn frwr_fragment_rules() {
 }
 
 #[test]
-fn max_registrations_is_busy() {
-    let ca = SoftConfig {
-        max_registrations: 3,
-        ..SoftConfig::default()
-    };
-    let mut n = net_with(ca, SoftConfig::default());
-    let pa = n.pages_a();
-    let c = page_chain(&pa, PAGE_SIZE);
-    let f = frags(&c, 0..PAGE_SIZE);
-    let regs: Vec<_> = (0..3)
-        .map(|_| n.a.register(&f, Access::REMOTE_READ).unwrap())
-        .collect();
-    assert_eq!(
-        n.a.register(&f, Access::REMOTE_READ),
-        Err(ProviderError::Busy)
-    );
-    assert_eq!(n.a.live_registrations(), 3);
-    n.a.release(regs[1].id).unwrap();
-    let again = n.a.register(&f, Access::REMOTE_READ).unwrap();
-    assert!(regs.iter().all(|r| r.id != again.id));
-    assert_eq!(
-        n.a.register(&f, Access::REMOTE_READ),
-        Err(ProviderError::Busy)
-    );
-}
-
-#[test]
 fn too_many_registrations_in_the_config_is_refused() {
     let cfg = SoftConfig {
         max_registrations: MAX_SOFT_REGISTRATIONS + 1,
@@ -906,30 +528,6 @@ fn registrations_hold_page_references_until_released() {
     assert_eq!(n.arena_b.bad_unrefs(), 0);
     drop(sink);
     assert_eq!(n.arena_a.in_use(), 0);
-}
-
-#[test]
-fn dropping_a_queue_pair_disconnects_and_releases_its_registrations() {
-    let mut n = net();
-    let pb = n.pages_b();
-    let target = page_chain(&pb, PAGE_SIZE);
-    let _reg = register(&mut n.b, &frags(&target, 0..PAGE_SIZE), Access::REMOTE_READ);
-    drop(target);
-    assert_eq!(n.arena_b.in_use(), 1);
-    n.a.post_recv(&[0]).unwrap();
-    let Net {
-        mut a,
-        b,
-        arena_a,
-        arena_b,
-    } = n;
-    drop(b);
-    assert_eq!(arena_b.in_use(), 0);
-    assert!(matches!(a.poll_event(), Some(CmEvent::Established { .. })));
-    assert_eq!(a.poll_event(), Some(CmEvent::Disconnected));
-    assert_eq!(statuses(&poll_all(&mut a)), vec![WcStatus::Flushed]);
-    drop(a);
-    assert_eq!(arena_a.in_use(), 0);
 }
 
 // ---------------------------------------------------------------- queue depth and chains
@@ -1005,90 +603,6 @@ fn strict_send_queue_counts_unsignaled_until_a_later_completion_is_polled() {
 }
 
 #[test]
-fn a_malformed_request_refuses_the_whole_chain() {
-    let mut n = net();
-    n.b.post_recv(&[0, 1]).unwrap();
-    let pa = n.pages_a();
-    let c = page_chain(&pa, PAGE_SIZE);
-    let f = frags(&c, 0..PAGE_SIZE);
-    let reg = register(&mut n.a, &f, Access::REMOTE_READ);
-    let too_many: Vec<_> = (0..17).map(|i| frags(&c, i..i + 1)[0]).collect();
-    let leaves_page = [PageFragment {
-        addr: f[0].addr,
-        offset: 1,
-        len: PAGE_SIZE,
-    }];
-    let cases: [(SendWr<'_>, ProviderError); 4] = [
-        (send_wr(2, 99, 1), ProviderError::BadId),
-        (
-            local_inv(2, RegId(reg.id.0 ^ 0x100), true),
-            ProviderError::BadId,
-        ),
-        (rdma_read(2, &too_many, 1, 0), ProviderError::BadFragments),
-        (
-            rdma_write(2, &leaves_page, 1, 0),
-            ProviderError::BadFragments,
-        ),
-    ];
-    for (bad, err) in cases {
-        assert_eq!(
-            n.a.post_send(&[send_wr(1, 0, 4), local_inv(3, reg.id, true), bad]),
-            Err(err)
-        );
-    }
-    assert!(poll_all(&mut n.a).is_empty());
-    assert_eq!(n.b.posted_recvs(), 2);
-    assert_eq!(n.a.probe_remote_read(0, 0, 0), Err(WcStatus::RemoteAccess));
-    assert_eq!(
-        n.b.probe_remote_read(reg.segments[0].handle, reg.segments[0].offset, 1),
-        Ok(())
-    );
-    assert_eq!(n.a.send_queue_used(), 0);
-}
-
-#[test]
-fn an_error_mid_chain_flushes_the_rest_even_unsignaled() {
-    let mut n = net();
-    n.b.post_recv(&[0, 1]).unwrap();
-    let pa = n.pages_a();
-    let c = page_chain(&pa, PAGE_SIZE);
-    let f = frags(&c, 0..8);
-    let chain = [
-        SendWr {
-            signaled: false,
-            ..send_wr(1, 0, 4)
-        },
-        rdma_read(2, &f, 0x4242, 0),
-        SendWr {
-            signaled: false,
-            ..send_wr(3, 0, 4)
-        },
-        send_wr(4, 0, 4),
-    ];
-    n.a.post_send(&chain).unwrap();
-    let wcs: Vec<_> = poll_all(&mut n.a)
-        .iter()
-        .map(|c| (c.wr_id, c.status))
-        .collect();
-    assert_eq!(
-        wcs,
-        vec![
-            (2, WcStatus::RemoteAccess),
-            (3, WcStatus::Flushed),
-            (4, WcStatus::Flushed)
-        ]
-    );
-    let b = poll_all(&mut n.b);
-    assert_eq!(
-        statuses(&b),
-        vec![WcStatus::Success, WcStatus::Flushed],
-        "first Send arrived, second receive flushed"
-    );
-    assert_eq!(n.a.send_queue_used(), 0);
-    assert_disconnected(&mut n);
-}
-
-#[test]
 fn unmappable_local_fragment_is_a_local_error() {
     let mut n = net();
     let pb = n.pages_b();
@@ -1124,89 +638,6 @@ fn zero_length_rdma_still_checks_the_handle() {
 }
 
 // ---------------------------------------------------------------- disconnect
-
-#[test]
-fn disconnect_flushes_both_sides_and_refuses_posts() {
-    let mut n = net();
-    n.a.post_recv(&[1, 2]).unwrap();
-    n.b.post_recv(&[3]).unwrap();
-    let pa = n.pages_a();
-    let c = page_chain(&pa, PAGE_SIZE);
-    let f = frags(&c, 0..PAGE_SIZE);
-    let reg = register(&mut n.a, &f, Access::REMOTE_READ);
-    n.b.disconnect();
-    n.b.disconnect();
-    let a = poll_all(&mut n.a);
-    assert_eq!(
-        a.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
-        vec![(1, WcStatus::Flushed), (2, WcStatus::Flushed)]
-    );
-    assert_eq!(statuses(&poll_all(&mut n.b)), vec![WcStatus::Flushed]);
-    assert_disconnected(&mut n);
-    assert_eq!(
-        n.a.post_send(&[local_inv(1, reg.id, true)]),
-        Err(ProviderError::NotConnected)
-    );
-    // Buffers are back, registrations still need releasing, registering still works.
-    assert!(n.a.recv_buf(1).is_ok());
-    assert_eq!(n.a.live_registrations(), 1);
-    let r2 = register(&mut n.a, &f, Access::REMOTE_READ);
-    n.a.release(reg.id).unwrap();
-    n.a.release(r2.id).unwrap();
-    drop(c);
-    assert_eq!(n.arena_a.in_use(), 0);
-    let st = n.a.stats();
-    assert_eq!(st.flushed, 2);
-    assert_eq!(st.error_completions, 0);
-}
-
-#[test]
-fn pages_are_all_returned_after_a_busy_session() {
-    let mut n = net();
-    let (pa, pb) = (n.pages_a(), n.pages_b());
-    for round in 0..20u8 {
-        let target = page_chain(&pb, 2 * PAGE_SIZE);
-        let reg = register(
-            &mut n.b,
-            &frags(&target, 7..PAGE_SIZE + 9),
-            Access::REMOTE_WRITE | Access::REMOTE_READ,
-        );
-        let s = reg.segments[0];
-        let mut src = page_chain(&pa, PAGE_SIZE + 2);
-        let data = pattern(round, PAGE_SIZE + 2);
-        src.copyback(0, &data).unwrap();
-        let sf = frags(&src, 0..PAGE_SIZE + 2);
-        n.b.post_recv(&[u32::from(round % 4)]).unwrap();
-        n.a.post_send(&[
-            SendWr {
-                signaled: false,
-                ..rdma_write(1, &sf, s.handle, s.offset)
-            },
-            SendWr {
-                wr_id: 2,
-                op: SendOp::Send {
-                    buf: 0,
-                    len: 16,
-                    invalidate: Some(s.handle),
-                },
-                signaled: true,
-            },
-        ])
-        .unwrap();
-        assert_eq!(statuses(&poll_all(&mut n.a)), vec![WcStatus::Success]);
-        let got = poll_all(&mut n.b);
-        assert_eq!(got[0].invalidated, Some(s.handle));
-        let mut landed = vec![0u8; PAGE_SIZE + 2];
-        target.copydata(7, &mut landed).unwrap();
-        assert_eq!(landed, data);
-        drop(target);
-        drop(src);
-        n.b.release(reg.id).unwrap();
-    }
-    assert_eq!(n.arena_a.in_use(), 0);
-    assert_eq!(n.arena_b.in_use(), 0);
-    assert_eq!(n.a.stats().rdma_write_bytes, 20 * (PAGE_SIZE as u64 + 2));
-}
 
 // ---------------------------------------------------------------- fault injection
 
@@ -1586,4 +1017,74 @@ fn queue_pairs_can_move_between_threads() {
     });
     let _a = t.join().unwrap();
     assert_eq!(poll_all(&mut b)[0].byte_len, 6);
+}
+
+/// The soft provider's own counters and exact private data (the contract itself runs in
+/// `krpc-rdma-scenarios` for every provider: `tests/tests/scenarios_soft.rs`).
+#[test]
+fn soft_counters_and_exact_private_data() {
+    let mut ca = SoftConfig::default();
+    ca.private_data.extend_from_slice(&[1, 2, 3]).unwrap();
+    let mut cb = SoftConfig::default();
+    cb.private_data.extend_from_slice(&[9; 56]).unwrap();
+    let mut n = net_with(ca.clone(), cb.clone());
+    let pd = |p: &SoftConfig| {
+        Some(CmEvent::Established {
+            private_data: p.private_data.clone(),
+        })
+    };
+    assert_eq!(n.a.poll_event(), pd(&cb));
+    assert_eq!(n.b.poll_event(), pd(&ca));
+    assert_eq!(n.a.poll_event(), None);
+    assert_eq!(n.a.resources(), ca.resources());
+    assert_eq!(
+        (n.a.resources().send_bufs, n.a.resources().recv_buf_size),
+        (64, 4096)
+    );
+    // Sends.
+    n.b.post_recv(&[5, 2, 7]).unwrap();
+    assert_eq!(n.b.posted_recvs(), 3);
+    for (i, len) in [100, 4096, 1].into_iter().enumerate() {
+        send_bytes(&mut n.a, i as u64, i as u32, &pattern(1, len));
+    }
+    assert_eq!(poll_all(&mut n.a).len(), 3);
+    assert_eq!(poll_all(&mut n.b).len(), 3);
+    assert_eq!(
+        (n.a.stats().sends, n.a.stats().send_bytes),
+        (3, 100 + 4096 + 1)
+    );
+    assert_eq!(n.b.stats().recvs, 3);
+    // RDMA Write and Read.
+    let (pa, pb) = (n.pages_a(), n.pages_b());
+    let target = page_chain(&pb, 2 * PAGE_SIZE);
+    let reg = register(
+        &mut n.b,
+        &frags(&target, 0..2 * PAGE_SIZE),
+        Access::REMOTE_READ | Access::REMOTE_WRITE,
+    );
+    let s = reg.segments[0];
+    let src = page_chain(&pa, 2 * PAGE_SIZE);
+    let sf = frags(&src, 123..5123);
+    n.a.post_send(&[rdma_write(1, &sf, s.handle, s.offset)])
+        .unwrap();
+    let kf = frags(&src, 0..2 * PAGE_SIZE);
+    n.a.post_send(&[rdma_read(2, &kf, s.handle, s.offset)])
+        .unwrap();
+    assert_eq!(statuses(&poll_all(&mut n.a)), vec![WcStatus::Success; 2]);
+    let st = n.a.stats();
+    assert_eq!((st.rdma_writes, st.rdma_write_bytes), (1, 5000));
+    assert_eq!(
+        (st.rdma_reads, st.rdma_read_bytes),
+        (1, 2 * PAGE_SIZE as u64)
+    );
+    // Local Invalidates, then a disconnect's flushes.
+    n.b.post_send(&[local_inv(1, reg.id, false), local_inv(2, reg.id, true)])
+        .unwrap();
+    assert_eq!(poll_all(&mut n.b).len(), 2);
+    assert_eq!(n.b.stats().local_invs, 2);
+    n.a.post_recv(&[1, 2]).unwrap();
+    n.b.disconnect();
+    assert_eq!(statuses(&poll_all(&mut n.a)), vec![WcStatus::Flushed; 2]);
+    assert_eq!((n.a.stats().flushed, n.a.stats().error_completions), (2, 0));
+    n.b.release(reg.id).unwrap();
 }

@@ -19,15 +19,15 @@ use std::collections::BTreeMap;
 use common::raw::advertised_handles;
 use common::workload::{kind_of, locate_read, make_call, make_reply, Kind};
 use common::{
-    assert_clean, pages_with, pattern, reply_for, rig, rig_opts, rig_with, take_reply, teardown,
-    write_call, xdr_call, Rig, RigOpts, Soft,
+    assert_clean, pages_with, pattern, reply_for, rig_with, take_reply, teardown, write_call,
+    xdr_call, Rig, Soft,
 };
-use krpc_rdma::provider::{Provider, SendOp, SendWr, WcStatus};
+use krpc_rdma::provider::WcStatus;
 use krpc_rdma::soft::{CorruptSend, FaultConfig, FaultInjector, SoftQp};
 use krpc_rdma::transport::{
     CallError, DdpReply, ReplyError, ReplySpec, RequesterEvent, ResponderEvent, TransportConfig,
 };
-use krpc_rdma::wire::{CmFlags, CmPrivateData, ErrorCode};
+use krpc_rdma::wire::ErrorCode;
 use mbuf::{Chain, Mbuf};
 
 type FRig = Rig<FaultInjector<SoftQp>, FaultInjector<SoftQp>>;
@@ -609,152 +609,6 @@ fn corrupted_call_header_answers() {
         drop((out, out2));
         teardown(r);
     }
-}
-
-/// Send With Invalidate end to end: the requester's private data offers it, the responder
-/// uses it with the first chunk's handle, the requester counts a remote invalidation and does
-/// no Local Invalidate for that registration, and the handle is dead afterwards.
-#[test]
-fn send_with_invalidate_end_to_end() {
-    let mut r = rig();
-    let ours = CmPrivateData::parse(&r.req.private_data()).unwrap();
-    assert!(ours.flags.contains(CmFlags::REMOTE_INVALIDATE));
-    assert!(TransportConfig::default().accept_remote_invalidate);
-    assert!(r.resp.thresholds().send_with_invalidate);
-
-    // WRITE: the read chunk's handle.
-    let data = pattern(100_000, 6);
-    r.req
-        .call(
-            &mut r.qa,
-            write_call(&r.pa, 0x60, &data),
-            ReplySpec::inline(128),
-        )
-        .unwrap();
-    let handles = advertised_handles(&mut r, 0x60);
-    assert_eq!(handles.len(), 1);
-    assert_eq!(
-        r.qb.probe_remote_read(handles[0].0, handles[0].1, 4),
-        Ok(())
-    );
-    let ev = r.run(&mut |c| reply_for(c.xid, b"done"));
-    take_reply(ev, 0x60);
-    assert_eq!(r.resp.counters().send_with_invalidate, 1);
-    assert_eq!(r.req.counters().remote_invalidations, 1);
-    assert_eq!(r.req.counters().local_invalidations, 0);
-    assert_eq!(r.qa.stats().remote_invs, 1);
-    assert_eq!(r.qa.stats().local_invs, 0);
-    assert_eq!(
-        r.qb.probe_remote_read(handles[0].0, handles[0].1, 4),
-        Err(WcStatus::RemoteAccess)
-    );
-
-    // READ: the write chunk's handle.
-    let (call, spec) = make_call(&r.pa, 0x61, Kind::Read(50_000));
-    r.req.call(&mut r.qa, call, spec).unwrap();
-    let handles = advertised_handles(&mut r, 0x61);
-    assert_eq!(handles.len(), 1);
-    let pb = r.pb.clone();
-    let ev = r.run(&mut |c| make_reply(&pb, c.xid, Kind::Read(50_000)));
-    let reply = take_reply(ev, 0x61);
-    assert_eq!(reply.ddp_regions().next().unwrap().len, 50_000);
-    drop(reply);
-    assert_eq!(r.resp.counters().send_with_invalidate, 2);
-    assert_eq!(r.req.counters().remote_invalidations, 2);
-    assert_eq!(r.req.counters().local_invalidations, 0);
-    assert_eq!(
-        r.qb.probe_remote_write(handles[0].0, handles[0].1, 4),
-        Err(WcStatus::RemoteAccess)
-    );
-
-    // A call with a read chunk and a write chunk: the read chunk's handle goes by Send With
-    // Invalidate, the write chunk's by Local Invalidate.
-    let call = write_call(&r.pa, 0x62, &data);
-    let spec = ReplySpec {
-        max_reply: 50_000 + 64,
-        ddp: Some(DdpReply {
-            pages: Chain::alloc_pages(&r.pa, 50_000).unwrap(),
-            locate: locate_read,
-        }),
-    };
-    r.req.call(&mut r.qa, call, spec).unwrap();
-    let handles = advertised_handles(&mut r, 0x62);
-    assert_eq!(handles.len(), 2);
-    let ev = r.run(&mut |c| make_reply(&pb, c.xid, Kind::Read(50_000)));
-    drop(take_reply(ev, 0x62));
-    assert_eq!(r.req.counters().remote_invalidations, 3);
-    assert_eq!(r.req.counters().local_invalidations, 1);
-    for (h, off, write) in &handles {
-        let probe = if *write {
-            r.qb.probe_remote_write(*h, *off, 4)
-        } else {
-            r.qb.probe_remote_read(*h, *off, 4)
-        };
-        assert_eq!(probe, Err(WcStatus::RemoteAccess));
-    }
-    assert_clean(&r);
-
-    // A real RDMA Read of the stale handle fails with a remote access error.
-    let (h, off, _) = handles[0];
-    let dst = Chain::alloc_pages(&r.pb, 4096).unwrap();
-    let frags: Vec<_> = dst.page_fragments_in(0..4096).unwrap().collect();
-    r.qb.post_send(&[SendWr {
-        wr_id: 7,
-        op: SendOp::RdmaRead {
-            local: &frags,
-            handle: h,
-            offset: off,
-        },
-        signaled: true,
-    }])
-    .unwrap();
-    let mut wcs = [krpc_rdma::provider::Completion::EMPTY; 4];
-    let n = r.qb.poll_cq(&mut wcs);
-    assert!(n >= 1);
-    assert_eq!(wcs[0].wr_id, 7);
-    assert_eq!(wcs[0].status, WcStatus::RemoteAccess);
-    drop(dst);
-    teardown(r);
-}
-
-/// With Send With Invalidate refused by the requester (RFC 8797 flag clear), the responder
-/// never uses it and the requester invalidates everything locally.
-#[test]
-fn send_with_invalidate_refused() {
-    let cfg = TransportConfig {
-        accept_remote_invalidate: false,
-        ..TransportConfig::default()
-    };
-    let mut r = rig_opts(RigOpts {
-        req_cfg: cfg,
-        ..RigOpts::default()
-    });
-    let ours = CmPrivateData::parse(&r.req.private_data()).unwrap();
-    assert!(!ours.flags.contains(CmFlags::REMOTE_INVALIDATE));
-    assert!(!r.resp.thresholds().send_with_invalidate);
-    let data = pattern(100_000, 6);
-    r.req
-        .call(
-            &mut r.qa,
-            write_call(&r.pa, 0x70, &data),
-            ReplySpec::inline(128),
-        )
-        .unwrap();
-    let handles = advertised_handles(&mut r, 0x70);
-    let ev = r.run(&mut |c| reply_for(c.xid, b"done"));
-    take_reply(ev, 0x70);
-    assert_eq!(r.resp.counters().send_with_invalidate, 0);
-    assert_eq!(r.req.counters().remote_invalidations, 0);
-    assert_eq!(r.req.counters().local_invalidations, 1);
-    assert_eq!(r.qa.stats().remote_invs, 0);
-    for (h, off, _) in handles {
-        assert_eq!(
-            r.qb.probe_remote_read(h, off, 4),
-            Err(WcStatus::RemoteAccess)
-        );
-    }
-    assert_clean(&r);
-    teardown(r);
 }
 
 /// Counters. When a reply does not fit what the requester provisioned, the responder sends

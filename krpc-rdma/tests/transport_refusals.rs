@@ -19,64 +19,6 @@ use krpc_rdma::transport::TransportConfig;
 use krpc_rdma::wire::{ChunkLists, ErrorBody, ReadSegment, Segment, WriteChunk};
 use mbuf::{Chain, PageFragment};
 
-/// RFC 8166 §4.5 and §4.6: what a responder answers, and what it must not.
-#[test]
-fn rfc8166_s4_5_and_s4_6_answer_matrix() {
-    let mut h = Hostile::new(TransportConfig::default());
-    // The grant an answer carries: the Receives posted, less the one whose message it
-    // answers (reposted once its bytes are consumed).
-    let grant = h.r.resp.grant() - 1;
-    // §4.5: 4 to 27 bytes (shorter than xid, vers, credit, proc and three empty lists) is
-    // no message to answer.
-    let mut minimal = words(3, 1, 0);
-    minimal.extend_from_slice(&[0; 12]);
-    for len in 4..28 {
-        assert!(
-            h.exchange(&minimal[..len]).is_empty(),
-            "{len} bytes answered"
-        );
-    }
-    // §4.6.2: RDMA_DONE is discarded silently.
-    let mut done = words(4, 1, 3);
-    done.extend_from_slice(&[0; 12]);
-    assert!(h.exchange(&done).is_empty(), "RDMA_DONE answered");
-    // An RDMA_ERROR from a requester is never answered (ERR_CHUNK and ERR_VERS).
-    let mut err = words(5, 1, 4);
-    err.extend_from_slice(&[0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    assert!(h.exchange(&err).is_empty(), "RDMA_ERROR/ERR_CHUNK answered");
-    let mut err = words(6, 1, 4);
-    err.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]);
-    assert!(h.exchange(&err).is_empty(), "RDMA_ERROR/ERR_VERS answered");
-    // §4.5.1: version 2 gets ERR_VERS echoing version 2, supporting 1 to 1.
-    let mut v2 = words(7, 2, 0);
-    v2.extend_from_slice(&[0; 12]);
-    let ans = h.exchange(&v2);
-    assert_eq!(ans.len(), 1);
-    assert_eq!(
-        error_of(&ans[0]),
-        (7, 2, grant, ErrorBody::Vers { low: 1, high: 1 })
-    );
-    // §4.5.2: RDMA_MSGP (2) and undefined procedures get ERR_CHUNK, version 1.
-    for (xid, p) in [(8, 2), (9, 5), (10, 0xffff_ffff)] {
-        let mut m = words(xid, 1, p);
-        m.extend_from_slice(&[0; 12]);
-        let ans = h.exchange(&m);
-        assert_eq!(ans.len(), 1, "proc {p}");
-        assert_eq!(error_of(&ans[0]), (xid, 1, grant, ErrorBody::Chunk));
-    }
-    let c = *h.r.resp.counters();
-    assert_eq!(c.err_vers_sent, 1);
-    assert_eq!(c.err_chunk_sent, 3);
-    assert_eq!(c.bad_messages, 24 + 1 + 2 + 1 + 3, "every refusal counted");
-    // The connection stays up: a valid call is handed up and answered.
-    assert!(h.exchange(&call(11, ChunkLists::new(), b"ping")).is_empty());
-    assert_eq!(h.held.len(), 1);
-    let ans = h.answer_all();
-    assert_eq!(ans.len(), 1);
-    assert!(!h.lost);
-    assert!(h.r.qb.is_connected());
-}
-
 /// More calls than the grant: the extra ones are refused with ERR_CHUNK, not dropped; a
 /// dropped call (`drop_call`) gives its context back.
 #[test]

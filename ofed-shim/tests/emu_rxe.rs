@@ -1,7 +1,8 @@
 //! The shim over a real RDMA device (Soft-RoCE `rxe0` in the project's VM), through the
 //! userspace emulation of the OFED KPI (`--features emu`): `c/krpc_rdma_ofed.c`, compiled
 //! unchanged against `emu/kpi_emu.h`, runs on libibverbs/librdmacm; `OfedQp` and
-//! `KernelPages` are the shim's own. The core's Requester and Responder drive it end to end.
+//! `KernelPages` are the shim's own. The provider-conformance suite (`krpc-rdma-scenarios`)
+//! runs over it, one test per scenario, plus the shim's own FRWR checks.
 //!
 //! ```text
 //! cargo test --release -p ofed-shim --features emu --test emu_rxe --no-run
@@ -13,7 +14,6 @@
 //! `KRPC_RDMA_REQUIRE_RDMA=1` (then it fails). The tests share one process-wide "kernel" (the
 //! emulation's page arena, PD and CM thread): run them with `--test-threads=1`.
 #![allow(
-    dead_code,
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::indexing_slicing,
@@ -23,16 +23,15 @@
 
 use std::ffi::c_void;
 use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use krpc_rdma::provider::{Completion, Provider, SendOp, SendWr, WcStatus};
-use krpc_rdma::transport::{
-    DdpReply, Incoming, ReplySpec, Requester, RequesterEvent, Responder, ResponderEvent,
-    TransportConfig,
-};
-use krpc_rdma::wire::HeaderRepr;
-use mbuf::{Chain, Mbuf, PageFragment, PageProvider};
+use krpc_rdma::provider::{Access, Provider, Resources, WcStatus};
+use krpc_rdma::transport::{ReplySpec, TransportConfig};
+use krpc_rdma_scenarios::data::{pattern, write_call, xdr_call};
+use krpc_rdma_scenarios::{Fixture, Limits, Link, PagePair, Pair, Side};
+use mbuf::{PageFragment, PageProvider};
 use ofed_shim::{KernelPages, OfedConfig, OfedListener, OfedQp};
 
 /// `struct krpc_emu_stats` of `emu/kpi_emu.h`.
@@ -62,20 +61,19 @@ fn emu_stats() -> EmuStats {
     s
 }
 
-fn rdma_present() -> bool {
-    std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some())
-}
-
-/// Skip (pass) without an RDMA device — unless `KRPC_RDMA_REQUIRE_RDMA=1`, where a missing
-/// device is a failure.
-fn skip() -> bool {
-    if rdma_present() {
-        false
+/// The fixture, or `None` (skip) without an RDMA device — unless `KRPC_RDMA_REQUIRE_RDMA=1`,
+/// where a missing device is a failure.
+fn emu() -> Option<Emu> {
+    if std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some()) {
+        Some(Emu {
+            listener: None,
+            pages_before: emu_stats().pages_in_use,
+        })
     } else if std::env::var_os("KRPC_RDMA_REQUIRE_RDMA").is_some_and(|v| v == "1") {
         panic!("no RDMA device, and KRPC_RDMA_REQUIRE_RDMA=1");
     } else {
         println!("skipped: no RDMA device");
-        true
+        None
     }
 }
 
@@ -88,11 +86,15 @@ struct SockaddrIn {
     zero: [u8; 8],
 }
 
-fn sockaddr(port: u16) -> SockaddrIn {
+/// A fresh port per connection.
+static NEXT_PORT: AtomicU16 = AtomicU16::new(20300);
+
+fn sockaddr() -> SockaddrIn {
     let ip = std::env::var("RXE_IP").unwrap_or_else(|_| "10.0.2.15".into());
+    let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed);
     let a: SocketAddrV4 = format!("{ip}:{port}").parse().unwrap();
     SockaddrIn {
-        family: 2, // AF_INET
+        family: 2,
         port_be: a.port().to_be(),
         addr: a.ip().octets(),
         zero: [0; 8],
@@ -109,507 +111,178 @@ extern "C" fn upcall(_arg: *mut c_void) {
     WAKE.notify_all();
 }
 
-/// Wait until one of the queue pairs has completions or events, or `timeout` passes.
-fn wait_any(qps: &mut [&mut OfedQp], timeout: Duration) {
-    for q in qps.iter_mut() {
-        q.reap();
-        if q.has_work() {
-            return;
-        }
-    }
-    *WOKEN.lock().unwrap() = false;
-    for q in qps.iter_mut() {
-        q.arm();
-    }
-    // Completions that arrived before the notification was armed raise no upcall.
-    for q in qps.iter_mut() {
-        q.reap();
-        if q.has_work() {
-            return;
-        }
-    }
-    let g = WOKEN.lock().unwrap();
-    let _ = WAKE.wait_timeout_while(g, timeout, |w| !*w).unwrap();
-}
-
-// ---- the rig -------------------------------------------------------------------------------
-
-fn ocfg() -> OfedConfig {
-    OfedConfig {
+fn ocfg(l: &Limits) -> OfedConfig {
+    let d = OfedConfig {
         num_mrs: 256,
         ..OfedConfig::default()
+    };
+    OfedConfig {
+        send_bufs: l.send_bufs.unwrap_or(d.send_bufs),
+        recv_bufs: l.recv_bufs.unwrap_or(d.recv_bufs),
+        max_send_wr: l.max_send_wr.unwrap_or(d.max_send_wr),
+        max_registrations: l.max_registrations.unwrap_or(d.max_registrations),
+        ..d
     }
 }
 
-struct Rig {
-    req: Requester,
-    resp: Responder,
-    qc: OfedQp,
-    qs: OfedQp,
-    listener: OfedListener,
-    pc: Arc<dyn PageProvider>,
-    ps: Arc<dyn PageProvider>,
+struct Emu {
+    listener: Option<OfedListener>,
     pages_before: u64,
 }
 
-fn rig_with(port: u16, tcfg: TransportConfig, cfg: OfedConfig) -> Rig {
-    let pages_before = emu_stats().pages_in_use;
-    let pc: Arc<dyn PageProvider> = Arc::new(KernelPages::new());
-    let ps: Arc<dyn PageProvider> = Arc::new(KernelPages::new());
-    let mut req = Requester::new(tcfg, cfg.resources(), pc.clone()).unwrap();
-    let mut resp = Responder::new(tcfg, cfg.resources(), ps.clone()).unwrap();
-    let sa = sockaddr(port);
-    let sa_ptr = (&sa as *const SockaddrIn).cast::<c_void>();
-    // SAFETY: NULL vnet (one stack in the emulation); `sa` is a valid sockaddr_in.
-    let mut listener = unsafe { OfedListener::bind(std::ptr::null_mut(), sa_ptr, &cfg) }.unwrap();
-    // SAFETY: as above.
-    let mut qc =
-        unsafe { OfedQp::connect(std::ptr::null_mut(), sa_ptr, &cfg, &req.private_data()) }
-            .unwrap();
-    // SAFETY: `upcall` only touches statics; callable from any thread at any time.
-    unsafe { qc.set_upcall(upcall, std::ptr::null_mut()) };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut qs = loop {
-        assert!(Instant::now() < deadline, "no connection request");
-        if let Some(q) = listener.next_request() {
-            let mut q = q.unwrap();
-            // SAFETY: as above.
-            unsafe { q.set_upcall(upcall, std::ptr::null_mut()) };
-            resp.post_receives(&mut q);
-            q.accept(&resp.private_data()).unwrap();
-            break q;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    let (mut up_c, mut up_s) = (false, false);
-    while !(up_c && up_s) {
-        assert!(Instant::now() < deadline, "not established: {up_c} {up_s}");
-        resp.poll(&mut qs, &mut |e| match e {
-            ResponderEvent::Connected(_) => up_s = true,
-            ResponderEvent::ConnectionLost => panic!("server: disconnected while connecting"),
-            _ => {}
-        });
-        req.poll(&mut qc, &mut |e| match e {
-            RequesterEvent::Connected(_) => up_c = true,
-            RequesterEvent::ConnectionLost => panic!("client: disconnected while connecting"),
-            _ => {}
-        });
-        if !(up_c && up_s) {
-            wait_any(&mut [&mut qc, &mut qs], Duration::from_millis(50));
-        }
-    }
-    Rig {
-        req,
-        resp,
-        qc,
-        qs,
-        listener,
-        pc,
-        ps,
-        pages_before,
-    }
-}
+impl Fixture for Emu {
+    type Qp = OfedQp;
 
-fn rig(port: u16) -> Rig {
-    rig_with(port, TransportConfig::default(), ocfg())
-}
+    fn page_providers(&mut self) -> Result<PagePair, String> {
+        self.listener = None;
+        self.pages_before = emu_stats().pages_in_use;
+        Ok((Arc::new(KernelPages::new()), Arc::new(KernelPages::new())))
+    }
 
-impl Rig {
-    /// Drive both sides until `want` replies/failures arrived (or 120 s); answer every call
-    /// with `server`.
-    fn run_until(
+    fn resources(&self, limits: &Limits) -> Resources {
+        ocfg(limits).resources()
+    }
+
+    fn connect(
         &mut self,
-        want: usize,
-        server: &mut dyn FnMut(&Incoming) -> Chain,
-    ) -> Vec<RequesterEvent> {
-        let mut out = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let done = |out: &Vec<RequesterEvent>| {
-            out.iter()
-                .filter(|e| {
-                    matches!(
-                        e,
-                        RequesterEvent::Reply { .. } | RequesterEvent::Failed { .. }
-                    )
-                })
-                .count()
-        };
-        while done(&out) < want {
-            assert!(Instant::now() < deadline, "timed out: {out:?}");
-            let mut calls = Vec::new();
-            self.resp.poll(&mut self.qs, &mut |e| match e {
-                ResponderEvent::Call(c) => calls.push(c),
-                ResponderEvent::ConnectionLost => panic!("server side disconnected"),
-                _ => {}
-            });
-            for c in calls {
-                let reply = server(&c);
-                self.resp.reply(&mut self.qs, c.ctx, reply).unwrap();
+        limits: &Limits,
+        a_private: &[u8],
+        b_private: &[u8],
+        before_accept: &mut (dyn FnMut(&mut OfedQp) + Send),
+    ) -> Result<(OfedQp, OfedQp), String> {
+        let cfg = ocfg(limits);
+        let sa = sockaddr();
+        let sa_ptr = (&sa as *const SockaddrIn).cast::<c_void>();
+        // SAFETY: NULL vnet (one stack in the emulation); `sa` is a valid sockaddr_in.
+        let mut listener = unsafe { OfedListener::bind(std::ptr::null_mut(), sa_ptr, &cfg) }
+            .map_err(|e| e.to_string())?;
+        // SAFETY: as above.
+        let mut qa = unsafe { OfedQp::connect(std::ptr::null_mut(), sa_ptr, &cfg, a_private) }
+            .map_err(|e| e.to_string())?;
+        // SAFETY: `upcall` only touches statics; callable from any thread at any time.
+        unsafe { qa.set_upcall(upcall, std::ptr::null_mut()) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let qb = loop {
+            if Instant::now() > deadline {
+                return Err("no connection request".into());
             }
-            self.req.poll(&mut self.qc, &mut |e| out.push(e));
-            if done(&out) < want {
-                wait_any(
-                    &mut [&mut self.qc, &mut self.qs],
-                    Duration::from_millis(100),
-                );
+            if let Some(q) = listener.next_request() {
+                let mut q = q.map_err(|e| e.to_string())?;
+                // SAFETY: as above.
+                unsafe { q.set_upcall(upcall, std::ptr::null_mut()) };
+                before_accept(&mut q);
+                q.accept(b_private).map_err(|e| e.to_string())?;
+                break q;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        self.listener = Some(listener);
+        Ok((qa, qb))
+    }
+
+    /// Until one of the queue pairs has completions or events, or 100 ms.
+    fn wait(&mut self, a: &mut OfedQp, b: &mut OfedQp) {
+        for q in [&mut *a, &mut *b] {
+            q.reap();
+            if q.has_work() {
+                return;
             }
         }
-        out
+        *WOKEN.lock().unwrap() = false;
+        for q in [&mut *a, &mut *b] {
+            q.arm();
+        }
+        // Completions that arrived before the notification was armed raise no upcall.
+        for q in [a, b] {
+            q.reap();
+            if q.has_work() {
+                return;
+            }
+        }
+        let g = WOKEN.lock().unwrap();
+        let _ = WAKE
+            .wait_timeout_while(g, Duration::from_millis(100), |w| !*w)
+            .unwrap();
+    }
+
+    krpc_rdma_scenarios::verbs_binding_probes!(OfedQp);
+
+    fn idle_limit(&self) -> u32 {
+        600
+    }
+
+    fn pages_in_use(&self) -> usize {
+        emu_stats().pages_in_use.saturating_sub(self.pages_before) as usize
+    }
+
+    fn audit(&mut self) -> Result<(), String> {
+        self.listener = None;
+        let st = emu_stats();
+        (st.refused_double_inv == 0)
+            .then_some(())
+            .ok_or(format!("double invalidation attempted: {st:?}"))
+    }
+
+    fn known_deviation(&self, scenario: &str) -> Option<&'static str> {
+        match scenario {
+            "disconnect_flushes_both_sides_and_refuses_posts" => Some(
+                "after the peer's disconnect the active side reports Disconnected but its \
+                 posted receives never complete as Flushed",
+            ),
+            _ => None,
+        }
     }
 }
 
-fn xdr_call(xid: u32, body: &[u8]) -> Chain {
-    let mut v = xid.to_be_bytes().to_vec();
-    v.extend_from_slice(body);
-    Chain::from_bytes(&v).unwrap()
-}
+krpc_rdma_scenarios::scenario_tests!(emu());
 
-fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ ((i >> 12) as u8))
-        .collect()
-}
-
-fn pages_with(p: &Arc<dyn PageProvider>, data: &[u8]) -> Chain {
-    let c = Chain::alloc_pages(p, data.len()).unwrap();
-    let mut off = 0;
-    let frags: Vec<(u64, usize, usize)> = c
-        .fragments()
-        .map(|f| match f {
-            mbuf::Fragment::Page { addr, offset, len } => (addr, offset, len),
-            mbuf::Fragment::Bytes(_) => panic!(),
-        })
-        .collect();
-    for (a, o, l) in frags {
-        p.with_page_mut(a, &mut |pg| {
-            pg[o..o + l].copy_from_slice(&data[off..off + l])
+/// The FRWR work behind RPCs: a REG_MR per registration, the peer's Send With Invalidate
+/// seen by the emulation, and `release` of a live registration revoking it synchronously.
+#[test]
+fn frwr_registrations_invalidations_and_sync_revokes() {
+    let Some(mut fx) = emu() else { return };
+    let before = emu_stats();
+    let mut p = Pair::with(&mut fx, TransportConfig::default()).unwrap();
+    let iters = 2;
+    for xid in 0..iters {
+        let call = write_call(&p.l.pa, xid, &pattern(1 << 20, xid as u8)).unwrap();
+        p.rpc(call, ReplySpec::inline(256), &mut |c| {
+            Ok(xdr_call(c.xid, b"ok").unwrap())
         })
         .unwrap();
-        off += l;
     }
-    c
-}
-
-fn write_call(p: &Arc<dyn PageProvider>, xid: u32, data: &[u8]) -> Chain {
-    let mut c = xdr_call(xid, &[0xaa; 8]);
-    c.append(&(data.len() as u32).to_be_bytes()).unwrap();
-    c.append_mbuf(Mbuf::ddp_marker()).unwrap();
-    c.cat(pages_with(p, data)).unwrap();
-    let pad = (4 - data.len() % 4) % 4;
-    let mut tail = vec![0u8; pad];
-    tail.extend_from_slice(&[0xbb; 8]);
-    c.append(&tail).unwrap();
-    c
-}
-
-fn take_reply(ev: Vec<RequesterEvent>, xid: u32) -> Chain {
-    for e in ev {
-        match e {
-            RequesterEvent::Reply { xid: x, reply } if x == xid => return reply,
-            RequesterEvent::Failed { error, .. } => panic!("call failed: {error}"),
-            _ => {}
-        }
-    }
-    panic!("no reply for {xid:#x}")
-}
-
-fn locate_read(c: &Chain) -> Option<usize> {
-    (c.len() >= 12).then_some(12)
-}
-
-fn assert_clean(r: &Rig) {
-    assert_eq!(r.qc.live_registrations(), 0, "client registrations left");
-    assert_eq!(r.qs.live_registrations(), 0, "server registrations left");
+    let after = emu_stats();
+    println!(
+        "client {:?}\nserver {:?}\nemulation {after:?}",
+        p.l.a.stats(),
+        p.l.b.stats()
+    );
+    assert!(p.l.a.stats().maps >= u64::from(iters));
+    assert!(after.reg_mr_binds - before.reg_mr_binds >= u64::from(iters));
     assert!(
-        r.qc.is_connected() && r.qs.is_connected(),
-        "connection broke"
+        after.remote_invs_seen - before.remote_invs_seen >= u64::from(iters),
+        "Send With Invalidate seen"
     );
-    let (c, s) = (r.qc.stats(), r.qs.stats());
-    assert_eq!(c.errors + s.errors, 0, "error completions: {c:?} {s:?}");
-    assert_eq!(
-        emu_stats().refused_double_inv,
-        0,
-        "double invalidation attempted"
-    );
-}
-
-fn teardown(r: Rig) {
-    let Rig {
-        req,
-        resp,
-        qc,
-        qs,
-        listener,
-        pc,
-        ps,
-        pages_before,
-    } = r;
-    drop((req, resp, qc, qs, listener, pc, ps));
-    let st = emu_stats();
-    println!("emulation: {st:?}");
-    assert_eq!(st.pages_in_use, pages_before, "kernel pages leaked");
-}
-
-#[test]
-fn small_calls() {
-    if skip() {
-        return;
-    }
-    let mut r = rig(20301);
-    let n = 100u32;
-    let t = Instant::now();
-    for i in 0..n {
-        r.req
-            .call(
-                &mut r.qc,
-                xdr_call(i, b"hello world!"),
-                ReplySpec::inline(512),
+    let page = p.l.pa.alloc_page().unwrap();
+    let reg =
+        p.l.a
+            .register(
+                &[PageFragment {
+                    addr: page,
+                    offset: 0,
+                    len: 4096,
+                }],
+                Access::REMOTE_READ,
             )
             .unwrap();
-        let ev = r.run_until(1, &mut |c| {
-            assert_eq!(c.call.to_vec().unwrap()[4..], b"hello world!"[..]);
-            xdr_call(c.xid, b"pong")
-        });
-        let reply = take_reply(ev, i);
-        assert_eq!(
-            reply.to_vec().unwrap(),
-            xdr_call(i, b"pong").to_vec().unwrap()
-        );
-    }
-    let dt = t.elapsed();
-    println!(
-        "small calls through the shim: {n} round trips in {dt:?} ({:.1} us/call)",
-        dt.as_secs_f64() * 1e6 / f64::from(n)
+    let revokes = p.l.a.stats().sync_revokes;
+    p.l.a.release(reg.id).unwrap();
+    assert!(
+        p.l.a.stats().sync_revokes > revokes,
+        "release revoked synchronously"
     );
-    assert_clean(&r);
-    teardown(r);
-}
-
-#[test]
-fn write_1mib_read_chunk_byte_exact() {
-    if skip() {
-        return;
-    }
-    let before = emu_stats();
-    let mut r = rig(20302);
-    let size = 1 << 20;
-    let iters = 4u32;
-    let t = Instant::now();
-    for it in 0..iters {
-        let data = pattern(size, it as u8);
-        let xid = 0x1000 + it;
-        let call = write_call(&r.pc, xid, &data);
-        let expect = call.to_vec().unwrap();
-        r.req.call(&mut r.qc, call, ReplySpec::inline(256)).unwrap();
-        let ev = r.run_until(1, &mut |c| {
-            assert_eq!(c.call.to_vec().unwrap(), expect, "byte-exact 1 MiB call");
-            let regions: Vec<_> = c.call.ddp_regions().collect();
-            assert_eq!(regions.len(), 1);
-            assert_eq!(regions[0].len, size);
-            xdr_call(c.xid, b"ok")
-        });
-        take_reply(ev, xid);
-    }
-    let dt = t.elapsed();
-    println!(
-        "DDP WRITE (read chunk, RDMA Read by the server): {iters} x 1 MiB in {dt:?}: {:.1} MB/s",
-        f64::from(iters) * size as f64 / dt.as_secs_f64() / 1e6
-    );
-    println!("client {:?}\nserver {:?}", r.qc.stats(), r.qs.stats());
-    assert_eq!(r.req.counters().read_chunks, u64::from(iters));
-    assert_eq!(r.resp.counters().ddp_payload_copied_bytes, 0);
-    assert!(r.qc.stats().maps >= u64::from(iters));
-    assert_clean(&r);
-    let after = emu_stats();
-    assert!(after.reg_mr_binds - before.reg_mr_binds >= u64::from(iters));
-    teardown(r);
-}
-
-#[test]
-fn read_1mib_through_write_chunk() {
-    if skip() {
-        return;
-    }
-    let mut r = rig(20303);
-    let size = (1 << 20) + 3;
-    let iters = 4u32;
-    let data = pattern(size, 3);
-    let ps = r.ps.clone();
-    let t = Instant::now();
-    for it in 0..iters {
-        let xid = 0x2000 + it;
-        let pages = Chain::alloc_pages(&r.pc, size.next_multiple_of(4)).unwrap();
-        let spec = ReplySpec {
-            max_reply: size + 64,
-            ddp: Some(DdpReply {
-                pages,
-                locate: locate_read,
-            }),
-        };
-        r.req.call(&mut r.qc, xdr_call(xid, b"READ"), spec).unwrap();
-        let d2 = data.clone();
-        let ev = r.run_until(1, &mut |c| {
-            let mut rep = xdr_call(c.xid, &0u32.to_be_bytes());
-            rep.append(&(size as u32).to_be_bytes()).unwrap();
-            rep.append_mbuf(Mbuf::ddp_marker()).unwrap();
-            rep.cat(pages_with(&ps, &d2)).unwrap();
-            let pad = (4 - size % 4) % 4;
-            let mut tail = vec![0u8; pad];
-            tail.extend_from_slice(&[0xcc; 4]);
-            rep.append(&tail).unwrap();
-            rep
-        });
-        let reply = take_reply(ev, xid);
-        let mut expect = xdr_call(xid, &0u32.to_be_bytes()).to_vec().unwrap();
-        expect.extend_from_slice(&(size as u32).to_be_bytes());
-        expect.extend_from_slice(&data);
-        expect.extend(std::iter::repeat_n(0u8, (4 - size % 4) % 4));
-        expect.extend_from_slice(&[0xcc; 4]);
-        assert_eq!(reply.to_vec().unwrap(), expect, "READ reply byte-exact");
-    }
-    let dt = t.elapsed();
-    println!(
-        "DDP READ (write chunk, RDMA Write by the server): {iters} x 1 MiB in {dt:?}: {:.1} MB/s",
-        f64::from(iters) * size as f64 / dt.as_secs_f64() / 1e6
-    );
-    println!("client {:?}\nserver {:?}", r.qc.stats(), r.qs.stats());
-    assert_eq!(r.req.counters().write_chunks, u64::from(iters));
-    assert_clean(&r);
-    teardown(r);
-}
-
-#[test]
-fn long_call_and_long_reply() {
-    if skip() {
-        return;
-    }
-    let mut r = rig(20304);
-    let body = pattern(6000, 9);
-    r.req
-        .call(&mut r.qc, xdr_call(42, &body), ReplySpec::inline(20_000))
-        .unwrap();
-    let expect = xdr_call(42, &body).to_vec().unwrap();
-    let big = pattern(12_000, 5);
-    let b2 = big.clone();
-    let ev = r.run_until(1, &mut |c| {
-        assert_eq!(c.call.to_vec().unwrap(), expect);
-        xdr_call(c.xid, &b2)
-    });
-    let reply = take_reply(ev, 42);
-    assert_eq!(
-        reply.to_vec().unwrap(),
-        xdr_call(42, &big).to_vec().unwrap()
-    );
-    assert_eq!(r.req.counters().long_calls, 1);
-    assert_eq!(r.resp.counters().long_replies, 1);
-    assert_eq!(r.req.counters().reply_chunks, 1);
-    drop(reply);
-    println!("client {:?}\nserver {:?}", r.qc.stats(), r.qs.stats());
-    assert_clean(&r);
-    teardown(r);
-}
-
-/// Post one RDMA Read of `len` bytes at `handle`/`offset` from `qp` and return its status.
-fn probe_read(qp: &mut OfedQp, handle: u32, offset: u64, len: usize) -> WcStatus {
-    let page = qp.pages().alloc_page().unwrap();
-    let frag = [PageFragment {
-        addr: page,
-        offset: 0,
-        len,
-    }];
-    qp.post_send(&[SendWr {
-        wr_id: 0xdead,
-        op: SendOp::RdmaRead {
-            local: &frag,
-            handle,
-            offset,
-        },
-        signaled: true,
-    }])
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut wcs = [Completion::EMPTY; 16];
-    loop {
-        assert!(Instant::now() < deadline, "probe timed out");
-        let n = qp.poll_cq(&mut wcs);
-        if let Some(c) = wcs[..n].iter().find(|c| c.wr_id == 0xdead) {
-            qp.pages().page_unref(page);
-            return c.status;
-        }
-        wait_any(&mut [qp], Duration::from_millis(50));
-    }
-}
-
-#[test]
-fn stale_handle_refused_after_rpc() {
-    if skip() {
-        return;
-    }
-    let mut r = rig(20306);
-    let data = pattern(100_000, 1);
-    let call = write_call(&r.pc, 5, &data);
-    r.req.call(&mut r.qc, call, ReplySpec::inline(128)).unwrap();
-    // The advertised handles, from the header in the client's send buffer.
-    let mut handles = Vec::new();
-    for b in 0..r.qc.resources().send_bufs {
-        let Ok(buf) = r.qc.send_buf(b) else { continue };
-        if let Some(h) = HeaderRepr::parse(buf).ok().filter(|h| h.xid == 5) {
-            if let Some(l) = h.chunk_lists() {
-                handles.extend(
-                    l.read_list
-                        .iter()
-                        .map(|s| (s.segment.handle, s.segment.offset)),
-                );
-            }
-            break;
-        }
-    }
-    assert!(!handles.is_empty());
-    let ev = r.run_until(1, &mut |c| {
-        assert_eq!(c.call.len(), 4 + 8 + 4 + 100_000 + 8);
-        xdr_call(c.xid, b"ok")
-    });
-    take_reply(ev, 5);
-    assert_clean(&r);
-    println!(
-        "client stats after the RPC: {:?} (handles {handles:x?})",
-        r.qc.stats()
-    );
-    let (h, off) = handles[0];
-    let st = probe_read(&mut r.qs, h, off, 64);
-    println!("RDMA Read with the stale handle {h:#x}: {st:?}");
-    assert_eq!(st, WcStatus::RemoteAccess);
-    // The refused Read broke the server's connection (as it should); nothing else leaked.
-    teardown(r);
-}
-
-#[test]
-fn release_of_live_registration_revokes() {
-    if skip() {
-        return;
-    }
-    let mut r = rig(20307);
-    let page = r.pc.alloc_page().unwrap();
-    let frag = [PageFragment {
-        addr: page,
-        offset: 0,
-        len: 4096,
-    }];
-    let reg =
-        r.qc.register(&frag, krpc_rdma::provider::Access::REMOTE_READ)
-            .unwrap();
-    let seg = reg.segments[0];
-    assert_eq!(
-        probe_read(&mut r.qs, seg.handle, seg.offset, 64),
-        WcStatus::Success
-    );
-    r.qc.release(reg.id).unwrap();
-    assert!(r.qc.stats().sync_revokes >= 1);
-    let st = probe_read(&mut r.qs, seg.handle, seg.offset, 64);
-    println!("RDMA Read after release (no LocalInv by the core): {st:?}");
-    assert_eq!(st, WcStatus::RemoteAccess);
-    r.pc.page_unref(page);
-    teardown(r);
+    p.l.pa.page_unref(page);
+    p.finish().unwrap();
 }
 
 /// Pages that are not contiguous in the emulation's "physical" (= virtual) space: the
@@ -617,17 +290,16 @@ fn release_of_live_registration_revokes() {
 /// rest with another MR (`nmapped < n`), advertise both segments, and revoke both.
 #[test]
 fn discontiguous_pages_take_two_mrs() {
-    if skip() {
-        return;
-    }
-    let mut r = rig(20308);
+    let Some(mut fx) = emu() else { return };
+    let (mut l, _) = Link::raw(&mut fx, &Limits::default(), &[], &[]).unwrap();
     let before = emu_stats();
-    let a = r.pc.alloc_page().unwrap();
-    let hole = r.pc.alloc_page().unwrap();
-    let b = r.pc.alloc_page().unwrap();
+    let pc: Arc<dyn PageProvider> = l.pa.clone();
+    let a = pc.alloc_page().unwrap();
+    let hole = pc.alloc_page().unwrap();
+    let b = pc.alloc_page().unwrap();
     assert_ne!(b, a + 4096, "pages must be discontiguous");
     for (p, v) in [(a, 0x11u8), (b, 0x22u8)] {
-        r.pc.with_page_mut(p, &mut |pg| pg.fill(v)).unwrap();
+        pc.with_page_mut(p, &mut |pg| pg.fill(v)).unwrap();
     }
     let frags = [
         PageFragment {
@@ -641,9 +313,7 @@ fn discontiguous_pages_take_two_mrs() {
             len: 100,
         },
     ];
-    let reg =
-        r.qc.register(&frags, krpc_rdma::provider::Access::REMOTE_READ)
-            .unwrap();
+    let reg = l.a.register(&frags, Access::REMOTE_READ).unwrap();
     println!("segments over two discontiguous pages: {:x?}", reg.segments);
     assert_eq!(reg.segments.len(), 2, "one MR per contiguous run");
     assert_eq!(reg.segments[0].length, 4096);
@@ -651,64 +321,24 @@ fn discontiguous_pages_take_two_mrs() {
     assert!(emu_stats().partial_maps > before.partial_maps);
     for s in &reg.segments {
         assert_eq!(
-            probe_read(&mut r.qs, s.handle, s.offset, s.length as usize),
+            l.probe_read(Side::B, s.handle, s.offset, s.length as usize)
+                .unwrap(),
             WcStatus::Success
         );
     }
     let invs = emu_stats().local_invs;
-    r.qc.release(reg.id).unwrap();
-    assert_eq!(r.qc.live_registrations(), 0);
+    l.a.release(reg.id).unwrap();
+    assert_eq!(l.a.live_registrations(), 0);
     assert_eq!(emu_stats().local_invs - invs, 2, "both MRs invalidated");
     // The remainder's MR (the second segment) is refused now. (One probe only: the refused
-    // Read breaks the server's connection.)
+    // Read breaks the connection.)
     let s = reg.segments[1];
-    let st = probe_read(&mut r.qs, s.handle, s.offset, 16);
-    println!("RDMA Read of segment {:#x} after release: {st:?}", s.handle);
-    assert_eq!(st, WcStatus::RemoteAccess);
+    assert_eq!(
+        l.probe_read(Side::B, s.handle, s.offset, 16).unwrap(),
+        WcStatus::RemoteAccess
+    );
     for p in [a, hole, b] {
-        r.pc.page_unref(p);
+        pc.page_unref(p);
     }
-    teardown(r);
-}
-
-#[test]
-fn calls_32_in_flight_within_credits() {
-    if skip() {
-        return;
-    }
-    let cfg = TransportConfig {
-        max_requests: 32,
-        ..TransportConfig::default()
-    };
-    let mut r = rig_with(20305, cfg, ocfg());
-    let total = 256u32;
-    let (mut sent, mut done, mut max_out) = (0u32, 0u32, 0u32);
-    while done < total {
-        while sent < total {
-            match r.req.call(
-                &mut r.qc,
-                xdr_call(1000 + sent, b"c"),
-                ReplySpec::inline(64),
-            ) {
-                Ok(()) => sent += 1,
-                Err(_) => break,
-            }
-            assert!(r.req.outstanding() <= r.req.credits_granted());
-            max_out = max_out.max(r.req.outstanding());
-        }
-        let ev = r.run_until(1, &mut |c| xdr_call(c.xid, b"r"));
-        for e in &ev {
-            if let RequesterEvent::Failed { error, .. } = e {
-                panic!("failed: {error}");
-            }
-        }
-        done += ev
-            .iter()
-            .filter(|e| matches!(e, RequesterEvent::Reply { .. }))
-            .count() as u32;
-    }
-    println!("pipelined: {total} calls, max outstanding {max_out}");
-    assert_eq!(max_out, 32, "32 calls in flight");
-    assert_clean(&r);
-    teardown(r);
+    l.finish().unwrap();
 }

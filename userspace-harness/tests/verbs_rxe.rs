@@ -1,9 +1,9 @@
-//! The verbs provider over a real RDMA device (Soft-RoCE `rxe0` in the project's VM):
-//! `cargo xtask vm -- cargo test -p userspace-harness --test verbs_rxe -- --nocapture
-//! --test-threads=1`. Without an RDMA device every test prints "skipped: no RDMA device" and
-//! passes.
+//! The verbs provider over a real RDMA device (Soft-RoCE `rxe0` in the project's VM): the
+//! provider-conformance suite (`krpc-rdma-scenarios`), one test per scenario, plus the
+//! verbs-only checks. `cargo xtask vm -- cargo test -p userspace-harness --test verbs_rxe --
+//! --nocapture --test-threads=1`. Without an RDMA device every test prints "skipped: no RDMA
+//! device" and passes.
 #![allow(
-    dead_code,
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::indexing_slicing,
@@ -14,35 +14,37 @@
 use userspace_harness::verbs;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use krpc_rdma::provider::{Access, Completion, Provider, SendOp, SendWr, WcStatus};
-use krpc_rdma::transport::{
-    CallError, DdpReply, Incoming, ReplySpec, Requester, RequesterEvent, Responder, ResponderEvent,
-    TransportConfig,
-};
-use krpc_rdma::wire::HeaderRepr;
-use mbuf::{Chain, Mbuf, PageFragment, PageProvider, PAGE_SIZE};
+use krpc_rdma::provider::{Access, Completion, Provider, Resources, SendOp, SendWr, WcStatus};
+use krpc_rdma::transport::{ReplySpec, TransportConfig};
+use krpc_rdma_scenarios::data::{pattern, write_call, xdr_call};
+use krpc_rdma_scenarios::{Fixture, Limits, PagePair, Pair, Setup};
+use mbuf::{Chain, PageFragment, PageProvider, PAGE_SIZE};
 
 use verbs::arena::VerbsArena;
 use verbs::cm::{connect, VerbsListener};
 use verbs::device::Device;
 use verbs::qp::VerbsQp;
-use verbs::wait::wait_any;
 use verbs::{RegMode, VerbsConfig};
 
-/// Skip (pass) without an RDMA device — unless `KRPC_RDMA_REQUIRE_RDMA=1` (set by
-/// `cargo xtask test` for its run in the VM), where a missing device is a failure, so a VM
-/// whose rxe0 did not come up can never pass as "skipped".
-fn skip() -> bool {
+/// The fixture with `cfg`, or `None` (skip) without an RDMA device — unless
+/// `KRPC_RDMA_REQUIRE_RDMA=1` (set by `cargo xtask test` for its run in the VM), where a
+/// missing device is a failure, so a VM whose rxe0 did not come up can never pass as
+/// "skipped".
+fn verbs_with(cfg: VerbsConfig) -> Option<Verbs> {
     if verbs::rdma_present() {
-        false
+        Some(Verbs {
+            cfg,
+            arenas: Vec::new(),
+        })
     } else if std::env::var_os("KRPC_RDMA_REQUIRE_RDMA").is_some_and(|v| v == "1") {
         panic!("no RDMA device, and KRPC_RDMA_REQUIRE_RDMA=1");
     } else {
         println!("skipped: no RDMA device");
-        true
+        None
     }
 }
 
@@ -51,503 +53,128 @@ fn addr(port: u16) -> SocketAddr {
     format!("{ip}:{port}").parse().unwrap()
 }
 
-struct Rig {
-    req: Requester,
-    resp: Responder,
-    qc: VerbsQp,
-    qs: VerbsQp,
-    arena_c: Arc<VerbsArena>,
-    arena_s: Arc<VerbsArena>,
-    pc: Arc<dyn PageProvider>,
-    ps: Arc<dyn PageProvider>,
+/// A fresh port per connection.
+static NEXT_PORT: AtomicU16 = AtomicU16::new(20100);
+
+/// Verbs queue pairs over two registered arenas.
+struct Verbs {
+    cfg: VerbsConfig,
+    arenas: Vec<Arc<VerbsArena>>,
 }
 
-fn rig_with(port: u16, tcfg: TransportConfig, vcfg: VerbsConfig) -> Rig {
-    let dev = Device::open(None).unwrap();
-    let arena_c = VerbsArena::new(&dev, 4096).unwrap();
-    let arena_s = VerbsArena::new(&dev, 4096).unwrap();
-    let pc: Arc<dyn PageProvider> = arena_c.clone();
-    let ps: Arc<dyn PageProvider> = arena_s.clone();
-    let req = Requester::new(tcfg, vcfg.resources(), pc.clone()).unwrap();
-    let resp = Responder::new(tcfg, vcfg.resources(), ps.clone()).unwrap();
-    let a = addr(port);
-    let (tx, rx) = std::sync::mpsc::channel();
-    let srv_arena = arena_s.clone();
-    let scfg = vcfg.clone();
-    let server = std::thread::spawn(move || {
-        let mut resp = resp;
-        let mut l = VerbsListener::bind(&srv_arena, a).unwrap();
-        tx.send(()).unwrap();
-        let pd = resp.private_data();
-        let qs = l
-            .accept_with(&pd, &scfg, |qp| resp.post_receives(qp))
-            .unwrap();
-        (resp, qs)
-    });
-    rx.recv().unwrap();
-    let qc = connect(&arena_c, a, &req.private_data(), &vcfg).unwrap();
-    let (resp, qs) = server.join().unwrap();
-    let mut r = Rig {
-        req,
-        resp,
-        qc,
-        qs,
-        arena_c,
-        arena_s,
-        pc,
-        ps,
-    };
-    let (ea, eb) = r.poll_once();
-    assert!(matches!(ea.first(), Some(RequesterEvent::Connected(_))));
-    assert!(matches!(eb.first(), Some(ResponderEvent::Connected(_))));
-    r
-}
-
-fn rig(port: u16) -> Rig {
-    rig_with(port, TransportConfig::default(), VerbsConfig::default())
-}
-
-impl Rig {
-    fn poll_once(&mut self) -> (Vec<RequesterEvent>, Vec<ResponderEvent>) {
-        let mut eb = Vec::new();
-        self.resp.poll(&mut self.qs, &mut |e| eb.push(e));
-        let mut ea = Vec::new();
-        self.req.poll(&mut self.qc, &mut |e| ea.push(e));
-        (ea, eb)
-    }
-
-    /// Drive both sides until `want` replies/failures arrived (or 60 s); answer every call
-    /// with `server`.
-    fn run_until(
-        &mut self,
-        want: usize,
-        server: &mut dyn FnMut(&Incoming) -> Chain,
-    ) -> Vec<RequesterEvent> {
-        let mut out = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let done = |out: &Vec<RequesterEvent>| {
-            out.iter()
-                .filter(|e| {
-                    matches!(
-                        e,
-                        RequesterEvent::Reply { .. } | RequesterEvent::Failed { .. }
-                    )
-                })
-                .count()
-        };
-        while done(&out) < want {
-            assert!(Instant::now() < deadline, "timed out: {out:?}");
-            let mut calls = Vec::new();
-            self.resp.poll(&mut self.qs, &mut |e| {
-                if let ResponderEvent::Call(c) = e {
-                    calls.push(c)
-                }
-            });
-            for c in calls {
-                let reply = server(&c);
-                self.resp.reply(&mut self.qs, c.ctx, reply).unwrap();
-            }
-            self.req.poll(&mut self.qc, &mut |e| out.push(e));
-            if done(&out) < want {
-                wait_any(
-                    &mut [&mut self.qc, &mut self.qs],
-                    Duration::from_millis(100),
-                );
-            }
+impl Verbs {
+    fn config(&self, l: &Limits) -> VerbsConfig {
+        let d = &self.cfg;
+        VerbsConfig {
+            send_bufs: l.send_bufs.unwrap_or(d.send_bufs),
+            recv_bufs: l.recv_bufs.unwrap_or(d.recv_bufs),
+            max_send_wr: l.max_send_wr.unwrap_or(d.max_send_wr),
+            max_registrations: l.max_registrations.unwrap_or(d.max_registrations),
+            ..d.clone()
         }
-        out
     }
 }
 
-fn xdr_call(xid: u32, body: &[u8]) -> Chain {
-    let mut v = xid.to_be_bytes().to_vec();
-    v.extend_from_slice(body);
-    Chain::from_bytes(&v).unwrap()
-}
+impl Fixture for Verbs {
+    type Qp = VerbsQp;
 
-fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ ((i >> 12) as u8))
-        .collect()
-}
+    fn page_providers(&mut self) -> Result<PagePair, String> {
+        let dev = Device::open(None).map_err(|e| e.to_string())?;
+        let a = VerbsArena::new(&dev, 4096).map_err(|e| e.to_string())?;
+        let b = VerbsArena::new(&dev, 4096).map_err(|e| e.to_string())?;
+        self.arenas = vec![a.clone(), b.clone()];
+        Ok((a, b))
+    }
 
-fn pages_with(p: &Arc<dyn PageProvider>, data: &[u8]) -> Chain {
-    let c = Chain::alloc_pages(p, data.len()).unwrap();
-    let mut off = 0;
-    let frags: Vec<(u64, usize, usize)> = c
-        .fragments()
-        .map(|f| match f {
-            mbuf::Fragment::Page { addr, offset, len } => (addr, offset, len),
-            mbuf::Fragment::Bytes(_) => panic!(),
+    fn resources(&self, limits: &Limits) -> Resources {
+        self.config(limits).resources()
+    }
+
+    fn connect(
+        &mut self,
+        limits: &Limits,
+        a_private: &[u8],
+        b_private: &[u8],
+        before_accept: &mut (dyn FnMut(&mut VerbsQp) + Send),
+    ) -> Result<(VerbsQp, VerbsQp), String> {
+        let cfg = self.config(limits);
+        let at = addr(NEXT_PORT.fetch_add(1, Ordering::Relaxed));
+        let mut l = VerbsListener::bind(&self.arenas[1], at).map_err(|e| e.to_string())?;
+        std::thread::scope(|s| {
+            let server = s.spawn(|| l.accept_with(b_private, &cfg, |q| before_accept(q)));
+            let qa = connect(&self.arenas[0], at, a_private, &cfg);
+            let qb = server
+                .join()
+                .map_err(|_| "accepting thread panicked".to_string())?;
+            Ok((
+                qa.map_err(|e| e.to_string())?,
+                qb.map_err(|e| e.to_string())?,
+            ))
         })
-        .collect();
-    for (a, o, l) in frags {
-        p.with_page_mut(a, &mut |pg| {
-            pg[o..o + l].copy_from_slice(&data[off..off + l])
+    }
+
+    fn wait(&mut self, a: &mut VerbsQp, b: &mut VerbsQp) {
+        verbs::wait::wait_any(&mut [a, b], Duration::from_millis(100));
+    }
+
+    krpc_rdma_scenarios::verbs_binding_probes!(VerbsQp);
+
+    fn idle_limit(&self) -> u32 {
+        600
+    }
+
+    fn pages_in_use(&self) -> usize {
+        self.arenas.iter().map(|a| a.in_use()).sum()
+    }
+
+    fn audit(&mut self) -> Result<(), String> {
+        let bad: u64 = self.arenas.iter().map(|a| a.bad_unrefs()).sum();
+        (bad == 0)
+            .then_some(())
+            .ok_or(format!("{bad} bad page unrefs"))
+    }
+}
+
+krpc_rdma_scenarios::scenario_tests!(verbs_with(VerbsConfig::default()));
+
+/// The memory windows behind RPCs: a bind per registration, and `release` of a live
+/// registration revoking it synchronously.
+#[test]
+fn memory_window_binds_and_sync_revokes() {
+    let Some(mut fx) = verbs_with(VerbsConfig::default()) else {
+        return;
+    };
+    let mut p = Pair::with(&mut fx, TransportConfig::default()).unwrap();
+    let iters = 2;
+    for xid in 0..iters {
+        let call = write_call(&p.l.pa, xid, &pattern(1 << 20, xid as u8)).unwrap();
+        p.rpc(call, ReplySpec::inline(256), &mut |c| {
+            Ok(xdr_call(c.xid, b"ok").unwrap())
         })
         .unwrap();
-        off += l;
     }
-    c
-}
-
-fn write_call(p: &Arc<dyn PageProvider>, xid: u32, data: &[u8]) -> Chain {
-    let mut c = xdr_call(xid, &[0xaa; 8]);
-    c.append(&(data.len() as u32).to_be_bytes()).unwrap();
-    c.append_mbuf(Mbuf::ddp_marker()).unwrap();
-    c.cat(pages_with(p, data)).unwrap();
-    let pad = (4 - data.len() % 4) % 4;
-    let mut tail = vec![0u8; pad];
-    tail.extend_from_slice(&[0xbb; 8]);
-    c.append(&tail).unwrap();
-    c
-}
-
-fn take_reply(ev: Vec<RequesterEvent>, xid: u32) -> Chain {
-    for e in ev {
-        match e {
-            RequesterEvent::Reply { xid: x, reply } if x == xid => return reply,
-            RequesterEvent::Failed { error, .. } => panic!("call failed: {error}"),
-            _ => {}
-        }
-    }
-    panic!("no reply for {xid:#x}")
-}
-
-fn locate_read(c: &Chain) -> Option<usize> {
-    (c.len() >= 12).then_some(12)
-}
-
-fn assert_clean(r: &Rig) {
-    assert_eq!(r.qc.live_registrations(), 0, "client registrations left");
-    assert_eq!(r.qs.live_registrations(), 0, "server registrations left");
-}
-
-fn teardown(r: Rig) {
-    let Rig {
-        req,
-        resp,
-        qc,
-        qs,
-        arena_c,
-        arena_s,
-        pc,
-        ps,
-    } = r;
-    drop((req, resp, qc, qs, pc, ps));
-    assert_eq!(arena_c.in_use(), 0, "client arena pages leaked");
-    assert_eq!(arena_s.in_use(), 0, "server arena pages leaked");
-    assert_eq!(arena_c.bad_unrefs() + arena_s.bad_unrefs(), 0);
-}
-
-#[test]
-fn small_calls() {
-    if skip() {
-        return;
-    }
-    let mut r = rig(20101);
-    let n = 200u32;
-    let t = Instant::now();
-    for i in 0..n {
-        r.req
-            .call(
-                &mut r.qc,
-                xdr_call(i, b"hello world!"),
-                ReplySpec::inline(512),
+    println!("client {:?}\nserver {:?}", p.l.a.stats(), p.l.b.stats());
+    assert!(p.l.a.stats().maps >= u64::from(iters));
+    let page = p.l.pa.alloc_page().unwrap();
+    let reg =
+        p.l.a
+            .register(
+                &[PageFragment {
+                    addr: page,
+                    offset: 0,
+                    len: 4096,
+                }],
+                Access::REMOTE_READ,
             )
             .unwrap();
-        let ev = r.run_until(1, &mut |c| {
-            assert_eq!(c.call.to_vec().unwrap()[4..], b"hello world!"[..]);
-            xdr_call(c.xid, b"pong")
-        });
-        let reply = take_reply(ev, i);
-        assert_eq!(
-            reply.to_vec().unwrap(),
-            xdr_call(i, b"pong").to_vec().unwrap()
-        );
-    }
-    let dt = t.elapsed();
-    println!(
-        "small calls: {n} sequential round trips in {dt:?}: {:.0} calls/s, {:.1} us/call",
-        f64::from(n) / dt.as_secs_f64(),
-        dt.as_secs_f64() * 1e6 / f64::from(n)
+    let revokes = p.l.a.stats().sync_revokes;
+    p.l.a.release(reg.id).unwrap();
+    assert!(
+        p.l.a.stats().sync_revokes > revokes,
+        "release revoked synchronously"
     );
-    assert_clean(&r);
-    teardown(r);
-}
-
-#[test]
-fn write_1mib_read_chunk_byte_exact() {
-    if skip() {
-        return;
-    }
-    let mut r = rig(20102);
-    let size = 1 << 20;
-    let iters = 8u32;
-    let t = Instant::now();
-    for it in 0..iters {
-        let data = pattern(size, it as u8);
-        let xid = 0x1000 + it;
-        let call = write_call(&r.pc, xid, &data);
-        let expect = call.to_vec().unwrap();
-        r.req.call(&mut r.qc, call, ReplySpec::inline(256)).unwrap();
-        let ev = r.run_until(1, &mut |c| {
-            assert_eq!(c.call.to_vec().unwrap(), expect, "byte-exact 1 MiB call");
-            let regions: Vec<_> = c.call.ddp_regions().collect();
-            assert_eq!(regions.len(), 1);
-            assert_eq!(regions[0].len, size);
-            xdr_call(c.xid, b"ok")
-        });
-        take_reply(ev, xid);
-    }
-    let dt = t.elapsed();
-    println!(
-        "DDP WRITE (read chunk, RDMA Read by the server): {iters} x 1 MiB in {dt:?}: {:.1} MB/s",
-        f64::from(iters) * size as f64 / dt.as_secs_f64() / 1e6
-    );
-    assert_eq!(r.req.counters().read_chunks, u64::from(iters));
-    assert_eq!(r.resp.counters().ddp_payload_copied_bytes, 0);
-    println!("client stats {:?}", r.qc.stats());
-    assert!(r.qc.stats().maps >= u64::from(iters));
-    assert_clean(&r);
-    teardown(r);
-}
-
-#[test]
-fn read_1mib_through_write_chunk() {
-    if skip() {
-        return;
-    }
-    let mut r = rig(20103);
-    let size = (1 << 20) + 3;
-    let iters = 8u32;
-    let data = pattern(size, 3);
-    let ps = r.ps.clone();
-    let t = Instant::now();
-    for it in 0..iters {
-        let xid = 0x2000 + it;
-        let pages = Chain::alloc_pages(&r.pc, size.next_multiple_of(4)).unwrap();
-        let spec = ReplySpec {
-            max_reply: size + 64,
-            ddp: Some(DdpReply {
-                pages,
-                locate: locate_read,
-            }),
-        };
-        r.req.call(&mut r.qc, xdr_call(xid, b"READ"), spec).unwrap();
-        let d2 = data.clone();
-        let ev = r.run_until(1, &mut |c| {
-            let mut rep = xdr_call(c.xid, &0u32.to_be_bytes());
-            rep.append(&(size as u32).to_be_bytes()).unwrap();
-            rep.append_mbuf(Mbuf::ddp_marker()).unwrap();
-            rep.cat(pages_with(&ps, &d2)).unwrap();
-            let pad = (4 - size % 4) % 4;
-            let mut tail = vec![0u8; pad];
-            tail.extend_from_slice(&[0xcc; 4]);
-            rep.append(&tail).unwrap();
-            rep
-        });
-        let reply = take_reply(ev, xid);
-        let mut expect = xdr_call(xid, &0u32.to_be_bytes()).to_vec().unwrap();
-        expect.extend_from_slice(&(size as u32).to_be_bytes());
-        expect.extend_from_slice(&data);
-        expect.extend(std::iter::repeat_n(0u8, (4 - size % 4) % 4));
-        expect.extend_from_slice(&[0xcc; 4]);
-        assert_eq!(reply.to_vec().unwrap(), expect, "READ reply byte-exact");
-    }
-    let dt = t.elapsed();
-    println!(
-        "DDP READ (write chunk, RDMA Write by the server): {iters} x 1 MiB in {dt:?}: {:.1} MB/s",
-        f64::from(iters) * size as f64 / dt.as_secs_f64() / 1e6
-    );
-    assert_eq!(r.req.counters().write_chunks, u64::from(iters));
-    println!("client stats {:?}", r.qc.stats());
-    assert_clean(&r);
-    teardown(r);
-}
-
-#[test]
-fn long_call_and_long_reply() {
-    if skip() {
-        return;
-    }
-    let mut r = rig(20104);
-    let body = pattern(6000, 9);
-    r.req
-        .call(&mut r.qc, xdr_call(42, &body), ReplySpec::inline(20_000))
-        .unwrap();
-    let expect = xdr_call(42, &body).to_vec().unwrap();
-    let big = pattern(12_000, 5);
-    let b2 = big.clone();
-    let ev = r.run_until(1, &mut |c| {
-        assert_eq!(c.call.to_vec().unwrap(), expect);
-        xdr_call(c.xid, &b2)
-    });
-    let reply = take_reply(ev, 42);
-    assert_eq!(
-        reply.to_vec().unwrap(),
-        xdr_call(42, &big).to_vec().unwrap()
-    );
-    assert_eq!(r.req.counters().long_calls, 1);
-    assert_eq!(r.resp.counters().long_replies, 1);
-    assert_eq!(r.req.counters().reply_chunks, 1);
-    drop(reply);
-    assert_clean(&r);
-    teardown(r);
-}
-
-#[test]
-fn calls_32_in_flight_within_credits() {
-    if skip() {
-        return;
-    }
-    let cfg = TransportConfig {
-        max_requests: 32,
-        ..TransportConfig::default()
-    };
-    let mut r = rig_with(20105, cfg, VerbsConfig::default());
-    let total = 512u32;
-    let (mut sent, mut done, mut max_out) = (0u32, 0u32, 0u32);
-    let t = Instant::now();
-    while done < total {
-        while sent < total {
-            match r.req.call(
-                &mut r.qc,
-                xdr_call(1000 + sent, b"c"),
-                ReplySpec::inline(64),
-            ) {
-                Ok(()) => sent += 1,
-                Err(rej) => {
-                    assert!(matches!(
-                        rej.error,
-                        CallError::NoCredit | CallError::WouldBlock
-                    ));
-                    break;
-                }
-            }
-            assert!(r.req.outstanding() <= r.req.credits_granted());
-            max_out = max_out.max(r.req.outstanding());
-        }
-        let ev = r.run_until(1, &mut |c| xdr_call(c.xid, b"r"));
-        for e in &ev {
-            if let RequesterEvent::Failed { error, .. } = e {
-                panic!("failed: {error}");
-            }
-        }
-        done += ev
-            .iter()
-            .filter(|e| matches!(e, RequesterEvent::Reply { .. }))
-            .count() as u32;
-    }
-    let dt = t.elapsed();
-    println!(
-        "pipelined small calls: {total} in {dt:?}: {:.0} calls/s, max outstanding {max_out}",
-        f64::from(total) / dt.as_secs_f64()
-    );
-    assert_eq!(max_out, 32, "32 calls in flight");
-    assert_clean(&r);
-    teardown(r);
-}
-
-/// Post one RDMA Read of `len` bytes at `handle`/`offset` from `qp` and return its status.
-fn probe_read(qp: &mut VerbsQp, handle: u32, offset: u64, len: usize) -> WcStatus {
-    let page = qp.arena().alloc_page().unwrap();
-    let frag = [PageFragment {
-        addr: page,
-        offset: 0,
-        len,
-    }];
-    qp.post_send(&[SendWr {
-        wr_id: 0xdead,
-        op: SendOp::RdmaRead {
-            local: &frag,
-            handle,
-            offset,
-        },
-        signaled: true,
-    }])
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut wcs = [Completion::EMPTY; 16];
-    loop {
-        assert!(Instant::now() < deadline, "probe timed out");
-        let n = qp.poll_cq(&mut wcs);
-        if let Some(c) = wcs[..n].iter().find(|c| c.wr_id == 0xdead) {
-            qp.arena().page_unref(page);
-            return c.status;
-        }
-        verbs::wait::wait(qp, Duration::from_millis(50));
-    }
-}
-
-#[test]
-fn stale_handle_refused_after_rpc() {
-    if skip() {
-        return;
-    }
-    let mut r = rig(20106);
-    let data = pattern(100_000, 1);
-    let call = write_call(&r.pc, 5, &data);
-    r.req.call(&mut r.qc, call, ReplySpec::inline(128)).unwrap();
-    // The advertised handles, from the header in the client's send buffer.
-    let mut handles = Vec::new();
-    for b in 0..r.qc.resources().send_bufs {
-        let Ok(buf) = r.qc.send_buf(b) else { continue };
-        if let Some(h) = HeaderRepr::parse(buf).ok().filter(|h| h.xid == 5) {
-            if let Some(l) = h.chunk_lists() {
-                handles.extend(
-                    l.read_list
-                        .iter()
-                        .map(|s| (s.segment.handle, s.segment.offset)),
-                );
-            }
-            break;
-        }
-    }
-    assert!(!handles.is_empty());
-    let ev = r.run_until(1, &mut |c| {
-        assert_eq!(c.call.len(), 4 + 8 + 4 + 100_000 + 8);
-        xdr_call(c.xid, b"ok")
-    });
-    take_reply(ev, 5);
-    assert_clean(&r);
-    println!(
-        "client stats after the RPC: {:?} (handles {handles:x?})",
-        r.qc.stats()
-    );
-    let (h, off) = handles[0];
-    let st = probe_read(&mut r.qs, h, off, 64);
-    println!("RDMA Read with the stale handle {h:#x}: {st:?}");
-    assert_eq!(st, WcStatus::RemoteAccess);
-    teardown(r);
-}
-
-#[test]
-fn release_of_live_registration_revokes() {
-    if skip() {
-        return;
-    }
-    let mut r = rig(20107);
-    let page = r.pc.alloc_page().unwrap();
-    let frag = [PageFragment {
-        addr: page,
-        offset: 0,
-        len: 4096,
-    }];
-    let reg = r.qc.register(&frag, Access::REMOTE_READ).unwrap();
-    let seg = reg.segments[0];
-    // While registered: the server can read it.
-    assert_eq!(
-        probe_read(&mut r.qs, seg.handle, seg.offset, 64),
-        WcStatus::Success
-    );
-    r.qc.release(reg.id).unwrap();
-    assert!(r.qc.stats().sync_revokes >= 1);
-    let st = probe_read(&mut r.qs, seg.handle, seg.offset, 64);
-    println!("RDMA Read after release (no LocalInv by the core): {st:?}");
-    assert_eq!(st, WcStatus::RemoteAccess);
-    r.pc.page_unref(page);
-    teardown(r);
+    p.l.pa.page_unref(page);
+    p.finish().unwrap();
 }
 
 /// Register one run of `pages` pages, Local-Invalidate it (posted, completion awaited),
@@ -582,51 +209,59 @@ fn reg_cycle_cost(qp: &mut VerbsQp, p: &Arc<dyn PageProvider>, pages: usize, n: 
 
 #[test]
 fn registration_cost_mw_vs_mr() {
-    if skip() {
+    let Some(mut fx) = verbs_with(VerbsConfig::default()) else {
         return;
-    }
+    };
     let n = 1000;
-    let mut r = rig(20108);
-    let pc = r.pc.clone();
-    let mw1 = reg_cycle_cost(&mut r.qc, &pc, 1, n);
-    let mw64 = reg_cycle_cost(&mut r.qc, &pc, 64, n);
-    println!("client stats (MW): {:?}", r.qc.stats());
-    assert_clean(&r);
-    teardown(r);
-    let tcfg = TransportConfig {
+    let mut p = Pair::with(&mut fx, TransportConfig::default()).unwrap();
+    let pc = p.l.pa.clone();
+    let mw1 = reg_cycle_cost(&mut p.l.a, &pc, 1, n);
+    let mw64 = reg_cycle_cost(&mut p.l.a, &pc, 64, n);
+    println!("client stats (MW): {:?}", p.l.a.stats());
+    p.check_clean("MW").unwrap();
+    p.finish().unwrap();
+    let Some(mut fx) = verbs_with(VerbsConfig {
+        reg_mode: RegMode::MemoryRegion,
+        ..VerbsConfig::default()
+    }) else {
+        return;
+    };
+    let req = TransportConfig {
         accept_remote_invalidate: false,
         ..TransportConfig::default()
     };
-    let vcfg = VerbsConfig {
-        reg_mode: RegMode::MemoryRegion,
-        ..VerbsConfig::default()
-    };
-    let mut r = rig_with(20109, tcfg, vcfg);
-    let pc = r.pc.clone();
-    let mr1 = reg_cycle_cost(&mut r.qc, &pc, 1, n);
-    let mr64 = reg_cycle_cost(&mut r.qc, &pc, 64, n);
+    let mut p = Pair::new(
+        &mut fx,
+        &Setup {
+            req,
+            resp: req,
+            ..Setup::default()
+        },
+    )
+    .unwrap();
+    let pc = p.l.pa.clone();
+    let mr1 = reg_cycle_cost(&mut p.l.a, &pc, 1, n);
+    let mr64 = reg_cycle_cost(&mut p.l.a, &pc, 64, n);
     println!(
         "register + invalidate + release, {n} cycles each (TCG, indicative):\n  \
          memory window: 4 KiB {mw1:.1} us/op, 256 KiB {mw64:.1} us/op\n  \
          per-RPC MR:    4 KiB {mr1:.1} us/op, 256 KiB {mr64:.1} us/op"
     );
     // The MR mode also carries RPCs end to end.
-    let data = pattern(300_000, 7);
-    let call = write_call(&r.pc, 77, &data);
+    let call = write_call(&p.l.pa, 77, &pattern(300_000, 7)).unwrap();
     let expect = call.to_vec().unwrap();
-    r.req.call(&mut r.qc, call, ReplySpec::inline(128)).unwrap();
-    let ev = r.run_until(1, &mut |c| {
+    p.rpc(call, ReplySpec::inline(128), &mut |c| {
         assert_eq!(c.call.to_vec().unwrap(), expect);
-        xdr_call(c.xid, b"ok")
-    });
-    take_reply(ev, 77);
-    assert_clean(&r);
-    teardown(r);
+        Ok(xdr_call(c.xid, b"ok").unwrap())
+    })
+    .unwrap();
+    p.check_clean("MR").unwrap();
+    p.finish().unwrap();
 }
 
 #[test]
 fn refused_connection_is_a_typed_error() {
-    if skip() {
+    if verbs_with(VerbsConfig::default()).is_none() {
         return;
     }
     let dev = Device::open(None).unwrap();
@@ -651,7 +286,7 @@ fn refused_connection_is_a_typed_error() {
 fn arena_file_io_through_page_fragments() {
     use std::io::{Read, Seek, SeekFrom, Write};
     use std::os::fd::AsFd;
-    if skip() {
+    if verbs_with(VerbsConfig::default()).is_none() {
         return;
     }
     let dev = Device::open(None).unwrap();

@@ -1,0 +1,185 @@
+//! [`Fixture`]: what the suite needs from a provider to run its scenarios.
+
+use alloc::string::String;
+use alloc::sync::Arc;
+
+use krpc_rdma::provider::{Provider, Resources};
+use krpc_rdma::transport::TransportConfig;
+use mbuf::PageProvider;
+
+/// Provider limits a scenario asks for; `None` keeps the fixture's default. A fixture maps
+/// them onto its own configuration (both queue pairs of a pair get the same limits).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Pre-registered send buffers.
+    pub send_bufs: Option<u32>,
+    /// Pre-registered receive buffers.
+    pub recv_bufs: Option<u32>,
+    /// Send-queue depth reported to the core.
+    pub max_send_wr: Option<u32>,
+    /// Registrations live at once.
+    pub max_registrations: Option<u32>,
+}
+
+/// How to build a [`crate::Pair`]: each side's transport configuration and the provider
+/// limits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Setup {
+    /// The requester's configuration.
+    pub req: TransportConfig,
+    /// The responder's configuration.
+    pub resp: TransportConfig,
+    /// Provider limits of both queue pairs.
+    pub limits: Limits,
+}
+
+impl Setup {
+    /// Both sides with `cfg`, default limits.
+    pub fn both(cfg: TransportConfig) -> Setup {
+        Setup {
+            req: cfg,
+            resp: cfg,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Optional provider features a scenario may depend on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feature {
+    /// Send With Invalidate, both directions (posting it, and revoking on receipt).
+    SendWithInvalidate,
+    /// The device refuses an RDMA that reaches past the end of a registration. (rxe in Linux
+    /// 6.1 checks a memory window's accesses against the memory region under it, not
+    /// against the window's own bounds.)
+    RangeChecks,
+}
+
+/// The page providers of the two sides of one connection: side A (requester, or the raw
+/// peer) and side B (responder).
+pub type PagePair = (Arc<dyn PageProvider>, Arc<dyn PageProvider>);
+
+/// A provider under test: how to connect a pair of its queue pairs, how to wait for them,
+/// and the probes the suite checks for leaks. One value serves one scenario at a time; it
+/// may connect several pairs, one after the other (the previous pair is dropped first).
+pub trait Fixture {
+    /// The queue pair type (both sides).
+    type Qp: Provider;
+
+    /// Fresh page providers for the next connection (side A, side B). Their pages must be
+    /// usable with the queue pairs [`Fixture::connect`] makes next, and
+    /// [`Fixture::pages_in_use`] counts what these two hold.
+    ///
+    /// # Errors
+    /// A description of what could not be created.
+    fn page_providers(&mut self) -> Result<PagePair, String>;
+
+    /// The resources each queue pair made with `limits` will report.
+    fn resources(&self, limits: &Limits) -> Resources;
+
+    /// Connect side A to side B over the page providers of the last
+    /// [`Fixture::page_providers`] call. `a_private` / `b_private` are each side's connection
+    /// private data (RFC 8797); `before_accept` runs on side B's queue pair before it accepts
+    /// (it posts receives). Both queue pairs report `CmEvent::Established` from `poll_event`.
+    ///
+    /// # Errors
+    /// A description of what failed.
+    fn connect(
+        &mut self,
+        limits: &Limits,
+        a_private: &[u8],
+        b_private: &[u8],
+        before_accept: &mut (dyn FnMut(&mut Self::Qp) + Send),
+    ) -> Result<(Self::Qp, Self::Qp), String>;
+
+    /// Block until one of the queue pairs has completions or connection events, or a short
+    /// timeout passes. A no-op for a provider that completes work when it is posted.
+    fn wait(&mut self, a: &mut Self::Qp, b: &mut Self::Qp);
+
+    /// How many [`Fixture::wait`]s without any progress mean that a scenario hangs.
+    fn idle_limit(&self) -> u32;
+
+    /// Registrations of `q` not yet released.
+    fn live_registrations(&self, q: &Self::Qp) -> u32;
+
+    /// Work requests posted on `q` whose completion was not yet polled.
+    fn sq_outstanding(&self, q: &Self::Qp) -> usize;
+
+    /// Whether `q` is still connected.
+    fn is_connected(&self, q: &Self::Qp) -> bool;
+
+    /// Pages held by the page providers of the last connection (both sides), not counting
+    /// what the fixture itself held before it made them. After the connection, its
+    /// endpoints and every chain are dropped, this must be 0.
+    fn pages_in_use(&self) -> usize;
+
+    /// Provider-specific checks after a connection was torn down (double invalidations,
+    /// bad page unrefs, …).
+    ///
+    /// # Errors
+    /// A description of what is wrong.
+    fn audit(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Provider-specific checks of a queue pair whose connection must still be healthy
+    /// (no error completion so far).
+    ///
+    /// # Errors
+    /// A description of what is wrong.
+    fn healthy(&self, _q: &Self::Qp) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Whether the provider supports `feature` (all do by default).
+    fn supports(&self, _feature: Feature) -> bool {
+        true
+    }
+
+    /// A known deviation of this provider from `scenario`, with the reason: the scenario is
+    /// then expected to fail (its failure is logged), and passing is a failure — so the mark
+    /// is removed once the provider is fixed. Only for deviations reported as bugs.
+    fn known_deviation(&self, _scenario: &str) -> Option<&'static str> {
+        None
+    }
+
+    /// A line of information for the log (figures of a run); ignored by default.
+    fn log(&mut self, _line: &str) {}
+}
+
+/// What rxe (Soft-RoCE, Linux 6.1) supports: everything but [`Feature::RangeChecks`] (it
+/// checks an access through a memory window against the region under it, not against the
+/// window's bounds).
+pub fn rxe_supports(feature: Feature) -> bool {
+    feature != Feature::RangeChecks
+}
+
+/// The [`Fixture`] methods of a verbs binding whose queue pair has inherent
+/// `live_registrations`, `sq_outstanding`, `is_connected` and `stats().errors`; logs to
+/// standard output.
+#[macro_export]
+macro_rules! verbs_binding_probes {
+    ($qp:ty) => {
+        fn live_registrations(&self, q: &$qp) -> u32 {
+            q.live_registrations()
+        }
+        fn sq_outstanding(&self, q: &$qp) -> usize {
+            q.sq_outstanding()
+        }
+        fn is_connected(&self, q: &$qp) -> bool {
+            q.is_connected()
+        }
+        fn healthy(&self, q: &$qp) -> Result<(), String> {
+            let st = q.stats();
+            (st.errors == 0)
+                .then_some(())
+                .ok_or(format!("error completions: {st:?}"))
+        }
+        fn supports(&self, feature: $crate::Feature) -> bool {
+            $crate::fixture::rxe_supports(feature)
+        }
+        fn log(&mut self, line: &str) {
+            println!("{line}");
+        }
+    };
+}

@@ -1,0 +1,145 @@
+//! A raw peer: side A of a [`Pair`] driven by hand (its `Requester` stays idle), sending
+//! hand-made RPC-over-RDMA messages to the Responder and collecting what comes back.
+
+use alloc::format;
+use alloc::vec::Vec;
+
+use krpc_rdma::provider::{Completion, Provider, WcKind, WcStatus};
+use krpc_rdma::transport::{Incoming, ResponderEvent, TransportConfig};
+use krpc_rdma::wire::{Body, ErrorBody, HeaderRepr};
+
+use crate::check::{fail, At, Failure};
+use crate::fixture::{Fixture, Setup};
+use crate::pair::{send_raw, Pair};
+
+/// The work-request id of the raw Sends.
+pub const RAW_WR: u64 = 0x7a57_0000_0001;
+
+/// Rounds without progress after which a raw exchange is taken as answered in full.
+const QUIET: u32 = 2;
+
+/// The raw peer.
+pub struct RawPeer<'f, F: Fixture> {
+    /// The pair (its requester idle).
+    pub p: Pair<'f, F>,
+    /// Calls handed up and not yet answered.
+    pub held: Vec<Incoming>,
+    /// The responder reported the connection lost.
+    pub lost: bool,
+}
+
+impl<'f, F: Fixture> RawPeer<'f, F> {
+    /// A pair whose responder has `resp_cfg`; every receive buffer of side A posted.
+    ///
+    /// # Errors
+    /// As [`Pair::new`].
+    pub fn new(fx: &'f mut F, resp_cfg: TransportConfig) -> Result<Self, Failure> {
+        let setup = Setup {
+            resp: resp_cfg,
+            ..Setup::default()
+        };
+        let mut p = Pair::new(fx, &setup)?;
+        let n = p.l.a.resources().recv_bufs;
+        for b in 0..n {
+            p.l.a.post_recv(&[b]).at("raw peer: post receives")?;
+        }
+        Ok(RawPeer {
+            p,
+            held: Vec::new(),
+            lost: false,
+        })
+    }
+
+    /// Send `msg` from side A, let the responder work, and return the messages side A got.
+    ///
+    /// # Errors
+    /// The Send was refused or failed, or nothing settled.
+    pub fn exchange(&mut self, msg: &[u8]) -> Result<Vec<Vec<u8>>, Failure> {
+        send_raw(&mut self.p.l.a, RAW_WR, 0, msg).at("raw send")?;
+        self.settle(true)
+    }
+
+    /// Poll until quiet (and, with `sent`, until the raw Send completed): collect handed-up
+    /// calls and side A's received messages.
+    ///
+    /// # Errors
+    /// The raw Send failed, or no progress.
+    pub fn settle(&mut self, mut sent: bool) -> Result<Vec<Vec<u8>>, Failure> {
+        let mut got = Vec::new();
+        let (mut quiet, mut idle) = (0, 0);
+        loop {
+            let mut evs = Vec::new();
+            self.p.resp.poll(&mut self.p.l.b, &mut |e| evs.push(e));
+            let mut progress = !evs.is_empty();
+            for e in evs {
+                match e {
+                    ResponderEvent::Call(c) => self.held.push(c),
+                    ResponderEvent::ConnectionLost => self.lost = true,
+                    ResponderEvent::Connected(_) => {}
+                }
+            }
+            let mut wcs = [Completion::EMPTY; 16];
+            let n = self.p.l.a.poll_cq(&mut wcs);
+            progress |= n > 0;
+            for wc in wcs.iter().take(n) {
+                match (wc.kind, wc.status) {
+                    (WcKind::Recv { buf }, WcStatus::Success) => {
+                        let m = self.p.l.a.recv_buf(buf).at("raw peer: receive buffer")?;
+                        got.push(Vec::from(m.get(..wc.byte_len as usize).unwrap_or(m)));
+                        // (Fails once the connection is gone; nothing more arrives then.)
+                        let _ = self.p.l.a.post_recv(&[buf]);
+                    }
+                    (WcKind::Send, WcStatus::Success) if wc.wr_id == RAW_WR => sent = false,
+                    (WcKind::Send, s) if wc.wr_id == RAW_WR => {
+                        return Err(fail("raw send", "Success", format!("{s:?}")))
+                    }
+                    _ => {}
+                }
+            }
+            if progress {
+                quiet = 0;
+            } else if !sent {
+                quiet += 1;
+                if quiet > QUIET {
+                    return Ok(got);
+                }
+            }
+            self.p.l.idle(&mut idle, progress, "raw peer: settle")?;
+        }
+    }
+
+    /// Answer every held call with a 4-byte reply (its XID).
+    ///
+    /// # Errors
+    /// A reply was refused.
+    pub fn answer_all(&mut self) -> Result<Vec<Vec<u8>>, Failure> {
+        for c in core::mem::take(&mut self.held) {
+            let reply = mbuf::Chain::from_bytes(&c.xid.to_be_bytes()).at("reply chain")?;
+            self.p
+                .resp
+                .reply(&mut self.p.l.b, c.ctx, reply)
+                .map_err(|e| fail("answer held call", "sent", format!("{e:?}")))?;
+        }
+        self.settle(false)
+    }
+}
+
+/// The RDMA_ERROR in `ans`: (xid, vers, credit, body).
+///
+/// # Errors
+/// `ans` is not an RDMA_ERROR.
+pub fn error_of(ans: &[u8]) -> Result<(u32, u32, u32, ErrorBody), Failure> {
+    let h = HeaderRepr::parse(ans).at("answer decodes")?;
+    match h.body {
+        Body::Error(b) => Ok((h.xid, h.vers, h.credit, b)),
+        other => Err(fail("answer", "RDMA_ERROR", format!("{other:?}"))),
+    }
+}
+
+/// The fixed words of a header: xid, vers, credit 8, proc.
+pub fn words(xid: u32, vers: u32, proc_: u32) -> Vec<u8> {
+    [xid, vers, 8, proc_]
+        .iter()
+        .flat_map(|w| w.to_be_bytes())
+        .collect()
+}
