@@ -222,16 +222,6 @@ impl Fixture for Emu {
             .then_some(())
             .ok_or(format!("double invalidation attempted: {st:?}"))
     }
-
-    fn known_deviation(&self, scenario: &str) -> Option<&'static str> {
-        match scenario {
-            "disconnect_flushes_both_sides_and_refuses_posts" => Some(
-                "after the peer's disconnect the active side reports Disconnected but its \
-                 posted receives never complete as Flushed",
-            ),
-            _ => None,
-        }
-    }
 }
 
 krpc_rdma_scenarios::scenario_tests!(emu());
