@@ -24,6 +24,7 @@
 
 mod bench_rxe;
 mod fresh_check;
+mod kobj;
 mod requirements;
 mod vm;
 
@@ -50,6 +51,8 @@ test                  everything CI checks: fmt, clippy, the workspace tests, ke
                       the transport over rxe0 in the VM, NFSv3 interop with knfsd, ofed-shim checks
 demo                  harness server + client over rxe0 in the VM, NFSv3 to knfsd, header decoding
 kernel-build          the kernel-target build of the no_std crates (x86_64-unknown-none)
+kobj                  the Rust half of the kernel module as one relocation-clean object
+                      (target/kmod/krpc_rdma_rs.o: GOT references rewritten, checked)
 fuzz [SECONDS]        run each fuzz target: header decoder, nfs-glue decoders, the Responder
                       and the Requester against a hostile peer's script (60 s each)
 bench-rxe [--out F]   harness vs perftest and the kernel NFS/RDMA client on rxe0, one VM boot
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Some("vm-setup") => vm::setup::vm_setup(),
         Some("test") => test(),
         Some("kernel-build") => kernel_build(),
+        Some("kobj") => kobj().map(|_| ()),
         Some("demo") => demo(),
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
         Some("bench-rxe") => bench_rxe::bench_rxe(args.get(1..).unwrap_or_default()),
@@ -78,7 +82,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Some(other) => Err(format!(
-            "unknown task {other:?}; expected test, demo, kernel-build, fuzz, bench-rxe, \
+            "unknown task {other:?}; expected test, demo, kernel-build, kobj, fuzz, bench-rxe, \
              vm-setup, vm or fresh-check (cargo xtask help)"
         )),
     };
@@ -144,6 +148,7 @@ fn test() -> Result<(), String> {
     step("cargo test --workspace --release", tests)?;
 
     kernel_build()?;
+    kobj()?;
     rxe_tests()?;
     ofed_shim_checks()?;
     println!(
@@ -232,6 +237,36 @@ fn kernel_build() -> Result<(), String> {
         ),
         build,
     )
+}
+
+/// `cargo xtask kobj`: build the kernel staticlib and turn it into one relocatable object a
+/// module loader accepts (see [`kobj`](mod@kobj)).
+fn kobj() -> Result<PathBuf, String> {
+    requirements::ensure(Task::Kobj)?;
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "--target",
+        KERNEL_TARGET,
+        "-p",
+        "ofed-shim",
+    ]);
+    step(
+        &format!("kernel staticlib ({KERNEL_TARGET}: ofed-shim)"),
+        build,
+    )?;
+    let lib = root()
+        .join("target")
+        .join(KERNEL_TARGET)
+        .join("release")
+        .join("libofed_shim.a");
+    println!("==> kernel object, every archive member (proof of the rewrite)");
+    kobj::build(&root(), &lib, kobj::Link::Whole)?;
+    println!("==> kernel object (ld -r --gc-sections from the entry points)");
+    let obj = kobj::build(&root(), &lib, kobj::Link::Entries)?;
+    println!("==> kernel object: ok");
+    Ok(obj)
 }
 
 /// Sample Sends for the demo: each is a transport header (and maybe payload), as hex.

@@ -116,6 +116,8 @@ pub(crate) enum Task {
     Test { vm: bool },
     /// `cargo xtask kernel-build`.
     KernelBuild,
+    /// `cargo xtask kobj`.
+    Kobj,
     /// `cargo xtask fuzz`.
     Fuzz,
     /// `cargo xtask bench-rxe`: build the harness, perftest and knfsd in the VM.
@@ -166,6 +168,7 @@ fn needs(task: Task) -> Vec<Need> {
             v
         }
         Task::KernelBuild => vec![Target(KERNEL_TARGET)],
+        Task::Kobj => vec![Packages(&INSPECT), Target(KERNEL_TARGET)],
         Task::Fuzz => vec![Packages(&FUZZ), CargoTool(CARGO_FUZZ)],
         Task::Vm => vec![Packages(&VM), VmKernel],
         Task::FreshCheck => vec![Packages(&FRESH_CHECK)],
