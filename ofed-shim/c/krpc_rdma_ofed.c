@@ -34,7 +34,20 @@ struct krpc_mr {
 	int sg_mapped;		/* entries DMA-mapped (0: none) */
 };
 
+/*
+ * The first member of both CM contexts: the CM handler is shared (a connection id that a
+ * listener's CONNECT_REQUEST created starts with the listener's handler and context), so it
+ * tells a listener's own events (DEVICE_REMOVAL of a listener bound to an address) from a
+ * connection's by this tag.
+ */
+#define	KRPC_CTX_CONN		1
+#define	KRPC_CTX_LISTENER	2
+struct krpc_cm_ctx {
+	int kind;
+};
+
 struct krpc_ofed_conn {
+	struct krpc_cm_ctx ctx;	/* first: KRPC_CTX_CONN */
 	struct mtx lock;
 	struct rdma_cm_id *id;
 	struct ib_pd *pd;
@@ -62,10 +75,12 @@ struct krpc_ofed_conn {
 };
 
 struct krpc_ofed_listener {
+	struct krpc_cm_ctx ctx;	/* first: KRPC_CTX_LISTENER */
 	struct mtx lock;
 	struct rdma_cm_id *id;
 	struct krpc_ofed_params params;
 	TAILQ_HEAD(, krpc_ofed_conn) pending;
+	int gone;		/* the device went away (DEVICE_REMOVAL on the listener's id) */
 };
 
 /* ---- memory, panic, pages ------------------------------------------------------------ */
@@ -250,6 +265,7 @@ krpc_conn_alloc(const struct krpc_ofed_params *p)
 	c = malloc(sizeof(*c), M_KRPC_RDMA, M_NOWAIT | M_ZERO);
 	if (c == NULL)
 		return (NULL);
+	c->ctx.kind = KRPC_CTX_CONN;
 	mtx_init(&c->lock, "krpc_rdma_conn", NULL, MTX_DEF);
 	c->params = *p;
 	c->nssge = p->max_send_wr * p->max_sge;
@@ -429,6 +445,22 @@ krpc_cm_request(struct krpc_ofed_listener *l, struct rdma_cm_id *id, struct rdma
 	return (0);
 }
 
+/*
+ * An event on a listener's own id. A listener bound to a specific address is told of its
+ * device's removal (cma_remove_id_dev): the owner learns it from krpc_ofed_listener_next
+ * (ENODEV) and destroys the listener; returning 0 leaves the id to it.
+ */
+static int
+krpc_listener_event(struct krpc_ofed_listener *l, struct rdma_cm_event *ev)
+{
+	if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+		mtx_lock(&l->lock);
+		l->gone = 1;
+		mtx_unlock(&l->lock);
+	}
+	return (0);
+}
+
 static int
 krpc_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
@@ -438,6 +470,8 @@ krpc_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 
 	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
 		return (krpc_cm_request(id->context, id, ev));
+	if (((struct krpc_cm_ctx *)id->context)->kind == KRPC_CTX_LISTENER)
+		return (krpc_listener_event(id->context, ev));
 	c = id->context;
 	mtx_lock(&c->lock);
 	dead = c->dead;
@@ -574,6 +608,7 @@ krpc_ofed_listen(void *vnet, const struct sockaddr *addr, const struct krpc_ofed
 	l = malloc(sizeof(*l), M_KRPC_RDMA, M_NOWAIT | M_ZERO);
 	if (l == NULL)
 		return (ENOMEM);
+	l->ctx.kind = KRPC_CTX_LISTENER;
 	mtx_init(&l->lock, "krpc_rdma_listen", NULL, MTX_DEF);
 	TAILQ_INIT(&l->pending);
 	l->params = *params;
@@ -602,14 +637,16 @@ int
 krpc_ofed_listener_next(struct krpc_ofed_listener *l, struct krpc_ofed_conn **out)
 {
 	struct krpc_ofed_conn *c;
+	int gone;
 
 	mtx_lock(&l->lock);
 	c = TAILQ_FIRST(&l->pending);
 	if (c != NULL)
 		TAILQ_REMOVE(&l->pending, c, link);
+	gone = l->gone;
 	mtx_unlock(&l->lock);
 	if (c == NULL)
-		return (EAGAIN);
+		return (gone ? ENODEV : EAGAIN);
 	*out = c;
 	return (0);
 }

@@ -145,6 +145,8 @@ int krpc_ofed_connect(void *vnet, const struct sockaddr *dst,
     struct krpc_ofed_conn **out);
 int krpc_ofed_listen(void *vnet, const struct sockaddr *addr,
     const struct krpc_ofed_params *params, int backlog, struct krpc_ofed_listener **out);
+/* The next pending connection request: 0 and *out, EAGAIN when none is pending, ENODEV once
+ * the listener's device is gone (DEVICE_REMOVAL on its id: destroy the listener). */
 int krpc_ofed_listener_next(struct krpc_ofed_listener *l, struct krpc_ofed_conn **out);
 void krpc_ofed_listener_destroy(struct krpc_ofed_listener *l);
 int krpc_ofed_accept(struct krpc_ofed_conn *c, const uint8_t *pdata, uint32_t pdlen);

@@ -711,7 +711,9 @@ impl OfedListener {
     }
 
     /// The next pending connection request, if any (non-blocking). Post receives on it, then
-    /// [`OfedQp::accept`].
+    /// [`OfedQp::accept`]. Once the listener's device is gone (`RDMA_CM_EVENT_DEVICE_REMOVAL`
+    /// on its id) this returns `Some(Err(OfedError::Sys { errno: ENODEV, .. }))`: drop the
+    /// listener.
     pub fn next_request(&mut self) -> Option<Result<OfedQp, OfedError>> {
         let mut conn = ptr::null_mut();
         // SAFETY: live listener; `conn` is a valid out-pointer.
