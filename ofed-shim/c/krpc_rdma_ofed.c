@@ -50,6 +50,7 @@ struct krpc_ofed_conn {
 	struct krpc_cm_ctx ctx;	/* first: KRPC_CTX_CONN */
 	struct mtx lock;
 	struct rdma_cm_id *id;
+	struct ib_device *dev;	/* id->device, kept for the teardown after the id is gone */
 	struct ib_pd *pd;
 	struct ib_cq *cq;
 	struct ib_qp *qp;
@@ -296,13 +297,16 @@ krpc_teardown_qp(struct krpc_ofed_conn *c)
 	struct krpc_mr *m;
 
 	if (c->qp != NULL) {
-		rdma_destroy_qp(c->id);
+		if (c->id != NULL)
+			rdma_destroy_qp(c->id);
+		else
+			ib_destroy_qp(c->qp);	/* the cm id is gone already (conn_destroy) */
 		c->qp = NULL;
 	}
 	for (i = 0; i < c->params.num_mrs; i++) {
 		m = &c->mrs[i];
-		if (m->sg_mapped > 0 && c->id != NULL)
-			ib_dma_unmap_sg(c->id->device, m->sg, m->sg_mapped, DMA_BIDIRECTIONAL);
+		if (m->sg_mapped > 0 && c->dev != NULL)
+			ib_dma_unmap_sg(c->dev, m->sg, m->sg_mapped, DMA_BIDIRECTIONAL);
 		m->sg_mapped = 0;
 		if (m->mr != NULL)
 			ib_dereg_mr(m->mr);
@@ -342,6 +346,7 @@ krpc_setup_qp(struct krpc_ofed_conn *c, struct rdma_cm_id *id)
 	uint32_t i;
 	int err;
 
+	c->dev = id->device;
 	c->pd = ib_alloc_pd(id->device, 0);
 	if (IS_ERR(c->pd)) {
 		err = -PTR_ERR(c->pd);
@@ -591,10 +596,16 @@ krpc_ofed_conn_destroy(struct krpc_ofed_conn *c)
 	mtx_unlock(&c->lock);
 	if (c->passive && !c->accepted && c->id != NULL)
 		rdma_reject(c->id, NULL, 0);
-	krpc_teardown_qp(c);
+	/*
+	 * The id first: rdma_destroy_id waits for a CM handler that is running (one may be
+	 * inside krpc_setup_qp, creating what the teardown destroys) and no handler runs after
+	 * it. Then the QP (ib_destroy_qp: no rdma_cm call once the id is gone, as Linux's
+	 * nvme-rdma does), MRs, CQ and PD.
+	 */
 	if (c->id != NULL)
-		rdma_destroy_id(c->id);	/* waits for a running handler */
+		rdma_destroy_id(c->id);
 	c->id = NULL;
+	krpc_teardown_qp(c);
 	krpc_conn_free(c);
 }
 
@@ -843,7 +854,7 @@ krpc_ofed_mr_unmap(struct krpc_ofed_conn *c, uint32_t idx)
 		return;
 	m = &c->mrs[idx];
 	if (m->sg_mapped > 0)
-		ib_dma_unmap_sg(c->id->device, m->sg, m->sg_mapped, DMA_BIDIRECTIONAL);
+		ib_dma_unmap_sg(c->dev, m->sg, m->sg_mapped, DMA_BIDIRECTIONAL);
 	m->sg_mapped = 0;
 }
 
@@ -873,7 +884,7 @@ krpc_ofed_reg_mr(struct krpc_ofed_conn *c, uint32_t idx, const struct krpc_sge *
 		sg_set_page(&m->sg[i], PHYS_TO_VM_PAGE(frags[i].addr & ~KRPC_PAGE_OFF_MASK),
 		    frags[i].length, (unsigned int)(frags[i].addr & KRPC_PAGE_OFF_MASK));
 	}
-	nents = ib_dma_map_sg(c->id->device, m->sg, (int)n, DMA_BIDIRECTIONAL);
+	nents = ib_dma_map_sg(c->dev, m->sg, (int)n, DMA_BIDIRECTIONAL);
 	if (nents <= 0)
 		return (ENOMEM);
 	m->sg_mapped = (int)n;

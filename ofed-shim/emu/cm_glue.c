@@ -120,6 +120,12 @@ ucm_destroy_qp(void *uid)
 	rdma_destroy_qp(uid);
 }
 
+int
+ucm_destroy_verbs_qp(struct ibv_qp *qp)
+{
+	return (-ibv_destroy_qp(qp));
+}
+
 static void
 ucm_param(struct rdma_conn_param *o, const struct ucm_conn_param *p)
 {

@@ -54,6 +54,8 @@ int ucm_listen(void *uid, int backlog);
 int ucm_create_qp(void *uid, struct ibv_pd *pd, struct ibv_qp_init_attr *attr,
     struct ibv_qp **qp);
 void ucm_destroy_qp(void *uid);
+/* ibv_destroy_qp of a QP made by ucm_create_qp whose id may be destroyed already: 0 or -errno. */
+int ucm_destroy_verbs_qp(struct ibv_qp *qp);
 int ucm_connect(void *uid, const struct ucm_conn_param *p);
 int ucm_accept(void *uid, const struct ucm_conn_param *p);
 int ucm_reject(void *uid, const void *pdata, uint8_t pdlen);

@@ -997,6 +997,16 @@ rdma_create_qp(struct rdma_cm_id *id, struct ib_pd *pd, struct ib_qp_init_attr *
 	return (0);
 }
 
+int
+ib_destroy_qp(struct ib_qp *qp)
+{
+	int rc;
+
+	rc = ucm_destroy_verbs_qp(qp->qp);
+	(free)(qp);
+	return (rc);
+}
+
 void
 rdma_destroy_qp(struct rdma_cm_id *id)
 {

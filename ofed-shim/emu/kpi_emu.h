@@ -557,6 +557,7 @@ ib_update_fast_reg_key(struct ib_mr *mr, u8 newkey)
 #define rdma_listen		krpc_kpi_rdma_listen
 #define rdma_create_qp		krpc_kpi_rdma_create_qp
 #define rdma_destroy_qp		krpc_kpi_rdma_destroy_qp
+#define ib_destroy_qp		krpc_kpi_ib_destroy_qp
 #define rdma_connect		krpc_kpi_rdma_connect
 #define rdma_accept		krpc_kpi_rdma_accept
 #define rdma_reject		krpc_kpi_rdma_reject
@@ -642,6 +643,8 @@ int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr);
 int rdma_listen(struct rdma_cm_id *id, int backlog);
 int rdma_create_qp(struct rdma_cm_id *id, struct ib_pd *pd, struct ib_qp_init_attr *qp_init_attr);
 void rdma_destroy_qp(struct rdma_cm_id *id);
+/* Destroy a QP whose cm id may be gone already (the kernel allows it; see conn_destroy). */
+int ib_destroy_qp(struct ib_qp *qp);
 int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param);
 int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param);
 int rdma_reject(struct rdma_cm_id *id, const void *private_data, u8 private_data_len);
