@@ -16,9 +16,9 @@
 
 pub mod decode;
 mod hex;
-pub mod mount;
 pub mod nfs3;
-pub mod oncrpc_tcp;
+pub use krpc_rdma_oncrpc as oncrpc_tcp;
+pub use krpc_rdma_oncrpc::mount;
 pub mod report;
 pub mod rpc;
 pub mod run;

@@ -23,18 +23,20 @@
 //! A transport failure (I/O error, timeout, end of stream, oversized record) leaves the
 //! byte stream at an unknown record boundary, so it poisons the client: later calls fail
 //! with [`RpcError::Poisoned`]. RPC-level errors (PROG_UNAVAIL, AUTH_ERROR, …) do not.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::ops::RangeInclusive;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use nfs_glue::rpc::{AcceptStat, Auth, CallHeader, Rejected, ReplyHeader};
 use nfs_glue::xdr::{Decoder, Encoder, XdrError};
 
-use crate::verbs::cm::sockaddr_of;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+pub mod mount;
 
 /// Default connect and per-call timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -486,7 +488,7 @@ fn is_timeout(e: &io::Error) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------
-// Connecting from a reserved port (std cannot bind before connecting: libc).
+// Connecting from a reserved port (std cannot bind before connecting: socket2).
 
 /// Connect from a port in [`RESERVED_PORTS`]: `Ok(None)` when no reserved port can be had
 /// (not permitted, or all taken), so the caller connects from any port.
@@ -522,114 +524,22 @@ fn connect_reserved(peer: SocketAddr, timeout: Duration) -> io::Result<Option<Tc
     Ok(None)
 }
 
-fn socket_for(peer: SocketAddr) -> io::Result<OwnedFd> {
-    let domain = match peer {
-        SocketAddr::V4(_) => libc::AF_INET,
-        SocketAddr::V6(_) => libc::AF_INET6,
-    };
-    // SAFETY: plain system call; the result is checked.
-    let fd = unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+fn socket_for(peer: SocketAddr) -> io::Result<Socket> {
+    Socket::new(Domain::for_address(peer), Type::STREAM, Some(Protocol::TCP))
 }
 
-/// Bind `fd` to the wildcard address of `peer`'s family and `port`.
-fn bind_port(fd: &OwnedFd, peer: SocketAddr, port: u16) -> io::Result<()> {
+/// Bind `s` to the wildcard address of `peer`'s family and `port`.
+fn bind_port(s: &Socket, peer: SocketAddr, port: u16) -> io::Result<()> {
     let local: SocketAddr = match peer {
         SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, port).into(),
         SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, port).into(),
     };
-    let (ss, len) = sockaddr_of(local);
-    // SAFETY: `ss` holds a valid sockaddr of `len` bytes; `fd` is open.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&ss as *const libc::sockaddr_storage).cast(),
-            len,
-        )
-    };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    s.bind(&SockAddr::from(local))
 }
 
-/// Non-blocking connect, `poll` for at most `timeout`, then back to blocking.
-fn connect_fd(fd: &OwnedFd, peer: SocketAddr, timeout: Duration) -> io::Result<()> {
-    let raw = fd.as_raw_fd();
-    // SAFETY: fcntl on an open descriptor.
-    let flags = unsafe { libc::fcntl(raw, libc::F_GETFL) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let (ss, len) = sockaddr_of(peer);
-    // SAFETY: `ss` holds a valid sockaddr of `len` bytes.
-    let rc = unsafe { libc::connect(raw, (&ss as *const libc::sockaddr_storage).cast(), len) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINPROGRESS) {
-            return Err(e);
-        }
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("connection timed out after {:.1} s", timeout.as_secs_f64()),
-                ));
-            }
-            let mut pfd = libc::pollfd {
-                fd: raw,
-                events: libc::POLLOUT,
-                revents: 0,
-            };
-            let ms = i32::try_from(left.as_millis().max(1)).unwrap_or(i32::MAX);
-            // SAFETY: one valid pollfd.
-            let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if n > 0 {
-                break;
-            }
-        }
-        let mut err: libc::c_int = 0;
-        let mut elen = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: `err` and `elen` are valid for the option's size.
-        let rc = unsafe {
-            libc::getsockopt(
-                raw,
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast(),
-                &mut elen,
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if err != 0 {
-            return Err(io::Error::from_raw_os_error(err));
-        }
-    }
-    // SAFETY: fcntl on an open descriptor.
-    if unsafe { libc::fcntl(raw, libc::F_SETFL, flags) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+/// Connect within `timeout` (non-blocking connect and poll, then back to blocking).
+fn connect_fd(s: &Socket, peer: SocketAddr, timeout: Duration) -> io::Result<()> {
+    s.connect_timeout(&SockAddr::from(peer), timeout)
 }
 
 #[cfg(test)]

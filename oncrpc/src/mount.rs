@@ -15,7 +15,7 @@ use std::net::{IpAddr, SocketAddr};
 use nfs_glue::rpc::{Auth, AuthSys, MAX_MACHINE_NAME};
 use nfs_glue::xdr::{Decoder, Encoder, XdrError};
 
-use crate::oncrpc_tcp::{ClientOptions, RpcClient, RpcError};
+use crate::{ClientOptions, RpcClient, RpcError};
 
 /// rpcbind / portmapper program.
 pub const PMAP_PROG: u32 = 100_000;
