@@ -320,11 +320,11 @@ fn measure(w: Workload, n: u32) -> (u64, u64) {
 /// Most allocations per 10,000 round trips each workload may make (issue 11: none).
 fn budget(w: Workload) -> u64 {
     match w {
-        Workload::Small => 40_000,
-        Workload::DdpWrite => 90_000,
-        Workload::DdpRead => 80_000,
-        Workload::LongCall => 50_000,
-        Workload::LongReply => 50_000,
+        Workload::Small => 30_000,
+        Workload::DdpWrite => 80_000,
+        Workload::DdpRead => 40_000,
+        Workload::LongCall => 30_000,
+        Workload::LongReply => 40_000,
     }
 }
 

@@ -10,15 +10,30 @@ use crate::error::MbufError;
 use crate::flags::MbufFlags;
 use crate::mbuf::{Data, Fragment, Mbuf, MbufFragments, MAX_CLUSTER, MCLBYTES, MLEN};
 use crate::page::{PageData, PageProvider, MAX_PGS_PER_MBUF, PAGE_SIZE};
+use crate::pool::ChainPool;
 
 /// A chain of mbufs (one packet / RPC message), the `m_next` list of FreeBSD.
 ///
 /// Stored as a `VecDeque<Mbuf>` whose growth is always fallible (`try_reserve`), so every
 /// operation that may allocate returns [`MbufError::Alloc`] instead of aborting. Dropping the
 /// chain (or [`Chain::clear`]) frees every mbuf and releases every page reference (`m_freem`).
+/// A chain taken from a [`ChainPool`] gives its storage back to the pool when dropped; the
+/// chains [`split`](Chain::split) makes from it come from the same pool.
 #[derive(Default)]
 pub struct Chain {
     pub(crate) mbufs: VecDeque<Mbuf>,
+    pool: Option<Arc<ChainPool>>,
+}
+
+impl Drop for Chain {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            let mut mbufs = core::mem::take(&mut self.mbufs);
+            // Free the mbufs (and page references) before touching the pool.
+            mbufs.clear();
+            pool.put(mbufs);
+        }
+    }
 }
 
 /// Prepared (allocated, not yet linked) bytes to extend a chain with.
@@ -89,7 +104,44 @@ impl Chain {
     pub const fn new() -> Self {
         Chain {
             mbufs: VecDeque::new(),
+            pool: None,
         }
+    }
+
+    /// A chain over storage from `pool` (see [`ChainPool::chain`]).
+    pub(crate) fn pooled(mut mbufs: VecDeque<Mbuf>, pool: Arc<ChainPool>) -> Self {
+        mbufs.clear();
+        Chain {
+            mbufs,
+            pool: Some(pool),
+        }
+    }
+
+    /// An empty chain from the same pool as this one (or a plain one).
+    fn sibling(&self) -> Chain {
+        match &self.pool {
+            Some(p) => p.chain(),
+            None => Chain::new(),
+        }
+    }
+
+    /// Whether this chain's storage returns to a [`ChainPool`].
+    pub fn is_pooled(&self) -> bool {
+        self.pool.is_some()
+    }
+
+    /// Move every mbuf of `other` to the end of this chain (like [`Chain::cat`]), leaving
+    /// `other` empty with its storage, to be refilled without allocating.
+    ///
+    /// # Errors
+    /// [`MbufError::Alloc`]; both chains are then unchanged.
+    pub fn cat_from(&mut self, other: &mut Chain) -> Result<(), MbufError> {
+        self.mbufs.try_reserve(other.mbufs.len())?;
+        for m in other.mbufs.iter_mut() {
+            m.remove_flags(MbufFlags::PKTHDR);
+        }
+        self.mbufs.append(&mut other.mbufs);
+        Ok(())
     }
 
     /// A chain of one mbuf.
@@ -248,16 +300,17 @@ impl Chain {
         }
         let had = self.has_pkthdr();
         let (i, r) = self.cut_point(off);
-        let mut right = VecDeque::new();
-        right.try_reserve_exact(self.mbufs.len().saturating_sub(i))?;
+        let mut right = self.sibling();
+        right
+            .mbufs
+            .try_reserve(self.mbufs.len().saturating_sub(i))?;
         if r > 0 {
             let m = self.mbufs.get_mut(i).ok_or(MbufError::range(off, 0, len))?;
-            right.push_back(m.split_at(r)?);
-            right.extend(self.mbufs.drain(i + 1..));
+            right.mbufs.push_back(m.split_at(r)?);
+            right.mbufs.extend(self.mbufs.drain(i + 1..));
         } else {
-            right.extend(self.mbufs.drain(i..));
+            right.mbufs.extend(self.mbufs.drain(i..));
         }
-        let mut right = Chain { mbufs: right };
         self.fix_pkthdr(had);
         right.fix_pkthdr(had);
         Ok(right)
@@ -677,9 +730,24 @@ impl Chain {
     /// [`MbufError::Alloc`] if the provider is exhausted or the chain cannot grow; every page
     /// allocated so far is released.
     pub fn alloc_pages(provider: &Arc<dyn PageProvider>, len: usize) -> Result<Chain, MbufError> {
-        const PER_MBUF: usize = MAX_PGS_PER_MBUF * PAGE_SIZE;
         let mut chain = Chain::new();
-        chain.mbufs.try_reserve_exact(len.div_ceil(PER_MBUF))?;
+        chain.append_pages(provider, len)?;
+        Ok(chain)
+    }
+
+    /// Append page mbufs of fresh pages for `len` bytes, as [`Chain::alloc_pages`] makes them
+    /// (into this chain's storage: no allocation when it has room).
+    ///
+    /// # Errors
+    /// As [`Chain::alloc_pages`]; the chain is then unchanged (every page taken is released).
+    pub fn append_pages(
+        &mut self,
+        provider: &Arc<dyn PageProvider>,
+        len: usize,
+    ) -> Result<(), MbufError> {
+        const PER_MBUF: usize = MAX_PGS_PER_MBUF * PAGE_SIZE;
+        self.mbufs.try_reserve(len.div_ceil(PER_MBUF))?;
+        let before = self.mbufs.len();
         let mut remaining = len;
         while remaining > 0 {
             let bytes = remaining.min(PER_MBUF);
@@ -693,19 +761,26 @@ impl Chain {
                 trl: heapless::Vec::new(),
             };
             for _ in 0..npgs {
-                // On error `pd` and `chain` are dropped, releasing every page taken so far.
-                let addr = provider.alloc_page()?;
+                // On error `pd` and the mbufs added so far are dropped, releasing every page
+                // taken.
+                let addr = match provider.alloc_page() {
+                    Ok(a) => a,
+                    Err(e) => {
+                        self.mbufs.truncate(before);
+                        return Err(e.into());
+                    }
+                };
                 if pd.pages.push(addr).is_err() {
                     provider.page_unref(addr);
+                    self.mbufs.truncate(before);
                     return Err(MbufError::InvalidPages("too many pages"));
                 }
             }
-            chain
-                .mbufs
+            self.mbufs
                 .push_back(Mbuf::from_page_data(MbufFlags::empty(), pd));
             remaining -= bytes;
         }
-        Ok(chain)
+        Ok(())
     }
 
     /// Check the structural invariants: every page mbuf has 1..=16 pages, `first_off <
