@@ -36,12 +36,14 @@ impl Drop for Chain {
     }
 }
 
-/// Prepared (allocated, not yet linked) bytes to extend a chain with.
+/// Bytes being appended to a chain: the new mbufs are already at its end (allocated and
+/// filled), the bytes for the trailing space of the old last mbuf not yet written. Either
+/// committed ([`Chain::commit_extend`]) or taken back ([`Chain::abort_extend`]).
 struct Extension {
-    /// Bytes that go into the trailing space of the current last mbuf.
+    /// Bytes that go into the trailing space of the old last mbuf.
     tail: usize,
-    /// New mbufs for the remaining bytes (already filled); the chain has room for them.
-    new: VecDeque<Mbuf>,
+    /// Mbufs in the chain before the extension.
+    before: usize,
 }
 
 /// Copy `dst.len()` bytes starting at chain offset `off` out of `mbufs`.
@@ -414,7 +416,10 @@ impl Chain {
         false
     }
 
-    /// Allocate (but do not link) what is needed to append `data`.
+    /// Put the new mbufs needed to append `data` at the end of the chain (the bytes that fit
+    /// the old last mbuf's trailing space wait for [`commit_extend`](Self::commit_extend)).
+    /// No temporary storage: the chain's own room is reserved first. On error the chain is
+    /// unchanged.
     fn prepare_extend(&mut self, data: &[u8]) -> Result<Extension, MbufError> {
         let tail = self
             .mbufs
@@ -422,24 +427,40 @@ impl Chain {
             .map_or(0, Mbuf::trailing_space)
             .min(data.len());
         let rest = data.get(tail..).unwrap_or(&[]);
-        let mut new = VecDeque::new();
-        new.try_reserve_exact(rest.len().div_ceil(MCLBYTES))?;
+        self.mbufs.try_reserve(rest.len().div_ceil(MCLBYTES))?;
+        let ext = Extension {
+            tail,
+            before: self.mbufs.len(),
+        };
         for chunk in rest.chunks(MCLBYTES) {
-            new.push_back(Mbuf::linear_for(chunk)?);
+            match Mbuf::linear_for(chunk) {
+                // Room was reserved above: no reallocation here.
+                Ok(m) => self.mbufs.push_back(m),
+                Err(e) => {
+                    self.abort_extend(ext);
+                    return Err(e);
+                }
+            }
         }
-        self.mbufs.try_reserve(new.len())?;
-        Ok(Extension { tail, new })
+        Ok(ext)
     }
 
-    /// Link a prepared extension (cannot fail: everything is allocated).
-    fn commit_extend(&mut self, mut ext: Extension, data: &[u8]) {
+    /// Take back a prepared extension.
+    fn abort_extend(&mut self, ext: Extension) {
+        self.mbufs.truncate(ext.before);
+    }
+
+    /// Finish a prepared extension (cannot fail: everything is allocated).
+    fn commit_extend(&mut self, ext: Extension, data: &[u8]) {
         if ext.tail > 0 {
-            if let (Some(last), Some(bytes)) = (self.mbufs.back_mut(), data.get(..ext.tail)) {
+            let last = ext
+                .before
+                .checked_sub(1)
+                .and_then(|i| self.mbufs.get_mut(i));
+            if let (Some(last), Some(bytes)) = (last, data.get(..ext.tail)) {
                 last.push_tail(bytes);
             }
         }
-        // Capacity was reserved by `prepare_extend`: no reallocation here.
-        self.mbufs.append(&mut ext.new);
     }
 
     /// Append `data` at the end (`m_append`): first into the trailing space of the last mbuf
@@ -482,6 +503,7 @@ impl Chain {
         let ext = self.prepare_extend(ext_bytes)?;
         let mut pos = 0;
         let mut done = 0;
+        let mut written = Ok(());
         for m in self.mbufs.iter_mut() {
             if done == over.len() {
                 break;
@@ -489,18 +511,27 @@ impl Chain {
             let l = m.len();
             let (lo, hi) = (pos.max(off), (pos + l).min(over_end));
             if lo < hi {
-                let s = over.get(done..done + (hi - lo)).ok_or(MbufError::range(
-                    off,
-                    src.len(),
-                    len,
-                ))?;
-                m.write(lo - pos, s)?;
+                written = over
+                    .get(done..done + (hi - lo))
+                    .ok_or(MbufError::range(off, src.len(), len))
+                    .and_then(|s| m.write(lo - pos, s));
+                if written.is_err() {
+                    break;
+                }
                 done += hi - lo;
             }
             pos += l;
         }
-        self.commit_extend(ext, ext_bytes);
-        Ok(())
+        match written {
+            Ok(()) => {
+                self.commit_extend(ext, ext_bytes);
+                Ok(())
+            }
+            Err(e) => {
+                self.abort_extend(ext);
+                Err(e)
+            }
+        }
     }
 
     /// Make room for `n` bytes in front of the chain and return them (`M_PREPEND`).
