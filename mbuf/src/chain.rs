@@ -127,6 +127,18 @@ impl Chain {
         }
     }
 
+    /// Mbufs the chain can hold without growing its storage.
+    pub fn mbuf_capacity(&self) -> usize {
+        self.mbufs.capacity()
+    }
+
+    /// Take the chain's storage, emptied (its mbufs freed); the chain is left without any.
+    pub(crate) fn take_storage(&mut self) -> VecDeque<Mbuf> {
+        let mut mbufs = core::mem::take(&mut self.mbufs);
+        mbufs.clear();
+        mbufs
+    }
+
     /// Whether this chain's storage returns to a [`ChainPool`].
     pub fn is_pooled(&self) -> bool {
         self.pool.is_some()
@@ -380,11 +392,29 @@ impl Chain {
     /// # Errors
     /// [`MbufError::OutOfRange`] if `off + dst.len() > len`; [`MbufError::Page`].
     pub fn copydata(&self, off: usize, dst: &mut [u8]) -> Result<(), MbufError> {
-        let len = self.len();
-        match off.checked_add(dst.len()) {
-            Some(end) if end <= len => copy_out(&self.mbufs, off, dst),
-            _ => Err(MbufError::range(off, dst.len(), len)),
+        if off.checked_add(dst.len()).is_none() {
+            return Err(MbufError::range(off, dst.len(), self.len()));
         }
+        // `copy_out` reports a range past the end itself (one pass, no `len()` first).
+        copy_out(&self.mbufs, off, dst)
+    }
+
+    /// Copy the whole chain to the start of `dst` in one pass; returns its length.
+    ///
+    /// # Errors
+    /// [`MbufError::OutOfRange`] if `dst` is shorter than the chain (bytes before the end of
+    /// `dst` may have been written); [`MbufError::Page`].
+    pub fn copy_to_slice(&self, dst: &mut [u8]) -> Result<usize, MbufError> {
+        let mut at = 0usize;
+        for m in &self.mbufs {
+            let l = m.len();
+            let Some(d) = dst.get_mut(at..at + l) else {
+                return Err(MbufError::range(0, self.len(), at));
+            };
+            m.read(0, d)?;
+            at += l;
+        }
+        Ok(at)
     }
 
     /// Copy the whole chain into a new vector.
@@ -472,6 +502,30 @@ impl Chain {
     pub fn append(&mut self, data: &[u8]) -> Result<(), MbufError> {
         if data.is_empty() {
             return Ok(());
+        }
+        // Fast path: what does not fit the last mbuf fits one new internal mbuf, filled where
+        // it lies in the chain (no temporary mbuf moved around).
+        let tail = self
+            .mbufs
+            .back()
+            .map_or(0, Mbuf::trailing_space)
+            .min(data.len());
+        if let (Some(head), Some(rest)) = (data.get(..tail), data.get(tail..)) {
+            if rest.len() <= MLEN {
+                if !rest.is_empty() {
+                    self.mbufs.try_reserve(1)?;
+                }
+                if let Some(last) = self.mbufs.back_mut() {
+                    last.push_tail(head);
+                }
+                if !rest.is_empty() {
+                    self.mbufs.push_back(Mbuf::EMPTY_INTERNAL);
+                    if let Some(m) = self.mbufs.back_mut() {
+                        m.push_tail(rest);
+                    }
+                }
+                return Ok(());
+            }
         }
         let ext = self.prepare_extend(data)?;
         self.commit_extend(ext, data);

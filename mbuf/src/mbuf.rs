@@ -193,6 +193,17 @@ impl Mbuf {
         Self::linear(MbufFlags::empty(), Store::Inline([0; MLEN]), leading, data)
     }
 
+    /// An empty internal mbuf (no flags), to be filled in place: a constant, so that
+    /// `push_back(Mbuf::EMPTY_INTERNAL)` writes it straight into its slot.
+    pub(crate) const EMPTY_INTERNAL: Mbuf = Mbuf {
+        flags: MbufFlags::empty(),
+        data: Data::Linear(Linear {
+            store: Store::Inline([0; MLEN]),
+            off: 0,
+            len: 0,
+        }),
+    };
+
     /// A zero-length internal mbuf flagged [`MbufFlags::DDP_START`]: the DDP marker.
     pub fn ddp_marker() -> Self {
         Mbuf {

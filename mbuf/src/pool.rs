@@ -46,20 +46,51 @@ impl ChainPool {
         Chain::pooled(mbufs, Arc::clone(self))
     }
 
+    /// Keep the storage of `chain` (any chain: its mbufs are freed) if the pool has room: an
+    /// endpoint that consumes chains (a reply it has sent) feeds the pool it builds chains
+    /// from (the calls it hands up), so neither side allocates nor frees in steady state.
+    pub fn recycle(&self, mut chain: Chain) {
+        self.put(chain.take_storage());
+    }
+
+    /// An empty chain of the pool with room for at least `mbufs` mbufs if the pool has such a
+    /// buffer (the most recently returned one that is large enough; the search is bounded by
+    /// the pool's size), else as [`chain`](Self::chain).
+    pub fn chain_with(self: &Arc<Self>, mbufs: usize) -> Chain {
+        let found = self.spare.try_lock().and_then(|mut s| {
+            let i = s.iter().rposition(|d| d.capacity() >= mbufs)?;
+            Some(s.swap_remove(i))
+        });
+        match found {
+            Some(d) => Chain::pooled(d, Arc::clone(self)),
+            None => self.chain(),
+        }
+    }
+
     /// Buffers waiting for reuse.
     pub fn spare(&self) -> usize {
         self.spare.try_lock().map_or(0, |s| s.len())
     }
 
-    /// Take back the storage of a dropped chain (its mbufs already freed).
+    /// Take back the storage of a dropped chain (its mbufs already freed). When the pool is
+    /// full it keeps the larger buffers: the smallest one goes (or the new one, if smaller).
     pub(crate) fn put(&self, mbufs: VecDeque<Mbuf>) {
         if mbufs.capacity() == 0 {
             return;
         }
-        if let Some(mut s) = self.spare.try_lock() {
-            if s.len() < s.capacity() {
-                s.push(mbufs);
-            }
+        let Some(mut s) = self.spare.try_lock() else {
+            return;
+        };
+        if s.len() < s.capacity() {
+            s.push(mbufs);
+            return;
+        }
+        let smallest = s
+            .iter_mut()
+            .min_by_key(|d| d.capacity())
+            .filter(|d| d.capacity() < mbufs.capacity());
+        if let Some(d) = smallest {
+            *d = mbufs;
         }
     }
 }

@@ -321,11 +321,9 @@ impl Requester {
         if self.lost {
             return Err(reject(CallError::ConnectionLost, call, reply));
         }
-        let mut xid_bytes = [0u8; 4];
-        if call.copydata(0, &mut xid_bytes).is_err() {
+        let Some(xid) = read_xid(&call) else {
             return Err(reject(CallError::BadCall, call, reply));
-        }
-        let xid = u32::from_be_bytes(xid_bytes);
+        };
         if self.xids.get(xid).is_some() {
             return Err(reject(CallError::DuplicateXid, call, reply));
         }
@@ -804,7 +802,21 @@ impl Requester {
                 Err(CallError::Rdma(code))
             }
             Proc::Msg => {
-                let mut inline = self.chains.chain();
+                // The inline reply goes into the call chain's storage when it fits (the call
+                // is done with), else into a chain of the pool.
+                let need = hdr.payload().len().div_ceil(mbuf::MCLBYTES).max(1);
+                let mut inline = match slot.call.take() {
+                    Some(mut c) if !slot.write_chunk && c.mbuf_capacity() >= need => {
+                        c.clear();
+                        c
+                    }
+                    other => {
+                        slot.call = other;
+                        // Room for the caller's page mbufs, a marker, a pad and the split.
+                        let pages = slot.ddp.as_ref().map_or(0, |d| d.pages.mbuf_count());
+                        self.chains.chain_with(need + pages + 4)
+                    }
+                };
                 inline
                     .append(hdr.payload())
                     .map_err(CallError::from)
@@ -986,6 +998,21 @@ impl Requester {
         self.free_slots.reset();
         events(RequesterEvent::ConnectionLost);
     }
+}
+
+/// The XID, the call's first word (from the first mbuf when it holds it).
+fn read_xid(call: &Chain) -> Option<u32> {
+    let first = call
+        .first()
+        .and_then(Mbuf::data)
+        .and_then(|d| d.get(..4))
+        .and_then(|w| <[u8; 4]>::try_from(w).ok());
+    if let Some(w) = first {
+        return Some(u32::from_be_bytes(w));
+    }
+    let mut w = [0u8; 4];
+    call.copydata(0, &mut w).ok()?;
+    Some(u32::from_be_bytes(w))
 }
 
 /// Spare reply chains kept beyond one per slot (replies the caller still holds).

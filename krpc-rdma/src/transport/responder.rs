@@ -446,7 +446,10 @@ impl Responder {
             }
             WcKind::Send => match WrTag::decode(wc.wr_id) {
                 Some(WrTag::Send(buf)) => {
-                    self.send.complete(buf);
+                    // The reply's storage builds the next call handed up.
+                    if let Some(reply) = self.send.complete_take(buf) {
+                        self.chains.recycle(reply);
+                    }
                     // A send buffer and send-queue room came free: owed errors first, then a
                     // read job that stalled on a full send queue or on the DDP budget.
                     self.flush_errors(prov);
@@ -763,7 +766,15 @@ impl Responder {
         let pages = &self.pages;
         let chunks = &ctx.chunks;
         let charged = ctx.read_bytes();
-        let mut call = self.chains.chain();
+        // Mbufs the call will have: the inline ones (one more where a chunk splits one), and
+        // per chunk a marker, its page mbufs and a pad.
+        let per_mbuf = mbuf::MAX_PGS_PER_MBUF * mbuf::PAGE_SIZE;
+        let need = ctx.inline.as_ref().map_or(0, Chain::mbuf_count)
+            + chunks
+                .iter()
+                .map(|&(_, t)| 3 + (t as usize).div_ceil(per_mbuf))
+                .sum::<usize>();
+        let mut call = self.chains.chain_with(need);
         if ctx.nomsg {
             for &(_, total) in chunks {
                 call.append_pages(pages, total as usize)?;
@@ -792,7 +803,8 @@ impl Responder {
         let total0 = ctx.chunks.first().map_or(0, |c| c.1 as usize);
         let mut data = stream.split(total0)?;
         let others = ctx.chunks.get(1..).unwrap_or_default();
-        let mut call = self.chains.chain();
+        let need = stream.mbuf_count() + data.mbuf_count() + 3 * others.len();
+        let mut call = self.chains.chain_with(need);
         splice(&mut call, stream, others, |i, call| {
             let len = others.get(i).map_or(0, |c| c.1 as usize);
             let tail = data.split(len)?;
@@ -1217,7 +1229,15 @@ impl Responder {
         reply: Chain,
         tally: &Counters,
     ) {
-        self.counters += *tally;
+        // The fields a reply can tally (a whole-`Counters` add costs more than the reply).
+        let c = &mut self.counters;
+        c.write_chunks += tally.write_chunks;
+        c.reply_chunks += tally.reply_chunks;
+        c.long_replies += tally.long_replies;
+        c.rdma_write_bytes += tally.rdma_write_bytes;
+        c.pullup_copies += tally.pullup_copies;
+        c.pullup_bytes += tally.pullup_bytes;
+        c.ddp_payload_copied_bytes += tally.ddp_payload_copied_bytes;
         if inv.is_some() {
             self.counters.send_with_invalidate += 1;
         }

@@ -150,11 +150,17 @@ impl SendContexts {
 
     /// The Send in `buf` completed (or was never posted): free what it held, recycle it.
     pub fn complete(&mut self, buf: SendBufId) {
-        if let Some(h) = self.held.get_mut(buf as usize) {
-            h.reply = None;
+        drop(self.complete_take(buf));
+    }
+
+    /// [`complete`](Self::complete), handing back the held reply chain (for its storage).
+    pub fn complete_take(&mut self, buf: SendBufId) -> Option<Chain> {
+        let reply = self.held.get_mut(buf as usize).and_then(|h| {
             h.pullup.clear();
-        }
+            h.reply.take()
+        });
         self.free.push(buf);
+        reply
     }
 
     /// Connection reset: drop everything held, every buffer free.
