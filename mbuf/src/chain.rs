@@ -28,9 +28,8 @@ pub struct Chain {
 impl Drop for Chain {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
-            let mut mbufs = core::mem::take(&mut self.mbufs);
             // Free the mbufs (and page references) before touching the pool.
-            mbufs.clear();
+            let mbufs = self.take_storage();
             pool.put(mbufs);
         }
     }
@@ -112,7 +111,10 @@ impl Chain {
 
     /// A chain over storage from `pool` (see [`ChainPool::chain`]).
     pub(crate) fn pooled(mut mbufs: VecDeque<Mbuf>, pool: Arc<ChainPool>) -> Self {
-        mbufs.clear();
+        // The pool holds emptied buffers only.
+        if !mbufs.is_empty() {
+            mbufs.clear();
+        }
         Chain {
             mbufs,
             pool: Some(pool),
@@ -135,7 +137,9 @@ impl Chain {
     /// Take the chain's storage, emptied (its mbufs freed); the chain is left without any.
     pub(crate) fn take_storage(&mut self) -> VecDeque<Mbuf> {
         let mut mbufs = core::mem::take(&mut self.mbufs);
-        mbufs.clear();
+        if !mbufs.is_empty() {
+            mbufs.clear();
+        }
         mbufs
     }
 
@@ -234,7 +238,9 @@ impl Chain {
 
     /// Free every mbuf and release every page reference (`m_freem`); the chain stays usable.
     pub fn clear(&mut self) {
-        self.mbufs.clear();
+        if !self.mbufs.is_empty() {
+            self.mbufs.clear();
+        }
     }
 
     /// Consume and free the chain (`m_freem`); same as dropping it.
@@ -411,10 +417,38 @@ impl Chain {
             let Some(d) = dst.get_mut(at..at + l) else {
                 return Err(MbufError::range(0, self.len(), at));
             };
-            m.read(0, d)?;
+            match m.data() {
+                Some(b) if b.len() == l => d.copy_from_slice(b),
+                _ => m.read(0, d)?,
+            }
             at += l;
         }
         Ok(at)
+    }
+
+    /// Make the chain hold exactly a copy of `data`: the same as [`Chain::clear`] then
+    /// [`Chain::append`], but an internal first mbuf is refilled in place when `data` fits
+    /// it (no mbuf freed and built again).
+    ///
+    /// # Errors
+    /// As [`Chain::append`] (the chain is then empty).
+    pub fn set_bytes(&mut self, data: &[u8]) -> Result<(), MbufError> {
+        let reuse = !data.is_empty()
+            && data.len() <= MLEN
+            && self.mbufs.front().is_some_and(|m| {
+                m.kind() == crate::MbufKind::Internal && m.is_writable() && !m.is_ddp_marker()
+            });
+        if reuse {
+            self.mbufs.truncate(1);
+            if let Some(m) = self.mbufs.front_mut() {
+                m.reset_linear();
+                if m.push_tail(data) {
+                    return Ok(());
+                }
+            }
+        }
+        self.clear();
+        self.append(data)
     }
 
     /// Copy the whole chain into a new vector.

@@ -656,6 +656,15 @@ impl Mbuf {
     }
 
     /// Commit `n` bytes written by [`Mbuf::room_after`].
+    /// Empty a linear mbuf in place (data offset back to 0) and clear its flags.
+    pub(crate) fn reset_linear(&mut self) {
+        self.flags = MbufFlags::empty();
+        if let Data::Linear(l) = &mut self.data {
+            l.off = 0;
+            l.len = 0;
+        }
+    }
+
     pub(crate) fn set_len_after_room(&mut self, n: usize) {
         if let Data::Linear(l) = &mut self.data {
             if l.off + n <= l.store.cap() {

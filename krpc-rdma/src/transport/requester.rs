@@ -806,10 +806,8 @@ impl Requester {
                 // is done with), else into a chain of the pool.
                 let need = hdr.payload().len().div_ceil(mbuf::MCLBYTES).max(1);
                 let mut inline = match slot.call.take() {
-                    Some(mut c) if !slot.write_chunk && c.mbuf_capacity() >= need => {
-                        c.clear();
-                        c
-                    }
+                    // Refilled below (`set_bytes`: its first mbuf in place when it can be).
+                    Some(c) if !slot.write_chunk && c.mbuf_capacity() >= need => c,
                     other => {
                         slot.call = other;
                         // Room for the caller's page mbufs, a marker, a pad and the split.
@@ -818,7 +816,7 @@ impl Requester {
                     }
                 };
                 inline
-                    .append(hdr.payload())
+                    .set_bytes(hdr.payload())
                     .map_err(CallError::from)
                     .and_then(|()| place_ddp(slot, &hdr, inline, &mut self.counters))
             }
@@ -1032,10 +1030,10 @@ fn finish_header(
 ) -> Result<usize, CallError> {
     let chunk = segs.iter().copied();
     match provisioned {
-        Provisioned::None => enc.finish(sb, None::<WriteChunk>),
+        Provisioned::None => enc.finish(sb, None::<core::iter::Empty<Segment>>),
         Provisioned::Write => {
             enc.write_chunk(sb, chunk).map_err(too_large)?;
-            enc.finish(sb, None::<WriteChunk>)
+            enc.finish(sb, None::<core::iter::Empty<Segment>>)
         }
         Provisioned::Reply => enc.finish(sb, Some(chunk)),
     }

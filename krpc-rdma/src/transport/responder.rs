@@ -94,7 +94,8 @@ struct CallCtx {
     /// Where each Write chunk ends in `write_segs`.
     write_ends: heapless::Vec<u8, MAX_WRITE_CHUNKS>,
     /// The requester's Reply chunk, if it sent one.
-    reply_chunk: Option<WriteChunk>,
+    reply_segs: WriteChunk,
+    has_reply: bool,
     inv_handle: Option<u32>,
     call: Option<Chain>,
     /// A call waiting for its RDMA Reads: the inline payload, until the read job starts and
@@ -124,7 +125,8 @@ impl CallCtx {
             xid: 0,
             write_segs: heapless::Vec::new(),
             write_ends: heapless::Vec::new(),
-            reply_chunk: None,
+            reply_segs: WriteChunk::new(),
+            has_reply: false,
             inv_handle: None,
             call: None,
             inline: None,
@@ -133,6 +135,11 @@ impl CallCtx {
             reads: heapless::Vec::new(),
             ddp_bytes: 0,
         }
+    }
+
+    /// The requester's Reply chunk, if it sent one.
+    fn reply_chunk(&self) -> Option<&[Segment]> {
+        self.has_reply.then_some(self.reply_segs.as_slice())
     }
 
     /// The requester's Write chunks, in order.
@@ -728,6 +735,14 @@ impl Responder {
             }
             fits &= ctx.write_ends.push(ctx.write_segs.len() as u8).is_ok();
         }
+        ctx.reply_segs.clear();
+        ctx.has_reply = false;
+        if let Some(c) = hdr.reply_chunk() {
+            ctx.has_reply = true;
+            for seg in c.segments() {
+                fits &= ctx.reply_segs.push(seg).is_ok();
+            }
+        }
         if !fits {
             // The codec's limits bound every list: cannot happen for a checked header.
             debug_assert!(false, "checked header beyond the context's lists");
@@ -735,7 +750,6 @@ impl Responder {
             self.free_ctx.push(idx);
             return refuse;
         }
-        ctx.reply_chunk = hdr.reply_chunk().map(|c| c.to_chunk());
         ctx.generation = ctx.generation.wrapping_add(1);
         ctx.xid = xid;
         ctx.inv_handle = inv_handle;
@@ -975,7 +989,8 @@ impl Responder {
             ctx.reads.clear();
             ctx.write_segs.clear();
             ctx.write_ends.clear();
-            ctx.reply_chunk = None;
+            ctx.reply_segs.clear();
+            ctx.has_reply = false;
             self.free_ctx.push(idx);
         }
     }
@@ -1063,7 +1078,7 @@ impl Responder {
         self.pieces.clear();
         self.wrs.clear();
         // Counted only once the reply is posted (a refused or retried reply counts nothing).
-        let mut tally = Counters::default();
+        let mut tally = ReplyTally::default();
         // DDP regions → write chunks, in order (RFC 8166 §3.4.6).
         let all = reduce(&reply, false).map_err(fatal)?;
         let mut items: heapless::Vec<ReducedItem, MAX_WRITE_CHUNKS> = heapless::Vec::new();
@@ -1108,7 +1123,7 @@ impl Responder {
         tally.ddp_payload_copied_bytes += ddp_total.saturating_sub(placed) as u64;
         let total = reply.len();
         let inline = inline_len(total, &items);
-        let reply_segs = ctx.reply_chunk.as_ref().map(|c| c.len());
+        let reply_segs = ctx.reply_chunk().map(<[Segment]>::len);
         let max_send = (self.thresholds.send as usize).min(self.res.send_buf_size as usize);
         let hlen = header_len(0, ctx.write_chunks().map(<[Segment]>::len), reply_segs);
         let long = hlen + inline > max_send;
@@ -1116,7 +1131,7 @@ impl Responder {
         // own pages and, for the other bytes, from pages pulled up into this send context.
         let mut reply_written = 0usize;
         if long {
-            let Some(rc) = ctx.reply_chunk.as_ref() else {
+            let Some(rc) = ctx.reply_chunk() else {
                 return Err(fatal(CallError::TooLarge));
             };
             self.frags.clear();
@@ -1154,8 +1169,7 @@ impl Responder {
                     .map_err(too_large)?;
             }
             let rc = ctx
-                .reply_chunk
-                .as_ref()
+                .reply_chunk()
                 .map(|c| written_segments(c, reply_written));
             let h = enc.finish(sb, rc).map_err(too_large)?;
             if long {
@@ -1227,9 +1241,8 @@ impl Responder {
         inv: Option<u32>,
         send_len: usize,
         reply: Chain,
-        tally: &Counters,
+        tally: &ReplyTally,
     ) {
-        // The fields a reply can tally (a whole-`Counters` add costs more than the reply).
         let c = &mut self.counters;
         c.write_chunks += tally.write_chunks;
         c.reply_chunks += tally.reply_chunks;
@@ -1317,6 +1330,19 @@ fn recycle_wrs(mut wrs: Vec<SendWr<'_>>) -> Vec<SendWr<'static>> {
             signaled: w.signaled,
         })
         .collect()
+}
+
+/// What a reply adds to the [`Counters`] once it is posted (the fields a reply can change:
+/// a whole `Counters` would cost more to zero and add than the reply itself).
+#[derive(Debug, Default)]
+struct ReplyTally {
+    write_chunks: u64,
+    reply_chunks: u64,
+    long_replies: u64,
+    rdma_write_bytes: u64,
+    pullup_copies: u64,
+    pullup_bytes: u64,
+    ddp_payload_copied_bytes: u64,
 }
 
 /// Spare call chains kept beyond one per context (calls the upper layer still holds).
