@@ -618,7 +618,8 @@ impl Responder {
         // Semantic checks the codec leaves to us (RFC 8166 §4.5.2: ERR_CHUNK).
         let mut chunks: heapless::Vec<(u32, u32), MAX_CALL_CHUNKS> = heapless::Vec::new();
         let mut call_bytes = 0u64;
-        for (pos, segs) in hdr.read_chunks() {
+        let has_reads = hdr.read_list().next().is_some();
+        for (pos, segs) in hdr.read_chunks().take_while(|_| has_reads) {
             let total = segs.total_length();
             call_bytes = call_bytes.saturating_add(total);
             if total > u64::from(self.cfg.max_chunk_bytes)
@@ -721,7 +722,7 @@ impl Responder {
         // once all are read (`assemble_long_call`).
         let mut back_to_back = 0usize;
         let mut fits = true;
-        for (pos, segs) in hdr.read_chunks() {
+        for (pos, segs) in hdr.read_chunks().take_while(|_| has_reads) {
             let mut off = if nomsg { back_to_back } else { pos as usize };
             for seg in segs {
                 fits &= ctx.reads.push((seg, off)).is_ok();
@@ -1190,6 +1191,17 @@ impl Responder {
         };
         if self.wrs.len() + 1 > self.res.max_send_wr as usize {
             return Err(fatal(CallError::TooLarge));
+        }
+        if self.wrs.is_empty() {
+            // Small reply: one Send.
+            return match prov.post_send(&[send_wr]) {
+                Ok(()) => {
+                    self.sent(buf, inv, send_len, reply, &tally);
+                    Ok(())
+                }
+                Err(ProviderError::Busy) => Err((CallError::WouldBlock, Some(reply))),
+                Err(other) => Err(fatal(other.into())),
+            };
         }
         // The RDMA Writes and the Send, posted as one chain from the endpoint's array.
         let mut wrs: Vec<SendWr<'_>> = core::mem::take(&mut self.wr_array);
