@@ -9,11 +9,13 @@
 # (inputs built and dropped, provider included) is printed too.
 #
 # Usage: krpc-rdma/benches/callgrind.sh [N1 N2]   (from the workspace root)
+# KRPC_RDMA_BENCH_PROFILE_KIND=write|read profiles the 1 MiB DDP round trips instead (use
+# small N, e.g. 20 40: each round trip moves 1 MiB through the software provider).
 set -eu
 N1=${1:-10000}
 N2=${2:-20000}
 cargo bench -p krpc-rdma --features soft --bench transport --no-run 2>/dev/null
-BIN=$(ls -t target/release/deps/transport-* | grep -v '\.d$' | head -1)
+BIN=${BENCH_BIN:-$(ls -t target/release/deps/transport-* | grep -v '\.d$' | head -1)}
 OUT=${TMPDIR:-/tmp}/krpc-rdma-callgrind
 mkdir -p "$OUT"
 TOGGLES="--toggle-collect=*Requester::call* --toggle-collect=*Requester::poll_bounded*
