@@ -304,3 +304,75 @@ fn segment(buf: &mut [u8], at: usize, s: &Segment) -> Result<(), EncodeError> {
     dst.copy_from_slice(&s.to_bytes());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Header, HeaderRepr};
+
+    fn seg(h: u32) -> Segment {
+        Segment {
+            handle: h,
+            length: 4096,
+            offset: u64::from(h) << 12,
+        }
+    }
+
+    #[test]
+    fn writes_what_the_repr_writes_and_refuses_what_the_decoder_rejects() {
+        let mut buf = [0u8; 512];
+        let mut enc = HeaderEncoder::begin(&mut buf, 9, 32, false).unwrap();
+        let entry = ReadSegment {
+            position: 8,
+            segment: seg(1),
+        };
+        enc.read_segment(&mut buf, &entry).unwrap();
+        let bad = ReadSegment {
+            position: 6,
+            segment: seg(1),
+        };
+        assert_eq!(
+            enc.read_segment(&mut buf, &bad),
+            Err(EncodeError::Misaligned { position: 6 })
+        );
+        enc.write_chunk(&mut buf, [seg(2), seg(3)]).unwrap();
+        // No Read list entry after a Write chunk.
+        assert_eq!(
+            enc.read_segment(&mut buf, &entry),
+            Err(EncodeError::TooMany)
+        );
+        let len = enc.finish(&mut buf, Some([seg(4)])).unwrap();
+        assert_eq!(len, header_len(1, [2], Some(1)));
+        let repr = HeaderRepr::parse(&buf[..len]).unwrap();
+        let mut again = [0u8; 512];
+        assert_eq!(repr.emit(&mut again), Ok(len));
+        assert_eq!(again[..len], buf[..len]);
+        assert!(Header::new_checked(&buf[..len]).is_ok());
+
+        let enc = HeaderEncoder::begin(&mut buf, 9, 32, true).unwrap();
+        assert_eq!(
+            enc.finish(&mut buf, None::<[Segment; 0]>),
+            Err(EncodeError::EmptyNoMsg)
+        );
+        let mut short = [0u8; 20];
+        let enc = HeaderEncoder::begin(&mut short, 9, 32, false).unwrap();
+        assert!(matches!(
+            enc.finish(&mut short, None::<[Segment; 0]>),
+            Err(EncodeError::BufferTooShort { .. })
+        ));
+        let too_many = core::iter::repeat_n(seg(5), MAX_CHUNK_SEGMENTS + 1);
+        let mut enc = HeaderEncoder::begin(&mut buf, 9, 32, false).unwrap();
+        assert_eq!(
+            enc.write_chunk(&mut buf, too_many),
+            Err(EncodeError::TooMany)
+        );
+        assert_eq!(
+            encode_error(&mut buf, 1, 2, 1, ErrorBody::Chunk),
+            Err(EncodeError::BadVersion { vers: 2 })
+        );
+        assert_eq!(
+            encode_error(&mut buf, 1, 2, 1, ErrorBody::SUPPORTED_VERSIONS),
+            Ok(28)
+        );
+    }
+}
