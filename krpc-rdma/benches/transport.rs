@@ -293,16 +293,25 @@ fn summary() {
     measure("ddp_read_1MiB_write_chunk", 500, MIB, read_inputs);
 }
 
-/// `KRPC_RDMA_BENCH_PROFILE=N`: run N small round trips (inputs included) and exit, for
-/// `perf record` / `valgrind --tool=callgrind` of the small-call path without criterion.
+/// `KRPC_RDMA_BENCH_PROFILE=N`: run N round trips (inputs included) and exit, for
+/// `perf record` / `valgrind --tool=callgrind` without criterion. The kind of round trip is
+/// `KRPC_RDMA_BENCH_PROFILE_KIND`: `small` (default), `write` (1 MiB DDP WRITE, read chunk)
+/// or `read` (1 MiB DDP READ, write chunk).
 fn profile_loop(n: u32) {
     let mut r = bench_rig();
+    let p = pages_of(&r);
+    let kind = std::env::var("KRPC_RDMA_BENCH_PROFILE_KIND").unwrap_or_default();
+    let data = pattern(MIB, 7);
     for i in 0..n {
-        let (call, spec, reply) = small_inputs(i + 1);
+        let (call, spec, reply) = match kind.as_str() {
+            "write" => write_inputs(&p, i + 1, &data),
+            "read" => read_inputs(&p, i + 1),
+            _ => small_inputs(i + 1),
+        };
         black_box(round_trip(&mut r, call, spec, reply));
     }
     assert_quiet(&r);
-    println!("profile loop: {n} small round trips");
+    println!("profile loop: {n} {kind} round trips");
 }
 
 criterion_group!(benches, transport);

@@ -10,23 +10,39 @@ use crate::error::MbufError;
 use crate::flags::MbufFlags;
 use crate::mbuf::{Data, Fragment, Mbuf, MbufFragments, MAX_CLUSTER, MCLBYTES, MLEN};
 use crate::page::{PageData, PageProvider, MAX_PGS_PER_MBUF, PAGE_SIZE};
+use crate::pool::ChainPool;
 
 /// A chain of mbufs (one packet / RPC message), the `m_next` list of FreeBSD.
 ///
 /// Stored as a `VecDeque<Mbuf>` whose growth is always fallible (`try_reserve`), so every
 /// operation that may allocate returns [`MbufError::Alloc`] instead of aborting. Dropping the
 /// chain (or [`Chain::clear`]) frees every mbuf and releases every page reference (`m_freem`).
+/// A chain taken from a [`ChainPool`] gives its storage back to the pool when dropped; the
+/// chains [`split`](Chain::split) makes from it come from the same pool.
 #[derive(Default)]
 pub struct Chain {
     pub(crate) mbufs: VecDeque<Mbuf>,
+    pool: Option<Arc<ChainPool>>,
 }
 
-/// Prepared (allocated, not yet linked) bytes to extend a chain with.
+impl Drop for Chain {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            // Free the mbufs (and page references) before touching the pool.
+            let mbufs = self.take_storage();
+            pool.put(mbufs);
+        }
+    }
+}
+
+/// Bytes being appended to a chain: the new mbufs are already at its end (allocated and
+/// filled), the bytes for the trailing space of the old last mbuf not yet written. Either
+/// committed ([`Chain::commit_extend`]) or taken back ([`Chain::abort_extend`]).
 struct Extension {
-    /// Bytes that go into the trailing space of the current last mbuf.
+    /// Bytes that go into the trailing space of the old last mbuf.
     tail: usize,
-    /// New mbufs for the remaining bytes (already filled); the chain has room for them.
-    new: VecDeque<Mbuf>,
+    /// Mbufs in the chain before the extension.
+    before: usize,
 }
 
 /// Copy `dst.len()` bytes starting at chain offset `off` out of `mbufs`.
@@ -89,7 +105,61 @@ impl Chain {
     pub const fn new() -> Self {
         Chain {
             mbufs: VecDeque::new(),
+            pool: None,
         }
+    }
+
+    /// A chain over storage from `pool` (see [`ChainPool::chain`]).
+    pub(crate) fn pooled(mut mbufs: VecDeque<Mbuf>, pool: Arc<ChainPool>) -> Self {
+        // The pool holds emptied buffers only.
+        if !mbufs.is_empty() {
+            mbufs.clear();
+        }
+        Chain {
+            mbufs,
+            pool: Some(pool),
+        }
+    }
+
+    /// An empty chain from the same pool as this one (or a plain one).
+    fn sibling(&self) -> Chain {
+        match &self.pool {
+            Some(p) => p.chain(),
+            None => Chain::new(),
+        }
+    }
+
+    /// Mbufs the chain can hold without growing its storage.
+    pub fn mbuf_capacity(&self) -> usize {
+        self.mbufs.capacity()
+    }
+
+    /// Take the chain's storage, emptied (its mbufs freed); the chain is left without any.
+    pub(crate) fn take_storage(&mut self) -> VecDeque<Mbuf> {
+        let mut mbufs = core::mem::take(&mut self.mbufs);
+        if !mbufs.is_empty() {
+            mbufs.clear();
+        }
+        mbufs
+    }
+
+    /// Whether this chain's storage returns to a [`ChainPool`].
+    pub fn is_pooled(&self) -> bool {
+        self.pool.is_some()
+    }
+
+    /// Move every mbuf of `other` to the end of this chain (like [`Chain::cat`]), leaving
+    /// `other` empty with its storage, to be refilled without allocating.
+    ///
+    /// # Errors
+    /// [`MbufError::Alloc`]; both chains are then unchanged.
+    pub fn cat_from(&mut self, other: &mut Chain) -> Result<(), MbufError> {
+        self.mbufs.try_reserve(other.mbufs.len())?;
+        for m in other.mbufs.iter_mut() {
+            m.remove_flags(MbufFlags::PKTHDR);
+        }
+        self.mbufs.append(&mut other.mbufs);
+        Ok(())
     }
 
     /// A chain of one mbuf.
@@ -168,7 +238,9 @@ impl Chain {
 
     /// Free every mbuf and release every page reference (`m_freem`); the chain stays usable.
     pub fn clear(&mut self) {
-        self.mbufs.clear();
+        if !self.mbufs.is_empty() {
+            self.mbufs.clear();
+        }
     }
 
     /// Consume and free the chain (`m_freem`); same as dropping it.
@@ -248,16 +320,17 @@ impl Chain {
         }
         let had = self.has_pkthdr();
         let (i, r) = self.cut_point(off);
-        let mut right = VecDeque::new();
-        right.try_reserve_exact(self.mbufs.len().saturating_sub(i))?;
+        let mut right = self.sibling();
+        right
+            .mbufs
+            .try_reserve(self.mbufs.len().saturating_sub(i))?;
         if r > 0 {
             let m = self.mbufs.get_mut(i).ok_or(MbufError::range(off, 0, len))?;
-            right.push_back(m.split_at(r)?);
-            right.extend(self.mbufs.drain(i + 1..));
+            right.mbufs.push_back(m.split_at(r)?);
+            right.mbufs.extend(self.mbufs.drain(i + 1..));
         } else {
-            right.extend(self.mbufs.drain(i..));
+            right.mbufs.extend(self.mbufs.drain(i..));
         }
-        let mut right = Chain { mbufs: right };
         self.fix_pkthdr(had);
         right.fix_pkthdr(had);
         Ok(right)
@@ -325,11 +398,57 @@ impl Chain {
     /// # Errors
     /// [`MbufError::OutOfRange`] if `off + dst.len() > len`; [`MbufError::Page`].
     pub fn copydata(&self, off: usize, dst: &mut [u8]) -> Result<(), MbufError> {
-        let len = self.len();
-        match off.checked_add(dst.len()) {
-            Some(end) if end <= len => copy_out(&self.mbufs, off, dst),
-            _ => Err(MbufError::range(off, dst.len(), len)),
+        if off.checked_add(dst.len()).is_none() {
+            return Err(MbufError::range(off, dst.len(), self.len()));
         }
+        // `copy_out` reports a range past the end itself (one pass, no `len()` first).
+        copy_out(&self.mbufs, off, dst)
+    }
+
+    /// Copy the whole chain to the start of `dst` in one pass; returns its length.
+    ///
+    /// # Errors
+    /// [`MbufError::OutOfRange`] if `dst` is shorter than the chain (bytes before the end of
+    /// `dst` may have been written); [`MbufError::Page`].
+    pub fn copy_to_slice(&self, dst: &mut [u8]) -> Result<usize, MbufError> {
+        let mut at = 0usize;
+        for m in &self.mbufs {
+            let l = m.len();
+            let Some(d) = dst.get_mut(at..at + l) else {
+                return Err(MbufError::range(0, self.len(), at));
+            };
+            match m.data() {
+                Some(b) if b.len() == l => d.copy_from_slice(b),
+                _ => m.read(0, d)?,
+            }
+            at += l;
+        }
+        Ok(at)
+    }
+
+    /// Make the chain hold exactly a copy of `data`: the same as [`Chain::clear`] then
+    /// [`Chain::append`], but an internal first mbuf is refilled in place when `data` fits
+    /// it (no mbuf freed and built again).
+    ///
+    /// # Errors
+    /// As [`Chain::append`] (the chain is then empty).
+    pub fn set_bytes(&mut self, data: &[u8]) -> Result<(), MbufError> {
+        let reuse = !data.is_empty()
+            && data.len() <= MLEN
+            && self.mbufs.front().is_some_and(|m| {
+                m.kind() == crate::MbufKind::Internal && m.is_writable() && !m.is_ddp_marker()
+            });
+        if reuse {
+            self.mbufs.truncate(1);
+            if let Some(m) = self.mbufs.front_mut() {
+                m.reset_linear();
+                if m.push_tail(data) {
+                    return Ok(());
+                }
+            }
+        }
+        self.clear();
+        self.append(data)
     }
 
     /// Copy the whole chain into a new vector.
@@ -361,7 +480,10 @@ impl Chain {
         false
     }
 
-    /// Allocate (but do not link) what is needed to append `data`.
+    /// Put the new mbufs needed to append `data` at the end of the chain (the bytes that fit
+    /// the old last mbuf's trailing space wait for [`commit_extend`](Self::commit_extend)).
+    /// No temporary storage: the chain's own room is reserved first. On error the chain is
+    /// unchanged.
     fn prepare_extend(&mut self, data: &[u8]) -> Result<Extension, MbufError> {
         let tail = self
             .mbufs
@@ -369,24 +491,40 @@ impl Chain {
             .map_or(0, Mbuf::trailing_space)
             .min(data.len());
         let rest = data.get(tail..).unwrap_or(&[]);
-        let mut new = VecDeque::new();
-        new.try_reserve_exact(rest.len().div_ceil(MCLBYTES))?;
+        self.mbufs.try_reserve(rest.len().div_ceil(MCLBYTES))?;
+        let ext = Extension {
+            tail,
+            before: self.mbufs.len(),
+        };
         for chunk in rest.chunks(MCLBYTES) {
-            new.push_back(Mbuf::linear_for(chunk)?);
+            match Mbuf::linear_for(chunk) {
+                // Room was reserved above: no reallocation here.
+                Ok(m) => self.mbufs.push_back(m),
+                Err(e) => {
+                    self.abort_extend(ext);
+                    return Err(e);
+                }
+            }
         }
-        self.mbufs.try_reserve(new.len())?;
-        Ok(Extension { tail, new })
+        Ok(ext)
     }
 
-    /// Link a prepared extension (cannot fail: everything is allocated).
-    fn commit_extend(&mut self, mut ext: Extension, data: &[u8]) {
+    /// Take back a prepared extension.
+    fn abort_extend(&mut self, ext: Extension) {
+        self.mbufs.truncate(ext.before);
+    }
+
+    /// Finish a prepared extension (cannot fail: everything is allocated).
+    fn commit_extend(&mut self, ext: Extension, data: &[u8]) {
         if ext.tail > 0 {
-            if let (Some(last), Some(bytes)) = (self.mbufs.back_mut(), data.get(..ext.tail)) {
+            let last = ext
+                .before
+                .checked_sub(1)
+                .and_then(|i| self.mbufs.get_mut(i));
+            if let (Some(last), Some(bytes)) = (last, data.get(..ext.tail)) {
                 last.push_tail(bytes);
             }
         }
-        // Capacity was reserved by `prepare_extend`: no reallocation here.
-        self.mbufs.append(&mut ext.new);
     }
 
     /// Append `data` at the end (`m_append`): first into the trailing space of the last mbuf
@@ -398,6 +536,30 @@ impl Chain {
     pub fn append(&mut self, data: &[u8]) -> Result<(), MbufError> {
         if data.is_empty() {
             return Ok(());
+        }
+        // Fast path: what does not fit the last mbuf fits one new internal mbuf, filled where
+        // it lies in the chain (no temporary mbuf moved around).
+        let tail = self
+            .mbufs
+            .back()
+            .map_or(0, Mbuf::trailing_space)
+            .min(data.len());
+        if let (Some(head), Some(rest)) = (data.get(..tail), data.get(tail..)) {
+            if rest.len() <= MLEN {
+                if !rest.is_empty() {
+                    self.mbufs.try_reserve(1)?;
+                }
+                if let Some(last) = self.mbufs.back_mut() {
+                    last.push_tail(head);
+                }
+                if !rest.is_empty() {
+                    self.mbufs.push_back(Mbuf::EMPTY_INTERNAL);
+                    if let Some(m) = self.mbufs.back_mut() {
+                        m.push_tail(rest);
+                    }
+                }
+                return Ok(());
+            }
         }
         let ext = self.prepare_extend(data)?;
         self.commit_extend(ext, data);
@@ -429,6 +591,7 @@ impl Chain {
         let ext = self.prepare_extend(ext_bytes)?;
         let mut pos = 0;
         let mut done = 0;
+        let mut written = Ok(());
         for m in self.mbufs.iter_mut() {
             if done == over.len() {
                 break;
@@ -436,18 +599,27 @@ impl Chain {
             let l = m.len();
             let (lo, hi) = (pos.max(off), (pos + l).min(over_end));
             if lo < hi {
-                let s = over.get(done..done + (hi - lo)).ok_or(MbufError::range(
-                    off,
-                    src.len(),
-                    len,
-                ))?;
-                m.write(lo - pos, s)?;
+                written = over
+                    .get(done..done + (hi - lo))
+                    .ok_or(MbufError::range(off, src.len(), len))
+                    .and_then(|s| m.write(lo - pos, s));
+                if written.is_err() {
+                    break;
+                }
                 done += hi - lo;
             }
             pos += l;
         }
-        self.commit_extend(ext, ext_bytes);
-        Ok(())
+        match written {
+            Ok(()) => {
+                self.commit_extend(ext, ext_bytes);
+                Ok(())
+            }
+            Err(e) => {
+                self.abort_extend(ext);
+                Err(e)
+            }
+        }
     }
 
     /// Make room for `n` bytes in front of the chain and return them (`M_PREPEND`).
@@ -677,9 +849,24 @@ impl Chain {
     /// [`MbufError::Alloc`] if the provider is exhausted or the chain cannot grow; every page
     /// allocated so far is released.
     pub fn alloc_pages(provider: &Arc<dyn PageProvider>, len: usize) -> Result<Chain, MbufError> {
-        const PER_MBUF: usize = MAX_PGS_PER_MBUF * PAGE_SIZE;
         let mut chain = Chain::new();
-        chain.mbufs.try_reserve_exact(len.div_ceil(PER_MBUF))?;
+        chain.append_pages(provider, len)?;
+        Ok(chain)
+    }
+
+    /// Append page mbufs of fresh pages for `len` bytes, as [`Chain::alloc_pages`] makes them
+    /// (into this chain's storage: no allocation when it has room).
+    ///
+    /// # Errors
+    /// As [`Chain::alloc_pages`]; the chain is then unchanged (every page taken is released).
+    pub fn append_pages(
+        &mut self,
+        provider: &Arc<dyn PageProvider>,
+        len: usize,
+    ) -> Result<(), MbufError> {
+        const PER_MBUF: usize = MAX_PGS_PER_MBUF * PAGE_SIZE;
+        self.mbufs.try_reserve(len.div_ceil(PER_MBUF))?;
+        let before = self.mbufs.len();
         let mut remaining = len;
         while remaining > 0 {
             let bytes = remaining.min(PER_MBUF);
@@ -693,19 +880,26 @@ impl Chain {
                 trl: heapless::Vec::new(),
             };
             for _ in 0..npgs {
-                // On error `pd` and `chain` are dropped, releasing every page taken so far.
-                let addr = provider.alloc_page()?;
+                // On error `pd` and the mbufs added so far are dropped, releasing every page
+                // taken.
+                let addr = match provider.alloc_page() {
+                    Ok(a) => a,
+                    Err(e) => {
+                        self.mbufs.truncate(before);
+                        return Err(e.into());
+                    }
+                };
                 if pd.pages.push(addr).is_err() {
                     provider.page_unref(addr);
+                    self.mbufs.truncate(before);
                     return Err(MbufError::InvalidPages("too many pages"));
                 }
             }
-            chain
-                .mbufs
+            self.mbufs
                 .push_back(Mbuf::from_page_data(MbufFlags::empty(), pd));
             remaining -= bytes;
         }
-        Ok(chain)
+        Ok(())
     }
 
     /// Check the structural invariants: every page mbuf has 1..=16 pages, `first_off <

@@ -115,6 +115,7 @@ mod error;
 mod flags;
 mod mbuf;
 mod page;
+mod pool;
 
 pub use arena::{HeapPageArena, DEFAULT_ARENA_BASE};
 pub use chain::{Chain, Fragments, PageFragment};
@@ -126,6 +127,7 @@ pub use page::{
     changed_runs, page_range_end, PageProvider, MAX_EPG_HDR, MAX_EPG_TRL, MAX_PGS_PER_MBUF,
     PAGE_SIZE,
 };
+pub use pool::ChainPool;
 
 #[cfg(test)]
 mod tests;

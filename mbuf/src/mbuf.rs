@@ -193,6 +193,17 @@ impl Mbuf {
         Self::linear(MbufFlags::empty(), Store::Inline([0; MLEN]), leading, data)
     }
 
+    /// An empty internal mbuf (no flags), to be filled in place: a constant, so that
+    /// `push_back(Mbuf::EMPTY_INTERNAL)` writes it straight into its slot.
+    pub(crate) const EMPTY_INTERNAL: Mbuf = Mbuf {
+        flags: MbufFlags::empty(),
+        data: Data::Linear(Linear {
+            store: Store::Inline([0; MLEN]),
+            off: 0,
+            len: 0,
+        }),
+    };
+
     /// A zero-length internal mbuf flagged [`MbufFlags::DDP_START`]: the DDP marker.
     pub fn ddp_marker() -> Self {
         Mbuf {
@@ -645,6 +656,15 @@ impl Mbuf {
     }
 
     /// Commit `n` bytes written by [`Mbuf::room_after`].
+    /// Empty a linear mbuf in place (data offset back to 0) and clear its flags.
+    pub(crate) fn reset_linear(&mut self) {
+        self.flags = MbufFlags::empty();
+        if let Data::Linear(l) = &mut self.data {
+            l.off = 0;
+            l.len = 0;
+        }
+    }
+
     pub(crate) fn set_len_after_room(&mut self, n: usize) {
         if let Data::Linear(l) = &mut self.data {
             if l.off + n <= l.store.cap() {

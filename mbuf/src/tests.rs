@@ -1502,3 +1502,56 @@ fn changed_runs_are_the_maximal_differing_ranges() {
         assert_eq!(runs.iter().any(|r| r.contains(&i)), before[i] != after[i]);
     }
 }
+
+#[test]
+fn chain_pool_reuses_storage_and_keeps_the_larger_buffers() {
+    use crate::ChainPool;
+    let pool = ChainPool::new(2).unwrap();
+    assert_eq!(pool.spare(), 0);
+    let mut c = pool.chain();
+    assert!(c.is_pooled());
+    c.append(&[1u8; 100]).unwrap();
+    c.append_mbuf(Mbuf::ddp_marker()).unwrap();
+    c.append(&[2u8; 100]).unwrap();
+    // A split of a pooled chain is pooled too; both give their storage back when dropped.
+    let tail = c.split(100).unwrap();
+    assert!(tail.is_pooled());
+    assert_eq!(tail.len(), 100);
+    drop(c);
+    drop(tail);
+    assert_eq!(pool.spare(), 2);
+    let again = pool.chain();
+    assert!(again.mbuf_capacity() > 0);
+    assert_eq!(again.mbuf_count(), 0);
+    drop(again);
+    // Full: a larger buffer replaces the smallest, a smaller one is dropped.
+    let mut big = Chain::new();
+    for _ in 0..40 {
+        big.append_mbuf(Mbuf::ddp_marker()).unwrap();
+    }
+    let big_cap = big.mbuf_capacity();
+    pool.recycle(big);
+    assert_eq!(pool.spare(), 2);
+    let found = pool.chain_with(big_cap);
+    assert!(found.mbuf_capacity() >= big_cap);
+    assert_eq!(pool.spare(), 1);
+    drop(found);
+    pool.recycle(Chain::from_bytes(b"x").unwrap());
+    assert_eq!(pool.spare(), 2);
+    assert!(pool.chain_with(big_cap).mbuf_capacity() >= big_cap);
+}
+
+#[test]
+fn set_bytes_is_clear_then_append() {
+    let mut c = Chain::from_bytes(&[7u8; 50]).unwrap();
+    c.append_mbuf(Mbuf::ddp_marker()).unwrap();
+    c.append(&[8u8; 300]).unwrap();
+    c.set_bytes(&[9u8; 20]).unwrap();
+    assert_eq!(c.to_vec().unwrap(), vec![9u8; 20]);
+    assert_eq!(c.mbuf_count(), 1);
+    c.set_bytes(&[5u8; 3000]).unwrap();
+    assert_eq!(c.to_vec().unwrap(), vec![5u8; 3000]);
+    c.check_invariants().unwrap();
+    c.set_bytes(&[]).unwrap();
+    assert!(c.is_empty());
+}

@@ -176,3 +176,18 @@ impl Counters {
         }
     }
 }
+
+impl core::ops::AddAssign for Counters {
+    /// Field by field, saturating (see [`Counters::add`]).
+    fn add_assign(&mut self, other: Counters) {
+        *self = self.add(&other);
+    }
+}
+
+impl core::ops::Add for Counters {
+    type Output = Counters;
+
+    fn add(self, other: Counters) -> Counters {
+        Counters::add(&self, &other)
+    }
+}

@@ -52,6 +52,7 @@ pub mod requester;
 pub mod responder;
 pub mod send_ctx;
 pub mod xdr_reduce;
+mod xid_table;
 
 pub use config::TransportConfig;
 pub use counters::{Counters, COUNTER_FIELDS};

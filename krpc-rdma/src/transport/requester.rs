@@ -3,7 +3,7 @@
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use mbuf::{Chain, Mbuf, PageFragment, PageProvider};
+use mbuf::{Chain, ChainPool, Mbuf, PageFragment, PageProvider};
 
 use super::config::TransportConfig;
 use super::counters::Counters;
@@ -11,14 +11,15 @@ use super::credits::RequesterCredits;
 use super::error::CallError;
 use super::pullup::{gather, push_frag};
 use super::send_ctx::{FreeList, SendContexts, WrTag};
-use super::xdr_reduce::{copy_inline, inline_len, reduce, xdr_pad, ReducedItem};
+use super::xdr_reduce::{copy_inline, inline_len, reduce, xdr_pad};
+use super::xid_table::XidTable;
 use crate::provider::{
     drain_cq_bounded, Access, CmEvent, Completion, Provider, RegId, RegSegment, Resources, SendOp,
     SendWr, WcKind, WcStatus,
 };
 use crate::wire::{
-    negotiate, Body, ChunkLists, CmPrivateData, ErrorCode, Header, HeaderRepr, InlineThresholds,
-    Proc, ReadSegment, Segment, WriteChunk, MAX_CHUNK_SEGMENTS, MIN_HEADER_LEN,
+    counted_chunk_len, header_len, negotiate, CmPrivateData, ErrorCode, Header, HeaderEncoder,
+    InlineThresholds, Proc, ReadSegment, Segment, WriteChunk, MIN_HEADER_LEN,
 };
 
 /// Where, in the reduced inline reply, the DDP data item belongs: the byte offset just after
@@ -128,16 +129,22 @@ enum SlotState {
     Abandoned,
 }
 
+/// One pending call. Slots live in a table allocated at construction and are reset in place
+/// (never moved or rebuilt), so the chains they keep (pull-up pages, reply-chunk pages) keep
+/// their storage from one call to the next.
 #[derive(Debug)]
 struct Slot {
     state: SlotState,
     xid: u32,
     regs: heapless::Vec<RegEntry, MAX_CALL_REGS>,
     call: Option<Chain>,
+    /// Pages holding the pulled-up bytes of a Long Call, until the reply.
     pullup: Chain,
     ddp: Option<DdpReply>,
     write_chunk: bool,
-    reply_chunk: Option<Chain>,
+    /// The reply chunk's pages (transport pages), when one was provisioned.
+    reply_chunk: bool,
+    reply_pages: Chain,
     outcome: Option<Result<Chain, CallError>>,
 }
 
@@ -151,9 +158,23 @@ impl Slot {
             pullup: Chain::new(),
             ddp: None,
             write_chunk: false,
-            reply_chunk: None,
+            reply_chunk: false,
+            reply_pages: Chain::new(),
             outcome: None,
         }
+    }
+
+    /// Back to free; chains emptied but their storage kept.
+    fn reset(&mut self) {
+        self.state = SlotState::Free;
+        self.regs.clear();
+        self.call = None;
+        self.pullup.clear();
+        self.ddp = None;
+        self.write_chunk = false;
+        self.reply_chunk = false;
+        self.reply_pages.clear();
+        self.outcome = None;
     }
 }
 
@@ -168,11 +189,15 @@ pub struct Requester {
     cfg: TransportConfig,
     res: Resources,
     pages: Arc<dyn PageProvider>,
+    /// Storage of the reply chains handed up (it comes back when the caller drops them).
+    chains: Arc<ChainPool>,
     ours: CmPrivateData,
     thresholds: InlineThresholds,
     lost: bool,
     credits: RequesterCredits,
     slots: Vec<Slot>,
+    free_slots: FreeList,
+    xids: XidTable,
     send: SendContexts,
     recv_free: FreeList,
     recv_posted: u32,
@@ -188,6 +213,14 @@ impl core::fmt::Debug for Requester {
             .field("lost", &self.lost)
             .finish_non_exhaustive()
     }
+}
+
+/// The chunk provisioned for the reply, while the call is marshalled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Provisioned {
+    None,
+    Write,
+    Reply,
 }
 
 impl Requester {
@@ -216,10 +249,13 @@ impl Requester {
             cfg,
             res: resources,
             pages,
+            chains: ChainPool::new(n as usize + SPARE_CHAINS)?,
             thresholds: InlineThresholds::default(),
             lost: false,
             credits: RequesterCredits::new(n),
             slots,
+            free_slots: FreeList::new(n).map_err(|_| CallError::NoMemory)?,
+            xids: XidTable::new(n as usize).map_err(|_| CallError::NoMemory)?,
             send: SendContexts::new(resources.send_bufs).map_err(|_| CallError::NoMemory)?,
             recv_free: FreeList::new(resources.recv_bufs).map_err(|_| CallError::NoMemory)?,
             recv_posted: 0,
@@ -285,26 +321,20 @@ impl Requester {
         if self.lost {
             return Err(reject(CallError::ConnectionLost, call, reply));
         }
-        let mut xid_bytes = [0u8; 4];
-        if call.copydata(0, &mut xid_bytes).is_err() {
+        let Some(xid) = read_xid(&call) else {
             return Err(reject(CallError::BadCall, call, reply));
-        }
-        let xid = u32::from_be_bytes(xid_bytes);
-        if self
-            .slots
-            .iter()
-            .any(|s| s.state != SlotState::Free && s.xid == xid)
-        {
+        };
+        if self.xids.get(xid).is_some() {
             return Err(reject(CallError::DuplicateXid, call, reply));
         }
         if !self.credits.can_send() {
             self.counters.credit_stalls += 1;
             return Err(reject(CallError::NoCredit, call, reply));
         }
-        let Some(slot_idx) = self.slots.iter().position(|s| s.state == SlotState::Free) else {
+        if self.free_slots.is_empty() {
             self.counters.resource_stalls += 1;
             return Err(reject(CallError::WouldBlock, call, reply));
-        };
+        }
         let need_recv = self.recv_posted < self.credits.outstanding() + 1;
         if need_recv && self.recv_free.is_empty() {
             self.counters.resource_stalls += 1;
@@ -314,74 +344,87 @@ impl Requester {
             self.counters.resource_stalls += 1;
             return Err(reject(CallError::WouldBlock, call, reply));
         };
-        let mut slot = Slot::empty();
-        slot.xid = xid;
-        slot.ddp = reply.ddp;
-        let max_reply = reply.max_reply;
-        match self.marshal(prov, &call, max_reply, &mut slot, buf) {
-            Ok(len) => {
-                if need_recv {
-                    if let Some(rb) = self.recv_free.pop() {
-                        if let Err(e) = prov.post_recv(&[rb]) {
-                            self.recv_free.push(rb);
-                            return Err(self.undo(prov, slot, buf, e.into(), call, max_reply));
-                        }
-                        self.recv_posted += 1;
-                    }
-                }
-                let wr = SendWr {
-                    wr_id: WrTag::Send(buf).encode(),
-                    op: SendOp::Send {
-                        buf,
-                        len,
-                        invalidate: None,
-                    },
-                    signaled: true,
-                };
-                if let Err(e) = prov.post_send(&[wr]) {
-                    return Err(self.undo(prov, slot, buf, e.into(), call, max_reply));
-                }
-                self.credits.acquire();
-                self.counters.messages_sent += 1;
-                self.counters.inline_bytes_sent += u64::from(len);
-                slot.call = Some(call);
-                slot.state = SlotState::Waiting;
-                if let Some(s) = self.slots.get_mut(slot_idx) {
-                    *s = slot;
-                }
-                Ok(())
-            }
-            Err(e) => Err(self.undo(prov, slot, buf, e, call, max_reply)),
+        let Some(idx) = self.free_slots.pop() else {
+            self.send.complete(buf);
+            self.counters.resource_stalls += 1;
+            return Err(reject(CallError::WouldBlock, call, reply));
+        };
+        let ReplySpec { max_reply, ddp } = reply;
+        if let Some(slot) = self.slots.get_mut(idx as usize) {
+            debug_assert_eq!(slot.state, SlotState::Free);
+            slot.xid = xid;
+            slot.ddp = ddp;
         }
+        let len = match self.marshal(prov, &call, max_reply, idx as usize, buf) {
+            Ok(len) => len,
+            Err(e) => return Err(self.undo(prov, idx, buf, e, call, max_reply)),
+        };
+        if need_recv {
+            if let Some(rb) = self.recv_free.pop() {
+                if let Err(e) = prov.post_recv(&[rb]) {
+                    self.recv_free.push(rb);
+                    return Err(self.undo(prov, idx, buf, e.into(), call, max_reply));
+                }
+                self.recv_posted += 1;
+            }
+        }
+        let wr = SendWr {
+            wr_id: WrTag::Send(buf).encode(),
+            op: SendOp::Send {
+                buf,
+                len,
+                invalidate: None,
+            },
+            signaled: true,
+        };
+        if let Err(e) = prov.post_send(&[wr]) {
+            return Err(self.undo(prov, idx, buf, e.into(), call, max_reply));
+        }
+        self.credits.acquire();
+        self.counters.messages_sent += 1;
+        self.counters.inline_bytes_sent += u64::from(len);
+        let inserted = self.xids.insert(xid, idx);
+        debug_assert!(inserted, "XID checked free above");
+        if let Some(slot) = self.slots.get_mut(idx as usize) {
+            slot.call = Some(call);
+            slot.state = SlotState::Waiting;
+        }
+        Ok(())
     }
 
     fn undo<P: Provider>(
         &mut self,
         prov: &mut P,
-        mut slot: Slot,
+        idx: u32,
         buf: u32,
         error: CallError,
         call: Chain,
         max_reply: usize,
     ) -> CallRejected {
-        self.release_regs_from(prov, &mut slot, 0);
+        self.release_regs_from(prov, idx as usize, 0);
         self.send.complete(buf);
         if matches!(error, CallError::WouldBlock) {
             self.counters.resource_stalls += 1;
         }
+        let ddp = self.slots.get_mut(idx as usize).and_then(|slot| {
+            let ddp = slot.ddp.take();
+            slot.reset();
+            ddp
+        });
+        self.free_slots.push(idx);
         CallRejected {
             error,
             call,
-            reply: ReplySpec {
-                max_reply,
-                ddp: slot.ddp.take(),
-            },
+            reply: ReplySpec { max_reply, ddp },
         }
     }
 
-    /// Release (revoking) the registrations of `slot` from index `keep` on: what a call that
-    /// is not sent, or a chunk that is not used after all, registered.
-    fn release_regs_from<P: Provider>(&mut self, prov: &mut P, slot: &mut Slot, keep: usize) {
+    /// Release (revoking) the registrations of slot `idx` from index `keep` on: what a call
+    /// that is not sent, or a chunk that is not used after all, registered.
+    fn release_regs_from<P: Provider>(&mut self, prov: &mut P, idx: usize, keep: usize) {
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return;
+        };
         while slot.regs.len() > keep {
             if let Some(r) = slot.regs.pop() {
                 let _ = prov.release(r.id);
@@ -394,14 +437,14 @@ impl Requester {
     /// registration starts wherever the fragments are not FRWR-contiguous (a fragment that does
     /// not start at offset 0 of its page, or follows one that does not end at its page's end),
     /// since one registration maps one gap-free iova range. Every registration is recorded in
-    /// `slot` (so an error path releases it); returns all advertised segments in order.
+    /// slot `idx` (so an error path releases it); each one's segments go to `sink`, in order.
     fn register<P: Provider>(
         &mut self,
         prov: &mut P,
-        slot: &mut Slot,
+        idx: usize,
         access: Access,
-    ) -> Result<heapless::Vec<RegSegment, MAX_CHUNK_SEGMENTS>, CallError> {
-        let mut segments = heapless::Vec::new();
+        mut sink: impl FnMut(&mut P, &[RegSegment]) -> Result<(), CallError>,
+    ) -> Result<(), CallError> {
         let mut start = 0;
         while start < self.frags.len() {
             let mut end = start + 1;
@@ -415,25 +458,24 @@ impl Requester {
             let reg = prov.register(run, access)?;
             self.counters.registrations += 1;
             let first = reg.segments.first().map_or(0, |s| s.handle);
-            if slot
-                .regs
-                .push(RegEntry {
-                    id: reg.id,
-                    handle: first,
-                    single: reg.segments.len() == 1,
-                })
-                .is_err()
-            {
+            let entry = RegEntry {
+                id: reg.id,
+                handle: first,
+                single: reg.segments.len() == 1,
+            };
+            let Some(slot) = self.slots.get_mut(idx) else {
+                let _ = prov.release(reg.id);
+                return Err(CallError::BadCall);
+            };
+            if slot.regs.push(entry).is_err() {
                 let _ = prov.release(reg.id);
                 self.counters.local_invalidations += 1;
                 return Err(CallError::TooLarge);
             }
-            for seg in &reg.segments {
-                segments.push(*seg).map_err(|_| CallError::TooLarge)?;
-            }
+            sink(prov, &reg.segments)?;
             start = end;
         }
-        Ok(segments)
+        Ok(())
     }
 
     fn frags_of(&mut self, chain: &Chain, range: core::ops::Range<usize>) -> Result<(), CallError> {
@@ -444,165 +486,186 @@ impl Requester {
         Ok(())
     }
 
-    /// Build the header and inline part of `call` in send buffer `buf`; register chunks.
-    /// Returns the Send length.
+    /// Reply provisioning, as Linux's rpcrdma_marshal_req: inline if the largest reply fits
+    /// the inline receive; a write chunk for a DDP result when the rest of the reply fits
+    /// inline; otherwise a reply chunk. The chunk's segments go to `segs`.
+    fn provision<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        idx: usize,
+        max_reply: usize,
+        segs: &mut WriteChunk,
+    ) -> Result<Provisioned, CallError> {
+        let max_inline = self.max_inline_reply();
+        if max_reply <= max_inline {
+            return Ok(Provisioned::None);
+        }
+        // The rest of the reply must fit inline together with the echo of the write chunk
+        // in the reply's header (8 + 16 bytes per segment; Linux sizes this with
+        // rpcrdma_max_reply_header_size), or the responder can only answer ERR_CHUNK.
+        let rest = |segs: usize, pages_len: usize| {
+            max_reply.saturating_sub(pages_len) + counted_chunk_len(segs) <= max_inline
+        };
+        let pages_len = self
+            .slots
+            .get(idx)
+            .and_then(|s| s.ddp.as_ref())
+            .map_or(0, |d| d.pages.len());
+        if pages_len > 0 && rest(1, pages_len) {
+            let d = self.slots.get_mut(idx).and_then(|s| s.ddp.take());
+            if let Some(d) = d {
+                let r = self.frags_of(&d.pages, 0..pages_len);
+                if let Some(s) = self.slots.get_mut(idx) {
+                    s.ddp = Some(d);
+                }
+                r?;
+            }
+            let regs_before = self.slots.get(idx).map_or(0, |s| s.regs.len());
+            segs.clear();
+            self.register(prov, idx, Access::REMOTE_WRITE, |_, got| {
+                for s in got {
+                    segs.push(seg_of(s)).map_err(|_| CallError::TooLarge)?;
+                }
+                Ok(())
+            })?;
+            if rest(segs.len(), pages_len) {
+                if let Some(s) = self.slots.get_mut(idx) {
+                    s.write_chunk = true;
+                }
+                self.counters.write_chunks += 1;
+                return Ok(Provisioned::Write);
+            }
+            // More segments than the inline reply has room to echo: a reply chunk.
+            self.release_regs_from(prov, idx, regs_before);
+        }
+        if max_reply > self.cfg.max_chunk_bytes as usize {
+            return Err(CallError::TooLarge);
+        }
+        let pages = Arc::clone(&self.pages);
+        let slot = self.slots.get_mut(idx).ok_or(CallError::BadCall)?;
+        slot.reply_pages.clear();
+        slot.reply_pages.append_pages(&pages, max_reply)?;
+        slot.reply_chunk = true;
+        // The slot's chain is borrowed while `frags` is filled: go through a split borrow.
+        self.frags.clear();
+        for f in slot.reply_pages.page_fragments_in(0..max_reply)? {
+            push_frag(&mut self.frags, f)?;
+        }
+        segs.clear();
+        self.register(prov, idx, Access::REMOTE_WRITE, |_, got| {
+            for s in got {
+                segs.push(seg_of(s)).map_err(|_| CallError::TooLarge)?;
+            }
+            Ok(())
+        })?;
+        self.counters.reply_chunks += 1;
+        Ok(Provisioned::Reply)
+    }
+
+    /// Build the header and inline part of `call` in send buffer `buf`, straight into the
+    /// buffer; register chunks. Returns the Send length.
     fn marshal<P: Provider>(
         &mut self,
         prov: &mut P,
         call: &Chain,
         max_reply: usize,
-        slot: &mut Slot,
+        idx: usize,
         buf: u32,
     ) -> Result<u32, CallError> {
-        let mut lists = ChunkLists::new();
-        // Reply provisioning, as Linux's rpcrdma_marshal_req: inline if the largest reply fits
-        // the inline receive; a write chunk for a DDP result when the rest of the reply fits
-        // inline; otherwise a reply chunk.
-        let max_inline = self.max_inline_reply();
-        if max_reply > max_inline {
-            // The rest of the reply must fit inline together with the echo of the write chunk
-            // in the reply's header (8 + 16 bytes per segment; Linux sizes this with
-            // rpcrdma_max_reply_header_size), or the responder can only answer ERR_CHUNK.
-            let rest = |segs: usize, pages_len: usize| {
-                max_reply.saturating_sub(pages_len) + 8 + 16 * segs <= max_inline
-            };
-            let ddp_fits = slot
-                .ddp
-                .as_ref()
-                .is_some_and(|d| !d.pages.is_empty() && rest(1, d.pages.len()));
-            let mut placed = false;
-            if ddp_fits {
-                let pages_len = slot.ddp.as_ref().map_or(0, |d| d.pages.len());
-                if let Some(d) = slot.ddp.take() {
-                    let r = self.frags_of(&d.pages, 0..pages_len);
-                    slot.ddp = Some(d);
-                    r?;
-                }
-                let regs_before = slot.regs.len();
-                let reg = self.register(prov, slot, Access::REMOTE_WRITE)?;
-                if rest(reg.len(), pages_len) {
-                    let chunk: WriteChunk = reg.iter().map(seg_of).collect();
-                    lists
-                        .write_list
-                        .push(chunk)
-                        .map_err(|_| CallError::TooLarge)?;
-                    slot.write_chunk = true;
-                    self.counters.write_chunks += 1;
-                    placed = true;
-                } else {
-                    // More segments than the inline reply has room to echo: a reply chunk.
-                    self.release_regs_from(prov, slot, regs_before);
-                }
-            }
-            if !placed {
-                if max_reply > self.cfg.max_chunk_bytes as usize {
-                    return Err(CallError::TooLarge);
-                }
-                let pages = Chain::alloc_pages(&self.pages, max_reply)?;
-                self.frags_of(&pages, 0..max_reply)?;
-                slot.reply_chunk = Some(pages);
-                let reg = self.register(prov, slot, Access::REMOTE_WRITE)?;
-                lists.reply_chunk = Some(reg.iter().map(seg_of).collect());
-                self.counters.reply_chunks += 1;
-            }
-        }
+        let xid = self.slots.get(idx).map_or(0, |s| s.xid);
+        let credit = self.cfg.max_requests;
+        let mut segs = WriteChunk::new();
+        let provisioned = self.provision(prov, idx, max_reply, &mut segs)?;
+        let (writes, reply) = match provisioned {
+            Provisioned::None => (None, None),
+            Provisioned::Write => (Some(segs.len()), None),
+            Provisioned::Reply => (None, Some(segs.len())),
+        };
         let total = call.len();
         let max_send = self.max_send();
         // 1. Everything inline (small page data is copied into the send buffer).
-        let hdr = HeaderRepr::new(slot.xid, self.cfg.max_requests, Body::Msg(lists));
-        if hdr.buffer_len() + total <= max_send {
-            return self.emit(prov, buf, &hdr, call, &[]);
+        if header_len(0, writes, reply) + total <= max_send {
+            let sb = prov.send_buf(buf)?;
+            let enc = HeaderEncoder::begin(sb, xid, credit, false).map_err(too_large)?;
+            let h = finish_header(enc, sb, provisioned, &segs)?;
+            let n = copy_inline(call, &[], sb.get_mut(h..).ok_or(CallError::TooLarge)?)?;
+            return u32::try_from(h + n).map_err(|_| CallError::TooLarge);
         }
-        let Body::Msg(mut lists) = hdr.body else {
-            return Err(CallError::BadCall);
-        };
-        // 2. DDP regions as read chunks, the rest inline.
+        // 2. DDP regions as read chunks, the rest inline. Each registration's segments are
+        // written straight into the Read list in the send buffer.
         let items = reduce(call, true)?;
         if !items.is_empty() && items.len() <= MAX_READ_CHUNKS {
             let reduced = inline_len(total, &items);
-            // A registration has at most MAX_CHUNK_SEGMENTS segments; size for the worst case
-            // is unknowable before registering, so register, then check.
-            let mut entries: heapless::Vec<ReadSegment, { crate::wire::MAX_READ_SEGMENTS }> =
-                heapless::Vec::new();
+            let mut enc =
+                HeaderEncoder::begin(prov.send_buf(buf)?, xid, credit, false).map_err(too_large)?;
             let mut ok = true;
-            let regs_before = slot.regs.len();
+            let regs_before = self.slots.get(idx).map_or(0, |s| s.regs.len());
             for item in &items {
                 self.frags_of(call, item.data())?;
-                let reg = self.register(prov, slot, Access::REMOTE_READ)?;
                 let position = u32::try_from(item.offset).map_err(|_| CallError::TooLarge)?;
-                for s in &reg {
-                    if entries
-                        .push(ReadSegment {
+                self.register(prov, idx, Access::REMOTE_READ, |prov, got| {
+                    let sb = prov.send_buf(buf)?;
+                    for s in got {
+                        let entry = ReadSegment {
                             position,
                             segment: seg_of(s),
-                        })
-                        .is_err()
-                    {
-                        ok = false;
+                        };
+                        if enc.read_segment(sb, &entry).is_err() {
+                            ok = false;
+                        }
                     }
-                }
+                    Ok(())
+                })?;
             }
-            let mut with_reads = lists.clone();
-            with_reads.read_list = entries;
-            let hdr = HeaderRepr::new(slot.xid, self.cfg.max_requests, Body::Msg(with_reads));
-            if ok && hdr.buffer_len() + reduced <= max_send {
+            if ok && header_len(enc.read_entries(), writes, reply) + reduced <= max_send {
                 self.counters.read_chunks += items.len() as u64;
                 self.counters.rdma_read_bytes += items.iter().map(|i| i.len as u64).sum::<u64>();
-                return self.emit(prov, buf, &hdr, call, &items);
+                let sb = prov.send_buf(buf)?;
+                let h = finish_header(enc, sb, provisioned, &segs)?;
+                let n = copy_inline(call, &items, sb.get_mut(h..).ok_or(CallError::TooLarge)?)?;
+                return u32::try_from(h + n).map_err(|_| CallError::TooLarge);
             }
             // Does not fit: undo the read registrations, fall through to a Long Call.
-            self.release_regs_from(prov, slot, regs_before);
+            self.release_regs_from(prov, idx, regs_before);
         }
         // 3. Long Call: the whole call in a position-zero read chunk.
         if total > self.cfg.max_chunk_bytes as usize {
             return Err(CallError::TooLarge);
         }
         self.frags.clear();
-        let got = gather(
-            call,
-            core::iter::once(0..total),
-            &self.pages,
-            &mut self.frags,
-            &mut slot.pullup,
-        )?;
+        let got = {
+            let slot = self.slots.get_mut(idx).ok_or(CallError::BadCall)?;
+            gather(
+                call,
+                core::iter::once(0..total),
+                &self.pages,
+                &mut self.frags,
+                &mut slot.pullup,
+            )?
+        };
         if got.pulled > 0 {
             self.counters.pullup_copies += 1;
             self.counters.pullup_bytes += got.pulled as u64;
         }
-        let reg = self.register(prov, slot, Access::REMOTE_READ)?;
-        for s in &reg {
-            lists
-                .read_list
-                .push(ReadSegment {
+        let mut enc =
+            HeaderEncoder::begin(prov.send_buf(buf)?, xid, credit, true).map_err(too_large)?;
+        self.register(prov, idx, Access::REMOTE_READ, |prov, got| {
+            let sb = prov.send_buf(buf)?;
+            for s in got {
+                let entry = ReadSegment {
                     position: 0,
                     segment: seg_of(s),
-                })
-                .map_err(|_| CallError::TooLarge)?;
-        }
+                };
+                enc.read_segment(sb, &entry).map_err(too_large)?;
+            }
+            Ok(())
+        })?;
         self.counters.long_calls += 1;
         self.counters.read_chunks += 1;
         self.counters.rdma_read_bytes += total as u64;
-        let hdr = HeaderRepr::new(slot.xid, self.cfg.max_requests, Body::NoMsg(lists));
-        let len = {
-            let sb = prov.send_buf(buf)?;
-            hdr.emit(sb).map_err(|_| CallError::TooLarge)?
-        };
-        u32::try_from(len).map_err(|_| CallError::TooLarge)
-    }
-
-    fn emit<P: Provider>(
-        &mut self,
-        prov: &mut P,
-        buf: u32,
-        hdr: &HeaderRepr,
-        call: &Chain,
-        items: &[ReducedItem],
-    ) -> Result<u32, CallError> {
         let sb = prov.send_buf(buf)?;
-        let h = hdr.emit(sb).map_err(|_| CallError::TooLarge)?;
-        let rest = sb.get_mut(h..).ok_or(CallError::TooLarge)?;
-        let n = copy_inline(call, items, rest)?;
-        u32::try_from(h + n).map_err(|_| CallError::TooLarge)
+        let len = finish_header(enc, sb, provisioned, &segs)?;
+        u32::try_from(len).map_err(|_| CallError::TooLarge)
     }
 
     /// Reap completions and connection events; report replies, failures and connection state
@@ -704,8 +767,10 @@ impl Requester {
             return;
         };
         let xid = hdr.xid();
-        let Some(idx) = self.slots.iter().position(|s| {
-            matches!(s.state, SlotState::Waiting | SlotState::Abandoned) && s.xid == xid
+        let Some(idx) = self.xids.get(xid).map(|i| i as usize).filter(|&i| {
+            self.slots
+                .get(i)
+                .is_some_and(|s| matches!(s.state, SlotState::Waiting | SlotState::Abandoned))
         }) else {
             self.counters.bad_messages += 1;
             return;
@@ -718,7 +783,9 @@ impl Requester {
         if slot.state == SlotState::Abandoned {
             // Its caller is gone and its registrations were revoked at abandon time: the
             // reply only gives the slot and the credit back.
-            *slot = Slot::empty();
+            slot.reset();
+            self.xids.remove(xid);
+            self.free_slots.push(idx as u32);
             self.counters.late_replies += 1;
             return;
         }
@@ -734,18 +801,40 @@ impl Requester {
                 }
                 Err(CallError::Rdma(code))
             }
-            Proc::Msg => Chain::from_bytes(hdr.payload())
-                .map_err(CallError::from)
-                .and_then(|inline| place_ddp(slot, &hdr, inline, &mut self.counters)),
+            Proc::Msg => {
+                // The inline reply goes into the call chain's storage when it fits (the call
+                // is done with), else into a chain of the pool.
+                let need = hdr.payload().len().div_ceil(mbuf::MCLBYTES).max(1);
+                let mut inline = match slot.call.take() {
+                    // Refilled below (`set_bytes`: its first mbuf in place when it can be).
+                    Some(c) if !slot.write_chunk && c.mbuf_capacity() >= need => c,
+                    other => {
+                        slot.call = other;
+                        // Room for the caller's page mbufs, a marker, a pad and the split.
+                        let pages = slot.ddp.as_ref().map_or(0, |d| d.pages.mbuf_count());
+                        self.chains.chain_with(need + pages + 4)
+                    }
+                };
+                inline
+                    .set_bytes(hdr.payload())
+                    .map_err(CallError::from)
+                    .and_then(|()| place_ddp(slot, &hdr, inline, &mut self.counters))
+            }
             Proc::NoMsg => {
                 // RDMA_NOMSG from a responder means "the reply is in the reply chunk": without
                 // one, there is no reply (never an empty success).
                 let written = hdr.reply_chunk().map(|c| c.total_length());
-                match (slot.reply_chunk.take(), written) {
-                    (Some(mut pages), Some(written)) if written <= pages.len() as u64 => {
-                        let cut = pages.len() as u64 - written;
-                        let trimmed = i64::try_from(cut)
-                            .map_err(|_| CallError::BadReply)
+                let have = slot.reply_pages.len() as u64;
+                match written {
+                    Some(written) if slot.reply_chunk && written <= have => {
+                        // The pages move into a chain of the pool; the slot keeps its storage.
+                        let mut pages = self.chains.chain();
+                        let cut = have - written;
+                        slot.reply_chunk = false;
+                        let trimmed = pages
+                            .cat_from(&mut slot.reply_pages)
+                            .map_err(CallError::from)
+                            .and_then(|()| i64::try_from(cut).map_err(|_| CallError::BadReply))
                             .and_then(|c| pages.adj(-c).map_err(CallError::from));
                         self.counters.long_replies += 1;
                         self.counters.rdma_write_bytes += written;
@@ -764,11 +853,9 @@ impl Requester {
         slot.outcome = Some(outcome);
         // Invalidate every registration before handing the reply up (RFC 8166 §3.4.3).
         let mut pending = 0u32;
-        let mut i = 0;
-        while let Some(r) = slot.regs.get(i).copied() {
+        for r in &slot.regs {
             if r.single && invalidated == Some(r.handle) {
                 self.counters.remote_invalidations += 1;
-                i += 1;
                 continue;
             }
             let wr = SendWr {
@@ -780,7 +867,6 @@ impl Requester {
                 pending += 1;
             }
             self.counters.local_invalidations += 1;
-            i += 1;
         }
         if pending == 0 {
             self.finish(prov, idx, events);
@@ -797,25 +883,23 @@ impl Requester {
         events: &mut impl FnMut(RequesterEvent),
     ) {
         let Some(slot) = self.slots.get_mut(idx) else {
+            debug_assert!(false, "finish of a slot out of range");
             return;
         };
         for r in &slot.regs {
             let _ = prov.release(r.id);
         }
-        let mut done = core::mem::replace(slot, Slot::empty());
-        let pages = done.ddp.take().map(|d| d.pages);
-        match done.outcome.take() {
-            Some(Ok(reply)) => events(RequesterEvent::Reply {
-                xid: done.xid,
-                reply,
-            }),
-            Some(Err(error)) => events(RequesterEvent::Failed {
-                xid: done.xid,
-                error,
-                pages,
-            }),
+        let xid = slot.xid;
+        let pages = slot.ddp.take().map(|d| d.pages);
+        let outcome = slot.outcome.take();
+        slot.reset();
+        self.xids.remove(xid);
+        self.free_slots.push(idx as u32);
+        match outcome {
+            Some(Ok(reply)) => events(RequesterEvent::Reply { xid, reply }),
+            Some(Err(error)) => events(RequesterEvent::Failed { xid, error, pages }),
             None => events(RequesterEvent::Failed {
-                xid: done.xid,
+                xid,
                 error: CallError::BadReply,
                 pages,
             }),
@@ -830,23 +914,23 @@ impl Requester {
         error: CallError,
         events: &mut impl FnMut(RequesterEvent),
     ) {
-        for slot in self.slots.iter_mut() {
+        for (idx, slot) in self.slots.iter_mut().enumerate() {
             if slot.state == SlotState::Free {
                 continue;
             }
             for r in &slot.regs {
                 let _ = prov.release(r.id);
             }
-            let mut done = core::mem::replace(slot, Slot::empty());
-            if done.state == SlotState::Abandoned {
+            let (xid, abandoned) = (slot.xid, slot.state == SlotState::Abandoned);
+            let pages = slot.ddp.take().map(|d| d.pages);
+            slot.reset();
+            self.xids.remove(xid);
+            self.free_slots.push(idx as u32);
+            if abandoned {
                 continue;
             }
             self.counters.calls_lost += 1;
-            events(RequesterEvent::Failed {
-                xid: done.xid,
-                error,
-                pages: done.ddp.take().map(|d| d.pages),
-            });
+            events(RequesterEvent::Failed { xid, error, pages });
         }
     }
 
@@ -862,18 +946,20 @@ impl Requester {
     /// breaks the connection; that is the price of taking the memory back at once, as on
     /// Linux.
     pub fn abandon<P: Provider>(&mut self, prov: &mut P, xid: u32) -> Option<Abandoned> {
+        let idx = self.xids.get(xid)? as usize;
         let slot = self
             .slots
-            .iter_mut()
-            .find(|s| s.state == SlotState::Waiting && s.xid == xid)?;
+            .get_mut(idx)
+            .filter(|s| s.state == SlotState::Waiting)?;
         for r in &slot.regs {
             let _ = prov.release(r.id);
             self.counters.local_invalidations += 1;
         }
         slot.regs.clear();
         slot.state = SlotState::Abandoned;
-        slot.pullup = Chain::new();
-        slot.reply_chunk = None;
+        slot.pullup.clear();
+        slot.reply_chunk = false;
+        slot.reply_pages.clear();
         slot.outcome = None;
         self.counters.calls_abandoned += 1;
         Some(Abandoned {
@@ -906,8 +992,52 @@ impl Requester {
         self.send.reset();
         self.recv_free.reset();
         self.recv_posted = 0;
+        self.xids.clear();
+        self.free_slots.reset();
         events(RequesterEvent::ConnectionLost);
     }
+}
+
+/// The XID, the call's first word (from the first mbuf when it holds it).
+fn read_xid(call: &Chain) -> Option<u32> {
+    let first = call
+        .first()
+        .and_then(Mbuf::data)
+        .and_then(|d| d.get(..4))
+        .and_then(|w| <[u8; 4]>::try_from(w).ok());
+    if let Some(w) = first {
+        return Some(u32::from_be_bytes(w));
+    }
+    let mut w = [0u8; 4];
+    call.copydata(0, &mut w).ok()?;
+    Some(u32::from_be_bytes(w))
+}
+
+/// Spare reply chains kept beyond one per slot (replies the caller still holds).
+const SPARE_CHAINS: usize = 8;
+
+fn too_large(_: crate::wire::EncodeError) -> CallError {
+    CallError::TooLarge
+}
+
+/// Close the call header: the provisioned chunk (Write list or Reply chunk) after whatever
+/// Read list entries were written. Returns the header length.
+fn finish_header(
+    mut enc: HeaderEncoder,
+    sb: &mut [u8],
+    provisioned: Provisioned,
+    segs: &WriteChunk,
+) -> Result<usize, CallError> {
+    let chunk = segs.iter().copied();
+    match provisioned {
+        Provisioned::None => enc.finish(sb, None::<core::iter::Empty<Segment>>),
+        Provisioned::Write => {
+            enc.write_chunk(sb, chunk).map_err(too_large)?;
+            enc.finish(sb, None::<core::iter::Empty<Segment>>)
+        }
+        Provisioned::Reply => enc.finish(sb, Some(chunk)),
+    }
+    .map_err(too_large)
 }
 
 /// Whether `next` continues `prev` without a gap in one FRWR iova range.
@@ -923,7 +1053,8 @@ fn seg_of(s: &RegSegment) -> Segment {
     }
 }
 
-/// Splice the write-chunk data into the inline reply at the located offset.
+/// Splice the write-chunk data into the inline reply at the located offset:
+/// `[inline before][marker][caller's pages trimmed to the length written][pad][inline after]`.
 fn place_ddp<T: AsRef<[u8]>>(
     slot: &mut Slot,
     hdr: &Header<T>,
@@ -934,36 +1065,31 @@ fn place_ddp<T: AsRef<[u8]>>(
         return Ok(inline);
     }
     let written = hdr.write_list().next().map_or(0, |c| c.total_length());
-    let Some(ddp) = slot.ddp.take() else {
+    let Some(ddp) = slot.ddp.as_mut() else {
         return Ok(inline);
     };
-    let mut pages = ddp.pages;
-    if written > pages.len() as u64 {
-        slot.ddp = Some(DdpReply {
-            pages,
-            locate: ddp.locate,
-        });
+    if written > ddp.pages.len() as u64 {
         return Err(CallError::BadReply);
     }
     let Some(at) = (ddp.locate)(&inline).filter(|a| *a <= inline.len()) else {
         if written == 0 {
             return Ok(inline);
         }
-        slot.ddp = Some(DdpReply {
-            pages,
-            locate: ddp.locate,
-        });
         return Err(CallError::BadReply);
     };
     let written = written as usize;
-    let cut = pages.len() - written;
-    pages
+    let cut = ddp.pages.len() - written;
+    ddp.pages
         .adj(-(i64::try_from(cut).map_err(|_| CallError::BadReply)?))
         .map_err(CallError::from)?;
+    let Some(mut ddp) = slot.ddp.take() else {
+        return Err(CallError::BadReply);
+    };
     counters.rdma_write_bytes += written as u64;
+    // The tail comes from the same pool as `inline` (a split of a pooled chain).
     let tail = inline.split(at)?;
     inline.append_mbuf(Mbuf::ddp_marker())?;
-    inline.cat(pages)?;
+    inline.cat_from(&mut ddp.pages)?;
     let pad = xdr_pad(written);
     if pad > 0 {
         inline.append_mbuf(Mbuf::internal([0u8; 3].get(..pad).unwrap_or_default())?)?;

@@ -1,10 +1,11 @@
 //! The responder (server) side: recv-rdma of calls with ddp-read of read chunks, and
 //! ddp-write / Long Reply / Send of replies.
 
+use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use mbuf::{Chain, Mbuf, PageFragment, PageProvider};
+use mbuf::{Chain, ChainPool, Mbuf, PageFragment, PageProvider};
 
 use super::config::TransportConfig;
 use super::counters::Counters;
@@ -18,8 +19,9 @@ use crate::provider::{
     WcKind, WcStatus,
 };
 use crate::wire::{
-    negotiate, Body, ChunkLists, CmPrivateData, ErrorCode, Header, HeaderRepr, InlineThresholds,
-    Proc, Segment, WriteChunk, CM_PRIVATE_LEN, MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS, MIN_HEADER_LEN,
+    encode_error, header_len, negotiate, CmPrivateData, ErrorBody, ErrorCode, Header,
+    HeaderEncoder, InlineThresholds, Proc, Segment, WriteChunk, CM_PRIVATE_LEN, MAX_CHUNK_SEGMENTS,
+    MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS, MIN_HEADER_LEN,
 };
 
 /// Handle of a received call, needed to send its reply. Bounded by the credits: there are at
@@ -87,8 +89,13 @@ struct CallCtx {
     state: CtxState,
     generation: u32,
     xid: u32,
-    write_list: heapless::Vec<WriteChunk, MAX_WRITE_CHUNKS>,
-    reply_chunk: Option<WriteChunk>,
+    /// The requester's Write chunks, their segments back to back (stored once, in place).
+    write_segs: heapless::Vec<Segment, { MAX_WRITE_CHUNKS * MAX_CHUNK_SEGMENTS }>,
+    /// Where each Write chunk ends in `write_segs`.
+    write_ends: heapless::Vec<u8, MAX_WRITE_CHUNKS>,
+    /// The requester's Reply chunk, if it sent one.
+    reply_segs: WriteChunk,
+    has_reply: bool,
     inv_handle: Option<u32>,
     call: Option<Chain>,
     /// A call waiting for its RDMA Reads: the inline payload, until the read job starts and
@@ -116,8 +123,10 @@ impl CallCtx {
             state: CtxState::Free,
             generation: 0,
             xid: 0,
-            write_list: heapless::Vec::new(),
-            reply_chunk: None,
+            write_segs: heapless::Vec::new(),
+            write_ends: heapless::Vec::new(),
+            reply_segs: WriteChunk::new(),
+            has_reply: false,
             inv_handle: None,
             call: None,
             inline: None,
@@ -126,6 +135,21 @@ impl CallCtx {
             reads: heapless::Vec::new(),
             ddp_bytes: 0,
         }
+    }
+
+    /// The requester's Reply chunk, if it sent one.
+    fn reply_chunk(&self) -> Option<&[Segment]> {
+        self.has_reply.then_some(self.reply_segs.as_slice())
+    }
+
+    /// The requester's Write chunks, in order.
+    fn write_chunks(&self) -> impl Iterator<Item = &[Segment]> + Clone + '_ {
+        let mut start = 0usize;
+        self.write_ends.iter().map(move |&end| {
+            let chunk = self.write_segs.get(start..end as usize).unwrap_or_default();
+            start = end as usize;
+            chunk
+        })
     }
 }
 
@@ -194,12 +218,18 @@ pub struct Responder {
     recv_posted: u32,
     ctxs: Vec<CallCtx>,
     free_ctx: FreeList,
-    read_queue: Vec<u32>,
+    /// Calls waiting for their RDMA Reads, oldest first (never grows: one per context).
+    read_queue: VecDeque<u32>,
     job: ReadJob,
     send: SendContexts,
+    /// Storage of the call chains handed up (it comes back when the caller drops them).
+    chains: Arc<ChainPool>,
     frags: Vec<PageFragment>,
     pieces: Vec<PageFragment>,
     wrs: Vec<WrDesc>,
+    /// The work-request array a reply's RDMA Writes and Send are posted from: allocated
+    /// once, emptied after each post (see [`recycle_wrs`]).
+    wr_array: Vec<SendWr<'static>>,
     /// `RDMA_ERROR`s owed, oldest first, sent as send buffers free up.
     errors: heapless::Deque<Refusal, DEFERRED_ERRORS>,
     /// Page bytes held by live contexts' read chunks (bounded by `max_ddp_bytes`).
@@ -235,13 +265,17 @@ impl Responder {
         let mut ctxs = Vec::new();
         reserve(&mut ctxs, n as usize)?;
         ctxs.resize_with(n as usize, CallCtx::empty);
-        let mut read_queue = Vec::new();
-        reserve(&mut read_queue, n as usize)?;
+        let mut read_queue = VecDeque::new();
+        read_queue
+            .try_reserve_exact(n as usize)
+            .map_err(|_| CallError::NoMemory)?;
         let (mut frags, mut pieces, mut wrs) = (Vec::new(), Vec::new(), Vec::new());
         let nf = cfg.max_fragments as usize;
         reserve(&mut frags, nf)?;
         reserve(&mut pieces, nf * 2)?;
         reserve(&mut wrs, nf * 2)?;
+        let mut wr_array = Vec::new();
+        reserve(&mut wr_array, nf * 2 + 1)?;
         Ok(Responder {
             ours: cfg.private_data_for(&resources)?,
             cfg,
@@ -257,9 +291,11 @@ impl Responder {
             read_queue,
             job: ReadJob::default(),
             send: SendContexts::new(resources.send_bufs).map_err(|_| CallError::NoMemory)?,
+            chains: ChainPool::new(n as usize + SPARE_CHAINS)?,
             frags,
             pieces,
             wrs,
+            wr_array,
             errors: heapless::Deque::new(),
             ddp_in_use: 0,
             counters: Counters::default(),
@@ -417,7 +453,10 @@ impl Responder {
             }
             WcKind::Send => match WrTag::decode(wc.wr_id) {
                 Some(WrTag::Send(buf)) => {
-                    self.send.complete(buf);
+                    // The reply's storage builds the next call handed up.
+                    if let Some(reply) = self.send.complete_take(buf) {
+                        self.chains.recycle(reply);
+                    }
                     // A send buffer and send-queue room came free: owed errors first, then a
                     // read job that stalled on a full send queue or on the DDP budget.
                     self.flush_errors(prov);
@@ -471,9 +510,12 @@ impl Responder {
 
     fn try_send_error<P: Provider>(&mut self, prov: &mut P, r: Refusal) -> Result<(), CallError> {
         let buf = self.send.get().ok_or(CallError::WouldBlock)?;
-        let mut hdr = HeaderRepr::error_reply(r.xid, self.grant(), r.code);
-        hdr.vers = r.vers;
-        let len = match prov.send_buf(buf).map(|b| hdr.emit(b)) {
+        let credit = self.grant();
+        let body = ErrorBody::for_code(r.code);
+        let len = match prov
+            .send_buf(buf)
+            .map(|b| encode_error(b, r.xid, r.vers, credit, body))
+        {
             Ok(Ok(n)) => n,
             _ => {
                 self.send.complete(buf);
@@ -525,7 +567,9 @@ impl Responder {
                 {
                     // Never full: it holds contexts, and there are as many slots as contexts.
                     if self.read_queue.len() < self.read_queue.capacity() {
-                        self.read_queue.push(idx);
+                        self.read_queue.push_back(idx);
+                    } else {
+                        debug_assert!(false, "read queue full: more calls than contexts");
                     }
                     self.pump_reads(prov, events);
                 } else {
@@ -574,7 +618,8 @@ impl Responder {
         // Semantic checks the codec leaves to us (RFC 8166 §4.5.2: ERR_CHUNK).
         let mut chunks: heapless::Vec<(u32, u32), MAX_CALL_CHUNKS> = heapless::Vec::new();
         let mut call_bytes = 0u64;
-        for (pos, segs) in hdr.read_chunks() {
+        let has_reads = hdr.read_list().next().is_some();
+        for (pos, segs) in hdr.read_chunks().take_while(|_| has_reads) {
             let total = segs.total_length();
             call_bytes = call_bytes.saturating_add(total);
             if total > u64::from(self.cfg.max_chunk_bytes)
@@ -631,33 +676,6 @@ impl Responder {
             // not dropped, so its caller learns at once.
             return refuse;
         };
-        // Where each segment's data lands in the call chain: a chunk's data starts at its XDR
-        // position (the inline bytes before it plus the earlier chunks and pads). A Long
-        // Call's chunks are read back to back (the position-zero chunk first) and spliced
-        // once all are read (`assemble_long_call`).
-        let mut reads = heapless::Vec::new();
-        let mut back_to_back = 0usize;
-        for (pos, segs) in hdr.read_chunks() {
-            let mut off = if nomsg { back_to_back } else { pos as usize };
-            for seg in segs {
-                if reads.push((seg, off)).is_err() {
-                    self.free_ctx.push(idx);
-                    return refuse;
-                }
-                off += seg.length as usize;
-            }
-            back_to_back = off;
-        }
-        // The inline part, copied out of the receive buffer (reposted right after).
-        let body = if nomsg { &[][..] } else { payload };
-        let mut inline = Chain::new();
-        if inline.append(body).is_err() {
-            // Out of memory for a few KiB: we cannot hold the call, and a refusal would tell
-            // the requester its chunks were wrong; close (RFC 8166 §4.5.4), the requester
-            // retransmits on a new connection.
-            self.free_ctx.push(idx);
-            return Received::Close;
-        }
         let inv_handle = if self.thresholds.send_with_invalidate {
             // The first chunk's first handle. (Linux's svc_rdma_get_inv_rkey is stricter: it
             // uses Send With Invalidate only when every segment carries the same handle. Ours
@@ -679,19 +697,62 @@ impl Responder {
         } else {
             None
         };
-        let write_list = hdr
-            .write_list()
-            .map(|c| c.to_chunk())
-            .take(MAX_WRITE_CHUNKS)
-            .collect();
-        let reply_chunk = hdr.reply_chunk().map(|c| c.to_chunk());
+        // The inline part, copied out of the receive buffer (reposted right after) into a
+        // chain of the pool.
+        let body = if nomsg { &[][..] } else { payload };
+        let mut inline = self.chains.chain();
+        if inline.append(body).is_err() {
+            // Out of memory for a few KiB: we cannot hold the call, and a refusal would tell
+            // the requester its chunks were wrong; close (RFC 8166 §4.5.4), the requester
+            // retransmits on a new connection.
+            self.free_ctx.push(idx);
+            return Received::Close;
+        }
         let Some(ctx) = self.ctxs.get_mut(idx as usize) else {
+            debug_assert!(false, "free context index out of range");
             return Received::Discard;
         };
+        // Everything the reply needs is stored once, in place.
+        ctx.reads.clear();
+        ctx.write_segs.clear();
+        ctx.write_ends.clear();
+        // Where each segment's data lands in the call chain: a chunk's data starts at its XDR
+        // position (the inline bytes before it plus the earlier chunks and pads). A Long
+        // Call's chunks are read back to back (the position-zero chunk first) and spliced
+        // once all are read (`assemble_long_call`).
+        let mut back_to_back = 0usize;
+        let mut fits = true;
+        for (pos, segs) in hdr.read_chunks().take_while(|_| has_reads) {
+            let mut off = if nomsg { back_to_back } else { pos as usize };
+            for seg in segs {
+                fits &= ctx.reads.push((seg, off)).is_ok();
+                off += seg.length as usize;
+            }
+            back_to_back = off;
+        }
+        for chunk in hdr.write_list().take(MAX_WRITE_CHUNKS) {
+            for seg in chunk.segments() {
+                fits &= ctx.write_segs.push(seg).is_ok();
+            }
+            fits &= ctx.write_ends.push(ctx.write_segs.len() as u8).is_ok();
+        }
+        ctx.reply_segs.clear();
+        ctx.has_reply = false;
+        if let Some(c) = hdr.reply_chunk() {
+            ctx.has_reply = true;
+            for seg in c.segments() {
+                fits &= ctx.reply_segs.push(seg).is_ok();
+            }
+        }
+        if !fits {
+            // The codec's limits bound every list: cannot happen for a checked header.
+            debug_assert!(false, "checked header beyond the context's lists");
+            ctx.reads.clear();
+            self.free_ctx.push(idx);
+            return refuse;
+        }
         ctx.generation = ctx.generation.wrapping_add(1);
         ctx.xid = xid;
-        ctx.write_list = write_list;
-        ctx.reply_chunk = reply_chunk;
         ctx.inv_handle = inv_handle;
         ctx.nomsg = nomsg;
         ctx.ddp_bytes = 0;
@@ -709,7 +770,6 @@ impl Responder {
             ctx.state = CtxState::Reading;
         }
         ctx.chunks = chunks;
-        ctx.reads = reads;
         Received::Call(idx)
     }
 
@@ -721,19 +781,26 @@ impl Responder {
         let pages = &self.pages;
         let chunks = &ctx.chunks;
         let charged = ctx.read_bytes();
-        let call = if ctx.nomsg {
-            let mut call = Chain::new();
+        // Mbufs the call will have: the inline ones (one more where a chunk splits one), and
+        // per chunk a marker, its page mbufs and a pad.
+        let per_mbuf = mbuf::MAX_PGS_PER_MBUF * mbuf::PAGE_SIZE;
+        let need = ctx.inline.as_ref().map_or(0, Chain::mbuf_count)
+            + chunks
+                .iter()
+                .map(|&(_, t)| 3 + (t as usize).div_ceil(per_mbuf))
+                .sum::<usize>();
+        let mut call = self.chains.chain_with(need);
+        if ctx.nomsg {
             for &(_, total) in chunks {
-                call.cat(Chain::alloc_pages(pages, total as usize)?)?;
+                call.append_pages(pages, total as usize)?;
             }
-            call
         } else {
             let inline = ctx.inline.take().unwrap_or_default();
-            splice(inline, chunks, |i| {
+            splice(&mut call, inline, chunks, |i, call| {
                 let total = chunks.get(i).map_or(0, |c| c.1 as usize);
-                Ok(Chain::alloc_pages(pages, total)?)
-            })?
-        };
+                Ok(call.append_pages(pages, total)?)
+            })?;
+        }
         ctx.call = Some(call);
         ctx.ddp_bytes = charged;
         self.ddp_in_use += charged;
@@ -751,10 +818,12 @@ impl Responder {
         let total0 = ctx.chunks.first().map_or(0, |c| c.1 as usize);
         let mut data = stream.split(total0)?;
         let others = ctx.chunks.get(1..).unwrap_or_default();
-        let call = splice(stream, others, |i| {
+        let need = stream.mbuf_count() + data.mbuf_count() + 3 * others.len();
+        let mut call = self.chains.chain_with(need);
+        splice(&mut call, stream, others, |i, call| {
             let len = others.get(i).map_or(0, |c| c.1 as usize);
             let tail = data.split(len)?;
-            Ok(core::mem::replace(&mut data, tail))
+            Ok(call.cat(core::mem::replace(&mut data, tail))?)
         })?;
         ctx.call = Some(call);
         Ok(())
@@ -837,7 +906,7 @@ impl Responder {
     /// `max_ddp_bytes` (unless nothing else holds pages: one call within `max_call_ddp_bytes`
     /// always proceeds); it is retried when a context ends or a Send completes.
     fn start_job<P: Provider>(&mut self, prov: &mut P) -> Option<u32> {
-        while let Some(&idx) = self.read_queue.first() {
+        while let Some(&idx) = self.read_queue.front() {
             let need = self.ctxs.get(idx as usize).map_or(0, CallCtx::read_bytes);
             if self.ddp_in_use > 0
                 && self.ddp_in_use.saturating_add(need) > self.cfg.max_ddp_bytes as usize
@@ -845,7 +914,7 @@ impl Responder {
                 self.counters.ddp_budget_waits += 1;
                 return None;
             }
-            self.read_queue.remove(0);
+            self.read_queue.pop_front();
             match self.build_call(idx) {
                 Ok(()) => {}
                 Err(_) => {
@@ -919,8 +988,10 @@ impl Responder {
             self.ddp_in_use = self.ddp_in_use.saturating_sub(ctx.ddp_bytes);
             ctx.ddp_bytes = 0;
             ctx.reads.clear();
-            ctx.write_list.clear();
-            ctx.reply_chunk = None;
+            ctx.write_segs.clear();
+            ctx.write_ends.clear();
+            ctx.reply_segs.clear();
+            ctx.has_reply = false;
             self.free_ctx.push(idx);
         }
     }
@@ -986,6 +1057,11 @@ impl Responder {
     }
 
     /// Build and post the reply. On a retryable failure the chain comes back.
+    ///
+    /// The header is encoded straight into the send buffer from the context's stored chunks:
+    /// each Write chunk echoed with its segments' lengths set to what was written into them
+    /// (filled in order, as [`plan`] fills them; zero for an unused chunk, RFC 8166 §4.3.2),
+    /// the Reply chunk likewise (zero unless a Long Reply used it, §4.3.3).
     fn build_reply<P: Provider>(
         &mut self,
         prov: &mut P,
@@ -1003,18 +1079,17 @@ impl Responder {
         self.pieces.clear();
         self.wrs.clear();
         // Counted only once the reply is posted (a refused or retried reply counts nothing).
-        let mut tally = Counters::default();
+        let mut tally = ReplyTally::default();
         // DDP regions → write chunks, in order (RFC 8166 §3.4.6).
         let all = reduce(&reply, false).map_err(fatal)?;
         let mut items: heapless::Vec<ReducedItem, MAX_WRITE_CHUNKS> = heapless::Vec::new();
-        let mut lists = ChunkLists::new();
-        for (i, chunk) in ctx.write_list.iter().enumerate() {
+        // Bytes written into each Write chunk (0: unused, or empty on purpose).
+        let mut written = [0usize; MAX_WRITE_CHUNKS];
+        for ((i, chunk), w) in ctx.write_chunks().enumerate().zip(written.iter_mut()) {
             match all.get(i) {
-                Some(_) if chunk.is_empty() => {
-                    // An empty write chunk: the requester asks for this item inline (RFC 8166
-                    // §4.3.2.3); the chunk is echoed empty.
-                    let _ = lists.write_list.push(WriteChunk::new());
-                }
+                // An empty write chunk: the requester asks for this item inline (RFC 8166
+                // §4.3.2.3); the chunk is echoed empty.
+                Some(_) if chunk.is_empty() => {}
                 Some(item) => {
                     self.frags.clear();
                     for f in reply
@@ -1026,7 +1101,7 @@ impl Responder {
                         }
                         self.frags.push(f);
                     }
-                    let written = plan(
+                    plan(
                         &self.frags,
                         chunk.iter().copied(),
                         self.res.max_sge as usize,
@@ -1035,59 +1110,46 @@ impl Responder {
                     )
                     .map_err(fatal)?;
                     let _ = items.push(*item);
-                    let _ = lists.write_list.push(written);
+                    *w = item.len;
                     tally.write_chunks += 1;
                     tally.rdma_write_bytes += item.len as u64;
                 }
-                None => {
-                    // Unused write chunk: returned with zero lengths.
-                    let zeroed = chunk.iter().map(|s| Segment { length: 0, ..*s }).collect();
-                    let _ = lists.write_list.push(zeroed);
-                }
+                // Unused write chunk: returned with zero lengths.
+                None => {}
             }
         }
         // Items with no (or an empty) write chunk: the DDP data travels inline (a copy).
         let placed: usize = items.iter().map(|it| it.len).sum();
         let ddp_total: usize = all.iter().map(|it| it.len).sum();
         tally.ddp_payload_copied_bytes += ddp_total.saturating_sub(placed) as u64;
-        if let Some(rc) = &ctx.reply_chunk {
-            // A provisioned reply chunk we do not use goes back with zero lengths (RFC 8166
-            // §4.3.3); a Long Reply below replaces it with what it wrote.
-            lists.reply_chunk = Some(rc.iter().map(|s| Segment { length: 0, ..*s }).collect());
-        }
         let total = reply.len();
         let inline = inline_len(total, &items);
-        let hdr = HeaderRepr::new(xid, credit, Body::Msg(lists));
+        let reply_segs = ctx.reply_chunk().map(<[Segment]>::len);
         let max_send = (self.thresholds.send as usize).min(self.res.send_buf_size as usize);
-        let mut hold = Chain::new();
-        let (hdr, send_len) = if hdr.buffer_len() + inline <= max_send {
-            let sb = prov.send_buf(buf).map_err(|e| fatal(e.into()))?;
-            let h = hdr.emit(sb).map_err(|_| fatal(CallError::TooLarge))?;
-            let rest = sb.get_mut(h..).ok_or(fatal(CallError::TooLarge))?;
-            let n = copy_inline(&reply, &items, rest).map_err(fatal)?;
-            (hdr, h + n)
-        } else {
-            // Long Reply through the reply chunk.
-            let Some(rc) = ctx.reply_chunk.clone() else {
+        let hlen = header_len(0, ctx.write_chunks().map(<[Segment]>::len), reply_segs);
+        let long = hlen + inline > max_send;
+        // A Long Reply: what stays inline goes through the reply chunk instead, from the reply's
+        // own pages and, for the other bytes, from pages pulled up into this send context.
+        let mut reply_written = 0usize;
+        if long {
+            let Some(rc) = ctx.reply_chunk() else {
                 return Err(fatal(CallError::TooLarge));
             };
-            let Body::Msg(mut lists) = hdr.body else {
-                return Err(fatal(CallError::BadCall));
-            };
             self.frags.clear();
+            let hold = self.send.pullup(buf).ok_or(fatal(CallError::BadCall))?;
             let got = gather(
                 &reply,
                 kept_ranges(total, &items),
                 &self.pages,
                 &mut self.frags,
-                &mut hold,
+                hold,
             )
             .map_err(fatal)?;
             if got.pulled > 0 {
                 tally.pullup_copies += 1;
                 tally.pullup_bytes += got.pulled as u64;
             }
-            let written = plan(
+            plan(
                 &self.frags,
                 rc.iter().copied(),
                 self.res.max_sge as usize,
@@ -1095,16 +1157,29 @@ impl Responder {
                 &mut self.wrs,
             )
             .map_err(fatal)?;
-            lists.reply_chunk = Some(written);
+            reply_written = got.bytes;
             tally.long_replies += 1;
             tally.reply_chunks += 1;
             tally.rdma_write_bytes += got.bytes as u64;
-            let hdr = HeaderRepr::new(xid, credit, Body::NoMsg(lists));
+        }
+        let send_len = {
             let sb = prov.send_buf(buf).map_err(|e| fatal(e.into()))?;
-            let h = hdr.emit(sb).map_err(|_| fatal(CallError::TooLarge))?;
-            (hdr, h)
+            let mut enc = HeaderEncoder::begin(sb, xid, credit, long).map_err(too_large)?;
+            for (chunk, &w) in ctx.write_chunks().zip(written.iter()) {
+                enc.write_chunk(sb, written_segments(chunk, w))
+                    .map_err(too_large)?;
+            }
+            let rc = ctx
+                .reply_chunk()
+                .map(|c| written_segments(c, reply_written));
+            let h = enc.finish(sb, rc).map_err(too_large)?;
+            if long {
+                h
+            } else {
+                let rest = sb.get_mut(h..).ok_or(fatal(CallError::TooLarge))?;
+                h + copy_inline(&reply, &items, rest).map_err(fatal)?
+            }
         };
-        let _ = hdr;
         let send_wr = SendWr {
             wr_id: WrTag::Send(buf).encode(),
             op: SendOp::Send {
@@ -1114,49 +1189,61 @@ impl Responder {
             },
             signaled: true,
         };
-        if self.wrs.is_empty() {
-            // Small reply: one Send, no allocation.
-            if let Err(e) = prov.post_send(&[send_wr]) {
-                return Err(match e {
-                    crate::provider::ProviderError::Busy => (CallError::WouldBlock, Some(reply)),
-                    other => fatal(other.into()),
-                });
-            }
-            self.sent(buf, inv, send_len, reply, hold, &tally);
-            return Ok(());
-        }
-        let mut wrs: Vec<SendWr<'_>> = Vec::new();
-        wrs.try_reserve_exact(self.wrs.len() + 1)
-            .map_err(|_| fatal(CallError::NoMemory))?;
-        for d in &self.wrs {
-            let local = self
-                .pieces
-                .get(d.pieces.clone())
-                .ok_or(fatal(CallError::TooLarge))?;
-            wrs.push(SendWr {
-                wr_id: WrTag::Write.encode(),
-                op: SendOp::RdmaWrite {
-                    local,
-                    handle: d.handle,
-                    offset: d.offset,
-                },
-                signaled: false,
-            });
-        }
-        wrs.push(send_wr);
-        if wrs.len() > self.res.max_send_wr as usize {
+        if self.wrs.len() + 1 > self.res.max_send_wr as usize {
             return Err(fatal(CallError::TooLarge));
         }
-        if let Err(e) = prov.post_send(&wrs) {
-            drop(wrs);
-            return Err(match e {
-                crate::provider::ProviderError::Busy => (CallError::WouldBlock, Some(reply)),
-                other => fatal(other.into()),
-            });
+        if self.wrs.is_empty() {
+            // Small reply: one Send.
+            return match prov.post_send(&[send_wr]) {
+                Ok(()) => {
+                    self.sent(buf, inv, send_len, reply, &tally);
+                    Ok(())
+                }
+                Err(ProviderError::Busy) => Err((CallError::WouldBlock, Some(reply))),
+                Err(other) => Err(fatal(other.into())),
+            };
         }
-        drop(wrs);
-        self.sent(buf, inv, send_len, reply, hold, &tally);
-        Ok(())
+        // The RDMA Writes and the Send, posted as one chain from the endpoint's array.
+        let mut wrs: Vec<SendWr<'_>> = core::mem::take(&mut self.wr_array);
+        wrs.clear();
+        let built = wrs
+            .try_reserve(self.wrs.len() + 1)
+            .map_err(|_| CallError::NoMemory)
+            .and_then(|()| {
+                for d in &self.wrs {
+                    let local = self
+                        .pieces
+                        .get(d.pieces.clone())
+                        .ok_or(CallError::TooLarge)?;
+                    wrs.push(SendWr {
+                        wr_id: WrTag::Write.encode(),
+                        op: SendOp::RdmaWrite {
+                            local,
+                            handle: d.handle,
+                            offset: d.offset,
+                        },
+                        signaled: false,
+                    });
+                }
+                wrs.push(send_wr);
+                Ok(())
+            });
+        let posted = built.map_err(fatal).and_then(|()| {
+            prov.post_send(&wrs).map_err(|e| match e {
+                ProviderError::Busy => (CallError::WouldBlock, None),
+                other => fatal(other.into()),
+            })
+        });
+        self.wr_array = recycle_wrs(wrs);
+        match posted {
+            Ok(()) => {
+                self.sent(buf, inv, send_len, reply, &tally);
+                Ok(())
+            }
+            // Busy: the chain comes back for a retry.
+            Err((CallError::WouldBlock, None)) => Err((CallError::WouldBlock, Some(reply))),
+            Err(e) => Err(e),
+        }
     }
 
     /// Book-keeping after a reply was posted: keep its pages until the Send completes.
@@ -1166,8 +1253,7 @@ impl Responder {
         inv: Option<u32>,
         send_len: usize,
         reply: Chain,
-        hold: Chain,
-        tally: &Counters,
+        tally: &ReplyTally,
     ) {
         let c = &mut self.counters;
         c.write_chunks += tally.write_chunks;
@@ -1182,7 +1268,7 @@ impl Responder {
         }
         self.counters.messages_sent += 1;
         self.counters.inline_bytes_sent += send_len as u64;
-        self.send.hold(buf, (reply, hold));
+        self.send.hold(buf, reply);
     }
 
     /// Connection loss: every context dies, every page is freed.
@@ -1223,17 +1309,68 @@ impl Responder {
     }
 }
 
+/// The segments of `chunk` with their lengths set to what `written` bytes, filled in order,
+/// put into each (what [`plan`] maps; RFC 8166 §3.4.6: the responder reports the bytes
+/// actually written).
+fn written_segments(chunk: &[Segment], written: usize) -> impl Iterator<Item = Segment> + '_ {
+    let mut left = written;
+    chunk.iter().map(move |s| {
+        let n = (s.length as usize).min(left);
+        left -= n;
+        Segment {
+            length: n as u32,
+            ..*s
+        }
+    })
+}
+
+fn too_large<T>(_: T) -> (CallError, Option<Chain>) {
+    (CallError::TooLarge, None)
+}
+
+/// Empty a work-request array and give it back its `'static` type, keeping its allocation:
+/// the in-place `collect` of an empty vector into one of the same layout reuses the buffer
+/// (the allocation test `transport_noalloc` would catch a regression).
+fn recycle_wrs(mut wrs: Vec<SendWr<'_>>) -> Vec<SendWr<'static>> {
+    wrs.clear();
+    wrs.into_iter()
+        .map(|w| SendWr {
+            wr_id: w.wr_id,
+            op: SendOp::LocalInv {
+                reg: crate::provider::RegId(0),
+            },
+            signaled: w.signaled,
+        })
+        .collect()
+}
+
+/// What a reply adds to the [`Counters`] once it is posted (the fields a reply can change:
+/// a whole `Counters` would cost more to zero and add than the reply itself).
+#[derive(Debug, Default)]
+struct ReplyTally {
+    write_chunks: u64,
+    reply_chunks: u64,
+    long_replies: u64,
+    rdma_write_bytes: u64,
+    pullup_copies: u64,
+    pullup_bytes: u64,
+    ddp_payload_copied_bytes: u64,
+}
+
+/// Spare call chains kept beyond one per context (calls the upper layer still holds).
+const SPARE_CHAINS: usize = 8;
+
 /// Splice read chunks' data into the XDR stream `rest` at their positions (RFC 8166 §3.4.5):
 /// `[XDR before][marker][data i][pad][XDR …]` for each chunk `(position, length)`, in order;
 /// `data(i)` gives chunk `i`'s page mbufs. The pad is its own mbuf, so the DDP region is the
 /// data alone. Positions were validated against the stream when the call was received;
 /// checked again here, so no peer number can underflow or overrun.
 fn splice(
+    call: &mut Chain,
     mut rest: Chain,
     chunks: &[(u32, u32)],
-    mut data: impl FnMut(usize) -> Result<Chain, CallError>,
-) -> Result<Chain, CallError> {
-    let mut call = Chain::new();
+    mut data: impl FnMut(usize, &mut Chain) -> Result<(), CallError>,
+) -> Result<(), CallError> {
     let (mut inline_at, mut removed) = (0usize, 0usize);
     for (i, &(pos, total)) in chunks.iter().enumerate() {
         let total = total as usize;
@@ -1241,11 +1378,12 @@ fn splice(
             .checked_sub(removed)
             .ok_or(CallError::BadCall)?;
         let n = at.checked_sub(inline_at).ok_or(CallError::BadCall)?;
+        // `rest` and its pieces come from the pool: no allocation in steady state.
         let tail = rest.split(n)?;
         call.cat(core::mem::replace(&mut rest, tail))?;
         inline_at = at;
         call.append_mbuf(Mbuf::ddp_marker())?;
-        call.cat(data(i)?)?;
+        data(i, call)?;
         let pad = xdr_pad(total);
         if pad > 0 {
             call.append_mbuf(Mbuf::internal([0u8; 3].get(..pad).unwrap_or_default())?)?;
@@ -1256,5 +1394,5 @@ fn splice(
         // Separate mbufs, so the pad stays its own mbuf.
         call.cat(rest)?;
     }
-    Ok(call)
+    Ok(())
 }

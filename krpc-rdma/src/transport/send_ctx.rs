@@ -98,11 +98,21 @@ impl FreeList {
     }
 }
 
+/// What one send context keeps until its Send completes.
+#[derive(Debug, Default)]
+struct Held {
+    /// A responder's reply chain (the pages its RDMA Writes read from).
+    reply: Option<Chain>,
+    /// Pages the reply's bytes were pulled up into for a Long Reply; emptied, not freed, on
+    /// completion, so the next Long Reply reuses its storage.
+    pullup: Chain,
+}
+
 /// The send contexts of one endpoint.
 #[derive(Debug)]
 pub struct SendContexts {
     free: FreeList,
-    hold: Vec<Option<(Chain, Chain)>>,
+    held: Vec<Held>,
 }
 
 impl SendContexts {
@@ -111,12 +121,12 @@ impl SendContexts {
     /// # Errors
     /// Allocation failure.
     pub fn new(n: u32) -> Result<Self, alloc::collections::TryReserveError> {
-        let mut hold = Vec::new();
-        hold.try_reserve_exact(n as usize)?;
-        hold.resize_with(n as usize, || None);
+        let mut held = Vec::new();
+        held.try_reserve_exact(n as usize)?;
+        held.resize_with(n as usize, Held::default);
         Ok(SendContexts {
             free: FreeList::new(n)?,
-            hold,
+            held,
         })
     }
 
@@ -125,25 +135,39 @@ impl SendContexts {
         self.free.pop()
     }
 
-    /// Keep `chains` alive until the Send in `buf` completes.
-    pub fn hold(&mut self, buf: SendBufId, chains: (Chain, Chain)) {
-        if let Some(slot) = self.hold.get_mut(buf as usize) {
-            *slot = Some(chains);
+    /// Keep `reply` alive until the Send in `buf` completes.
+    pub fn hold(&mut self, buf: SendBufId, reply: Chain) {
+        if let Some(h) = self.held.get_mut(buf as usize) {
+            h.reply = Some(reply);
         }
+    }
+
+    /// The pull-up chain of send context `buf` (empty unless a Long Reply is being built or
+    /// is in flight from it).
+    pub fn pullup(&mut self, buf: SendBufId) -> Option<&mut Chain> {
+        self.held.get_mut(buf as usize).map(|h| &mut h.pullup)
     }
 
     /// The Send in `buf` completed (or was never posted): free what it held, recycle it.
     pub fn complete(&mut self, buf: SendBufId) {
-        if let Some(slot) = self.hold.get_mut(buf as usize) {
-            *slot = None;
-        }
+        drop(self.complete_take(buf));
+    }
+
+    /// [`complete`](Self::complete), handing back the held reply chain (for its storage).
+    pub fn complete_take(&mut self, buf: SendBufId) -> Option<Chain> {
+        let reply = self.held.get_mut(buf as usize).and_then(|h| {
+            h.pullup.clear();
+            h.reply.take()
+        });
         self.free.push(buf);
+        reply
     }
 
     /// Connection reset: drop everything held, every buffer free.
     pub fn reset(&mut self) {
-        for h in &mut self.hold {
-            *h = None;
+        for h in &mut self.held {
+            h.reply = None;
+            h.pullup.clear();
         }
         self.free.reset();
     }

@@ -51,8 +51,11 @@ pub type Reduction = heapless::Vec<ReducedItem, MAX_WRITE_CHUNKS>;
 /// [`CallError::UnalignedPosition`], [`CallError::TooLarge`] for more regions than
 /// [`MAX_WRITE_CHUNKS`].
 pub fn reduce(chain: &Chain, skip_empty: bool) -> Result<Reduction, CallError> {
-    let total = chain.len();
     let mut out = Reduction::new();
+    if !chain.mbufs().any(mbuf::Mbuf::is_ddp_marker) {
+        return Ok(out);
+    }
+    let total = chain.len();
     for region in chain.ddp_regions() {
         if skip_empty && region.len == 0 {
             continue;
@@ -134,6 +137,13 @@ pub fn copy_inline(
     items: &[ReducedItem],
     dst: &mut [u8],
 ) -> Result<usize, CallError> {
+    if items.is_empty() {
+        // The whole chain, in one pass.
+        return chain.copy_to_slice(dst).map_err(|e| match e {
+            mbuf::MbufError::OutOfRange { .. } => CallError::TooLarge,
+            other => other.into(),
+        });
+    }
     let mut at = 0usize;
     for range in kept_ranges(chain.len(), items) {
         let n = range.len();

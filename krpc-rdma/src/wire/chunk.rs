@@ -11,8 +11,6 @@
 use zerocopy::byteorder::big_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-use super::error::EncodeError;
-use super::xdr::Writer;
 use super::{MAX_CHUNK_SEGMENTS, MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS};
 
 /// Encoded length of one segment.
@@ -163,41 +161,11 @@ impl ChunkLists {
             .map(|r| r.position)
             .find(|p| p % 4 != 0)
     }
-
-    pub(crate) fn emit(&self, w: &mut Writer<'_>) -> Result<(), EncodeError> {
-        for entry in &self.read_list {
-            w.u32(1)?;
-            w.u32(entry.position)?;
-            w.bytes(&entry.segment.to_bytes())?;
-        }
-        w.u32(0)?;
-        for chunk in &self.write_list {
-            w.u32(1)?;
-            emit_counted(chunk, w)?;
-        }
-        w.u32(0)?;
-        match &self.reply_chunk {
-            Some(chunk) => {
-                w.u32(1)?;
-                emit_counted(chunk, w)
-            }
-            None => w.u32(0),
-        }
-    }
 }
 
 /// Length of `{1, count, segments}`.
 fn counted_len(chunk: &WriteChunk) -> usize {
     8 + chunk.len() * SEGMENT_LEN
-}
-
-fn emit_counted(chunk: &WriteChunk, w: &mut Writer<'_>) -> Result<(), EncodeError> {
-    // The heapless capacity bounds the length far below u32::MAX.
-    w.u32(u32::try_from(chunk.len()).unwrap_or(u32::MAX))?;
-    for segment in chunk {
-        w.bytes(&segment.to_bytes())?;
-    }
-    Ok(())
 }
 
 /// Groups any Read list into Read chunks (see [`ChunkLists::read_chunks`]); works on the view's

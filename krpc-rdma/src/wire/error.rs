@@ -323,6 +323,9 @@ pub enum EncodeError {
     },
     /// `RDMA_NOMSG` with no chunks at all (the decoder would reject it).
     EmptyNoMsg,
+    /// More Read list entries, Write chunks or chunk segments than the codec's limits (the
+    /// decoder would reject them), or a Read list entry after a Write chunk.
+    TooMany,
 }
 
 impl fmt::Display for EncodeError {
@@ -341,6 +344,9 @@ impl fmt::Display for EncodeError {
             }
             EncodeError::EmptyNoMsg => {
                 f.write_str("RDMA_NOMSG needs a Read list, Write list or Reply chunk")
+            }
+            EncodeError::TooMany => {
+                f.write_str("more list entries or chunk segments than the codec's limits")
             }
         }
     }

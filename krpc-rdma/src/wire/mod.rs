@@ -48,6 +48,7 @@
 
 mod chunk;
 mod cm_private;
+mod encode;
 mod error;
 mod header;
 mod xdr;
@@ -61,6 +62,7 @@ pub use cm_private::{
     CM_PRIVATE_LEN, CM_PRIVATE_MAGIC, CM_PRIVATE_VERSION, DEFAULT_INLINE_SIZE, MAX_INLINE_SIZE,
     MIN_INLINE_SIZE,
 };
+pub use encode::{counted_chunk_len, encode_error, header_len, HeaderEncoder};
 pub use error::{
     DecodeError, DecodeErrorKind, EncodeError, ErrorBody, ErrorCode, ERR_CHUNK, ERR_VERS,
 };

@@ -1,0 +1,104 @@
+//! Chain storage kept for reuse: an endpoint that builds chains for its upper layer (a
+//! transport handing up received messages) takes their storage from a [`ChainPool`], and a
+//! chain built that way gives its storage back when it is dropped, wherever that happens. A
+//! steady stream of messages then reuses the same few buffers instead of allocating one per
+//! message (FreeBSD gets the same from its mbuf UMA zone and per-CPU caches).
+//!
+//! The pool never blocks: it is behind a spin lock that is only ever *tried*; a chain dropped
+//! while another thread holds the lock frees its storage instead, and a chain taken while the
+//! pool is busy or empty starts without storage (its first mbuf allocates, fallibly, like any
+//! chain). The number of buffers kept is bounded at construction.
+
+use alloc::collections::VecDeque;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use crate::chain::Chain;
+use crate::error::MbufError;
+use crate::mbuf::Mbuf;
+
+/// Spare chain storage of one owner (see the [module docs](self)).
+pub struct ChainPool {
+    spare: spin::Mutex<Vec<VecDeque<Mbuf>>>,
+}
+
+impl ChainPool {
+    /// A pool keeping at most `max_spare` buffers. Buffers are not allocated here: they come
+    /// from the chains that return to the pool.
+    ///
+    /// # Errors
+    /// [`MbufError::Alloc`] if the table of spares cannot be allocated.
+    pub fn new(max_spare: usize) -> Result<Arc<ChainPool>, MbufError> {
+        let mut spare = Vec::new();
+        spare.try_reserve_exact(max_spare)?;
+        Ok(Arc::new(ChainPool {
+            spare: spin::Mutex::new(spare),
+        }))
+    }
+
+    /// An empty chain whose storage comes from (and returns to) this pool.
+    pub fn chain(self: &Arc<Self>) -> Chain {
+        let mbufs = self
+            .spare
+            .try_lock()
+            .and_then(|mut s| s.pop())
+            .unwrap_or_default();
+        Chain::pooled(mbufs, Arc::clone(self))
+    }
+
+    /// Keep the storage of `chain` (any chain: its mbufs are freed) if the pool has room: an
+    /// endpoint that consumes chains (a reply it has sent) feeds the pool it builds chains
+    /// from (the calls it hands up), so neither side allocates nor frees in steady state.
+    pub fn recycle(&self, mut chain: Chain) {
+        self.put(chain.take_storage());
+    }
+
+    /// An empty chain of the pool with room for at least `mbufs` mbufs if the pool has such a
+    /// buffer (the most recently returned one that is large enough; the search is bounded by
+    /// the pool's size), else as [`chain`](Self::chain).
+    pub fn chain_with(self: &Arc<Self>, mbufs: usize) -> Chain {
+        let found = self.spare.try_lock().and_then(|mut s| {
+            let i = s.iter().rposition(|d| d.capacity() >= mbufs)?;
+            Some(s.swap_remove(i))
+        });
+        match found {
+            Some(d) => Chain::pooled(d, Arc::clone(self)),
+            None => self.chain(),
+        }
+    }
+
+    /// Buffers waiting for reuse.
+    pub fn spare(&self) -> usize {
+        self.spare.try_lock().map_or(0, |s| s.len())
+    }
+
+    /// Take back the storage of a dropped chain (its mbufs already freed). When the pool is
+    /// full it keeps the larger buffers: the smallest one goes (or the new one, if smaller).
+    pub(crate) fn put(&self, mbufs: VecDeque<Mbuf>) {
+        if mbufs.capacity() == 0 {
+            return;
+        }
+        let Some(mut s) = self.spare.try_lock() else {
+            return;
+        };
+        if s.len() < s.capacity() {
+            s.push(mbufs);
+            return;
+        }
+        let smallest = s
+            .iter_mut()
+            .min_by_key(|d| d.capacity())
+            .filter(|d| d.capacity() < mbufs.capacity());
+        if let Some(d) = smallest {
+            *d = mbufs;
+        }
+    }
+}
+
+impl core::fmt::Debug for ChainPool {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ChainPool")
+            .field("spare", &self.spare())
+            .finish()
+    }
+}
