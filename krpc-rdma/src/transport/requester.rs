@@ -449,7 +449,7 @@ impl Requester {
         while start < self.frags.len() {
             let mut end = start + 1;
             while let (Some(prev), Some(next)) = (self.frags.get(end - 1), self.frags.get(end)) {
-                if !frwr_contiguous(prev, next) {
+                if !crate::provider::binding::runs::continues(prev, next) {
                     break;
                 }
                 end += 1;
@@ -1038,11 +1038,6 @@ fn finish_header(
         Provisioned::Reply => enc.finish(sb, Some(chunk)),
     }
     .map_err(too_large)
-}
-
-/// Whether `next` continues `prev` without a gap in one FRWR iova range.
-fn frwr_contiguous(prev: &PageFragment, next: &PageFragment) -> bool {
-    next.offset == 0 && prev.offset + prev.len == mbuf::PAGE_SIZE
 }
 
 fn seg_of(s: &RegSegment) -> Segment {
