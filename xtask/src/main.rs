@@ -10,6 +10,8 @@
 //! * `demo`: `userspace-harness demo` over rxe0 in the VM (WRITE/READ with DDP, verified),
 //!   NFSv3 over RDMA to knfsd, then sample headers through `userspace-harness decode`.
 //! * `kernel-build`: `cargo build --release --target x86_64-unknown-none` of the no_std crates.
+//! * `kmod`: `krpc_rdma.ko` for the VM's Linux kernel with the in-kernel self-test (see
+//!   [`kmod`](mod@kmod)).
 //! * `bench-rxe [--out FILE]`: harness vs perftest vs the kernel NFS/RDMA client, one VM boot.
 //! * `fuzz [SECONDS]`: runs each cargo-fuzz target (header decoder, nfs-glue decoders, the
 //!   Responder and the Requester against a hostile peer) SECONDS.
@@ -24,6 +26,7 @@
 
 mod bench_rxe;
 mod fresh_check;
+mod kmod;
 mod kobj;
 mod requirements;
 mod vm;
@@ -53,6 +56,9 @@ demo                  harness server + client over rxe0 in the VM, NFSv3 to knfs
 kernel-build          the kernel-target build of the no_std crates (x86_64-unknown-none)
 kobj                  the Rust half of the kernel module as one relocation-clean object
                       (target/kmod/krpc_rdma_rs.o: GOT references rewritten, checked)
+kmod                  krpc_rdma.ko for the VM's Linux kernel (kbuild, Debian's linux-headers),
+                      with the in-kernel self-test: target/kmod/linux/krpc_rdma.ko; load it with
+                      cargo xtask vm -- sh -c 'insmod target/kmod/linux/krpc_rdma.ko selftest=1'
 fuzz [SECONDS]        run each fuzz target: header decoder, nfs-glue decoders, the Responder
                       and the Requester against a hostile peer's script (60 s each)
 bench-rxe [--out F]   harness vs perftest and the kernel NFS/RDMA client on rxe0, one VM boot
@@ -73,6 +79,7 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("kernel-build") => kernel_build(),
         Some("kobj") => kobj().map(|_| ()),
+        Some("kmod") => kmod::kmod(&root()).map(|_| ()),
         Some("demo") => demo(),
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
         Some("bench-rxe") => bench_rxe::bench_rxe(args.get(1..).unwrap_or_default()),
@@ -82,8 +89,8 @@ fn main() -> ExitCode {
             Ok(())
         }
         Some(other) => Err(format!(
-            "unknown task {other:?}; expected test, demo, kernel-build, kobj, fuzz, bench-rxe, \
-             vm-setup, vm or fresh-check (cargo xtask help)"
+            "unknown task {other:?}; expected test, demo, kernel-build, kobj, kmod, fuzz, \
+             bench-rxe, vm-setup, vm or fresh-check (cargo xtask help)"
         )),
     };
     match result {
