@@ -175,7 +175,8 @@ fn needs(task: Task) -> Vec<Need> {
                 Components(COMPONENTS),
             ];
             if vm {
-                v.extend([Packages(&VM), VmKernel]);
+                // The VM, and kbuild of the module for its kernel (cargo xtask kmod).
+                v.extend([Packages(&VM), VmKernel, Packages(&KBUILD), KernelHeaders]);
             }
             v
         }
@@ -687,10 +688,12 @@ mod tests {
         assert!(has(test, Need::Target(KERNEL_TARGET)));
         assert!(has(test, Need::Packages(&INSPECT)));
         assert!(has(test, Need::Components(COMPONENTS)));
-        // Without the VM, no qemu and no kernel download.
+        assert!(has(test, Need::KernelHeaders));
+        // Without the VM, no qemu and no kernel download (nor the module for its kernel).
         let no_vm = Task::Test { vm: false };
         assert!(!has(no_vm, Need::Packages(&VM)));
         assert!(!has(no_vm, Need::VmKernel));
+        assert!(!has(no_vm, Need::KernelHeaders));
         assert!(has(no_vm, Need::Packages(&BUILD)));
         assert_eq!(needs(Task::KernelBuild), vec![Need::Target(KERNEL_TARGET)]);
         assert!(has(Task::Fuzz, Need::CargoTool(CARGO_FUZZ)));
