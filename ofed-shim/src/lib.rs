@@ -30,6 +30,8 @@ pub mod ffi;
 pub mod pages;
 pub mod qp;
 mod runtime;
+#[cfg(feature = "selftest")]
+pub mod selftest;
 
 pub use pages::KernelPages;
 pub use qp::{OfedConfig, OfedError, OfedListener, OfedQp, OfedStats};

@@ -16,8 +16,9 @@
 //!   holding `R_X86_64_64 sym`, reached `PC32`.
 //!
 //! Then every defined global but the entry points is made local (the Rust runtime's
-//! `memcpy`, `__rust_alloc`, ... must not clash with the kernel's), debug sections are
-//! dropped, and [`check`] proves that allocated sections carry only `R_X86_64_NONE`, `64`,
+//! `memcpy`, `__rust_alloc`, ... must not clash with the kernel's), debug sections and the
+//! embedded LLVM bitcode (`.llvmbc`, `.llvmcmd`) are dropped, and [`check`] proves that
+//! allocated sections carry only `R_X86_64_NONE`, `64`,
 //! `PC32`, `PLT32` and `32S` relocations. `ofed-shim/check.sh` checks the result again with
 //! `readelf`.
 
@@ -116,10 +117,15 @@ pub fn relax(data: &[u8], exports: &[&str]) -> Result<(Vec<u8>, Relaxed), String
         return Err("not a relocatable object".into());
     }
     let mut done = Relaxed::default();
-    // Drop debug sections and their relocations.
+    // Drop debug sections, the LLVM bitcode rustc embeds in rlib members (`.llvmbc`,
+    // `.llvmcmd`: most of the object's bytes, and sections modpost warns about), and their
+    // relocations.
     let mut dropped: Vec<SectionId> = Vec::new();
     for s in &mut b.sections {
-        if !s.is_alloc() && s.name.as_slice().starts_with(b".debug") {
+        let name = s.name.as_slice();
+        if !s.is_alloc()
+            && (name.starts_with(b".debug") || name == b".llvmbc" || name == b".llvmcmd")
+        {
             s.delete = true;
             dropped.push(s.id());
         }
@@ -307,24 +313,39 @@ pub enum Link {
 }
 
 /// Build the kernel staticlib's object (see the module docs): `target/kmod/krpc_rdma_rs.o`
-/// (or `krpc_rdma_whole.o` for [`Link::Whole`]).
+/// (or `krpc_rdma_whole.o` for [`Link::Whole`]), from the entry points [`EXPORTS`].
 ///
 /// # Errors
 /// A failing step, or a relocation a module loader would refuse.
 pub fn build(root: &Path, staticlib: &Path, link: Link) -> Result<PathBuf, String> {
-    let dir = root.join("target").join("kmod");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let name = match link {
         Link::Entries => "krpc_rdma_rs",
         Link::Whole => "krpc_rdma_whole",
     };
+    build_named(root, staticlib, link, EXPORTS, name)
+}
+
+/// [`build`] with other entry points (the roots of the link and the only globals left), into
+/// `target/kmod/NAME.o`.
+///
+/// # Errors
+/// As [`build`].
+pub fn build_named(
+    root: &Path,
+    staticlib: &Path,
+    link: Link,
+    exports: &[&str],
+    name: &str,
+) -> Result<PathBuf, String> {
+    let dir = root.join("target").join("kmod");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let partial = dir.join(format!("{name}.partial.o"));
     let mut ld = Command::new("ld");
     ld.arg("-r").arg("-o").arg(&partial);
     match link {
         Link::Entries => {
             ld.arg("--gc-sections");
-            for e in EXPORTS {
+            for e in exports {
                 ld.args(["-u", e]);
             }
             ld.arg(staticlib);
@@ -342,7 +363,7 @@ pub fn build(root: &Path, staticlib: &Path, link: Link) -> Result<PathBuf, Strin
     }
     let data = std::fs::read(&partial).map_err(|e| format!("{}: {e}", partial.display()))?;
     let (before_bad, _) = check(&data)?;
-    let (obj, done) = relax(&data, EXPORTS)?;
+    let (obj, done) = relax(&data, exports)?;
     let _ = std::fs::remove_file(&partial);
     let (bad, n) = check(&obj)?;
     if let Some(r) = bad.first() {

@@ -6,10 +6,13 @@
 //!
 //! * `test`: everything CI checks (format, clippy, the workspace tests, the kernel-target
 //!   build of the no_std crates, the transport over libibverbs on rxe0 in the VM, NFSv3 interop
-//!   with knfsd, ofed-shim/check.sh). This is the README's test command.
+//!   with knfsd, ofed-shim/check.sh, the Linux module's in-kernel self-test in the VM). This is
+//!   the README's test command.
 //! * `demo`: `userspace-harness demo` over rxe0 in the VM (WRITE/READ with DDP, verified),
 //!   NFSv3 over RDMA to knfsd, then sample headers through `userspace-harness decode`.
 //! * `kernel-build`: `cargo build --release --target x86_64-unknown-none` of the no_std crates.
+//! * `kmod`: `krpc_rdma.ko` for the VM's Linux kernel with the in-kernel self-test (see
+//!   [`kmod`](mod@kmod)).
 //! * `bench-rxe [--out FILE]`: harness vs perftest vs the kernel NFS/RDMA client, one VM boot.
 //! * `fuzz [SECONDS]`: runs each cargo-fuzz target (header decoder, nfs-glue decoders, the
 //!   Responder and the Requester against a hostile peer) SECONDS.
@@ -24,6 +27,7 @@
 
 mod bench_rxe;
 mod fresh_check;
+mod kmod;
 mod kobj;
 mod requirements;
 mod vm;
@@ -48,11 +52,15 @@ one line per step, or stops with one line naming what is missing and how to inst
 
 tasks:
 test                  everything CI checks: fmt, clippy, the workspace tests, kernel-target build,
-                      the transport over rxe0 in the VM, NFSv3 interop with knfsd, ofed-shim checks
+                      the transport over rxe0 in the VM, NFSv3 interop with knfsd, ofed-shim checks,
+                      krpc_rdma.ko's in-kernel self-test in the VM
 demo                  harness server + client over rxe0 in the VM, NFSv3 to knfsd, header decoding
 kernel-build          the kernel-target build of the no_std crates (x86_64-unknown-none)
 kobj                  the Rust half of the kernel module as one relocation-clean object
                       (target/kmod/krpc_rdma_rs.o: GOT references rewritten, checked)
+kmod                  krpc_rdma.ko for the VM's Linux kernel (kbuild, Debian's linux-headers),
+                      with the in-kernel self-test: target/kmod/linux/krpc_rdma.ko; load it with
+                      cargo xtask vm -- sh -c 'insmod target/kmod/linux/krpc_rdma.ko selftest=1'
 fuzz [SECONDS]        run each fuzz target: header decoder, nfs-glue decoders, the Responder
                       and the Requester against a hostile peer's script (60 s each)
 bench-rxe [--out F]   harness vs perftest and the kernel NFS/RDMA client on rxe0, one VM boot
@@ -73,6 +81,7 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("kernel-build") => kernel_build(),
         Some("kobj") => kobj().map(|_| ()),
+        Some("kmod") => kmod::kmod(&root()).map(|_| ()),
         Some("demo") => demo(),
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
         Some("bench-rxe") => bench_rxe::bench_rxe(args.get(1..).unwrap_or_default()),
@@ -82,8 +91,8 @@ fn main() -> ExitCode {
             Ok(())
         }
         Some(other) => Err(format!(
-            "unknown task {other:?}; expected test, demo, kernel-build, kobj, fuzz, bench-rxe, \
-             vm-setup, vm or fresh-check (cargo xtask help)"
+            "unknown task {other:?}; expected test, demo, kernel-build, kobj, kmod, fuzz, \
+             bench-rxe, vm-setup, vm or fresh-check (cargo xtask help)"
         )),
     };
     match result {
@@ -151,6 +160,7 @@ fn test() -> Result<(), String> {
     kobj()?;
     rxe_tests()?;
     ofed_shim_checks()?;
+    kmod_selftest()?;
     println!(
         "==> all checks passed in {:.1} s",
         start.elapsed().as_secs_f64()
@@ -216,6 +226,40 @@ fn ofed_shim_checks() -> Result<(), String> {
         "ofed-shim checks 1-3 (KRPC_RDMA_SKIP_VM=1: the shim over rxe0 SKIPPED)"
     };
     step(name, cmd)
+}
+
+/// Cycles of insmod/self-test/rmmod `cargo xtask test` runs (`ofed-shim/linux/selftest-vm.sh`
+/// runs 20 by default).
+const KMOD_TEST_CYCLES: &str = "3";
+
+/// `cargo xtask kmod`, then the module's in-kernel self-test in the VM: insmod with
+/// `selftest=1`, a run through debugfs, rmmod, [`KMOD_TEST_CYCLES`] times, and the kernel log
+/// checked (`ofed-shim/linux/selftest-vm.sh`).
+fn kmod_selftest() -> Result<(), String> {
+    let name = format!(
+        "krpc_rdma.ko in-kernel self-test, {KMOD_TEST_CYCLES} cycles \
+         (cargo xtask vm -- sh ofed-shim/linux/selftest-vm.sh {KMOD_TEST_CYCLES})"
+    );
+    if !vm_enabled() {
+        println!("==> kmod and {name}: SKIPPED (KRPC_RDMA_SKIP_VM=1: the module is built for the VM's kernel)");
+        return Ok(());
+    }
+    kmod::kmod(&root())?;
+    println!("==> {name}");
+    let start = Instant::now();
+    std::env::set_current_dir(root()).map_err(|e| format!("{name}: cd: {e}"))?;
+    let args: Vec<OsString> = ["sh", "ofed-shim/linux/selftest-vm.sh", KMOD_TEST_CYCLES]
+        .iter()
+        .map(OsString::from)
+        .collect();
+    let code = vm::run::vm(&args);
+    let secs = start.elapsed().as_secs_f64();
+    if code == 0 {
+        println!("==> {name}: ok ({secs:.1} s)");
+        Ok(())
+    } else {
+        Err(format!("{name}: failed (exit {code}) after {secs:.1} s"))
+    }
 }
 
 /// False under `KRPC_RDMA_SKIP_VM=1`: `cargo xtask test` then runs nothing in the VM.

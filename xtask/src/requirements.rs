@@ -56,6 +56,14 @@ pub(crate) static INSPECT: Packages = Packages {
     names: &["binutils"],
 };
 
+/// `cargo xtask kmod` runs kbuild (`make`); the compiler comes with the kernel headers
+/// package ([`Need::KernelHeaders`]: `linux-headers-KVER` depends on the gcc its kernel was
+/// built with).
+pub(crate) static KBUILD: Packages = Packages {
+    why: "cargo xtask kmod builds krpc_rdma.ko with kbuild (make)",
+    names: &["make"],
+};
+
 /// The rxe VM. The guest runs on the host's root filesystem, so the tools the guest uses
 /// (`modprobe`, `rdma`, `ip`, the verbs tools, perftest, knfsd) are host packages too.
 /// `qemu-utils` is listed because installing bookworm's `qemu-system-x86` removes a newer
@@ -118,6 +126,8 @@ pub(crate) enum Task {
     KernelBuild,
     /// `cargo xtask kobj`.
     Kobj,
+    /// `cargo xtask kmod`: the Linux module for the VM's kernel.
+    Kmod,
     /// `cargo xtask fuzz`.
     Fuzz,
     /// `cargo xtask bench-rxe`: build the harness, perftest and knfsd in the VM.
@@ -137,6 +147,8 @@ enum Need {
     CargoTool((&'static str, &'static str)),
     /// Debian's kernel, vmlinux and the initramfs in the VM cache.
     VmKernel,
+    /// Debian's `linux-headers-KVER` for the VM cache's kernel KVER (its kbuild tree).
+    KernelHeaders,
 }
 
 // The groups are statics: comparing by address is what identifies a group.
@@ -163,12 +175,20 @@ fn needs(task: Task) -> Vec<Need> {
                 Components(COMPONENTS),
             ];
             if vm {
-                v.extend([Packages(&VM), VmKernel]);
+                // The VM, and kbuild of the module for its kernel (cargo xtask kmod).
+                v.extend([Packages(&VM), VmKernel, Packages(&KBUILD), KernelHeaders]);
             }
             v
         }
         Task::KernelBuild => vec![Target(KERNEL_TARGET)],
         Task::Kobj => vec![Packages(&INSPECT), Target(KERNEL_TARGET)],
+        Task::Kmod => vec![
+            Packages(&INSPECT),
+            Packages(&KBUILD),
+            Target(KERNEL_TARGET),
+            VmKernel,
+            KernelHeaders,
+        ],
         Task::Fuzz => vec![Packages(&FUZZ), CargoTool(CARGO_FUZZ)],
         Task::Vm => vec![Packages(&VM), VmKernel],
         Task::FreshCheck => vec![Packages(&FRESH_CHECK)],
@@ -233,6 +253,22 @@ struct Missing {
     cargo_tools: Vec<(&'static str, &'static str)>,
     /// Why the VM cache is not ready, if it is not.
     vm_kernel: Option<String>,
+    /// The kernel headers package to install, if missing.
+    headers: Option<Headers>,
+}
+
+/// The VM kernel's headers package, when missing.
+#[derive(Debug, PartialEq)]
+enum Headers {
+    /// `linux-headers-KVER`, KVER known.
+    Package(String),
+    /// KVER is known once the VM cache is made.
+    AfterKernel,
+}
+
+/// The Debian package of the kbuild tree of kernel `kver`.
+pub(crate) fn headers_package(kver: &str) -> String {
+    format!("linux-headers-{kver}")
 }
 
 impl Missing {
@@ -299,6 +335,16 @@ impl Missing {
                         m.vm_kernel = Some(why);
                     }
                 }
+                Need::KernelHeaders => {
+                    m.headers = match Cache::from_env()?.kver() {
+                        None => Some(Headers::AfterKernel),
+                        Some(kver) => {
+                            let pkg = headers_package(&kver);
+                            let have = installed_packages(&[pkg.as_str()])?;
+                            (!have.contains(&pkg)).then_some(Headers::Package(pkg))
+                        }
+                    };
+                }
             }
         }
         Ok(m)
@@ -322,10 +368,13 @@ impl Missing {
         }
         let mut why = Vec::new();
         // The kernel is downloaded with apt too.
-        if !self.packages.is_empty() || self.vm_kernel.is_some() {
+        if !self.packages.is_empty() || self.vm_kernel.is_some() || self.headers.is_some() {
             if which("apt-get").is_none() {
                 why.push("no apt-get here (a Debian-like system is needed, or KRPC_RDMA_SETUP=skip with the same libraries and tools installed otherwise)");
-            } else if !self.packages.is_empty() && !is_root() && which("sudo").is_none() {
+            } else if (!self.packages.is_empty() || self.headers.is_some())
+                && !is_root()
+                && which("sudo").is_none()
+            {
                 why.push("not root and no sudo");
             }
         }
@@ -353,6 +402,13 @@ impl Missing {
         }
         if let Some(why) = &self.vm_kernel {
             parts.push(format!("the VM's kernel ({why})"));
+        }
+        match &self.headers {
+            Some(Headers::Package(p)) => parts.push(format!("Debian package {p} (kbuild)")),
+            Some(Headers::AfterKernel) => {
+                parts.push("the VM kernel's linux-headers package (kbuild)".into())
+            }
+            None => {}
         }
         parts.join(", ")
     }
@@ -382,6 +438,19 @@ impl Missing {
         }
         if self.vm_kernel.is_some() {
             cmds.push("cargo xtask vm-setup".into());
+        }
+        match &self.headers {
+            Some(Headers::Package(p)) => cmds.push(format!(
+                "{sudo}apt-get install -y --no-install-recommends {p}"
+            )),
+            Some(Headers::AfterKernel) => cmds.push(format!(
+                "{sudo}apt-get install -y --no-install-recommends \
+                 linux-headers-$(cat {}/kver)",
+                Cache::from_env()
+                    .map(|c| c.dir().display().to_string())
+                    .unwrap_or_else(|_| "/var/tmp/krpc-rdma-vm".into())
+            )),
+            None => {}
         }
         cmds.join(" && ")
     }
@@ -451,6 +520,25 @@ impl Missing {
         if let Some(why) = &self.vm_kernel {
             say!("the VM's kernel: {why}: download Debian's kernel package (not installed), extract vmlinux, build the initramfs");
             crate::vm::setup::ensure_cache(&Cache::from_env()?)?;
+        }
+        if let Some(h) = &self.headers {
+            let pkg = match h {
+                Headers::Package(p) => p.clone(),
+                Headers::AfterKernel => headers_package(
+                    &Cache::from_env()?
+                        .kver()
+                        .ok_or("the VM cache has no kernel version after vm-setup")?,
+                ),
+            };
+            if !installed_packages(&[pkg.as_str()])?.contains(&pkg) {
+                say!(
+                    "apt-get install {pkg} (cargo xtask kmod: the kbuild tree of the VM's kernel)"
+                );
+                if self.packages.is_empty() {
+                    run_quietly("apt-get update", apt_get(&["update", "-q"]))?;
+                }
+                apt_install(&[pkg.as_str()])?;
+            }
         }
         Ok(())
     }
@@ -600,16 +688,32 @@ mod tests {
         assert!(has(test, Need::Target(KERNEL_TARGET)));
         assert!(has(test, Need::Packages(&INSPECT)));
         assert!(has(test, Need::Components(COMPONENTS)));
-        // Without the VM, no qemu and no kernel download.
+        assert!(has(test, Need::KernelHeaders));
+        // Without the VM, no qemu and no kernel download (nor the module for its kernel).
         let no_vm = Task::Test { vm: false };
         assert!(!has(no_vm, Need::Packages(&VM)));
         assert!(!has(no_vm, Need::VmKernel));
+        assert!(!has(no_vm, Need::KernelHeaders));
         assert!(has(no_vm, Need::Packages(&BUILD)));
         assert_eq!(needs(Task::KernelBuild), vec![Need::Target(KERNEL_TARGET)]);
         assert!(has(Task::Fuzz, Need::CargoTool(CARGO_FUZZ)));
+        // The Linux module: kbuild of the VM kernel's headers, the kernel target, readelf.
+        for n in [
+            Need::Packages(&INSPECT),
+            Need::Packages(&KBUILD),
+            Need::Target(KERNEL_TARGET),
+            Need::VmKernel,
+            Need::KernelHeaders,
+        ] {
+            assert!(has(Task::Kmod, n), "{n:?}");
+        }
+        assert_eq!(
+            headers_package("6.1.0-56-amd64"),
+            "linux-headers-6.1.0-56-amd64"
+        );
         // No package is listed in two groups.
         let mut seen = HashSet::new();
-        for group in [&BUILD, &INSPECT, &VM, &FUZZ, &FRESH_CHECK] {
+        for group in [&BUILD, &INSPECT, &KBUILD, &VM, &FUZZ, &FRESH_CHECK] {
             for name in group.names {
                 assert!(seen.insert(*name), "{name} listed twice");
             }
@@ -624,6 +728,7 @@ mod tests {
             components: vec!["clippy"],
             cargo_tools: vec![CARGO_FUZZ],
             vm_kernel: Some("no kernel in the cache".into()),
+            headers: Some(Headers::Package("linux-headers-6.1.0-56-amd64".into())),
         };
         let what = m.describe();
         for piece in [
@@ -633,6 +738,7 @@ mod tests {
             "clippy",
             "cargo-fuzz",
             "no kernel in the cache",
+            "linux-headers-6.1.0-56-amd64",
         ] {
             assert!(what.contains(piece), "{piece} not in {what:?}");
         }

@@ -1,0 +1,574 @@
+//! The in-kernel self-test (feature `selftest`): the krpc-rdma core's Requester and Responder
+//! run RPC round trips over the software RC provider (`krpc_rdma::soft`) with their page data
+//! in kernel pages ([`KernelPages`](crate::KernelPages)), inside the kernel.
+//!
+//! It runs every scenario of the provider-conformance suite (`krpc-rdma-scenarios`, `no_std`
+//! and panic-free by design) over a [`Fixture`] of soft queue pairs, then two checks of its
+//! own that count the bytes they verify: a 1 MiB DDP WRITE (read chunk, RDMA Read by the
+//! responder) and a 1 MiB DDP READ (write chunk, RDMA Write by the responder), every byte
+//! compared. After each connection the fixture checks that no registration is live and that
+//! every page reference the connection took was dropped (counted by [`Counted`] around each
+//! side's page provider; the kernel glue counts its pages too and reports them at unload).
+//!
+//! Nothing here panics: every failure is a returned [`Failure`], reported in the report line.
+//! Kernel stacks are 16 KiB: the endpoints live in the scenarios' `Pair` (about 1.5 KiB), the
+//! soft queue pairs' state is on the heap.
+//!
+//! The C entry point (kernel builds, and host builds with the `emu` hooks) is
+//! [`krpc_rdma_selftest`]: it writes one NUL-terminated line into the caller's buffer and
+//! returns 0 on success.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use krpc_rdma::provider::{
+    Access, CmEvent, Completion, LocalFragment, Provider, ProviderError, RecvBufId, RegId,
+    Registration, Resources, SendBufId, SendWr,
+};
+use krpc_rdma::soft::{pair, SoftConfig, SoftQp, SoftStats};
+use krpc_rdma::transport::{ReplySpec, TransportConfig};
+use krpc_rdma_scenarios::check::{bytes_eq, eq, fail, At};
+use krpc_rdma_scenarios::data::{
+    pattern, read_call, read_reply, read_reply_bytes, write_call, xdr_call,
+};
+use krpc_rdma_scenarios::{Failure, Fixture, Limits, Outcome, PagePair, Pair};
+use mbuf::{AllocError, PageError, PageProvider};
+
+/// A page provider that counts the references it hands out and takes back.
+pub struct Counted {
+    inner: Arc<dyn PageProvider>,
+    allocs: AtomicU64,
+    refs: AtomicU64,
+    unrefs: AtomicU64,
+}
+
+impl Counted {
+    /// Count around `inner`.
+    pub fn new(inner: Arc<dyn PageProvider>) -> Self {
+        Counted {
+            inner,
+            allocs: AtomicU64::new(0),
+            refs: AtomicU64::new(0),
+            unrefs: AtomicU64::new(0),
+        }
+    }
+
+    /// Page references held now (pages allocated plus references taken, minus dropped).
+    pub fn outstanding(&self) -> u64 {
+        let taken = self.allocs.load(Ordering::Relaxed) + self.refs.load(Ordering::Relaxed);
+        taken.saturating_sub(self.unrefs.load(Ordering::Relaxed))
+    }
+
+    /// Pages allocated.
+    pub fn allocs(&self) -> u64 {
+        self.allocs.load(Ordering::Relaxed)
+    }
+}
+
+impl PageProvider for Counted {
+    fn alloc_page(&self) -> Result<u64, AllocError> {
+        let p = self.inner.alloc_page()?;
+        self.allocs.fetch_add(1, Ordering::Relaxed);
+        Ok(p)
+    }
+    fn page_ref(&self, addr: u64) -> Result<(), PageError> {
+        self.inner.page_ref(addr)?;
+        self.refs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn page_unref(&self, addr: u64) {
+        self.unrefs.fetch_add(1, Ordering::Relaxed);
+        self.inner.page_unref(addr);
+    }
+    fn with_page(&self, addr: u64, f: &mut dyn FnMut(&[u8])) -> Result<(), PageError> {
+        self.inner.with_page(addr, f)
+    }
+    fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError> {
+        self.inner.with_page_mut(addr, f)
+    }
+    fn read_page(&self, addr: u64, offset: usize, dst: &mut [u8]) -> Result<(), PageError> {
+        self.inner.read_page(addr, offset, dst)
+    }
+    fn write_page(&self, addr: u64, offset: usize, src: &[u8]) -> Result<(), PageError> {
+        self.inner.write_page(addr, offset, src)
+    }
+}
+
+/// Totals over every queue pair of a run (added when a queue pair is dropped).
+#[derive(Debug, Default)]
+pub struct Totals {
+    /// Sends of side A (the requester's calls, and the raw scenarios' messages).
+    pub sends_a: AtomicU64,
+    /// Sends of side B (replies).
+    pub sends_b: AtomicU64,
+    /// Bytes sent (both sides).
+    pub send_bytes: AtomicU64,
+    /// Bytes moved by RDMA Read.
+    pub read_bytes: AtomicU64,
+    /// Bytes moved by RDMA Write.
+    pub write_bytes: AtomicU64,
+    /// Registrations made.
+    pub registrations: AtomicU64,
+    /// Registrations revoked by the peer's Send With Invalidate.
+    pub remote_invs: AtomicU64,
+    /// Registrations still live when their queue pair was dropped (the drop revokes them).
+    pub live_at_drop: AtomicU64,
+}
+
+impl Totals {
+    fn add(&self, a_side: bool, st: &SoftStats, live: u32) {
+        let sends = if a_side { &self.sends_a } else { &self.sends_b };
+        sends.fetch_add(st.sends, Ordering::Relaxed);
+        self.send_bytes.fetch_add(st.send_bytes, Ordering::Relaxed);
+        self.read_bytes
+            .fetch_add(st.rdma_read_bytes, Ordering::Relaxed);
+        self.write_bytes
+            .fetch_add(st.rdma_write_bytes, Ordering::Relaxed);
+        self.registrations
+            .fetch_add(st.registrations, Ordering::Relaxed);
+        self.remote_invs
+            .fetch_add(st.remote_invs, Ordering::Relaxed);
+        self.live_at_drop
+            .fetch_add(u64::from(live), Ordering::Relaxed);
+    }
+}
+
+/// A [`SoftQp`] that adds its statistics to the run's [`Totals`] when it is dropped.
+pub struct Qp {
+    inner: SoftQp,
+    a_side: bool,
+    totals: Arc<Totals>,
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        self.totals.add(
+            self.a_side,
+            &self.inner.stats(),
+            self.inner.live_registrations(),
+        );
+    }
+}
+
+impl Provider for Qp {
+    fn resources(&self) -> Resources {
+        self.inner.resources()
+    }
+    fn send_buf(&mut self, buf: SendBufId) -> Result<&mut [u8], ProviderError> {
+        self.inner.send_buf(buf)
+    }
+    fn recv_buf(&self, buf: RecvBufId) -> Result<&[u8], ProviderError> {
+        self.inner.recv_buf(buf)
+    }
+    fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), ProviderError> {
+        self.inner.post_send(wrs)
+    }
+    fn post_recv(&mut self, bufs: &[RecvBufId]) -> Result<(), ProviderError> {
+        self.inner.post_recv(bufs)
+    }
+    fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
+        self.inner.poll_cq(out)
+    }
+    fn register(
+        &mut self,
+        frags: &[LocalFragment],
+        access: Access,
+    ) -> Result<Registration, ProviderError> {
+        self.inner.register(frags, access)
+    }
+    fn release(&mut self, reg: RegId) -> Result<(), ProviderError> {
+        self.inner.release(reg)
+    }
+    fn poll_event(&mut self) -> Option<CmEvent> {
+        self.inner.poll_event()
+    }
+    fn disconnect(&mut self) {
+        self.inner.disconnect()
+    }
+}
+
+/// Makes the page provider of one side of a connection.
+pub type MakePages = fn() -> Result<Arc<dyn PageProvider>, String>;
+
+/// The fixture: soft queue pairs over page providers made by `make` (kernel pages in the
+/// kernel), each wrapped in [`Counted`].
+pub struct SoftKernel {
+    make: MakePages,
+    sides: Vec<Arc<Counted>>,
+    /// Statistics of every queue pair dropped so far.
+    pub totals: Arc<Totals>,
+    /// Page references outstanding after a connection was torn down (summed; must stay 0).
+    pub pages_left: u64,
+    /// Pages allocated over the run.
+    pub pages_allocated: u64,
+}
+
+impl SoftKernel {
+    /// A fixture over `make`.
+    pub fn new(make: MakePages) -> Self {
+        SoftKernel {
+            make,
+            sides: Vec::new(),
+            totals: Arc::new(Totals::default()),
+            pages_left: 0,
+            pages_allocated: 0,
+        }
+    }
+
+    fn retire_sides(&mut self) {
+        for s in self.sides.drain(..) {
+            self.pages_left += s.outstanding();
+            self.pages_allocated += s.allocs();
+        }
+    }
+}
+
+fn config(l: &Limits) -> SoftConfig {
+    let d = SoftConfig::default();
+    SoftConfig {
+        send_bufs: l.send_bufs.unwrap_or(d.send_bufs),
+        recv_bufs: l.recv_bufs.unwrap_or(d.recv_bufs),
+        max_send_wr: l.max_send_wr.unwrap_or(d.max_send_wr),
+        max_registrations: l.max_registrations.unwrap_or(d.max_registrations),
+        ..d
+    }
+}
+
+impl Fixture for SoftKernel {
+    type Qp = Qp;
+
+    fn page_providers(&mut self) -> Result<PagePair, String> {
+        self.retire_sides();
+        let a = Arc::new(Counted::new((self.make)()?));
+        let b = Arc::new(Counted::new((self.make)()?));
+        self.sides.push(a.clone());
+        self.sides.push(b.clone());
+        Ok((a, b))
+    }
+
+    fn resources(&self, limits: &Limits) -> Resources {
+        config(limits).resources()
+    }
+
+    fn connect(
+        &mut self,
+        limits: &Limits,
+        a_private: &[u8],
+        b_private: &[u8],
+        before_accept: &mut (dyn FnMut(&mut Qp) + Send),
+    ) -> Result<(Qp, Qp), String> {
+        let [pa, pb]: [Arc<dyn PageProvider>; 2] = match self.sides.as_slice() {
+            [a, b] => [a.clone(), b.clone()],
+            _ => return Err("no page providers".into()),
+        };
+        let side = |pd: &[u8]| SoftConfig {
+            private_data: heapless::Vec::from_slice(pd).unwrap_or_default(),
+            ..config(limits)
+        };
+        let (a, b) = pair(side(a_private), pa, side(b_private), pb).map_err(|e| format!("{e}"))?;
+        let a = Qp {
+            inner: a,
+            a_side: true,
+            totals: self.totals.clone(),
+        };
+        let mut b = Qp {
+            inner: b,
+            a_side: false,
+            totals: self.totals.clone(),
+        };
+        before_accept(&mut b);
+        Ok((a, b))
+    }
+
+    fn wait(&mut self, _: &mut Qp, _: &mut Qp) {}
+
+    fn idle_limit(&self) -> u32 {
+        8
+    }
+
+    fn live_registrations(&self, q: &Qp) -> u32 {
+        q.inner.live_registrations()
+    }
+
+    fn sq_outstanding(&self, q: &Qp) -> usize {
+        q.inner.send_queue_used() as usize
+    }
+
+    fn is_connected(&self, q: &Qp) -> bool {
+        q.inner.is_connected()
+    }
+
+    fn pages_in_use(&self) -> usize {
+        self.sides.iter().map(|s| s.outstanding() as usize).sum()
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// Scenarios of the suite that passed.
+    pub scenarios_passed: u32,
+    /// Scenarios of the suite run.
+    pub scenarios: u32,
+    /// Calls (side A's Sends) and replies (side B's Sends).
+    pub calls: u64,
+    /// Replies.
+    pub replies: u64,
+    /// Bytes compared byte for byte by the self-test's own DDP checks.
+    pub bytes_verified: u64,
+    /// Bytes moved by Send, RDMA Read and RDMA Write over the whole run.
+    pub send_bytes: u64,
+    /// RDMA Read bytes.
+    pub read_bytes: u64,
+    /// RDMA Write bytes.
+    pub write_bytes: u64,
+    /// Registrations made, and revoked by Send With Invalidate.
+    pub registrations: u64,
+    /// Send With Invalidate revocations.
+    pub remote_invs: u64,
+    /// Registrations still live when their queue pair was dropped, which then revoked them
+    /// and returned their pages (`dropping_a_queue_pair_disconnects_the_peer` does this on
+    /// purpose; every other scenario checks that none is live before it tears down).
+    pub live_registrations: u64,
+    /// Page references not returned (must be 0).
+    pub pages_left: u64,
+    /// Pages allocated over the run.
+    pub pages_allocated: u64,
+}
+
+impl core::fmt::Display for Summary {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{}/{} scenarios + 1 MiB DDP WRITE/READ; calls {}, replies {}, bytes verified {}, \
+             moved: send {} RDMA Read {} RDMA Write {}; registrations {} (send-with-invalidate \
+             {}), live at a queue pair's drop {}; pages allocated {}, page references not \
+             returned {}",
+            self.scenarios_passed,
+            self.scenarios,
+            self.calls,
+            self.replies,
+            self.bytes_verified,
+            self.send_bytes,
+            self.read_bytes,
+            self.write_bytes,
+            self.registrations,
+            self.remote_invs,
+            self.live_registrations,
+            self.pages_allocated,
+            self.pages_left
+        )
+    }
+}
+
+/// 1 MiB through a read chunk (DDP WRITE), then 1 MiB (+3, the XDR pad) through a write
+/// chunk (DDP READ), every byte compared; the bytes compared are added to `verified`.
+fn ddp_1mib_both_ways(fx: &mut SoftKernel, verified: &mut u64) -> Outcome {
+    let mut p = Pair::with(fx, TransportConfig::default())?;
+    let size = 1usize << 20;
+    // WRITE: the call, as the responder's upper layer receives it.
+    let data = pattern(size, 0x5a);
+    let call = write_call(&p.l.pa, 0x7001, &data).at("write call")?;
+    let expect = call.to_vec().at("write call bytes")?;
+    let mut seen = 0u64;
+    p.rpc(call, ReplySpec::inline(256), &mut |c| {
+        let got = c.call.to_vec().at("call as handed up")?;
+        bytes_eq("1 MiB WRITE as handed up", &expect, &got)?;
+        seen += got.len() as u64;
+        xdr_call(c.xid, b"ok").at("reply")
+    })?;
+    eq("1 MiB WRITE: bytes compared", expect.len() as u64, seen)?;
+    *verified += seen;
+    eq("read chunks", 1, p.req.counters().read_chunks)?;
+    // READ: the reply's data arrives by RDMA Write into the caller's pages.
+    let data = pattern(size + 3, 0xa5);
+    let pb = p.l.pb.clone();
+    let (call, spec) = read_call(&p.l.pa, 0x7002, size + 3).at("read call")?;
+    let reply = p.rpc(call, spec, &mut |c| {
+        read_reply(&pb, c.xid, &data).at("reply")
+    })?;
+    let got = reply.to_vec().at("reply bytes")?;
+    bytes_eq(
+        "1 MiB + 3 READ reply",
+        &read_reply_bytes(0x7002, &data),
+        &got,
+    )?;
+    *verified += got.len() as u64;
+    eq("write chunks", 1, p.req.counters().write_chunks)?;
+    drop(reply);
+    p.check_clean("after the DDP calls")?;
+    p.finish()
+}
+
+/// The outcome of a run: its figures, and its first failure if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// What the run did (until the failure, if any).
+    pub summary: Summary,
+    /// The first failure.
+    pub failure: Option<Failure>,
+}
+
+/// Run the self-test over page providers made by `make`: the suite, then the own DDP
+/// checks, stopping at the first failure; then the leak check.
+pub fn run(make: MakePages) -> Run {
+    let mut fx = SoftKernel::new(make);
+    let mut s = Summary::default();
+    let mut verified = 0u64;
+    let mut result: Outcome = Ok(());
+    let all = krpc_rdma_scenarios::all::<SoftKernel>();
+    s.scenarios = all.len() as u32;
+    for (name, f) in all {
+        result = krpc_rdma_scenarios::run(&mut fx, name, f);
+        if result.is_err() {
+            break;
+        }
+        s.scenarios_passed += 1;
+    }
+    if result.is_ok() {
+        result = ddp_1mib_both_ways(&mut fx, &mut verified).map_err(|e| Failure {
+            scenario: "ddp_1mib_both_ways",
+            ..e
+        });
+    }
+    fx.retire_sides();
+    let t = &fx.totals;
+    let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    s.calls = get(&t.sends_a);
+    s.replies = get(&t.sends_b);
+    s.bytes_verified = verified;
+    s.send_bytes = get(&t.send_bytes);
+    s.read_bytes = get(&t.read_bytes);
+    s.write_bytes = get(&t.write_bytes);
+    s.registrations = get(&t.registrations);
+    s.remote_invs = get(&t.remote_invs);
+    s.live_registrations = get(&t.live_at_drop);
+    s.pages_left = fx.pages_left;
+    s.pages_allocated = fx.pages_allocated;
+    if result.is_ok() && s.pages_left != 0 {
+        result = Err(fail(
+            "end of the run",
+            "every page reference returned",
+            format!("{} page references held", s.pages_left),
+        ));
+    }
+    Run {
+        summary: s,
+        failure: result.err(),
+    }
+}
+
+/// Kernel pages (through the C hooks).
+#[cfg(any(target_os = "none", feature = "emu"))]
+fn kernel_pages() -> Result<Arc<dyn PageProvider>, String> {
+    Ok(Arc::new(crate::KernelPages::new()))
+}
+
+/// A `core::fmt::Write` into a fixed byte buffer, truncating, leaving room for the NUL.
+struct Line<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl core::fmt::Write for Line<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        for &b in s.as_bytes() {
+            if self.len + 1 >= self.buf.len() {
+                break;
+            }
+            if let Some(slot) = self.buf.get_mut(self.len) {
+                *slot = b;
+                self.len += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Write the outcome of a run as one line into `buf` (NUL-terminated, truncated); 0 on
+/// success, `-EIO` (-5) on failure.
+pub fn report(run: &Run, buf: &mut [u8]) -> i32 {
+    use core::fmt::Write;
+    let mut line = Line { buf, len: 0 };
+    let s = &run.summary;
+    let rc = match &run.failure {
+        None => {
+            let _ = write!(line, "krpc_rdma selftest: PASS: {s}");
+            0
+        }
+        Some(e) => {
+            let _ = write!(line, "krpc_rdma selftest: FAIL: {e}; so far: {s}");
+            -5
+        }
+    };
+    let n = line.len;
+    if let Some(nul) = line.buf.get_mut(n) {
+        *nul = 0;
+    }
+    rc
+}
+
+/// The C entry point: run the self-test over kernel pages and write its report line into
+/// `report` (`len` bytes, NUL-terminated, truncated). Returns 0 when everything passed,
+/// `-EIO` otherwise (the line says what failed), `-EINVAL` for a NULL or empty buffer.
+///
+/// # Safety
+/// `report` must be valid for writes of `len` bytes. Process context (the self-test sleeps
+/// nowhere, but allocates up to a few MiB).
+#[cfg(any(target_os = "none", feature = "emu"))]
+#[no_mangle]
+pub unsafe extern "C" fn krpc_rdma_selftest(report_buf: *mut u8, len: usize) -> i32 {
+    if report_buf.is_null() || len == 0 {
+        return -22;
+    }
+    // SAFETY: the caller gives `len` writable bytes at `report_buf`.
+    let buf = unsafe { core::slice::from_raw_parts_mut(report_buf, len) };
+    let outcome = run(kernel_pages);
+    report(&outcome, buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mbuf::HeapPageArena;
+    use std::sync::atomic::AtomicU64 as Base;
+
+    static NEXT_BASE: Base = Base::new(1);
+
+    fn heap() -> Result<Arc<dyn PageProvider>, String> {
+        let base = NEXT_BASE.fetch_add(1, Ordering::Relaxed) << 36;
+        Ok(Arc::new(
+            HeapPageArena::with_base(2048, base).map_err(|e| format!("{e:?}"))?,
+        ))
+    }
+
+    #[test]
+    fn the_selftest_passes_over_heap_pages() {
+        let out = run(heap);
+        let mut buf = [0u8; 512];
+        let rc = report(&out, &mut buf);
+        let line = std::ffi::CStr::from_bytes_until_nul(&buf).unwrap();
+        println!("{}", line.to_string_lossy());
+        assert_eq!(rc, 0, "{out:?}");
+        let s = out.summary;
+        assert_eq!(s.scenarios_passed, s.scenarios);
+        assert!(s.bytes_verified > 2 << 20);
+        assert!(s.calls > 256);
+        assert!(s.registrations > 0);
+    }
+
+    #[test]
+    fn the_report_is_truncated_and_terminated() {
+        let out = Run {
+            summary: Summary::default(),
+            failure: None,
+        };
+        let mut buf = [0xffu8; 16];
+        assert_eq!(report(&out, &mut buf), 0);
+        assert_eq!(buf[15], 0);
+        assert_eq!(&buf[..15], b"krpc_rdma selft");
+    }
+}
