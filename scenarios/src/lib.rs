@@ -32,7 +32,7 @@ pub mod raw;
 mod transport;
 
 pub use check::{Failure, Outcome};
-pub use fixture::{Feature, Fixture, Limits, PagePair, Setup};
+pub use fixture::{Connect, Feature, Fixture, Limits, PagePair, Setup};
 pub use pair::{Link, Pair, Side};
 
 /// The scenario functions, by name.
