@@ -19,59 +19,13 @@ use crate::check::{bytes_eq, ensure, eq, fail, At, Failure, Outcome};
 use crate::data::pattern;
 use crate::fixture::{Feature, Fixture, Limits};
 use crate::pair::{send_raw, Link, Side};
+use crate::wr::{local_inv, rdma, send_wr};
 
 const PD_A: &[u8] = &[0x41, 1, 2, 3, 4, 5, 6, 7];
 const PD_B: &[u8] = &[0x42, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0xff];
 
 fn link<'f, F: Fixture>(fx: &'f mut F, limits: &Limits) -> Result<Link<'f, F>, Failure> {
     Ok(Link::raw(fx, limits, PD_A, PD_B)?.0)
-}
-
-fn send_wr(wr_id: u64, buf: u32, len: u32) -> SendWr<'static> {
-    SendWr {
-        wr_id,
-        op: SendOp::Send {
-            buf,
-            len,
-            invalidate: None,
-        },
-        signaled: true,
-    }
-}
-
-fn rdma<'a>(
-    wr_id: u64,
-    write: bool,
-    local: &'a [PageFragment],
-    handle: u32,
-    offset: u64,
-) -> SendWr<'a> {
-    let op = if write {
-        SendOp::RdmaWrite {
-            local,
-            handle,
-            offset,
-        }
-    } else {
-        SendOp::RdmaRead {
-            local,
-            handle,
-            offset,
-        }
-    };
-    SendWr {
-        wr_id,
-        op,
-        signaled: true,
-    }
-}
-
-fn local_inv(wr_id: u64, reg: RegId, signaled: bool) -> SendWr<'static> {
-    SendWr {
-        wr_id,
-        op: SendOp::LocalInv { reg },
-        signaled,
-    }
 }
 
 /// A chain of `len` bytes of fresh pages of side `s`, zeroed.

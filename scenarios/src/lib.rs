@@ -30,6 +30,7 @@ mod loss;
 pub mod pair;
 pub mod raw;
 mod transport;
+pub mod wr;
 
 pub use check::{Failure, Outcome};
 pub use fixture::{Connect, Feature, Fixture, Limits, PagePair, Setup};

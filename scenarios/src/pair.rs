@@ -235,24 +235,9 @@ impl<'f, F: Fixture> Link<'f, F> {
             offset: 0,
             len,
         }];
-        let op = if write {
-            SendOp::RdmaWrite {
-                local: &local,
-                handle,
-                offset,
-            }
-        } else {
-            SendOp::RdmaRead {
-                local: &local,
-                handle,
-                offset,
-            }
-        };
-        let posted = self.qp(s).post_send(&[SendWr {
-            wr_id: PROBE_WR,
-            op,
-            signaled: true,
-        }]);
+        let posted = self
+            .qp(s)
+            .post_send(&[crate::wr::rdma(PROBE_WR, write, &local, handle, offset)]);
         let status = match posted {
             Ok(()) => self.completion_of(s, PROBE_WR, "probe: completion"),
             Err(e) => Err(fail("probe: post", "posted", format!("{e:?}"))),

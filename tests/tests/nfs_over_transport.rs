@@ -23,11 +23,8 @@
     missing_docs
 )]
 
-#[path = "../../krpc-rdma/tests/common/mod.rs"]
-mod common;
-
-use common::{pages_with, pattern, rig, Rig};
 use krpc_rdma::transport::{DdpReply, ReplySpec, RequesterEvent};
+use krpc_rdma_tests::common::{pages_with, pattern, rig, Rig};
 use mbuf::{Chain, Fragment, PageFragment};
 use nfs_glue::chain::{ddp_call, ddp_data, ddp_reply, write_data_iovecs};
 use nfs_glue::nfs3::{

@@ -1,5 +1,7 @@
-//! Shared setup of the transport tests and benches: a requester and a responder connected
-//! through the software RC provider, plus XDR-ish chain builders.
+//! The soft rig of the transport tests (`tests/tests/`, through `krpc_rdma_tests::common`),
+//! the bench and the fuzz targets: a requester and a responder connected through the
+//! software RC provider, plus the XDR-ish chain builders the bench uses. (The message
+//! builders of the tests are `krpc_rdma_scenarios::data`'s.)
 #![allow(
     dead_code,
     clippy::unwrap_used,
@@ -7,10 +9,6 @@
     clippy::indexing_slicing,
     clippy::panic
 )]
-
-pub mod raw;
-pub mod redial;
-pub mod workload;
 
 use std::sync::Arc;
 

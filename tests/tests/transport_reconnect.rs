@@ -10,16 +10,16 @@
     clippy::panic
 )]
 
-mod common;
+use krpc_rdma_tests::common;
 
 use std::sync::Arc;
 
-use common::raw::advertised_handles;
-use common::redial::{self, FRig, Run, Serve};
-use common::workload::Kind;
 use common::{rig_on, RigOpts, ARENA_B_BASE};
 use krpc_rdma::soft::FaultConfig;
 use krpc_rdma::transport::TransportConfig;
+use krpc_rdma_scenarios::data::Kind;
+use krpc_rdma_tests::raw::advertised_handles;
+use krpc_rdma_tests::redial::{self, FRig, Run, Serve};
 use mbuf::HeapPageArena;
 
 /// Run `kinds` once: the first connection has faults `fa` / `fb`, later ones none. Checks

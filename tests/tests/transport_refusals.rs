@@ -9,14 +9,14 @@
     clippy::panic
 )]
 
-mod common;
+use krpc_rdma_tests::common;
 
-use common::raw::{call, error_of, exposed, read_chunk, seg, words, Hostile};
 use common::{pattern, RigOpts};
 use krpc_rdma::provider::{Access, Provider};
 use krpc_rdma::soft::SoftConfig;
 use krpc_rdma::transport::TransportConfig;
 use krpc_rdma::wire::{ChunkLists, ErrorBody, ReadSegment, Segment, WriteChunk};
+use krpc_rdma_tests::raw::{call, error_of, exposed, read_chunk, seg, words, Hostile};
 use mbuf::{Chain, PageFragment};
 
 /// More calls than the grant: the extra ones are refused with ERR_CHUNK, not dropped; a

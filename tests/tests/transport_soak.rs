@@ -15,14 +15,14 @@
     clippy::panic
 )]
 
-mod common;
+use krpc_rdma_tests::common;
 
 use std::sync::Arc;
 
-use common::redial::{self, FRig, Serve};
-use common::workload::Kind;
 use common::{rig_on, RigOpts, ARENA_B_BASE};
 use krpc_rdma::soft::FaultConfig;
+use krpc_rdma_scenarios::data::Kind;
+use krpc_rdma_tests::redial::{self, FRig, Serve};
 use mbuf::HeapPageArena;
 
 /// xorshift64*: deterministic, no dependency.

@@ -12,12 +12,10 @@
     clippy::panic
 )]
 
-mod common;
+use krpc_rdma_tests::common;
 
 use std::collections::BTreeMap;
 
-use common::raw::advertised_handles;
-use common::workload::{kind_of, locate_read, make_call, make_reply, Kind};
 use common::{
     assert_clean, pages_with, pattern, reply_for, rig_with, take_reply, teardown, write_call,
     xdr_call, Rig, Soft,
@@ -28,6 +26,8 @@ use krpc_rdma::transport::{
     CallError, DdpReply, ReplyError, ReplySpec, RequesterEvent, ResponderEvent, TransportConfig,
 };
 use krpc_rdma::wire::ErrorCode;
+use krpc_rdma_scenarios::data::{locate_read, Kind, WORKLOAD};
+use krpc_rdma_tests::raw::advertised_handles;
 use mbuf::{Chain, Mbuf};
 
 type FRig = Rig<FaultInjector<SoftQp>, FaultInjector<SoftQp>>;
@@ -53,7 +53,7 @@ fn drive<A: Soft, B: Soft>(r: &mut Rig<A, B>, first_xid: u32, kinds: &[Kind]) ->
         // Issue as many calls as the requester takes.
         while next < kinds.len() && !out.req_lost {
             let xid = first_xid + next as u32;
-            let (call, spec) = make_call(&r.pa, xid, kinds[next]);
+            let (call, spec) = kinds[next].call(&r.pa, xid).unwrap();
             match r.req.call(&mut r.qa, call, spec) {
                 Ok(()) => {
                     out.issued.push(xid);
@@ -81,8 +81,8 @@ fn drive<A: Soft, B: Soft>(r: &mut Rig<A, B>, first_xid: u32, kinds: &[Kind]) ->
         });
         out.resp_lost |= resp_lost;
         for c in calls {
-            let kind = kind_of(&c.call);
-            let reply = make_reply(&r.pb, c.xid, kind);
+            let kind = Kind::of(&c.call);
+            let reply = kind.reply(&r.pb, c.xid).unwrap();
             drop(c.call);
             if let Err(e) = r.resp.reply(&mut r.qb, c.ctx, reply) {
                 out.reply_errors.push(format!("{e:?}"));
@@ -167,23 +167,13 @@ fn finish(r: FRig, out: Outcomes, what: &str) {
     teardown(r);
 }
 
-const WORKLOAD: &[Kind] = &[
-    Kind::Small,
-    Kind::Write(300_000),
-    Kind::Read(200_003),
-    Kind::Long,
-    Kind::Write(5),
-    Kind::Read(70_000),
-    Kind::Small,
-];
-
 /// A rig whose requester already has credits (one RPC done), wrapped in fault injectors.
 fn warm_rig(cfg: TransportConfig, fa: FaultConfig, fb: FaultConfig) -> FRig {
     let mut r = rig_with(cfg);
-    let (call, spec) = make_call(&r.pa, 1, Kind::Small);
+    let (call, spec) = Kind::Small.call(&r.pa, 1).unwrap();
     r.req.call(&mut r.qa, call, spec).unwrap();
     let pb = r.pb.clone();
-    let ev = r.run(&mut |c| make_reply(&pb, c.xid, Kind::Small));
+    let ev = r.run(&mut |c| Kind::Small.reply(&pb, c.xid).unwrap());
     take_reply(ev, 1);
     assert!(r.req.credits_granted() > 8);
     r.with_faults(fa, fb)
@@ -378,7 +368,7 @@ fn loss_during_requester_local_invalidate() {
         .unwrap();
     let handles = advertised_handles(&mut r, 0x10);
     assert_eq!(handles.len(), 2, "a read chunk and a write chunk");
-    let (call, spec) = make_call(&r.pa, 0x11, Kind::Write(50_000));
+    let (call, spec) = Kind::Write(50_000).call(&r.pa, 0x11).unwrap();
     r.req.call(&mut r.qa, call, spec).unwrap();
     let mut calls = Vec::new();
     r.resp.poll(&mut r.qb, &mut |e| {
@@ -391,7 +381,7 @@ fn loss_during_requester_local_invalidate() {
     let first = calls.pop().unwrap();
     assert_eq!(first.xid, 0x10);
     // Serve only the first call.
-    let rep = make_reply(&r.pb, 0x10, Kind::Read(100_000));
+    let rep = Kind::Read(100_000).reply(&r.pb, 0x10).unwrap();
     r.resp.reply(&mut r.qb, first.ctx, rep).unwrap();
     let mut evs = Vec::new();
     r.req.poll(&mut r.qa, &mut |e| evs.push(e));
@@ -484,7 +474,7 @@ fn corrupted_call_headers() {
                         ResponderEvent::Connected(_) => {}
                     });
                     for c in calls {
-                        let rep = make_reply(&r.pb, c.xid, Kind::Read(4000));
+                        let rep = Kind::Read(4000).reply(&r.pb, c.xid).unwrap();
                         let _ = r.resp.reply(&mut r.qb, c.ctx, rep);
                     }
                     r.req.poll(&mut r.qa, &mut |e| evs.push(e));

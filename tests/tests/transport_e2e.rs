@@ -6,7 +6,7 @@
     clippy::panic
 )]
 
-mod common;
+use krpc_rdma_tests::common;
 
 use common::{assert_clean, reply_for, rig, take_reply, xdr_call};
 use krpc_rdma::provider::{Provider, SendOp, SendWr};

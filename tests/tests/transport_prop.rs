@@ -8,7 +8,7 @@
     clippy::panic
 )]
 
-mod common;
+use krpc_rdma_tests::common;
 
 use std::sync::Arc;
 

@@ -8,12 +8,12 @@
     clippy::panic
 )]
 
-mod common;
+use krpc_rdma_tests::common;
 
-use common::raw::advertised_handles;
 use common::{assert_clean, pattern, raw_send, reply_for, rig, teardown, write_call, xdr_call};
 use krpc_rdma::transport::{CallError, DdpReply, ReplySpec, RequesterEvent, ResponderEvent};
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, ReadSegment, Segment, WriteChunk};
+use krpc_rdma_tests::raw::advertised_handles;
 use mbuf::Chain;
 
 /// A rig after one round trip, so the responder's grant (not the initial single credit)
