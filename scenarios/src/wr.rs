@@ -5,12 +5,17 @@ use mbuf::PageFragment;
 
 /// A signaled Send of `len` bytes of send buffer `buf`.
 pub fn send_wr(wr_id: u64, buf: u32, len: u32) -> SendWr<'static> {
+    send_inv(wr_id, buf, len, None)
+}
+
+/// [`send_wr`], invalidating the peer's `invalidate` handle (Send With Invalidate).
+pub fn send_inv(wr_id: u64, buf: u32, len: u32, invalidate: Option<u32>) -> SendWr<'static> {
     SendWr {
         wr_id,
         op: SendOp::Send {
             buf,
             len,
-            invalidate: None,
+            invalidate,
         },
         signaled: true,
     }

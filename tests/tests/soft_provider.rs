@@ -17,7 +17,7 @@ use krpc_rdma::soft::{
     pair, CorruptSend, FaultConfig, FaultInjector, SoftConfig, SoftQp, MAX_SOFT_REGISTRATIONS,
 };
 use krpc_rdma_scenarios::data::pattern;
-use krpc_rdma_scenarios::wr::{local_inv, rdma_read, rdma_write, send_wr};
+use krpc_rdma_scenarios::wr::{local_inv, rdma_read, rdma_write, send_inv, send_wr};
 use mbuf::{Chain, HeapPageArena, PageFragment, PageProvider, PAGE_SIZE};
 
 struct Net {
@@ -310,16 +310,8 @@ fn send_with_invalidate_revokes_the_receivers_handle() {
     let seg = reg.segments[0];
     n.b.post_recv(&[4, 5]).unwrap();
     n.a.send_buf(0).unwrap()[..3].copy_from_slice(b"inv");
-    n.a.post_send(&[SendWr {
-        wr_id: 1,
-        op: SendOp::Send {
-            buf: 0,
-            len: 3,
-            invalidate: Some(seg.handle),
-        },
-        signaled: true,
-    }])
-    .unwrap();
+    n.a.post_send(&[send_inv(1, 0, 3, Some(seg.handle))])
+        .unwrap();
     assert_eq!(statuses(&poll_all(&mut n.a)), vec![WcStatus::Success]);
     let got = poll_all(&mut n.b);
     assert_eq!(got.len(), 1);
@@ -337,16 +329,8 @@ fn send_with_invalidate_revokes_the_receivers_handle() {
     assert_eq!(statuses(&poll_all(&mut n.b)), vec![WcStatus::Success]);
 
     // Invalidating it again (now stale) is a remote error: receive consumed, connection down.
-    n.a.post_send(&[SendWr {
-        wr_id: 3,
-        op: SendOp::Send {
-            buf: 0,
-            len: 3,
-            invalidate: Some(seg.handle),
-        },
-        signaled: true,
-    }])
-    .unwrap();
+    n.a.post_send(&[send_inv(3, 0, 3, Some(seg.handle))])
+        .unwrap();
     assert_eq!(statuses(&poll_all(&mut n.a)), vec![WcStatus::RemoteAccess]);
     let b = poll_all(&mut n.b);
     assert_eq!(b.len(), 1);
