@@ -90,8 +90,18 @@ fn release_finish<F: Fixture, T>(mut l: Link<'_, F>, s: Side, reg: RegId, chains
     l.finish()
 }
 
-fn ids_statuses(wcs: &[Completion]) -> Vec<(u64, WcStatus)> {
-    wcs.iter().map(|c| (c.wr_id, c.status)).collect()
+/// Completions of side `s` until `want.len()` arrived: their ids and statuses are `want`,
+/// in order.
+fn expect_ids<F: Fixture>(
+    l: &mut Link<'_, F>,
+    s: Side,
+    want: &[(u64, WcStatus)],
+    step: &str,
+) -> Result<Vec<Completion>, Failure> {
+    let wcs = l.completions(s, want.len(), step)?;
+    let got: Vec<_> = wcs.iter().map(|c| (c.wr_id, c.status)).collect();
+    eq(step, want, got.as_slice())?;
+    Ok(wcs)
 }
 
 /// Side `a` posts `wr`, which must fail with a remote access error; side B's posted receive
@@ -149,15 +159,15 @@ pub fn sends_consume_receives_in_order<F: Fixture>(fx: &mut F) -> Outcome {
         l.send_bytes(Side::A, 100 + i as u64, i as u32, m)
             .at("send")?;
     }
-    let sent = l.completions(Side::A, 3, "sends")?;
-    eq(
-        "send completions",
-        alloc::vec![
+    let sent = expect_ids(
+        &mut l,
+        Side::A,
+        &[
             (100, WcStatus::Success),
             (101, WcStatus::Success),
-            (102, WcStatus::Success)
+            (102, WcStatus::Success),
         ],
-        ids_statuses(&sent),
+        "send completions",
     )?;
     ensure(
         sent.iter().all(|c| c.kind == WcKind::Send),
@@ -233,12 +243,7 @@ pub fn receive_buffers_belong_to_the_nic_while_posted<F: Fixture>(fx: &mut F) ->
         Err(ProviderError::BadId),
         l.b.post_recv(&[3]),
     )?;
-    let got = l.completions(Side::B, 1, "receive")?;
-    eq(
-        "receive",
-        alloc::vec![(3, WcStatus::Success)],
-        ids_statuses(&got),
-    )?;
+    expect_ids(&mut l, Side::B, &[(3, WcStatus::Success)], "receive")?;
     eq(
         "bytes",
         Some(&b"hello"[..]),
@@ -512,11 +517,11 @@ pub fn local_invalidate_makes_the_handle_stale<F: Fixture>(fx: &mut F) -> Outcom
     let (target, reg, seg) = exposed_page(&mut l, Side::B, Access::REMOTE_READ)?;
     l.b.post_send(&[local_inv(77, reg.id, false)])
         .at("LocalInv")?;
-    let wcs = l.completions(Side::B, 1, "LocalInv, posted unsignaled")?;
-    eq(
+    expect_ids(
+        &mut l,
+        Side::B,
+        &[(77, WcStatus::Success)],
         "LocalInv completion",
-        alloc::vec![(77, WcStatus::Success)],
-        ids_statuses(&wcs),
     )?;
     post_ok(
         &mut l,
@@ -921,15 +926,15 @@ pub fn an_error_mid_chain_flushes_the_rest<F: Fixture>(fx: &mut F) -> Outcome {
         send_wr(4, 0, 4),
     ])
     .at("chain")?;
-    let wcs = l.completions(Side::A, 3, "chain")?;
-    eq(
-        "chain completions",
-        alloc::vec![
+    expect_ids(
+        &mut l,
+        Side::A,
+        &[
             (2, WcStatus::RemoteAccess),
             (3, WcStatus::Flushed),
-            (4, WcStatus::Flushed)
+            (4, WcStatus::Flushed),
         ],
-        ids_statuses(&wcs),
+        "chain completions",
     )?;
     l.expect_statuses(
         Side::B,
@@ -958,11 +963,11 @@ pub fn disconnect_flushes_both_sides_and_refuses_posts<F: Fixture>(fx: &mut F) -
     )?;
     l.b.disconnect();
     l.b.disconnect();
-    let a = l.completions(Side::A, 2, "A's receives")?;
-    eq(
+    expect_ids(
+        &mut l,
+        Side::A,
+        &[(1, WcStatus::Flushed), (2, WcStatus::Flushed)],
         "A's receives",
-        alloc::vec![(1, WcStatus::Flushed), (2, WcStatus::Flushed)],
-        ids_statuses(&a),
     )?;
     l.expect_statuses(Side::B, &[WcStatus::Flushed], "B's receive")?;
     l.expect_disconnected(Side::A, "A")?;
