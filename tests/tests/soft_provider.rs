@@ -1,11 +1,6 @@
 //! Tests of the software RC provider (`krpc_rdma::soft`) and its fault injector.
 // clippy.toml exempts `#[test]` bodies only; the helpers here are test code too.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use std::sync::Arc;
 

@@ -1,18 +1,11 @@
 //! RFC 8166 details of the Responder's replies, checked on the wire over raw Sends: each test
 //! names its section.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
-use krpc_rdma_tests::common;
-
-use common::{pages_with, pattern, RigOpts};
 use krpc_rdma::provider::Provider;
 use krpc_rdma::transport::TransportConfig;
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, WriteChunk};
+use krpc_rdma_tests::common::{self, pages_with, pattern, RigOpts};
 use krpc_rdma_tests::raw::{call, seg, Hostile};
 use mbuf::{Chain, Mbuf};
 

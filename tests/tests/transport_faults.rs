@@ -5,12 +5,7 @@
 //! reply, or `Failed`), and after a connection loss every pending call failed with
 //! `ConnectionLost`; no live registration; once the chains handed back are dropped, no page
 //! is held by either arena.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use krpc_rdma_tests::common;
 

@@ -3,12 +3,7 @@
 //! middle of a reply's RDMA Writes, and while the requester's Local Invalidate is
 //! outstanding. Each time the call is sent again with its XID on a new connection, gets
 //! exactly one verified reply, and no handle of the dead connection is still valid.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#![allow(clippy::unwrap_used)]
 
 use krpc_rdma_tests::common;
 

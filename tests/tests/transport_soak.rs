@@ -8,12 +8,6 @@
 //! `KRPC_RDMA_SOAK_CALLS` sets the number of calls (default 10,000 in release builds, 500
 //! in debug builds); the longer run: `KRPC_RDMA_SOAK_CALLS=200000 cargo test --release -p
 //! krpc-rdma --features soft --test transport_soak -- --nocapture`.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
 
 use krpc_rdma_tests::common;
 
