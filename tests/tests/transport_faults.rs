@@ -174,6 +174,11 @@ fn warm_rig(cfg: TransportConfig, fa: FaultConfig, fb: FaultConfig) -> FRig {
     r.with_faults(fa, fb)
 }
 
+/// [`run_with`] the default configuration.
+fn run_faults(fa: FaultConfig, fb: FaultConfig, what: &str) -> Outcomes {
+    run_with(TransportConfig::default(), fa, fb, what)
+}
+
 fn run_with(cfg: TransportConfig, fa: FaultConfig, fb: FaultConfig, what: &str) -> Outcomes {
     let mut r = warm_rig(cfg, fa, fb);
     let out = drive(&mut r, 0x100, WORKLOAD);
@@ -191,12 +196,7 @@ fn run_with(cfg: TransportConfig, fa: FaultConfig, fb: FaultConfig, what: &str) 
 
 #[test]
 fn workload_without_faults_completes() {
-    let out = run_with(
-        TransportConfig::default(),
-        FaultConfig::default(),
-        FaultConfig::default(),
-        "no fault",
-    );
+    let out = run_faults(FaultConfig::default(), FaultConfig::default(), "no fault");
     assert!(!out.req_lost);
     assert_eq!(out.issued.len(), WORKLOAD.len());
 }
@@ -210,12 +210,7 @@ fn loss_before_a_calls_send() {
             disconnect_at_send: Some(n),
             ..FaultConfig::default()
         };
-        let out = run_with(
-            TransportConfig::default(),
-            fa,
-            FaultConfig::default(),
-            &what,
-        );
+        let out = run_faults(fa, FaultConfig::default(), &what);
         assert!(out.req_lost, "{what}: the fault fired");
     }
 }
@@ -230,12 +225,7 @@ fn loss_during_responder_rdma_read() {
             disconnect_at_read: Some(n),
             ..FaultConfig::default()
         };
-        let out = run_with(
-            TransportConfig::default(),
-            FaultConfig::default(),
-            fb,
-            &what,
-        );
+        let out = run_faults(FaultConfig::default(), fb, &what);
         if !out.req_lost {
             break;
         }
@@ -254,12 +244,7 @@ fn loss_before_a_replys_send() {
             disconnect_at_send: Some(n),
             ..FaultConfig::default()
         };
-        let out = run_with(
-            TransportConfig::default(),
-            FaultConfig::default(),
-            fb,
-            &what,
-        );
+        let out = run_faults(FaultConfig::default(), fb, &what);
         assert!(out.req_lost, "{what}: the fault fired");
     }
     // And between a reply's RDMA Writes (Read(200003) and the Long Reply write in pieces).
@@ -269,12 +254,7 @@ fn loss_before_a_replys_send() {
             disconnect_at_write: Some(n),
             ..FaultConfig::default()
         };
-        let out = run_with(
-            TransportConfig::default(),
-            FaultConfig::default(),
-            fb,
-            &what,
-        );
+        let out = run_faults(FaultConfig::default(), fb, &what);
         assert!(out.req_lost, "{what}: the fault fired");
     }
 }
@@ -326,7 +306,7 @@ fn loss_at_every_poll() {
             } else {
                 (FaultConfig::default(), f)
             };
-            fired += u32::from(run_with(TransportConfig::default(), fa, fb, &what).req_lost);
+            fired += u32::from(run_faults(fa, fb, &what).req_lost);
         }
         assert!(fired >= 3, "{side}: faults fired {fired} times");
     }
