@@ -13,13 +13,7 @@
 //! Without an RDMA device every test prints "skipped: no RDMA device" and passes, unless
 //! `KRPC_RDMA_REQUIRE_RDMA=1` (then it fails). The tests share one process-wide "kernel" (the
 //! emulation's page arena, PD and CM thread): run them with `--test-threads=1`.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    missing_docs
-)]
+#![allow(clippy::unwrap_used)]
 
 use std::ffi::c_void;
 use std::net::SocketAddrV4;
@@ -28,9 +22,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use krpc_rdma::provider::{Access, Provider, Resources, WcStatus};
-use krpc_rdma::transport::{ReplySpec, TransportConfig};
-use krpc_rdma_scenarios::data::{pattern, write_call, xdr_call};
-use krpc_rdma_scenarios::{Fixture, Limits, Link, PagePair, Pair, Side};
+use krpc_rdma::transport::TransportConfig;
+use krpc_rdma_scenarios::{Connect, Fixture, Limits, Link, PagePair, Pair, Side};
 use mbuf::{PageFragment, PageProvider};
 use ofed_shim::{KernelPages, OfedConfig, OfedListener, OfedQp};
 
@@ -61,20 +54,14 @@ fn emu_stats() -> EmuStats {
     s
 }
 
-/// The fixture, or `None` (skip) without an RDMA device — unless `KRPC_RDMA_REQUIRE_RDMA=1`,
-/// where a missing device is a failure.
+/// The fixture, or `None` (skip) without an RDMA device (see
+/// [`krpc_rdma_scenarios::rdma_present`]).
 fn emu() -> Option<Emu> {
-    if std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some()) {
-        Some(Emu {
-            listener: None,
-            pages_before: emu_stats().pages_in_use,
-        })
-    } else if std::env::var_os("KRPC_RDMA_REQUIRE_RDMA").is_some_and(|v| v == "1") {
-        panic!("no RDMA device, and KRPC_RDMA_REQUIRE_RDMA=1");
-    } else {
-        println!("skipped: no RDMA device");
-        None
-    }
+    let dev = std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
+    krpc_rdma_scenarios::rdma_present!(dev).then(|| Emu {
+        listener: None,
+        pages_before: emu_stats().pages_in_use,
+    })
 }
 
 /// `struct sockaddr_in` (Linux layout).
@@ -116,13 +103,7 @@ fn ocfg(l: &Limits) -> OfedConfig {
         num_mrs: 256,
         ..OfedConfig::default()
     };
-    OfedConfig {
-        send_bufs: l.send_bufs.unwrap_or(d.send_bufs),
-        recv_bufs: l.recv_bufs.unwrap_or(d.recv_bufs),
-        max_send_wr: l.max_send_wr.unwrap_or(d.max_send_wr),
-        max_registrations: l.max_registrations.unwrap_or(d.max_registrations),
-        ..d
-    }
+    krpc_rdma_scenarios::limited_config!(OfedConfig, l, d)
 }
 
 struct Emu {
@@ -143,21 +124,15 @@ impl Fixture for Emu {
         ocfg(limits).resources()
     }
 
-    fn connect(
-        &mut self,
-        limits: &Limits,
-        a_private: &[u8],
-        b_private: &[u8],
-        before_accept: &mut (dyn FnMut(&mut OfedQp) + Send),
-    ) -> Result<(OfedQp, OfedQp), String> {
-        let cfg = ocfg(limits);
+    fn connect(&mut self, c: Connect<'_, OfedQp>) -> Result<(OfedQp, OfedQp), String> {
+        let cfg = ocfg(c.limits);
         let sa = sockaddr();
         let sa_ptr = (&sa as *const SockaddrIn).cast::<c_void>();
         // SAFETY: NULL vnet (one stack in the emulation); `sa` is a valid sockaddr_in.
         let mut listener = unsafe { OfedListener::bind(std::ptr::null_mut(), sa_ptr, &cfg) }
             .map_err(|e| e.to_string())?;
         // SAFETY: as above.
-        let mut qa = unsafe { OfedQp::connect(std::ptr::null_mut(), sa_ptr, &cfg, a_private) }
+        let mut qa = unsafe { OfedQp::connect(std::ptr::null_mut(), sa_ptr, &cfg, c.a_private) }
             .map_err(|e| e.to_string())?;
         // SAFETY: `upcall` only touches statics; callable from any thread at any time.
         unsafe { qa.set_upcall(upcall, std::ptr::null_mut()) };
@@ -170,8 +145,8 @@ impl Fixture for Emu {
                 let mut q = q.map_err(|e| e.to_string())?;
                 // SAFETY: as above.
                 unsafe { q.set_upcall(upcall, std::ptr::null_mut()) };
-                before_accept(&mut q);
-                q.accept(b_private).map_err(|e| e.to_string())?;
+                (c.before_accept)(&mut q);
+                q.accept(c.b_private).map_err(|e| e.to_string())?;
                 break q;
             }
             std::thread::sleep(Duration::from_millis(2));
@@ -234,44 +209,16 @@ fn frwr_registrations_invalidations_and_sync_revokes() {
     let before = emu_stats();
     let mut p = Pair::with(&mut fx, TransportConfig::default()).unwrap();
     let iters = 2;
-    for xid in 0..iters {
-        let call = write_call(&p.l.pa, xid, &pattern(1 << 20, xid as u8)).unwrap();
-        p.rpc(call, ReplySpec::inline(256), &mut |c| {
-            Ok(xdr_call(c.xid, b"ok").unwrap())
-        })
-        .unwrap();
-    }
+    p.write_rpcs(iters).unwrap();
     let after = emu_stats();
-    println!(
-        "client {:?}\nserver {:?}\nemulation {after:?}",
-        p.l.a.stats(),
-        p.l.b.stats()
-    );
+    println!("client {:?}\nemulation {after:?}", p.l.a.stats());
     assert!(p.l.a.stats().maps >= u64::from(iters));
     assert!(after.reg_mr_binds - before.reg_mr_binds >= u64::from(iters));
     assert!(
         after.remote_invs_seen - before.remote_invs_seen >= u64::from(iters),
         "Send With Invalidate seen"
     );
-    let page = p.l.pa.alloc_page().unwrap();
-    let reg =
-        p.l.a
-            .register(
-                &[PageFragment {
-                    addr: page,
-                    offset: 0,
-                    len: 4096,
-                }],
-                Access::REMOTE_READ,
-            )
-            .unwrap();
-    let revokes = p.l.a.stats().sync_revokes;
-    p.l.a.release(reg.id).unwrap();
-    assert!(
-        p.l.a.stats().sync_revokes > revokes,
-        "release revoked synchronously"
-    );
-    p.l.pa.page_unref(page);
+    p.release_revokes(|q| q.stats().sync_revokes).unwrap();
     p.finish().unwrap();
 }
 

@@ -10,8 +10,8 @@ use alloc::format;
 use alloc::vec::Vec;
 
 use krpc_rdma::provider::{
-    Access, CmEvent, Completion, Provider, ProviderError, RegId, Registration, SendOp, SendWr,
-    WcKind, WcStatus,
+    Access, CmEvent, Completion, Provider, ProviderError, RegId, RegSegment, Registration, SendOp,
+    SendWr, WcKind, WcStatus,
 };
 use mbuf::{Chain, PageFragment, PAGE_SIZE};
 
@@ -19,59 +19,13 @@ use crate::check::{bytes_eq, ensure, eq, fail, At, Failure, Outcome};
 use crate::data::pattern;
 use crate::fixture::{Feature, Fixture, Limits};
 use crate::pair::{send_raw, Link, Side};
+use crate::wr::{local_inv, rdma, send_inv, send_wr};
 
 const PD_A: &[u8] = &[0x41, 1, 2, 3, 4, 5, 6, 7];
 const PD_B: &[u8] = &[0x42, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0xff];
 
 fn link<'f, F: Fixture>(fx: &'f mut F, limits: &Limits) -> Result<Link<'f, F>, Failure> {
     Ok(Link::raw(fx, limits, PD_A, PD_B)?.0)
-}
-
-fn send_wr(wr_id: u64, buf: u32, len: u32) -> SendWr<'static> {
-    SendWr {
-        wr_id,
-        op: SendOp::Send {
-            buf,
-            len,
-            invalidate: None,
-        },
-        signaled: true,
-    }
-}
-
-fn rdma<'a>(
-    wr_id: u64,
-    write: bool,
-    local: &'a [PageFragment],
-    handle: u32,
-    offset: u64,
-) -> SendWr<'a> {
-    let op = if write {
-        SendOp::RdmaWrite {
-            local,
-            handle,
-            offset,
-        }
-    } else {
-        SendOp::RdmaRead {
-            local,
-            handle,
-            offset,
-        }
-    };
-    SendWr {
-        wr_id,
-        op,
-        signaled: true,
-    }
-}
-
-fn local_inv(wr_id: u64, reg: RegId, signaled: bool) -> SendWr<'static> {
-    SendWr {
-        wr_id,
-        op: SendOp::LocalInv { reg },
-        signaled,
-    }
 }
 
 /// A chain of `len` bytes of fresh pages of side `s`, zeroed.
@@ -94,8 +48,60 @@ fn register<F: Fixture>(
     l.qp(s).register(f, access).at("register")
 }
 
-fn ids_statuses(wcs: &[Completion]) -> Vec<(u64, WcStatus)> {
-    wcs.iter().map(|c| (c.wr_id, c.status)).collect()
+/// A zeroed page of side `s`, registered whole for `access`: the page, the registration,
+/// its first segment.
+fn exposed_page<F: Fixture>(
+    l: &mut Link<'_, F>,
+    s: Side,
+    access: Access,
+) -> Result<(Chain, Registration, RegSegment), Failure> {
+    let page = zeroed(l, s, PAGE_SIZE)?;
+    let reg = register(l, s, &frags(&page, 0..PAGE_SIZE)?, access)?;
+    let seg = *reg.segments.first().at("segment")?;
+    Ok((page, reg, seg))
+}
+
+/// A zeroed page of side `s` and the fragments of its first `n` bytes.
+fn local<F: Fixture>(
+    l: &Link<'_, F>,
+    s: Side,
+    n: usize,
+) -> Result<(Chain, Vec<PageFragment>), Failure> {
+    let c = zeroed(l, s, PAGE_SIZE)?;
+    let f = frags(&c, 0..n)?;
+    Ok((c, f))
+}
+
+/// Side `s` posts the chain `wrs`; its (one) signaled request completes successfully.
+fn post_ok<F: Fixture, const N: usize>(
+    l: &mut Link<'_, F>,
+    s: Side,
+    wrs: [SendWr<'_>; N],
+    step: &str,
+) -> Outcome {
+    l.qp(s).post_send(&wrs).at(step)?;
+    l.expect_statuses(s, &[WcStatus::Success], step)
+}
+
+/// Side `s` releases `reg`; then `chains` go and the link finishes.
+fn release_finish<F: Fixture, T>(mut l: Link<'_, F>, s: Side, reg: RegId, chains: T) -> Outcome {
+    l.qp(s).release(reg).at("release")?;
+    drop(chains);
+    l.finish()
+}
+
+/// Completions of side `s` until `want.len()` arrived: their ids and statuses are `want`,
+/// in order.
+fn expect_ids<F: Fixture>(
+    l: &mut Link<'_, F>,
+    s: Side,
+    want: &[(u64, WcStatus)],
+    step: &str,
+) -> Result<Vec<Completion>, Failure> {
+    let wcs = l.completions(s, want.len(), step)?;
+    let got: Vec<_> = wcs.iter().map(|c| (c.wr_id, c.status)).collect();
+    eq(step, want, got.as_slice())?;
+    Ok(wcs)
 }
 
 /// Side `a` posts `wr`, which must fail with a remote access error; side B's posted receive
@@ -153,15 +159,15 @@ pub fn sends_consume_receives_in_order<F: Fixture>(fx: &mut F) -> Outcome {
         l.send_bytes(Side::A, 100 + i as u64, i as u32, m)
             .at("send")?;
     }
-    let sent = l.completions(Side::A, 3, "sends")?;
-    eq(
-        "send completions",
-        alloc::vec![
+    let sent = expect_ids(
+        &mut l,
+        Side::A,
+        &[
             (100, WcStatus::Success),
             (101, WcStatus::Success),
-            (102, WcStatus::Success)
+            (102, WcStatus::Success),
         ],
-        ids_statuses(&sent),
+        "send completions",
     )?;
     ensure(
         sent.iter().all(|c| c.kind == WcKind::Send),
@@ -237,12 +243,7 @@ pub fn receive_buffers_belong_to_the_nic_while_posted<F: Fixture>(fx: &mut F) ->
         Err(ProviderError::BadId),
         l.b.post_recv(&[3]),
     )?;
-    let got = l.completions(Side::B, 1, "receive")?;
-    eq(
-        "receive",
-        alloc::vec![(3, WcStatus::Success)],
-        ids_statuses(&got),
-    )?;
+    expect_ids(&mut l, Side::B, &[(3, WcStatus::Success)], "receive")?;
     eq(
         "bytes",
         Some(&b"hello"[..]),
@@ -388,9 +389,12 @@ pub fn rdma_write_and_read_are_byte_exact<F: Fixture>(fx: &mut F) -> Outcome {
     let bytes = pattern(3 * PAGE_SIZE, 11);
     src.copyback(0, &bytes).at("fill")?;
     let sf = frags(&src, 123..123 + n)?;
-    l.a.post_send(&[rdma(1, true, &sf, seg.handle, seg.offset + 77)])
-        .at("RDMA Write")?;
-    l.expect_statuses(Side::A, &[WcStatus::Success], "RDMA Write")?;
+    post_ok(
+        &mut l,
+        Side::A,
+        [rdma(1, true, &sf, seg.handle, seg.offset + 77)],
+        "RDMA Write",
+    )?;
     let mut landed = alloc::vec![0u8; n];
     target.copydata(300 + 77, &mut landed).at("copydata")?;
     bytes_eq(
@@ -405,9 +409,12 @@ pub fn rdma_write_and_read_are_byte_exact<F: Fixture>(fx: &mut F) -> Outcome {
     let sink = Chain::alloc_pages(&l.pa, 4 * PAGE_SIZE).at("pages")?;
     let len = seg.length as usize;
     let kf = frags(&sink, 50..50 + len)?;
-    l.a.post_send(&[rdma(2, false, &kf, seg.handle, seg.offset)])
-        .at("RDMA Read")?;
-    l.expect_statuses(Side::A, &[WcStatus::Success], "RDMA Read")?;
+    post_ok(
+        &mut l,
+        Side::A,
+        [rdma(2, false, &kf, seg.handle, seg.offset)],
+        "RDMA Read",
+    )?;
     let (mut back, mut expect) = (alloc::vec![0u8; len], alloc::vec![0u8; len]);
     sink.copydata(50, &mut back).at("copydata")?;
     target.copydata(300, &mut expect).at("copydata")?;
@@ -418,9 +425,7 @@ pub fn rdma_write_and_read_are_byte_exact<F: Fixture>(fx: &mut F) -> Outcome {
         back.get(77..77 + n).at("slice")?,
     )?;
     eq("connected", true, l.fx.is_connected(&l.a))?;
-    l.b.release(reg.id).at("release")?;
-    drop((target, src, sink));
-    l.finish()
+    release_finish(l, Side::B, reg.id, (target, src, sink))
 }
 
 /// The last bytes of a registration can be read; one byte more is refused (where the
@@ -437,11 +442,13 @@ pub fn rdma_past_the_end_of_a_registration_is_refused<F: Fixture>(fx: &mut F) ->
     )?;
     let seg = *reg.segments.last().at("segment")?;
     let end = seg.offset + u64::from(seg.length);
-    let sink = zeroed(&l, Side::A, PAGE_SIZE)?;
-    let kf = frags(&sink, 0..10)?;
-    l.a.post_send(&[rdma(1, false, &kf, seg.handle, end - 10)])
-        .at("read the last 10 bytes")?;
-    l.expect_statuses(Side::A, &[WcStatus::Success], "read the last 10 bytes")?;
+    let (sink, kf) = local(&l, Side::A, 10)?;
+    post_ok(
+        &mut l,
+        Side::A,
+        [rdma(1, false, &kf, seg.handle, end - 10)],
+        "read the last 10 bytes",
+    )?;
     let kf = frags(&sink, 0..11)?;
     if range_checks {
         expect_remote_access(
@@ -450,22 +457,13 @@ pub fn rdma_past_the_end_of_a_registration_is_refused<F: Fixture>(fx: &mut F) ->
             "read 1 byte past the end",
         )?;
     }
-    l.b.release(reg.id).at("release")?;
-    drop((target, sink));
-    l.finish()
+    release_finish(l, Side::B, reg.id, (target, sink))
 }
 
 /// A registration the peer may only read refuses an RDMA Write (nothing is written).
 pub fn read_only_registration_refuses_write<F: Fixture>(fx: &mut F) -> Outcome {
     let mut l = link(fx, &Limits::default())?;
-    let target = zeroed(&l, Side::B, PAGE_SIZE)?;
-    let reg = register(
-        &mut l,
-        Side::B,
-        &frags(&target, 0..PAGE_SIZE)?,
-        Access::REMOTE_READ,
-    )?;
-    let seg = *reg.segments.first().at("segment")?;
+    let (target, reg, seg) = exposed_page(&mut l, Side::B, Access::REMOTE_READ)?;
     let mut src = Chain::alloc_pages(&l.pa, PAGE_SIZE).at("pages")?;
     src.copyback(0, &[0xaa; 16]).at("fill")?;
     let sf = frags(&src, 0..16)?;
@@ -477,86 +475,62 @@ pub fn read_only_registration_refuses_write<F: Fixture>(fx: &mut F) -> Outcome {
     let mut now = [1u8; 16];
     target.copydata(0, &mut now).at("copydata")?;
     eq("bytes after the refused write", [0u8; 16], now)?;
-    l.b.release(reg.id).at("release")?;
-    drop((target, src));
-    l.finish()
+    release_finish(l, Side::B, reg.id, (target, src))
 }
 
 /// A registration the peer may only write refuses an RDMA Read.
 pub fn write_only_registration_refuses_read<F: Fixture>(fx: &mut F) -> Outcome {
     let mut l = link(fx, &Limits::default())?;
-    let target = zeroed(&l, Side::B, PAGE_SIZE)?;
-    let reg = register(
-        &mut l,
-        Side::B,
-        &frags(&target, 0..PAGE_SIZE)?,
-        Access::REMOTE_WRITE,
-    )?;
-    let seg = *reg.segments.first().at("segment")?;
-    let sink = zeroed(&l, Side::A, PAGE_SIZE)?;
-    let kf = frags(&sink, 0..16)?;
+    let (target, reg, seg) = exposed_page(&mut l, Side::B, Access::REMOTE_WRITE)?;
+    let (sink, kf) = local(&l, Side::A, 16)?;
     expect_remote_access(
         &mut l,
         rdma(1, false, &kf, seg.handle, seg.offset),
         "RDMA Read of a write-only registration",
     )?;
-    l.b.release(reg.id).at("release")?;
-    drop((target, sink));
-    l.finish()
+    release_finish(l, Side::B, reg.id, (target, sink))
 }
 
 /// A handle that was never advertised is refused.
 pub fn unknown_handle_is_refused<F: Fixture>(fx: &mut F) -> Outcome {
     let mut l = link(fx, &Limits::default())?;
-    let theirs = zeroed(&l, Side::B, PAGE_SIZE)?;
-    let reg = register(
+    let (theirs, reg, s) = exposed_page(&mut l, Side::B, Access::REMOTE_READ)?;
+    let (sink, kf) = local(&l, Side::A, 1)?;
+    post_ok(
         &mut l,
-        Side::B,
-        &frags(&theirs, 0..PAGE_SIZE)?,
-        Access::REMOTE_READ,
+        Side::A,
+        [rdma(1, false, &kf, s.handle, s.offset)],
+        "read with the handle",
     )?;
-    let s = *reg.segments.first().at("segment")?;
-    let sink = zeroed(&l, Side::A, PAGE_SIZE)?;
-    let kf = frags(&sink, 0..1)?;
-    l.a.post_send(&[rdma(1, false, &kf, s.handle, s.offset)])
-        .at("read with the handle")?;
-    l.expect_statuses(Side::A, &[WcStatus::Success], "read with the handle")?;
     expect_remote_access(
         &mut l,
         rdma(2, false, &kf, s.handle ^ 1, s.offset),
         "read with another handle",
     )?;
-    l.b.release(reg.id).at("release")?;
-    drop((theirs, sink));
-    l.finish()
+    release_finish(l, Side::B, reg.id, (theirs, sink))
 }
 
 /// Local Invalidate (always signaled, idempotent until release) makes the handle stale; an
 /// invalidated registration still needs its release.
 pub fn local_invalidate_makes_the_handle_stale<F: Fixture>(fx: &mut F) -> Outcome {
     let mut l = link(fx, &Limits::default())?;
-    let target = zeroed(&l, Side::B, PAGE_SIZE)?;
-    let reg = register(
-        &mut l,
-        Side::B,
-        &frags(&target, 0..PAGE_SIZE)?,
-        Access::REMOTE_READ,
-    )?;
-    let seg = *reg.segments.first().at("segment")?;
+    let (target, reg, seg) = exposed_page(&mut l, Side::B, Access::REMOTE_READ)?;
     l.b.post_send(&[local_inv(77, reg.id, false)])
         .at("LocalInv")?;
-    let wcs = l.completions(Side::B, 1, "LocalInv, posted unsignaled")?;
-    eq(
+    expect_ids(
+        &mut l,
+        Side::B,
+        &[(77, WcStatus::Success)],
         "LocalInv completion",
-        alloc::vec![(77, WcStatus::Success)],
-        ids_statuses(&wcs),
     )?;
-    l.b.post_send(&[local_inv(78, reg.id, true)])
-        .at("second LocalInv")?;
-    l.expect_statuses(Side::B, &[WcStatus::Success], "second LocalInv")?;
+    post_ok(
+        &mut l,
+        Side::B,
+        [local_inv(78, reg.id, true)],
+        "second LocalInv",
+    )?;
     eq("live registrations", 1, l.fx.live_registrations(&l.b))?;
-    let sink = zeroed(&l, Side::A, PAGE_SIZE)?;
-    let kf = frags(&sink, 0..1)?;
+    let (sink, kf) = local(&l, Side::A, 1)?;
     expect_remote_access(
         &mut l,
         rdma(1, false, &kf, seg.handle, seg.offset),
@@ -576,8 +550,7 @@ pub fn local_invalidate_makes_the_handle_stale<F: Fixture>(fx: &mut F) -> Outcom
 /// handle and id.
 pub fn release_makes_the_handle_stale_and_the_id_unknown<F: Fixture>(fx: &mut F) -> Outcome {
     let mut l = link(fx, &Limits::default())?;
-    let target = zeroed(&l, Side::B, PAGE_SIZE)?;
-    let f = frags(&target, 0..PAGE_SIZE)?;
+    let (target, f) = local(&l, Side::B, PAGE_SIZE)?;
     let reg = register(&mut l, Side::B, &f, Access::REMOTE_WRITE)?;
     let seg = *reg.segments.first().at("segment")?;
     l.b.release(reg.id).at("release")?;
@@ -603,11 +576,13 @@ pub fn release_makes_the_handle_stale_and_the_id_unknown<F: Fixture>(fx: &mut F)
         "new registration",
         "a new handle and id",
     )?;
-    let src = zeroed(&l, Side::A, PAGE_SIZE)?;
-    let sf = frags(&src, 0..8)?;
-    l.a.post_send(&[rdma(1, true, &sf, seg2.handle, seg2.offset)])
-        .at("write with the new handle")?;
-    l.expect_statuses(Side::A, &[WcStatus::Success], "write with the new handle")?;
+    let (src, sf) = local(&l, Side::A, 8)?;
+    post_ok(
+        &mut l,
+        Side::A,
+        [rdma(1, true, &sf, seg2.handle, seg2.offset)],
+        "write with the new handle",
+    )?;
     expect_remote_access(
         &mut l,
         rdma(2, true, &sf, seg.handle, seg.offset),
@@ -622,14 +597,7 @@ pub fn release_makes_the_handle_stale_and_the_id_unknown<F: Fixture>(fx: &mut F)
 /// synchronously.
 pub fn release_of_a_live_registration_revokes<F: Fixture>(fx: &mut F) -> Outcome {
     let mut l = link(fx, &Limits::default())?;
-    let page = zeroed(&l, Side::A, PAGE_SIZE)?;
-    let reg = register(
-        &mut l,
-        Side::A,
-        &frags(&page, 0..PAGE_SIZE)?,
-        Access::REMOTE_READ,
-    )?;
-    let seg = *reg.segments.first().at("segment")?;
+    let (page, reg, seg) = exposed_page(&mut l, Side::A, Access::REMOTE_READ)?;
     eq(
         "read while registered",
         WcStatus::Success,
@@ -652,31 +620,19 @@ pub fn send_with_invalidate_revokes_the_receivers_handle<F: Fixture>(fx: &mut F)
         return Ok(());
     }
     let mut l = link(fx, &Limits::default())?;
-    let target = zeroed(&l, Side::B, PAGE_SIZE)?;
-    let reg = register(
-        &mut l,
-        Side::B,
-        &frags(&target, 0..PAGE_SIZE)?,
-        Access::REMOTE_WRITE,
-    )?;
-    let seg = *reg.segments.first().at("segment")?;
+    let (target, reg, seg) = exposed_page(&mut l, Side::B, Access::REMOTE_WRITE)?;
     l.b.post_recv(&[4, 5]).at("post receives")?;
     l.a.send_buf(0)
         .at("send_buf")?
         .get_mut(..3)
         .at("buf")?
         .copy_from_slice(b"inv");
-    l.a.post_send(&[SendWr {
-        wr_id: 1,
-        op: SendOp::Send {
-            buf: 0,
-            len: 3,
-            invalidate: Some(seg.handle),
-        },
-        signaled: true,
-    }])
-    .at("Send With Invalidate")?;
-    l.expect_statuses(Side::A, &[WcStatus::Success], "Send With Invalidate")?;
+    post_ok(
+        &mut l,
+        Side::A,
+        [send_inv(1, 0, 3, Some(seg.handle))],
+        "Send With Invalidate",
+    )?;
     let got = l.completions(Side::B, 1, "receive")?;
     let c = got.first().at("receive")?;
     eq(
@@ -689,15 +645,13 @@ pub fn send_with_invalidate_revokes_the_receivers_handle<F: Fixture>(fx: &mut F)
         Some(&b"inv"[..]),
         l.b.recv_buf(4).at("recv_buf")?.get(..3),
     )?;
-    l.b.post_send(&[local_inv(2, reg.id, true)])
-        .at("LocalInv after the remote one")?;
-    l.expect_statuses(
+    post_ok(
+        &mut l,
         Side::B,
-        &[WcStatus::Success],
+        [local_inv(2, reg.id, true)],
         "LocalInv after the remote one",
     )?;
-    let src = zeroed(&l, Side::A, PAGE_SIZE)?;
-    let sf = frags(&src, 0..1)?;
+    let (src, sf) = local(&l, Side::A, 1)?;
     l.a.post_send(&[rdma(3, true, &sf, seg.handle, seg.offset)])
         .at("write with the invalidated handle")?;
     l.expect_statuses(
@@ -708,9 +662,7 @@ pub fn send_with_invalidate_revokes_the_receivers_handle<F: Fixture>(fx: &mut F)
     l.expect_statuses(Side::B, &[WcStatus::Flushed], "B's other receive")?;
     l.expect_disconnected(Side::A, "A")?;
     l.expect_disconnected(Side::B, "B")?;
-    l.b.release(reg.id).at("release")?;
-    drop((target, src));
-    l.finish()
+    release_finish(l, Side::B, reg.id, (target, src))
 }
 
 /// Fragments no provider can register are refused: none, an empty one, one leaving its page.
@@ -757,8 +709,7 @@ pub fn max_registrations_is_busy<F: Fixture>(fx: &mut F) -> Outcome {
         ..Limits::default()
     };
     let mut l = link(fx, &limits)?;
-    let c = zeroed(&l, Side::A, PAGE_SIZE)?;
-    let f = frags(&c, 0..PAGE_SIZE)?;
+    let (c, f) = local(&l, Side::A, PAGE_SIZE)?;
     let regs = (0..3)
         .map(|_| l.a.register(&f, Access::REMOTE_READ).at("register"))
         .collect::<Result<Vec<_>, _>>()?;
@@ -815,13 +766,11 @@ pub fn registrations_keep_their_pages_alive<F: Fixture>(fx: &mut F) -> Outcome {
     drop(target);
     let s = *reg.segments.first().at("segment")?;
     let n = (s.length as usize - 10).min(PAGE_SIZE);
-    let sink = zeroed(&l, Side::A, PAGE_SIZE)?;
-    let kf = frags(&sink, 0..n)?;
-    l.a.post_send(&[rdma(1, false, &kf, s.handle, s.offset + 10)])
-        .at("read after the chain was dropped")?;
-    l.expect_statuses(
+    let (sink, kf) = local(&l, Side::A, n)?;
+    post_ok(
+        &mut l,
         Side::A,
-        &[WcStatus::Success],
+        [rdma(1, false, &kf, s.handle, s.offset + 10)],
         "read after the chain was dropped",
     )?;
     let mut got = alloc::vec![0u8; n];
@@ -891,8 +840,7 @@ pub fn a_malformed_request_refuses_the_whole_chain<F: Fixture>(fx: &mut F) -> Ou
     let mut l = link(fx, &Limits::default())?;
     let res = l.a.resources();
     l.b.post_recv(&[0, 1]).at("post receives")?;
-    let c = zeroed(&l, Side::A, PAGE_SIZE)?;
-    let f = frags(&c, 0..PAGE_SIZE)?;
+    let (c, f) = local(&l, Side::A, PAGE_SIZE)?;
     let reg = register(&mut l, Side::A, &f, Access::REMOTE_READ)?;
     let seg = *reg.segments.first().at("segment")?;
     let too_many = (0..=res.max_sge as usize)
@@ -966,8 +914,7 @@ pub fn a_malformed_request_refuses_the_whole_chain<F: Fixture>(fx: &mut F) -> Ou
 pub fn an_error_mid_chain_flushes_the_rest<F: Fixture>(fx: &mut F) -> Outcome {
     let mut l = link(fx, &Limits::default())?;
     l.b.post_recv(&[0, 1]).at("post receives")?;
-    let c = zeroed(&l, Side::A, PAGE_SIZE)?;
-    let f = frags(&c, 0..8)?;
+    let (c, f) = local(&l, Side::A, 8)?;
     let unsig = |i| SendWr {
         signaled: false,
         ..send_wr(i, 0, 4)
@@ -979,15 +926,15 @@ pub fn an_error_mid_chain_flushes_the_rest<F: Fixture>(fx: &mut F) -> Outcome {
         send_wr(4, 0, 4),
     ])
     .at("chain")?;
-    let wcs = l.completions(Side::A, 3, "chain")?;
-    eq(
-        "chain completions",
-        alloc::vec![
+    expect_ids(
+        &mut l,
+        Side::A,
+        &[
             (2, WcStatus::RemoteAccess),
             (3, WcStatus::Flushed),
-            (4, WcStatus::Flushed)
+            (4, WcStatus::Flushed),
         ],
-        ids_statuses(&wcs),
+        "chain completions",
     )?;
     l.expect_statuses(
         Side::B,
@@ -1016,11 +963,11 @@ pub fn disconnect_flushes_both_sides_and_refuses_posts<F: Fixture>(fx: &mut F) -
     )?;
     l.b.disconnect();
     l.b.disconnect();
-    let a = l.completions(Side::A, 2, "A's receives")?;
-    eq(
+    expect_ids(
+        &mut l,
+        Side::A,
+        &[(1, WcStatus::Flushed), (2, WcStatus::Flushed)],
         "A's receives",
-        alloc::vec![(1, WcStatus::Flushed), (2, WcStatus::Flushed)],
-        ids_statuses(&a),
     )?;
     l.expect_statuses(Side::B, &[WcStatus::Flushed], "B's receive")?;
     l.expect_disconnected(Side::A, "A")?;
@@ -1112,23 +1059,16 @@ pub fn pages_are_all_returned_after_a_busy_session<F: Fixture>(fx: &mut F) -> Ou
         let sf = frags(&src, 0..n)?;
         l.b.post_recv(&[u32::from(round % 4)]).at("post receive")?;
         let invalidate = swi.then_some(s.handle);
-        l.a.post_send(&[
-            SendWr {
-                signaled: false,
-                ..rdma(1, true, &sf, s.handle, s.offset)
-            },
-            SendWr {
-                wr_id: 2,
-                op: SendOp::Send {
-                    buf: 0,
-                    len: 16,
-                    invalidate,
-                },
-                signaled: true,
-            },
-        ])
-        .at(&step)?;
-        l.expect_statuses(Side::A, &[WcStatus::Success], &step)?;
+        let unsignaled_write = SendWr {
+            signaled: false,
+            ..rdma(1, true, &sf, s.handle, s.offset)
+        };
+        post_ok(
+            &mut l,
+            Side::A,
+            [unsignaled_write, send_inv(2, 0, 16, invalidate)],
+            &step,
+        )?;
         let got = l.completions(Side::B, 1, &step)?;
         eq(
             format!("{step}: invalidated"),

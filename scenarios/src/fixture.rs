@@ -59,6 +59,18 @@ pub enum Feature {
 /// peer) and side B (responder).
 pub type PagePair = (Arc<dyn PageProvider>, Arc<dyn PageProvider>);
 
+/// What [`Fixture::connect`] is asked for.
+pub struct Connect<'a, Q> {
+    /// The provider limits of both queue pairs.
+    pub limits: &'a Limits,
+    /// Side A's connection private data (RFC 8797).
+    pub a_private: &'a [u8],
+    /// Side B's connection private data.
+    pub b_private: &'a [u8],
+    /// Runs on side B's queue pair before it accepts (it posts receives).
+    pub before_accept: &'a mut (dyn FnMut(&mut Q) + Send),
+}
+
 /// A provider under test: how to connect a pair of its queue pairs, how to wait for them,
 /// and the probes the suite checks for leaks. One value serves one scenario at a time; it
 /// may connect several pairs, one after the other (the previous pair is dropped first).
@@ -78,19 +90,12 @@ pub trait Fixture {
     fn resources(&self, limits: &Limits) -> Resources;
 
     /// Connect side A to side B over the page providers of the last
-    /// [`Fixture::page_providers`] call. `a_private` / `b_private` are each side's connection
-    /// private data (RFC 8797); `before_accept` runs on side B's queue pair before it accepts
-    /// (it posts receives). Both queue pairs report `CmEvent::Established` from `poll_event`.
+    /// [`Fixture::page_providers`] call, as `c` says. Both queue pairs report
+    /// `CmEvent::Established` from `poll_event`.
     ///
     /// # Errors
     /// A description of what failed.
-    fn connect(
-        &mut self,
-        limits: &Limits,
-        a_private: &[u8],
-        b_private: &[u8],
-        before_accept: &mut (dyn FnMut(&mut Self::Qp) + Send),
-    ) -> Result<(Self::Qp, Self::Qp), String>;
+    fn connect(&mut self, c: Connect<'_, Self::Qp>) -> Result<(Self::Qp, Self::Qp), String>;
 
     /// Block until one of the queue pairs has completions or connection events, or a short
     /// timeout passes. A no-op for a provider that completes work when it is posted.
@@ -182,4 +187,57 @@ macro_rules! verbs_binding_probes {
             println!("{line}");
         }
     };
+}
+
+/// `$ty { send_bufs, recv_bufs, max_send_wr, max_registrations, ..$default }` with each of
+/// the four taken from the [`Limits`] `$limits` where it sets one: how a fixture maps limits
+/// onto its provider's configuration type (whose four fields are `u32`).
+#[macro_export]
+macro_rules! limited_config {
+    ($ty:ident, $limits:expr, $default:expr) => {{
+        let l: &$crate::Limits = $limits;
+        let d = $default;
+        $ty {
+            send_bufs: l.send_bufs.unwrap_or(d.send_bufs),
+            recv_bufs: l.recv_bufs.unwrap_or(d.recv_bufs),
+            max_send_wr: l.max_send_wr.unwrap_or(d.max_send_wr),
+            max_registrations: l.max_registrations.unwrap_or(d.max_registrations),
+            ..d
+        }
+    }};
+}
+
+/// The [`Fixture`] methods `pages_in_use` and `audit` of a fixture whose field `arenas`
+/// holds the page arenas of the last connection (each with `in_use()` and `bad_unrefs()`).
+#[macro_export]
+macro_rules! arena_probes {
+    () => {
+        fn pages_in_use(&self) -> usize {
+            self.arenas.iter().map(|a| a.in_use()).sum()
+        }
+        fn audit(&mut self) -> Result<(), String> {
+            let bad: u64 = self.arenas.iter().map(|a| a.bad_unrefs()).sum();
+            (bad == 0)
+                .then_some(())
+                .ok_or(format!("{bad} bad page unrefs"))
+        }
+    };
+}
+
+/// `$present` (whether an RDMA device is there), after saying "skipped: no RDMA device"
+/// when it is not — and panicking instead when `KRPC_RDMA_REQUIRE_RDMA=1` (set for the runs
+/// in the VM, so a VM whose rxe0 did not come up can never pass as "skipped"). For the std
+/// instantiations over a real device.
+#[macro_export]
+macro_rules! rdma_present {
+    ($present:expr) => {{
+        let present: bool = $present;
+        if !present {
+            if ::std::env::var_os("KRPC_RDMA_REQUIRE_RDMA").is_some_and(|v| v == "1") {
+                panic!("no RDMA device, and KRPC_RDMA_REQUIRE_RDMA=1");
+            }
+            println!("skipped: no RDMA device");
+        }
+        present
+    }};
 }

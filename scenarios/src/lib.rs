@@ -30,9 +30,10 @@ mod loss;
 pub mod pair;
 pub mod raw;
 mod transport;
+pub mod wr;
 
 pub use check::{Failure, Outcome};
-pub use fixture::{Feature, Fixture, Limits, PagePair, Setup};
+pub use fixture::{Connect, Feature, Fixture, Limits, PagePair, Setup};
 pub use pair::{Link, Pair, Side};
 
 /// The scenario functions, by name.

@@ -13,7 +13,7 @@ use krpc_rdma::transport::{
 use mbuf::{Chain, PageFragment, PageProvider};
 
 use crate::check::{eq, fail, At, Failure, Outcome};
-use crate::fixture::{Fixture, Limits, Setup};
+use crate::fixture::{Connect, Fixture, Limits, Setup};
 
 /// One side of a link: A (requester, raw peer) or B (responder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +55,12 @@ impl<'f, F: Fixture> Link<'f, F> {
     ) -> Result<(Self, [Vec<u8>; 2]), Failure> {
         let (pa, pb) = fx.page_providers().at("page providers")?;
         let (a, b) = fx
-            .connect(limits, a_private, b_private, &mut |_| {})
+            .connect(Connect {
+                limits,
+                a_private,
+                b_private,
+                before_accept: &mut |_| {},
+            })
             .at("connect")?;
         let mut l = Link { fx, a, b, pa, pb };
         let mut got: [Option<Vec<u8>>; 2] = [None, None];
@@ -230,24 +235,9 @@ impl<'f, F: Fixture> Link<'f, F> {
             offset: 0,
             len,
         }];
-        let op = if write {
-            SendOp::RdmaWrite {
-                local: &local,
-                handle,
-                offset,
-            }
-        } else {
-            SendOp::RdmaRead {
-                local: &local,
-                handle,
-                offset,
-            }
-        };
-        let posted = self.qp(s).post_send(&[SendWr {
-            wr_id: PROBE_WR,
-            op,
-            signaled: true,
-        }]);
+        let posted = self
+            .qp(s)
+            .post_send(&[crate::wr::rdma(PROBE_WR, write, &local, handle, offset)]);
         let status = match posted {
             Ok(()) => self.completion_of(s, PROBE_WR, "probe: completion"),
             Err(e) => Err(fail("probe: post", "posted", format!("{e:?}"))),
@@ -379,7 +369,12 @@ impl<'f, F: Fixture> Pair<'f, F> {
         let mut resp = Responder::new(setup.resp, res, pb.clone()).at("Responder::new")?;
         let (ap, bp) = (req.private_data(), resp.private_data());
         let (a, b) = fx
-            .connect(&setup.limits, &ap, &bp, &mut |q| resp.post_receives(q))
+            .connect(Connect {
+                limits: &setup.limits,
+                a_private: &ap,
+                b_private: &bp,
+                before_accept: &mut |q| resp.post_receives(q),
+            })
             .at("connect")?;
         let mut p = Pair {
             l: Link { fx, a, b, pa, pb },
@@ -592,6 +587,51 @@ impl<'f, F: Fixture> Pair<'f, F> {
                 .map_err(|e| fail(step, "healthy queue pairs", e))?;
         }
         Ok(())
+    }
+
+    /// `n` calls, each carrying 1 MiB of DDP WRITE data in a read chunk (so each maps a
+    /// registration at the requester), answered inline.
+    ///
+    /// # Errors
+    /// A call failed.
+    pub fn write_rpcs(&mut self, n: u32) -> Outcome {
+        for xid in 0..n {
+            let data = crate::data::pattern(1 << 20, xid as u8);
+            let call = crate::data::write_call(&self.l.pa, xid, &data).at("write call")?;
+            self.rpc(call, ReplySpec::inline(256), &mut |c| {
+                crate::data::xdr_call(c.xid, b"ok").at("reply")
+            })?;
+        }
+        Ok(())
+    }
+
+    /// A registration of one page at the requester, released while still valid: the
+    /// counter `revokes` of side A (a binding's synchronous revocations) goes up.
+    ///
+    /// # Errors
+    /// The registration failed, or `release` did not revoke.
+    pub fn release_revokes(&mut self, revokes: fn(&F::Qp) -> u64) -> Outcome {
+        let page = self.l.pa.alloc_page().at("page")?;
+        let frag = PageFragment {
+            addr: page,
+            offset: 0,
+            len: mbuf::PAGE_SIZE,
+        };
+        let reg = self
+            .l
+            .a
+            .register(&[frag], krpc_rdma::provider::Access::REMOTE_READ);
+        let before = revokes(&self.l.a);
+        let released = reg
+            .at("register")
+            .and_then(|r| self.l.a.release(r.id).at("release"));
+        self.l.pa.page_unref(page);
+        released?;
+        crate::check::ensure(
+            revokes(&self.l.a) > before,
+            "release of a live registration",
+            "revoked synchronously",
+        )
     }
 
     /// Drop the endpoints, then [`Link::finish`].

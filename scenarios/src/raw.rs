@@ -5,7 +5,7 @@ use alloc::format;
 use alloc::vec::Vec;
 
 use krpc_rdma::provider::{Completion, Provider, WcKind, WcStatus};
-use krpc_rdma::transport::{Incoming, ResponderEvent, TransportConfig};
+use krpc_rdma::transport::{Incoming, Responder, ResponderEvent, TransportConfig};
 use krpc_rdma::wire::{Body, ErrorBody, HeaderRepr};
 
 use crate::check::{fail, At, Failure};
@@ -68,34 +68,21 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
         let mut got = Vec::new();
         let (mut quiet, mut idle) = (0, 0);
         loop {
-            let mut evs = Vec::new();
-            self.p.resp.poll(&mut self.p.l.b, &mut |e| evs.push(e));
-            let mut progress = !evs.is_empty();
-            for e in evs {
-                match e {
-                    ResponderEvent::Call(c) => self.held.push(c),
-                    ResponderEvent::ConnectionLost => self.lost = true,
-                    ResponderEvent::Connected(_) => {}
+            let progress = match poll_round(
+                &mut self.p.resp,
+                &mut self.p.l.a,
+                &mut self.p.l.b,
+                &mut self.held,
+                &mut self.lost,
+                &mut got,
+            )? {
+                (progress, Some(WcStatus::Success)) => {
+                    sent = false;
+                    progress
                 }
-            }
-            let mut wcs = [Completion::EMPTY; 16];
-            let n = self.p.l.a.poll_cq(&mut wcs);
-            progress |= n > 0;
-            for wc in wcs.iter().take(n) {
-                match (wc.kind, wc.status) {
-                    (WcKind::Recv { buf }, WcStatus::Success) => {
-                        let m = self.p.l.a.recv_buf(buf).at("raw peer: receive buffer")?;
-                        got.push(Vec::from(m.get(..wc.byte_len as usize).unwrap_or(m)));
-                        // (Fails once the connection is gone; nothing more arrives then.)
-                        let _ = self.p.l.a.post_recv(&[buf]);
-                    }
-                    (WcKind::Send, WcStatus::Success) if wc.wr_id == RAW_WR => sent = false,
-                    (WcKind::Send, s) if wc.wr_id == RAW_WR => {
-                        return Err(fail("raw send", "Success", format!("{s:?}")))
-                    }
-                    _ => {}
-                }
-            }
+                (_, Some(s)) => return Err(fail("raw send", "Success", format!("{s:?}"))),
+                (progress, None) => progress,
+            };
             if progress {
                 quiet = 0;
             } else if !sent {
@@ -122,6 +109,48 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
         }
         self.settle(false)
     }
+}
+
+/// One round of a raw peer on side `a` facing the responder `resp` on side `b`: poll the
+/// responder (calls handed up go to `held`, a connection loss sets `lost`), then side A's
+/// completions (each message received goes to `got`, its buffer posted again). Returns
+/// whether anything moved, and the status of the raw Send ([`RAW_WR`]) if it completed.
+///
+/// # Errors
+/// A receive buffer could not be read.
+pub fn poll_round<A: Provider, B: Provider>(
+    resp: &mut Responder,
+    a: &mut A,
+    b: &mut B,
+    held: &mut Vec<Incoming>,
+    lost: &mut bool,
+    got: &mut Vec<Vec<u8>>,
+) -> Result<(bool, Option<WcStatus>), Failure> {
+    let mut progress = false;
+    resp.poll(b, &mut |e| {
+        progress = true;
+        match e {
+            ResponderEvent::Call(c) => held.push(c),
+            ResponderEvent::ConnectionLost => *lost = true,
+            ResponderEvent::Connected(_) => {}
+        }
+    });
+    let mut wcs = [Completion::EMPTY; 16];
+    let n = a.poll_cq(&mut wcs);
+    let mut sent = None;
+    for wc in wcs.iter().take(n) {
+        match (wc.kind, wc.status) {
+            (WcKind::Recv { buf }, WcStatus::Success) => {
+                let m = a.recv_buf(buf).at("raw peer: receive buffer")?;
+                got.push(Vec::from(m.get(..wc.byte_len as usize).unwrap_or(m)));
+                // (Fails once the connection is gone; nothing more arrives then.)
+                let _ = a.post_recv(&[buf]);
+            }
+            (WcKind::Send, s) if wc.wr_id == RAW_WR => sent = Some(s),
+            _ => {}
+        }
+    }
+    Ok((progress || n > 0, sent))
 }
 
 /// The RDMA_ERROR in `ans`: (xid, vers, credit, body).

@@ -14,20 +14,10 @@
 //! * NFSv3 READ: the server answers with `ddp_reply` (data as page mbufs); the responder
 //!   RDMA-Writes them into the client's write chunk, located by
 //!   `nfs_glue::nfs3::locate_read_data`; the client's reply holds the data in its own pages.
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    missing_docs
-)]
+#![allow(clippy::unwrap_used)]
 
-#[path = "../../krpc-rdma/tests/common/mod.rs"]
-mod common;
-
-use common::{pages_with, pattern, rig, Rig};
 use krpc_rdma::transport::{DdpReply, ReplySpec, RequesterEvent};
+use krpc_rdma_tests::common::{pages_with, pattern, rig, Rig};
 use mbuf::{Chain, Fragment, PageFragment};
 use nfs_glue::chain::{ddp_call, ddp_data, ddp_reply, write_data_iovecs};
 use nfs_glue::nfs3::{

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use krpc_rdma::provider::Resources;
 use krpc_rdma::soft::{pair, SoftConfig, SoftQp};
-use krpc_rdma_scenarios::{Fixture, Limits, PagePair};
+use krpc_rdma_scenarios::{Connect, Fixture, Limits, PagePair};
 use mbuf::HeapPageArena;
 
 /// Soft queue pairs over two heap arenas (at distinct bases, so a page address of one side
@@ -16,14 +16,7 @@ struct Soft {
 }
 
 fn config(l: &Limits) -> SoftConfig {
-    let d = SoftConfig::default();
-    SoftConfig {
-        send_bufs: l.send_bufs.unwrap_or(d.send_bufs),
-        recv_bufs: l.recv_bufs.unwrap_or(d.recv_bufs),
-        max_send_wr: l.max_send_wr.unwrap_or(d.max_send_wr),
-        max_registrations: l.max_registrations.unwrap_or(d.max_registrations),
-        ..d
-    }
+    krpc_rdma_scenarios::limited_config!(SoftConfig, l, SoftConfig::default())
 }
 
 impl Fixture for Soft {
@@ -41,24 +34,18 @@ impl Fixture for Soft {
         config(limits).resources()
     }
 
-    fn connect(
-        &mut self,
-        limits: &Limits,
-        a_private: &[u8],
-        b_private: &[u8],
-        before_accept: &mut (dyn FnMut(&mut SoftQp) + Send),
-    ) -> Result<(SoftQp, SoftQp), String> {
+    fn connect(&mut self, c: Connect<'_, SoftQp>) -> Result<(SoftQp, SoftQp), String> {
         let [pa, pb]: [Arc<dyn mbuf::PageProvider>; 2] = match self.arenas.as_slice() {
             [a, b] => [a.clone(), b.clone()],
             _ => return Err("no page providers".into()),
         };
         let side = |pd: &[u8]| SoftConfig {
             private_data: heapless::Vec::from_slice(pd).unwrap_or_default(),
-            ..config(limits)
+            ..config(c.limits)
         };
         let (a, mut b) =
-            pair(side(a_private), pa, side(b_private), pb).map_err(|e| e.to_string())?;
-        before_accept(&mut b);
+            pair(side(c.a_private), pa, side(c.b_private), pb).map_err(|e| e.to_string())?;
+        (c.before_accept)(&mut b);
         Ok((a, b))
     }
 
@@ -80,16 +67,7 @@ impl Fixture for Soft {
         q.is_connected()
     }
 
-    fn pages_in_use(&self) -> usize {
-        self.arenas.iter().map(|a| a.in_use()).sum()
-    }
-
-    fn audit(&mut self) -> Result<(), String> {
-        let bad: u64 = self.arenas.iter().map(|a| a.bad_unrefs()).sum();
-        (bad == 0)
-            .then_some(())
-            .ok_or(format!("{bad} bad page unrefs"))
-    }
+    krpc_rdma_scenarios::arena_probes!();
 }
 
 krpc_rdma_scenarios::scenario_tests!(Some(Soft::default()));

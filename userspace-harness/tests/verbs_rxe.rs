@@ -3,13 +3,7 @@
 //! verbs-only checks. `cargo xtask vm -- cargo test -p userspace-harness --test verbs_rxe --
 //! --nocapture --test-threads=1`. Without an RDMA device every test prints "skipped: no RDMA
 //! device" and passes.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic,
-    missing_docs
-)]
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use userspace_harness::verbs;
 
@@ -21,7 +15,7 @@ use std::time::{Duration, Instant};
 use krpc_rdma::provider::{Access, Completion, Provider, Resources, SendOp, SendWr, WcStatus};
 use krpc_rdma::transport::{ReplySpec, TransportConfig};
 use krpc_rdma_scenarios::data::{pattern, write_call, xdr_call};
-use krpc_rdma_scenarios::{Fixture, Limits, PagePair, Pair, Setup};
+use krpc_rdma_scenarios::{Connect, Fixture, Limits, PagePair, Pair, Setup};
 use mbuf::{Chain, PageFragment, PageProvider, PAGE_SIZE};
 
 use verbs::arena::VerbsArena;
@@ -30,22 +24,13 @@ use verbs::device::Device;
 use verbs::qp::VerbsQp;
 use verbs::{RegMode, VerbsConfig};
 
-/// The fixture with `cfg`, or `None` (skip) without an RDMA device — unless
-/// `KRPC_RDMA_REQUIRE_RDMA=1` (set by `cargo xtask test` for its run in the VM), where a
-/// missing device is a failure, so a VM whose rxe0 did not come up can never pass as
-/// "skipped".
+/// The fixture with `cfg`, or `None` (skip) without an RDMA device (see
+/// [`krpc_rdma_scenarios::rdma_present`]).
 fn verbs_with(cfg: VerbsConfig) -> Option<Verbs> {
-    if verbs::rdma_present() {
-        Some(Verbs {
-            cfg,
-            arenas: Vec::new(),
-        })
-    } else if std::env::var_os("KRPC_RDMA_REQUIRE_RDMA").is_some_and(|v| v == "1") {
-        panic!("no RDMA device, and KRPC_RDMA_REQUIRE_RDMA=1");
-    } else {
-        println!("skipped: no RDMA device");
-        None
-    }
+    krpc_rdma_scenarios::rdma_present!(verbs::rdma_present()).then(|| Verbs {
+        cfg,
+        arenas: Vec::new(),
+    })
 }
 
 fn addr(port: u16) -> SocketAddr {
@@ -64,14 +49,7 @@ struct Verbs {
 
 impl Verbs {
     fn config(&self, l: &Limits) -> VerbsConfig {
-        let d = &self.cfg;
-        VerbsConfig {
-            send_bufs: l.send_bufs.unwrap_or(d.send_bufs),
-            recv_bufs: l.recv_bufs.unwrap_or(d.recv_bufs),
-            max_send_wr: l.max_send_wr.unwrap_or(d.max_send_wr),
-            max_registrations: l.max_registrations.unwrap_or(d.max_registrations),
-            ..d.clone()
-        }
+        krpc_rdma_scenarios::limited_config!(VerbsConfig, l, self.cfg.clone())
     }
 }
 
@@ -90,19 +68,13 @@ impl Fixture for Verbs {
         self.config(limits).resources()
     }
 
-    fn connect(
-        &mut self,
-        limits: &Limits,
-        a_private: &[u8],
-        b_private: &[u8],
-        before_accept: &mut (dyn FnMut(&mut VerbsQp) + Send),
-    ) -> Result<(VerbsQp, VerbsQp), String> {
-        let cfg = self.config(limits);
+    fn connect(&mut self, c: Connect<'_, VerbsQp>) -> Result<(VerbsQp, VerbsQp), String> {
+        let cfg = self.config(c.limits);
         let at = addr(NEXT_PORT.fetch_add(1, Ordering::Relaxed));
         let mut l = VerbsListener::bind(&self.arenas[1], at).map_err(|e| e.to_string())?;
         std::thread::scope(|s| {
-            let server = s.spawn(|| l.accept_with(b_private, &cfg, |q| before_accept(q)));
-            let qa = connect(&self.arenas[0], at, a_private, &cfg);
+            let server = s.spawn(|| l.accept_with(c.b_private, &cfg, |q| (c.before_accept)(q)));
+            let qa = connect(&self.arenas[0], at, c.a_private, &cfg);
             let qb = server
                 .join()
                 .map_err(|_| "accepting thread panicked".to_string())?;
@@ -123,16 +95,7 @@ impl Fixture for Verbs {
         600
     }
 
-    fn pages_in_use(&self) -> usize {
-        self.arenas.iter().map(|a| a.in_use()).sum()
-    }
-
-    fn audit(&mut self) -> Result<(), String> {
-        let bad: u64 = self.arenas.iter().map(|a| a.bad_unrefs()).sum();
-        (bad == 0)
-            .then_some(())
-            .ok_or(format!("{bad} bad page unrefs"))
-    }
+    krpc_rdma_scenarios::arena_probes!();
 }
 
 krpc_rdma_scenarios::scenario_tests!(verbs_with(VerbsConfig::default()));
@@ -145,35 +108,10 @@ fn memory_window_binds_and_sync_revokes() {
         return;
     };
     let mut p = Pair::with(&mut fx, TransportConfig::default()).unwrap();
-    let iters = 2;
-    for xid in 0..iters {
-        let call = write_call(&p.l.pa, xid, &pattern(1 << 20, xid as u8)).unwrap();
-        p.rpc(call, ReplySpec::inline(256), &mut |c| {
-            Ok(xdr_call(c.xid, b"ok").unwrap())
-        })
-        .unwrap();
-    }
+    p.write_rpcs(2).unwrap();
     println!("client {:?}\nserver {:?}", p.l.a.stats(), p.l.b.stats());
-    assert!(p.l.a.stats().maps >= u64::from(iters));
-    let page = p.l.pa.alloc_page().unwrap();
-    let reg =
-        p.l.a
-            .register(
-                &[PageFragment {
-                    addr: page,
-                    offset: 0,
-                    len: 4096,
-                }],
-                Access::REMOTE_READ,
-            )
-            .unwrap();
-    let revokes = p.l.a.stats().sync_revokes;
-    p.l.a.release(reg.id).unwrap();
-    assert!(
-        p.l.a.stats().sync_revokes > revokes,
-        "release revoked synchronously"
-    );
-    p.l.pa.page_unref(page);
+    assert!(p.l.a.stats().maps >= 2);
+    p.release_revokes(|q| q.stats().sync_revokes).unwrap();
     p.finish().unwrap();
 }
 

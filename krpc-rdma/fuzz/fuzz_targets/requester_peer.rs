@@ -12,13 +12,9 @@
 //! * at the end, no registration is live and every page of both arenas is back.
 #![no_main]
 
-#[path = "../../tests/common/mod.rs"]
-#[allow(dead_code, unused_imports)]
-mod common;
-
 use std::collections::HashSet;
 
-use common::{rig_opts, try_raw_send, xdr_call, RigOpts};
+use krpc_rdma_tests::common::{self, rig_opts, try_raw_send, xdr_call, RigOpts};
 use krpc_rdma::provider::Provider;
 use krpc_rdma::transport::{DdpReply, ReplySpec, RequesterEvent};
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, ReadSegment, Segment, WriteChunk};

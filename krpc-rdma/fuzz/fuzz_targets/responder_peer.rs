@@ -13,12 +13,8 @@
 //!   back (no leak, no double free).
 #![no_main]
 
-#[path = "../../tests/common/mod.rs"]
-#[allow(dead_code, unused_imports)]
-mod common;
-
-use common::raw::{exposed, Hostile};
-use common::RigOpts;
+use krpc_rdma_tests::common::{self, RigOpts};
+use krpc_rdma_tests::raw::{exposed, Hostile};
 use krpc_rdma::provider::Provider;
 use krpc_rdma::transport::{Incoming, ResponderEvent, TransportConfig};
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, ReadSegment, Segment, WriteChunk};

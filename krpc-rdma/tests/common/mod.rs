@@ -1,5 +1,7 @@
-//! Shared setup of the transport tests and benches: a requester and a responder connected
-//! through the software RC provider, plus XDR-ish chain builders.
+//! The soft rig of the transport tests (`tests/tests/`, through `krpc_rdma_tests::common`),
+//! the bench and the fuzz targets: a requester and a responder connected through the
+//! software RC provider, plus the XDR-ish chain builders the bench uses. (The message
+//! builders of the tests are `krpc_rdma_scenarios::data`'s.)
 #![allow(
     dead_code,
     clippy::unwrap_used,
@@ -7,10 +9,6 @@
     clippy::indexing_slicing,
     clippy::panic
 )]
-
-pub mod raw;
-pub mod redial;
-pub mod workload;
 
 use std::sync::Arc;
 
@@ -303,22 +301,8 @@ pub fn assert_clean<A: Soft, B: Soft>(r: &Rig<A, B>) {
 
 /// Drop every endpoint and check that both arenas got all their pages back.
 pub fn teardown<A, B>(r: Rig<A, B>) {
-    let Rig {
-        req,
-        resp,
-        qa,
-        qb,
-        arena_a,
-        arena_b,
-        pa,
-        pb,
-    } = r;
-    drop(req);
-    drop(resp);
-    drop(qa);
-    drop(qb);
-    drop(pa);
-    drop(pb);
+    drop((r.req, r.resp, r.qa, r.qb, r.pa, r.pb));
+    let (arena_a, arena_b) = (r.arena_a, r.arena_b);
     assert_eq!(arena_a.in_use(), 0, "requester arena pages leaked");
     assert_eq!(arena_b.in_use(), 0, "responder arena pages leaked");
     assert_eq!(arena_a.bad_unrefs(), 0, "requester arena bad unrefs");

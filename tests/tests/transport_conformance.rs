@@ -1,19 +1,12 @@
 //! RFC 8166 details of the Responder's replies, checked on the wire over raw Sends: each test
 //! names its section.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
-mod common;
-
-use common::raw::{call, seg, Hostile};
-use common::{pages_with, pattern, RigOpts};
 use krpc_rdma::provider::Provider;
 use krpc_rdma::transport::TransportConfig;
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, WriteChunk};
+use krpc_rdma_tests::common::{self, pages_with, pattern, RigOpts};
+use krpc_rdma_tests::raw::{call, seg, Hostile};
 use mbuf::{Chain, Mbuf};
 
 /// The decoded answer and its inline payload.
@@ -128,7 +121,7 @@ fn reply_provisioning_leaves_room_for_the_write_chunk_echo() {
 /// position, as for an RDMA_MSG call (it used to refuse it with ERR_CHUNK).
 #[test]
 fn rfc8166_s3_5_3_a_long_call_with_a_further_read_chunk() {
-    use common::raw::{exposed, read_chunk};
+    use krpc_rdma_tests::raw::{exposed, read_chunk};
     let mut h = Hostile::new(TransportConfig::default());
     // The message without its item: xid, 8 bytes of args, the item's length word (10), then
     // a trailer; the item goes at XDR position 16 with a 2-byte pad.
@@ -137,7 +130,7 @@ fn rfc8166_s3_5_3_a_long_call_with_a_further_read_chunk() {
     stream.extend_from_slice(&10u32.to_be_bytes());
     stream.extend_from_slice(&[0xbb; 8]);
     let item = pattern(10, 7);
-    let (s0, r0, segs0) = common::raw::exposed(&mut h, &stream);
+    let (s0, r0, segs0) = krpc_rdma_tests::raw::exposed(&mut h, &stream);
     let (s1, r1, segs1) = exposed(&mut h, &item);
     let mut l = read_chunk(0, &segs0);
     for s in read_chunk(16, &segs1).read_list {

@@ -1,22 +1,18 @@
 //! Tests of the software RC provider (`krpc_rdma::soft`) and its fault injector.
-#![cfg(feature = "soft")]
 // clippy.toml exempts `#[test]` bodies only; the helpers here are test code too.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use std::sync::Arc;
 
 use krpc_rdma::provider::{
-    Access, CmEvent, Completion, Provider, ProviderError, RegId, Registration, SendOp, SendWr,
-    WcKind, WcStatus,
+    Access, CmEvent, Completion, Provider, ProviderError, Registration, SendOp, SendWr, WcKind,
+    WcStatus,
 };
 use krpc_rdma::soft::{
     pair, CorruptSend, FaultConfig, FaultInjector, SoftConfig, SoftQp, MAX_SOFT_REGISTRATIONS,
 };
+use krpc_rdma_scenarios::data::pattern;
+use krpc_rdma_scenarios::wr::{local_inv, rdma_read, rdma_write, send_inv, send_wr};
 use mbuf::{Chain, HeapPageArena, PageFragment, PageProvider, PAGE_SIZE};
 
 struct Net {
@@ -53,7 +49,7 @@ fn net() -> Net {
 
 fn poll_all<P: Provider>(qp: &mut P) -> Vec<Completion> {
     let mut out = Vec::new();
-    let mut buf = [empty_wc(); 4];
+    let mut buf = [Completion::EMPTY; 4];
     loop {
         let n = qp.poll_cq(&mut buf);
         out.extend_from_slice(&buf[..n]);
@@ -63,39 +59,11 @@ fn poll_all<P: Provider>(qp: &mut P) -> Vec<Completion> {
     }
 }
 
-fn empty_wc() -> Completion {
-    Completion {
-        wr_id: 0,
-        status: WcStatus::Other,
-        kind: WcKind::Send,
-        byte_len: 0,
-        invalidated: None,
-    }
-}
-
-fn send_wr(wr_id: u64, buf: u32, len: u32) -> SendWr<'static> {
-    SendWr {
-        wr_id,
-        op: SendOp::Send {
-            buf,
-            len,
-            invalidate: None,
-        },
-        signaled: true,
-    }
-}
-
 /// Write `bytes` into send buffer `buf` and post one signaled Send.
 fn send_bytes<P: Provider>(qp: &mut P, wr_id: u64, buf: u32, bytes: &[u8]) {
     qp.send_buf(buf).unwrap()[..bytes.len()].copy_from_slice(bytes);
     qp.post_send(&[send_wr(wr_id, buf, bytes.len() as u32)])
         .unwrap();
-}
-
-fn pattern(seed: u8, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
 }
 
 /// A chain of fresh (zeroed) pages holding `len` bytes.
@@ -109,38 +77,6 @@ fn frags(chain: &Chain, range: std::ops::Range<usize>) -> Vec<PageFragment> {
 
 fn register(qp: &mut SoftQp, f: &[PageFragment], access: Access) -> Registration {
     qp.register(f, access).unwrap()
-}
-
-fn rdma_read<'a>(wr_id: u64, local: &'a [PageFragment], handle: u32, offset: u64) -> SendWr<'a> {
-    SendWr {
-        wr_id,
-        op: SendOp::RdmaRead {
-            local,
-            handle,
-            offset,
-        },
-        signaled: true,
-    }
-}
-
-fn rdma_write<'a>(wr_id: u64, local: &'a [PageFragment], handle: u32, offset: u64) -> SendWr<'a> {
-    SendWr {
-        wr_id,
-        op: SendOp::RdmaWrite {
-            local,
-            handle,
-            offset,
-        },
-        signaled: true,
-    }
-}
-
-fn local_inv(wr_id: u64, reg: RegId, signaled: bool) -> SendWr<'static> {
-    SendWr {
-        wr_id,
-        op: SendOp::LocalInv { reg },
-        signaled,
-    }
 }
 
 /// Both sides saw exactly one `Disconnected` (after `Established`).
@@ -195,7 +131,7 @@ fn oversize_send_fails_at_both_ends_and_breaks() {
     };
     let mut n = net_with(SoftConfig::default(), cb);
     n.b.post_recv(&[0, 1]).unwrap();
-    send_bytes(&mut n.a, 1, 0, &pattern(0, 1025));
+    send_bytes(&mut n.a, 1, 0, &pattern(1025, 0));
     let a = poll_all(&mut n.a);
     assert_eq!(statuses(&a), vec![WcStatus::Other]);
     let b = poll_all(&mut n.b);
@@ -219,7 +155,7 @@ fn exactly_receive_sized_send_fits() {
     };
     let mut n = net_with(SoftConfig::default(), cb);
     n.b.post_recv(&[0]).unwrap();
-    send_bytes(&mut n.a, 1, 0, &pattern(4, 1024));
+    send_bytes(&mut n.a, 1, 0, &pattern(1024, 4));
     assert_eq!(poll_all(&mut n.b)[0].byte_len, 1024);
     assert!(n.a.is_connected());
 }
@@ -369,16 +305,8 @@ fn send_with_invalidate_revokes_the_receivers_handle() {
     let seg = reg.segments[0];
     n.b.post_recv(&[4, 5]).unwrap();
     n.a.send_buf(0).unwrap()[..3].copy_from_slice(b"inv");
-    n.a.post_send(&[SendWr {
-        wr_id: 1,
-        op: SendOp::Send {
-            buf: 0,
-            len: 3,
-            invalidate: Some(seg.handle),
-        },
-        signaled: true,
-    }])
-    .unwrap();
+    n.a.post_send(&[send_inv(1, 0, 3, Some(seg.handle))])
+        .unwrap();
     assert_eq!(statuses(&poll_all(&mut n.a)), vec![WcStatus::Success]);
     let got = poll_all(&mut n.b);
     assert_eq!(got.len(), 1);
@@ -396,16 +324,8 @@ fn send_with_invalidate_revokes_the_receivers_handle() {
     assert_eq!(statuses(&poll_all(&mut n.b)), vec![WcStatus::Success]);
 
     // Invalidating it again (now stale) is a remote error: receive consumed, connection down.
-    n.a.post_send(&[SendWr {
-        wr_id: 3,
-        op: SendOp::Send {
-            buf: 0,
-            len: 3,
-            invalidate: Some(seg.handle),
-        },
-        signaled: true,
-    }])
-    .unwrap();
+    n.a.post_send(&[send_inv(3, 0, 3, Some(seg.handle))])
+        .unwrap();
     assert_eq!(statuses(&poll_all(&mut n.a)), vec![WcStatus::RemoteAccess]);
     let b = poll_all(&mut n.b);
     assert_eq!(b.len(), 1);
@@ -546,7 +466,7 @@ fn send_queue_depth_is_busy_until_completions_are_polled() {
     assert_eq!(n.a.post_send(&[send_wr(9, 0, 8)]), Err(ProviderError::Busy));
     // Busy posted nothing.
     assert_eq!(n.b.stats().recvs, 4);
-    let mut one = [empty_wc()];
+    let mut one = [Completion::EMPTY];
     assert_eq!(n.a.poll_cq(&mut one), 1);
     assert_eq!(n.a.send_queue_used(), 3);
     // A chain of two does not fit in one free slot: all or nothing.
@@ -851,7 +771,7 @@ fn fault_corrupted_send_flips_one_byte() {
         ..FaultConfig::default()
     });
     b.post_recv(&[0, 1, 2]).unwrap();
-    let msg = pattern(3, 64);
+    let msg = pattern(64, 3);
     for i in 0..3 {
         send_bytes(&mut a, i, 0, &msg);
     }
@@ -917,7 +837,7 @@ fn fault_flush_at_poll_and_flush_now() {
 
 /// One `poll_cq` call with room for 16.
 fn poll_all_once<P: Provider>(qp: &mut P) -> Vec<Completion> {
-    let mut buf = [empty_wc(); 16];
+    let mut buf = [Completion::EMPTY; 16];
     let n = qp.poll_cq(&mut buf);
     buf[..n].to_vec()
 }
@@ -976,7 +896,7 @@ proptest::proptest! {
         let s = reg.segments[0];
         proptest::prop_assert_eq!(s.length as usize, reg_len);
         let mut src = page_chain(&pa, 4 * PAGE_SIZE);
-        let bytes = pattern(seed, len);
+        let bytes = pattern(len, seed);
         src.copyback(src_off, &bytes).unwrap();
         let sf = frags(&src, src_off..src_off + len);
         let sink = page_chain(&pa, 4 * PAGE_SIZE);
@@ -1045,7 +965,7 @@ fn soft_counters_and_exact_private_data() {
     n.b.post_recv(&[5, 2, 7]).unwrap();
     assert_eq!(n.b.posted_recvs(), 3);
     for (i, len) in [100, 4096, 1].into_iter().enumerate() {
-        send_bytes(&mut n.a, i as u64, i as u32, &pattern(1, len));
+        send_bytes(&mut n.a, i as u64, i as u32, &pattern(len, 1));
     }
     assert_eq!(poll_all(&mut n.a).len(), 3);
     assert_eq!(poll_all(&mut n.b).len(), 3);

@@ -2,21 +2,13 @@
 //! provider: every message is answered (a reply or `RDMA_ERROR`), discarded where RFC 8166
 //! says so, or the connection is closed — never a silent drop, never a panic, and the pages
 //! held stay within the configured DDP budget.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
 
-mod common;
-
-use common::raw::{call, error_of, exposed, read_chunk, seg, words, Hostile};
-use common::{pattern, RigOpts};
 use krpc_rdma::provider::{Access, Provider};
 use krpc_rdma::soft::SoftConfig;
 use krpc_rdma::transport::TransportConfig;
 use krpc_rdma::wire::{ChunkLists, ErrorBody, ReadSegment, Segment, WriteChunk};
+use krpc_rdma_tests::common::{self, pattern, RigOpts};
+use krpc_rdma_tests::raw::{call, error_of, exposed, read_chunk, seg, words, Hostile};
 use mbuf::{Chain, PageFragment};
 
 /// More calls than the grant: the extra ones are refused with ERR_CHUNK, not dropped; a

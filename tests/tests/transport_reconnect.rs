@@ -3,23 +3,18 @@
 //! middle of a reply's RDMA Writes, and while the requester's Local Invalidate is
 //! outstanding. Each time the call is sent again with its XID on a new connection, gets
 //! exactly one verified reply, and no handle of the dead connection is still valid.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#![allow(clippy::unwrap_used)]
 
-mod common;
+use krpc_rdma_tests::common;
 
 use std::sync::Arc;
 
-use common::raw::advertised_handles;
-use common::redial::{self, FRig, Run, Serve};
-use common::workload::Kind;
 use common::{rig_on, RigOpts, ARENA_B_BASE};
 use krpc_rdma::soft::FaultConfig;
 use krpc_rdma::transport::TransportConfig;
+use krpc_rdma_scenarios::data::Kind;
+use krpc_rdma_tests::raw::advertised_handles;
+use krpc_rdma_tests::redial::{self, FRig, Run, Serve};
 use mbuf::HeapPageArena;
 
 /// Run `kinds` once: the first connection has faults `fa` / `fb`, later ones none. Checks

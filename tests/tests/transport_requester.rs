@@ -1,19 +1,14 @@
 //! The krpc operations of the Requester beyond call/poll: duplicate XIDs refused, abandon
 //! (registrations revoked at once, the late reply dropped), close (every pending call failed,
 //! pages handed back), malformed replies ending as `BadReply` (RFC 8166 §4.3.1), bounded poll.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::raw::advertised_handles;
-use common::{assert_clean, pattern, raw_send, reply_for, rig, teardown, write_call, xdr_call};
 use krpc_rdma::transport::{CallError, DdpReply, ReplySpec, RequesterEvent, ResponderEvent};
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, ReadSegment, Segment, WriteChunk};
+use krpc_rdma_tests::common::{
+    self, assert_clean, pattern, raw_send, reply_for, rig, teardown, write_call, xdr_call,
+};
+use krpc_rdma_tests::raw::advertised_handles;
 use mbuf::Chain;
 
 /// A rig after one round trip, so the responder's grant (not the initial single credit)

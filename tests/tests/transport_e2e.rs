@@ -1,17 +1,9 @@
 //! End-to-end tests of the transport core over the software RC provider.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
 
-mod common;
-
-use common::{assert_clean, reply_for, rig, take_reply, xdr_call};
 use krpc_rdma::provider::{Provider, SendOp, SendWr};
 use krpc_rdma::transport::{CallError, ReplySpec, RequesterEvent, ResponderEvent};
 use krpc_rdma::wire::ErrorCode;
+use krpc_rdma_tests::common::{assert_clean, reply_for, rig, take_reply, xdr_call};
 use mbuf::PAGE_SIZE;
 
 #[test]

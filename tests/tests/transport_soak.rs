@@ -8,21 +8,15 @@
 //! `KRPC_RDMA_SOAK_CALLS` sets the number of calls (default 10,000 in release builds, 500
 //! in debug builds); the longer run: `KRPC_RDMA_SOAK_CALLS=200000 cargo test --release -p
 //! krpc-rdma --features soft --test transport_soak -- --nocapture`.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
 
-mod common;
+use krpc_rdma_tests::common;
 
 use std::sync::Arc;
 
-use common::redial::{self, FRig, Serve};
-use common::workload::Kind;
 use common::{rig_on, RigOpts, ARENA_B_BASE};
 use krpc_rdma::soft::FaultConfig;
+use krpc_rdma_scenarios::data::Kind;
+use krpc_rdma_tests::redial::{self, FRig, Serve};
 use mbuf::HeapPageArena;
 
 /// xorshift64*: deterministic, no dependency.

@@ -2,6 +2,7 @@
 //! through [`Reconnect`]; when the connection dies the test's `connect` makes a new one over
 //! the same arenas and the owed calls are resent. Every reply is checked against what the
 //! workload's server must answer.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 use std::collections::BTreeMap;
 
@@ -11,8 +12,9 @@ use krpc_rdma::transport::{
 };
 use mbuf::Chain;
 
-use super::workload::{expected, kind_of, make_call, make_reply, Kind};
-use super::Rig;
+use krpc_rdma_scenarios::data::Kind;
+
+use crate::common::Rig;
 
 /// Both sides wrapped in fault injectors.
 pub type FRig = Rig<FaultInjector<SoftQp>, FaultInjector<SoftQp>>;
@@ -70,7 +72,7 @@ pub fn run(
                 None => {
                     let k = kind();
                     kinds.insert(xid, k);
-                    make_call(&r.pa, xid, k)
+                    k.call(&r.pa, xid).unwrap()
                 }
             };
             match rc.call(&mut r.req, &mut r.qa, call, spec) {
@@ -98,7 +100,7 @@ pub fn run(
         for c in calls_in {
             match serve(&c) {
                 Serve::Reply => {
-                    let reply = make_reply(&r.pb, c.xid, kind_of(&c.call));
+                    let reply = Kind::of(&c.call).reply(&r.pb, c.xid).unwrap();
                     let _ = r.resp.reply(&mut r.qb, c.ctx, reply);
                 }
                 Serve::Disconnect => r.qb.inner_mut().disconnect(),
@@ -112,7 +114,7 @@ pub fn run(
                 Some(RequesterEvent::Reply { xid, reply }) => {
                     assert_eq!(
                         reply.to_vec().unwrap(),
-                        expected(xid, kinds[&xid]),
+                        kinds[&xid].expected(xid),
                         "reply to {xid:#x}"
                     );
                     end(&mut out, xid, Ok(()));

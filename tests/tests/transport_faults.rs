@@ -5,19 +5,12 @@
 //! reply, or `Failed`), and after a connection loss every pending call failed with
 //! `ConnectionLost`; no live registration; once the chains handed back are dropped, no page
 //! is held by either arena.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-mod common;
+use krpc_rdma_tests::common;
 
 use std::collections::BTreeMap;
 
-use common::raw::advertised_handles;
-use common::workload::{kind_of, locate_read, make_call, make_reply, Kind};
 use common::{
     assert_clean, pages_with, pattern, reply_for, rig_with, take_reply, teardown, write_call,
     xdr_call, Rig, Soft,
@@ -28,6 +21,8 @@ use krpc_rdma::transport::{
     CallError, DdpReply, ReplyError, ReplySpec, RequesterEvent, ResponderEvent, TransportConfig,
 };
 use krpc_rdma::wire::ErrorCode;
+use krpc_rdma_scenarios::data::{locate_read, Kind, WORKLOAD};
+use krpc_rdma_tests::raw::advertised_handles;
 use mbuf::{Chain, Mbuf};
 
 type FRig = Rig<FaultInjector<SoftQp>, FaultInjector<SoftQp>>;
@@ -53,7 +48,7 @@ fn drive<A: Soft, B: Soft>(r: &mut Rig<A, B>, first_xid: u32, kinds: &[Kind]) ->
         // Issue as many calls as the requester takes.
         while next < kinds.len() && !out.req_lost {
             let xid = first_xid + next as u32;
-            let (call, spec) = make_call(&r.pa, xid, kinds[next]);
+            let (call, spec) = kinds[next].call(&r.pa, xid).unwrap();
             match r.req.call(&mut r.qa, call, spec) {
                 Ok(()) => {
                     out.issued.push(xid);
@@ -81,8 +76,8 @@ fn drive<A: Soft, B: Soft>(r: &mut Rig<A, B>, first_xid: u32, kinds: &[Kind]) ->
         });
         out.resp_lost |= resp_lost;
         for c in calls {
-            let kind = kind_of(&c.call);
-            let reply = make_reply(&r.pb, c.xid, kind);
+            let kind = Kind::of(&c.call);
+            let reply = kind.reply(&r.pb, c.xid).unwrap();
             drop(c.call);
             if let Err(e) = r.resp.reply(&mut r.qb, c.ctx, reply) {
                 out.reply_errors.push(format!("{e:?}"));
@@ -167,26 +162,21 @@ fn finish(r: FRig, out: Outcomes, what: &str) {
     teardown(r);
 }
 
-const WORKLOAD: &[Kind] = &[
-    Kind::Small,
-    Kind::Write(300_000),
-    Kind::Read(200_003),
-    Kind::Long,
-    Kind::Write(5),
-    Kind::Read(70_000),
-    Kind::Small,
-];
-
 /// A rig whose requester already has credits (one RPC done), wrapped in fault injectors.
 fn warm_rig(cfg: TransportConfig, fa: FaultConfig, fb: FaultConfig) -> FRig {
     let mut r = rig_with(cfg);
-    let (call, spec) = make_call(&r.pa, 1, Kind::Small);
+    let (call, spec) = Kind::Small.call(&r.pa, 1).unwrap();
     r.req.call(&mut r.qa, call, spec).unwrap();
     let pb = r.pb.clone();
-    let ev = r.run(&mut |c| make_reply(&pb, c.xid, Kind::Small));
+    let ev = r.run(&mut |c| Kind::Small.reply(&pb, c.xid).unwrap());
     take_reply(ev, 1);
     assert!(r.req.credits_granted() > 8);
     r.with_faults(fa, fb)
+}
+
+/// [`run_with`] the default configuration.
+fn run_faults(fa: FaultConfig, fb: FaultConfig, what: &str) -> Outcomes {
+    run_with(TransportConfig::default(), fa, fb, what)
 }
 
 fn run_with(cfg: TransportConfig, fa: FaultConfig, fb: FaultConfig, what: &str) -> Outcomes {
@@ -206,12 +196,7 @@ fn run_with(cfg: TransportConfig, fa: FaultConfig, fb: FaultConfig, what: &str) 
 
 #[test]
 fn workload_without_faults_completes() {
-    let out = run_with(
-        TransportConfig::default(),
-        FaultConfig::default(),
-        FaultConfig::default(),
-        "no fault",
-    );
+    let out = run_faults(FaultConfig::default(), FaultConfig::default(), "no fault");
     assert!(!out.req_lost);
     assert_eq!(out.issued.len(), WORKLOAD.len());
 }
@@ -225,12 +210,7 @@ fn loss_before_a_calls_send() {
             disconnect_at_send: Some(n),
             ..FaultConfig::default()
         };
-        let out = run_with(
-            TransportConfig::default(),
-            fa,
-            FaultConfig::default(),
-            &what,
-        );
+        let out = run_faults(fa, FaultConfig::default(), &what);
         assert!(out.req_lost, "{what}: the fault fired");
     }
 }
@@ -245,12 +225,7 @@ fn loss_during_responder_rdma_read() {
             disconnect_at_read: Some(n),
             ..FaultConfig::default()
         };
-        let out = run_with(
-            TransportConfig::default(),
-            FaultConfig::default(),
-            fb,
-            &what,
-        );
+        let out = run_faults(FaultConfig::default(), fb, &what);
         if !out.req_lost {
             break;
         }
@@ -269,12 +244,7 @@ fn loss_before_a_replys_send() {
             disconnect_at_send: Some(n),
             ..FaultConfig::default()
         };
-        let out = run_with(
-            TransportConfig::default(),
-            FaultConfig::default(),
-            fb,
-            &what,
-        );
+        let out = run_faults(FaultConfig::default(), fb, &what);
         assert!(out.req_lost, "{what}: the fault fired");
     }
     // And between a reply's RDMA Writes (Read(200003) and the Long Reply write in pieces).
@@ -284,12 +254,7 @@ fn loss_before_a_replys_send() {
             disconnect_at_write: Some(n),
             ..FaultConfig::default()
         };
-        let out = run_with(
-            TransportConfig::default(),
-            FaultConfig::default(),
-            fb,
-            &what,
-        );
+        let out = run_faults(FaultConfig::default(), fb, &what);
         assert!(out.req_lost, "{what}: the fault fired");
     }
 }
@@ -341,7 +306,7 @@ fn loss_at_every_poll() {
             } else {
                 (FaultConfig::default(), f)
             };
-            fired += u32::from(run_with(TransportConfig::default(), fa, fb, &what).req_lost);
+            fired += u32::from(run_faults(fa, fb, &what).req_lost);
         }
         assert!(fired >= 3, "{side}: faults fired {fired} times");
     }
@@ -378,7 +343,7 @@ fn loss_during_requester_local_invalidate() {
         .unwrap();
     let handles = advertised_handles(&mut r, 0x10);
     assert_eq!(handles.len(), 2, "a read chunk and a write chunk");
-    let (call, spec) = make_call(&r.pa, 0x11, Kind::Write(50_000));
+    let (call, spec) = Kind::Write(50_000).call(&r.pa, 0x11).unwrap();
     r.req.call(&mut r.qa, call, spec).unwrap();
     let mut calls = Vec::new();
     r.resp.poll(&mut r.qb, &mut |e| {
@@ -391,7 +356,7 @@ fn loss_during_requester_local_invalidate() {
     let first = calls.pop().unwrap();
     assert_eq!(first.xid, 0x10);
     // Serve only the first call.
-    let rep = make_reply(&r.pb, 0x10, Kind::Read(100_000));
+    let rep = Kind::Read(100_000).reply(&r.pb, 0x10).unwrap();
     r.resp.reply(&mut r.qb, first.ctx, rep).unwrap();
     let mut evs = Vec::new();
     r.req.poll(&mut r.qa, &mut |e| evs.push(e));
@@ -484,7 +449,7 @@ fn corrupted_call_headers() {
                         ResponderEvent::Connected(_) => {}
                     });
                     for c in calls {
-                        let rep = make_reply(&r.pb, c.xid, Kind::Read(4000));
+                        let rep = Kind::Read(4000).reply(&r.pb, c.xid).unwrap();
                         let _ = r.resp.reply(&mut r.qb, c.ctx, rep);
                     }
                     r.req.poll(&mut r.qa, &mut |e| evs.push(e));

@@ -1,13 +1,21 @@
 //! A raw peer: side A of a [`Rig`] driven by hand, sending hand-made RPC-over-RDMA messages
 //! to the Responder and collecting what comes back (tests of refusals and RFC conformance).
+#![allow(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    missing_docs
+)]
 
-use krpc_rdma::provider::{Access, Completion, Provider, RegId, WcKind, WcStatus};
+use krpc_rdma::provider::{Access, Provider, RegId};
 use krpc_rdma::soft::SoftConfig;
-use krpc_rdma::transport::{Incoming, ResponderEvent, TransportConfig};
+use krpc_rdma::transport::{Incoming, TransportConfig};
 use krpc_rdma::wire::{Body, ChunkLists, ErrorBody, HeaderRepr, ReadSegment, Segment};
 use mbuf::{Chain, PageFragment};
 
-use super::{pages_with, raw_send, rig_opts, Rig, RigOpts, Soft};
+use crate::common::{pages_with, raw_send, rig_opts, Rig, RigOpts, Soft};
+use krpc_rdma_scenarios::raw::poll_round;
+pub use krpc_rdma_scenarios::raw::words;
 
 /// The rig, with the requester's queue pair driven by hand (the `Requester` stays idle).
 pub struct Hostile {
@@ -54,26 +62,16 @@ impl Hostile {
     pub fn settle(&mut self) -> Vec<Vec<u8>> {
         let mut got = Vec::new();
         for _ in 0..100 {
-            let mut evs = Vec::new();
-            self.r.resp.poll(&mut self.r.qb, &mut |e| evs.push(e));
-            let mut progress = !evs.is_empty();
-            for e in evs {
-                match e {
-                    ResponderEvent::Call(c) => self.held.push(c),
-                    ResponderEvent::ConnectionLost => self.lost = true,
-                    ResponderEvent::Connected(_) => {}
-                }
-            }
-            let mut wcs = [Completion::EMPTY; 16];
-            let n = self.r.qa.poll_cq(&mut wcs);
-            progress |= n > 0;
-            for wc in &wcs[..n] {
-                if let (WcKind::Recv { buf }, WcStatus::Success) = (wc.kind, wc.status) {
-                    got.push(self.r.qa.recv_buf(buf).unwrap()[..wc.byte_len as usize].to_vec());
-                    // (Fails once the connection is gone; nothing more can arrive then.)
-                    let _ = self.r.qa.post_recv(&[buf]);
-                }
-            }
+            let r = &mut self.r;
+            let (progress, _) = poll_round(
+                &mut r.resp,
+                &mut r.qa,
+                &mut r.qb,
+                &mut self.held,
+                &mut self.lost,
+                &mut got,
+            )
+            .unwrap();
             if !progress {
                 break;
             }
@@ -93,11 +91,7 @@ impl Hostile {
 
 /// The RDMA_ERROR in `ans`: (xid, vers, credit, body).
 pub fn error_of(ans: &[u8]) -> (u32, u32, u32, ErrorBody) {
-    let h = HeaderRepr::parse(ans).unwrap_or_else(|e| panic!("answer does not decode: {e}"));
-    match h.body {
-        Body::Error(b) => (h.xid, h.vers, h.credit, b),
-        other => panic!("expected RDMA_ERROR, got {other:?}"),
-    }
+    krpc_rdma_scenarios::raw::error_of(ans).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A call header with these chunks and inline payload.
@@ -128,14 +122,6 @@ pub fn seg(handle: u32, length: u32, offset: u64) -> Segment {
         length,
         offset,
     }
-}
-
-/// The fixed words of a header: xid, vers, credit, proc.
-pub fn words(xid: u32, vers: u32, proc_: u32) -> Vec<u8> {
-    [xid, vers, 8, proc_]
-        .iter()
-        .flat_map(|w| w.to_be_bytes())
-        .collect()
 }
 
 /// Register `data` in side A's pages for remote read; the segments to put in a read chunk.

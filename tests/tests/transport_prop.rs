@@ -1,14 +1,9 @@
 //! Property test of the transport core over the software RC provider: random call and reply
 //! shapes, random inline thresholds; byte-exact delivery both ways, the chunk choice the
 //! marshalling rules predict, consistent counters, no registration or page left behind.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-mod common;
+use krpc_rdma_tests::common;
 
 use std::sync::Arc;
 
