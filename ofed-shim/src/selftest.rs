@@ -34,7 +34,7 @@ use krpc_rdma_scenarios::check::{bytes_eq, eq, fail, At};
 use krpc_rdma_scenarios::data::{
     pattern, read_call, read_reply, read_reply_bytes, write_call, xdr_call,
 };
-use krpc_rdma_scenarios::{Failure, Fixture, Limits, Outcome, PagePair, Pair};
+use krpc_rdma_scenarios::{Connect, Failure, Fixture, Limits, Outcome, PagePair, Pair};
 use mbuf::{AllocError, PageError, PageProvider};
 
 /// A page provider that counts the references it hands out and takes back.
@@ -253,13 +253,13 @@ impl Fixture for SoftKernel {
         config(limits).resources()
     }
 
-    fn connect(
-        &mut self,
-        limits: &Limits,
-        a_private: &[u8],
-        b_private: &[u8],
-        before_accept: &mut (dyn FnMut(&mut Qp) + Send),
-    ) -> Result<(Qp, Qp), String> {
+    fn connect(&mut self, c: Connect<'_, Qp>) -> Result<(Qp, Qp), String> {
+        let Connect {
+            limits,
+            a_private,
+            b_private,
+            before_accept,
+        } = c;
         let [pa, pb]: [Arc<dyn PageProvider>; 2] = match self.sides.as_slice() {
             [a, b] => [a.clone(), b.clone()],
             _ => return Err("no page providers".into()),
