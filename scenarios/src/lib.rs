@@ -26,6 +26,7 @@ pub mod check;
 mod contract;
 pub mod data;
 pub mod fixture;
+mod hostile;
 mod loss;
 pub mod pair;
 pub mod raw;
@@ -39,6 +40,12 @@ pub use pair::{Link, Pair, Side};
 /// The scenario functions, by name.
 pub mod scenarios {
     pub use crate::contract::*;
+    pub use crate::hostile::{
+        drop_call_returns_the_context_and_the_credit, hostile_calls_beyond_the_grant,
+        hostile_junk_after_a_valid_header, hostile_one_handle_reused_within_the_ddp_budget,
+        hostile_read_chunks_beyond_the_call_budget, hostile_segment_offsets_near_2_64,
+        rfc8166_s4_3_2_3_empty_write_chunk_returns_the_item_inline,
+    };
     pub use crate::loss::{
         loss_after_hand_up, loss_before_send, loss_during_rdma_read, loss_during_reply,
     };
@@ -94,6 +101,13 @@ macro_rules! __with_scenarios {
             credits_32_in_flight,
             credits_128_in_flight,
             err_vers_and_err_chunk,
+            hostile_calls_beyond_the_grant,
+            hostile_read_chunks_beyond_the_call_budget,
+            hostile_segment_offsets_near_2_64,
+            hostile_one_handle_reused_within_the_ddp_budget,
+            rfc8166_s4_3_2_3_empty_write_chunk_returns_the_item_inline,
+            hostile_junk_after_a_valid_header,
+            drop_call_returns_the_context_and_the_credit,
             stale_handles_refused_after_rpc,
             send_with_invalidate,
             send_with_invalidate_refused,

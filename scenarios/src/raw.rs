@@ -4,9 +4,10 @@
 use alloc::format;
 use alloc::vec::Vec;
 
-use krpc_rdma::provider::{Completion, Provider, WcKind, WcStatus};
+use krpc_rdma::provider::{Access, Completion, Provider, RegId, WcKind, WcStatus};
 use krpc_rdma::transport::{Incoming, Responder, ResponderEvent, TransportConfig};
-use krpc_rdma::wire::{Body, ErrorBody, HeaderRepr};
+use krpc_rdma::wire::{Body, ChunkLists, ErrorBody, HeaderRepr, ReadSegment, Segment};
+use mbuf::{Chain, PageFragment};
 
 use crate::check::{fail, At, Failure};
 use crate::fixture::{Fixture, Setup};
@@ -38,7 +39,16 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
             resp: resp_cfg,
             ..Setup::default()
         };
-        let mut p = Pair::new(fx, &setup)?;
+        RawPeer::with(fx, &setup)
+    }
+
+    /// A pair made as `setup` says (side A advertises `setup.req`'s private data); every
+    /// receive buffer of side A posted.
+    ///
+    /// # Errors
+    /// As [`Pair::new`].
+    pub fn with(fx: &'f mut F, setup: &Setup) -> Result<Self, Failure> {
+        let mut p = Pair::new(fx, setup)?;
         let n = p.l.a.resources().recv_bufs;
         for b in 0..n {
             p.l.a.post_recv(&[b]).at("raw peer: post receives")?;
@@ -93,6 +103,38 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
             }
             self.p.l.idle(&mut idle, progress, "raw peer: settle")?;
         }
+    }
+
+    /// The credit an answer to one message carries: the responder's grant with every receive
+    /// posted but the one the message consumed.
+    pub fn answer_grant(&self) -> u32 {
+        let recv = self.p.l.b.resources().recv_bufs.saturating_sub(1);
+        self.p.resp.grant().min(recv).max(1)
+    }
+
+    /// `data` in fresh pages of side A, registered for remote read: the pages, the
+    /// registration and its segments (for a read chunk).
+    ///
+    /// # Errors
+    /// No pages, or the registration failed.
+    pub fn exposed(&mut self, data: &[u8]) -> Result<(Chain, RegId, Vec<Segment>), Failure> {
+        let src = crate::data::pages_with(&self.p.l.pa, data).at("exposed: pages")?;
+        let frags: Vec<PageFragment> = src
+            .page_fragments_in(0..data.len())
+            .at("exposed: fragments")?
+            .collect();
+        let reg = self
+            .p
+            .l
+            .a
+            .register(&frags, Access::REMOTE_READ)
+            .at("exposed: register")?;
+        let segs = reg
+            .segments
+            .iter()
+            .map(|s| seg(s.handle, s.length, s.offset))
+            .collect();
+        Ok((src, reg.id, segs))
     }
 
     /// Answer every held call with a 4-byte reply (its XID).
@@ -171,4 +213,42 @@ pub fn words(xid: u32, vers: u32, proc_: u32) -> Vec<u8> {
         .iter()
         .flat_map(|w| w.to_be_bytes())
         .collect()
+}
+
+/// An `RDMA_MSG` call header (credit 8) with these chunk lists, then `payload`.
+///
+/// # Errors
+/// The header does not encode.
+pub fn call(xid: u32, lists: ChunkLists, payload: &[u8]) -> Result<Vec<u8>, Failure> {
+    let h = HeaderRepr::new(xid, 8, Body::Msg(lists));
+    let mut v = alloc::vec![0u8; h.buffer_len()];
+    h.emit(&mut v).at("emit call header")?;
+    v.extend_from_slice(payload);
+    Ok(v)
+}
+
+/// A read list of one chunk at `position` made of `segs`.
+///
+/// # Errors
+/// Too many segments.
+pub fn read_chunk(position: u32, segs: &[Segment]) -> Result<ChunkLists, Failure> {
+    let mut l = ChunkLists::new();
+    for s in segs {
+        l.read_list
+            .push(ReadSegment {
+                position,
+                segment: *s,
+            })
+            .at("read list")?;
+    }
+    Ok(l)
+}
+
+/// A segment.
+pub fn seg(handle: u32, length: u32, offset: u64) -> Segment {
+    Segment {
+        handle,
+        length,
+        offset,
+    }
 }
