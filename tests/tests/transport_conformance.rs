@@ -19,33 +19,6 @@ fn msg_of(ans: &[u8]) -> (ChunkLists, Vec<u8>) {
     }
 }
 
-/// §4.3.2.3: an empty Write chunk asks for the item inline; the reply carries the data
-/// inline and echoes the chunk empty (it used to be refused with ERR_CHUNK).
-#[test]
-fn rfc8166_s4_3_2_3_an_empty_write_chunk_returns_the_item_inline() {
-    let mut h = Hostile::new(TransportConfig::default());
-    let mut l = ChunkLists::new();
-    l.write_list.push(WriteChunk::new()).unwrap();
-    assert!(h.exchange(&call(21, l, b"READ")).is_empty());
-    let c = h.held.pop().unwrap();
-    // xid, a status word, the DDP item (101 bytes: a pad of 3), a trailer word.
-    let data = pattern(101, 4);
-    let mut reply = Chain::from_bytes(&[0, 0, 0, 21, 0, 0, 0, 0]).unwrap();
-    reply.append_mbuf(Mbuf::ddp_marker()).unwrap();
-    reply.cat(pages_with(&h.r.pb, &data)).unwrap();
-    reply.append(&[0, 0, 0, 0xee, 0xee, 0xee, 0xee]).unwrap();
-    let expect = reply.to_vec().unwrap();
-    h.r.resp.reply(&mut h.r.qb, c.ctx, reply).unwrap();
-    let ans = h.settle();
-    assert_eq!(ans.len(), 1);
-    let (lists, payload) = msg_of(&ans[0]);
-    assert_eq!(lists.write_list.len(), 1);
-    assert!(lists.write_list[0].is_empty(), "the empty chunk is echoed");
-    assert_eq!(payload, expect, "the item travels inline, pad included");
-    assert_eq!(h.r.resp.counters().err_chunk_sent, 0);
-    assert_eq!(h.r.resp.counters().ddp_payload_copied_bytes, 101);
-}
-
 /// §4.3.3: a provisioned Reply chunk that the reply does not need is returned with zero
 /// lengths in the inline reply.
 #[test]
