@@ -401,6 +401,15 @@ impl Chain {
         if off.checked_add(dst.len()).is_none() {
             return Err(MbufError::range(off, dst.len(), self.len()));
         }
+        if dst.is_empty() {
+            // Nothing to copy, but the offset must still lie within the chain.
+            let len = self.len();
+            return if off <= len {
+                Ok(())
+            } else {
+                Err(MbufError::range(off, 0, len))
+            };
+        }
         // `copy_out` reports a range past the end itself (one pass, no `len()` first).
         copy_out(&self.mbufs, off, dst)
     }

@@ -481,6 +481,18 @@ fn mixed_chain(p: &Arc<dyn PageProvider>) -> (Chain, Vec<u8>) {
     (c, e)
 }
 
+/// An empty copy is still a range check: an offset past the end is an error, as
+/// FreeBSD's m_copydata would have walked off the chain.
+#[test]
+fn copydata_of_nothing_past_the_end_is_out_of_range() {
+    let c = Chain::new();
+    assert!(c.copydata(0, &mut []).is_ok());
+    assert!(c.copydata(1, &mut []).is_err());
+    let c = Chain::from_bytes(&[1, 2, 3]).unwrap();
+    assert!(c.copydata(3, &mut []).is_ok());
+    assert!(c.copydata(4, &mut []).is_err());
+}
+
 #[test]
 fn copydata_across_kinds() {
     let (a, p) = arena(8);
