@@ -24,10 +24,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use krpc_rdma::provider::{
-    Access, CmEvent, Completion, LocalFragment, Provider, ProviderError, RecvBufId, RegId,
-    Registration, Resources, SendBufId, SendWr,
-};
+use krpc_rdma::provider::Resources;
 use krpc_rdma::soft::{pair, SoftConfig, SoftQp, SoftStats};
 use krpc_rdma::transport::{ReplySpec, TransportConfig};
 use krpc_rdma_scenarios::check::{bytes_eq, eq, fail, At};
@@ -153,42 +150,7 @@ impl Drop for Qp {
     }
 }
 
-impl Provider for Qp {
-    fn resources(&self) -> Resources {
-        self.inner.resources()
-    }
-    fn send_buf(&mut self, buf: SendBufId) -> Result<&mut [u8], ProviderError> {
-        self.inner.send_buf(buf)
-    }
-    fn recv_buf(&self, buf: RecvBufId) -> Result<&[u8], ProviderError> {
-        self.inner.recv_buf(buf)
-    }
-    fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), ProviderError> {
-        self.inner.post_send(wrs)
-    }
-    fn post_recv(&mut self, bufs: &[RecvBufId]) -> Result<(), ProviderError> {
-        self.inner.post_recv(bufs)
-    }
-    fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
-        self.inner.poll_cq(out)
-    }
-    fn register(
-        &mut self,
-        frags: &[LocalFragment],
-        access: Access,
-    ) -> Result<Registration, ProviderError> {
-        self.inner.register(frags, access)
-    }
-    fn release(&mut self, reg: RegId) -> Result<(), ProviderError> {
-        self.inner.release(reg)
-    }
-    fn poll_event(&mut self) -> Option<CmEvent> {
-        self.inner.poll_event()
-    }
-    fn disconnect(&mut self) {
-        self.inner.disconnect()
-    }
-}
+krpc_rdma::forward_provider!(Qp => inner);
 
 /// Makes the page provider of one side of a connection.
 pub type MakePages = fn() -> Result<Arc<dyn PageProvider>, String>;

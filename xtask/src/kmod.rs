@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::kobj;
-use crate::requirements::{self, Task, KERNEL_TARGET};
+use crate::requirements::{self, Task};
 use crate::vm::Cache;
 
 /// The Rust object's entry points in the Linux module.
@@ -73,26 +73,7 @@ pub fn kmod(root: &Path) -> Result<PathBuf, String> {
             hdr.display()
         ));
     }
-    let mut build = crate::cargo();
-    build.args([
-        "build",
-        "--release",
-        "--target",
-        KERNEL_TARGET,
-        "-p",
-        "ofed-shim",
-        "--features",
-        "selftest",
-    ]);
-    crate::step(
-        &format!("kernel staticlib with the self-test ({KERNEL_TARGET}: ofed-shim, selftest)"),
-        build,
-    )?;
-    let lib = root
-        .join("target")
-        .join(KERNEL_TARGET)
-        .join("release")
-        .join("libofed_shim.a");
+    let lib = crate::kernel_staticlib(&["selftest"])?;
     println!("==> kernel object (entry points {})", EXPORTS.join(", "));
     let obj = kobj::build_named(
         root,

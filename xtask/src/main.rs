@@ -283,10 +283,11 @@ fn kernel_build() -> Result<(), String> {
     )
 }
 
-/// `cargo xtask kobj`: build the kernel staticlib and turn it into one relocatable object a
-/// module loader accepts (see [`kobj`](mod@kobj)).
-fn kobj() -> Result<PathBuf, String> {
-    requirements::ensure(Task::Kobj)?;
+/// Build the `ofed-shim` kernel staticlib for [`KERNEL_TARGET`] with `features`; its path.
+///
+/// # Errors
+/// The build failed.
+pub(crate) fn kernel_staticlib(features: &[&str]) -> Result<PathBuf, String> {
     let mut build = cargo();
     build.args([
         "build",
@@ -296,15 +297,29 @@ fn kobj() -> Result<PathBuf, String> {
         "-p",
         "ofed-shim",
     ]);
+    let what = if features.is_empty() {
+        String::new()
+    } else {
+        let list = features.join(",");
+        build.args(["--features", &list]);
+        format!(", features {list}")
+    };
     step(
-        &format!("kernel staticlib ({KERNEL_TARGET}: ofed-shim)"),
+        &format!("kernel staticlib ({KERNEL_TARGET}: ofed-shim{what})"),
         build,
     )?;
-    let lib = root()
+    Ok(root()
         .join("target")
         .join(KERNEL_TARGET)
         .join("release")
-        .join("libofed_shim.a");
+        .join("libofed_shim.a"))
+}
+
+/// `cargo xtask kobj`: build the kernel staticlib and turn it into one relocatable object a
+/// module loader accepts (see [`kobj`](mod@kobj)).
+fn kobj() -> Result<PathBuf, String> {
+    requirements::ensure(Task::Kobj)?;
+    let lib = kernel_staticlib(&[])?;
     println!("==> kernel object, every archive member (proof of the rewrite)");
     kobj::build(&root(), &lib, kobj::Link::Whole)?;
     println!("==> kernel object (ld -r --gc-sections from the entry points)");

@@ -486,6 +486,23 @@ impl Requester {
         Ok(())
     }
 
+    /// Register `self.frags` for the peer to write (a write or reply chunk) and make `segs`
+    /// the advertised segments.
+    fn register_write_chunk<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        idx: usize,
+        segs: &mut WriteChunk,
+    ) -> Result<(), CallError> {
+        segs.clear();
+        self.register(prov, idx, Access::REMOTE_WRITE, |_, got| {
+            for s in got {
+                segs.push(seg_of(s)).map_err(|_| CallError::TooLarge)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Reply provisioning, as Linux's rpcrdma_marshal_req: inline if the largest reply fits
     /// the inline receive; a write chunk for a DDP result when the rest of the reply fits
     /// inline; otherwise a reply chunk. The chunk's segments go to `segs`.
@@ -521,13 +538,7 @@ impl Requester {
                 r?;
             }
             let regs_before = self.slots.get(idx).map_or(0, |s| s.regs.len());
-            segs.clear();
-            self.register(prov, idx, Access::REMOTE_WRITE, |_, got| {
-                for s in got {
-                    segs.push(seg_of(s)).map_err(|_| CallError::TooLarge)?;
-                }
-                Ok(())
-            })?;
+            self.register_write_chunk(prov, idx, segs)?;
             if rest(segs.len(), pages_len) {
                 if let Some(s) = self.slots.get_mut(idx) {
                     s.write_chunk = true;
@@ -551,13 +562,7 @@ impl Requester {
         for f in slot.reply_pages.page_fragments_in(0..max_reply)? {
             push_frag(&mut self.frags, f)?;
         }
-        segs.clear();
-        self.register(prov, idx, Access::REMOTE_WRITE, |_, got| {
-            for s in got {
-                segs.push(seg_of(s)).map_err(|_| CallError::TooLarge)?;
-            }
-            Ok(())
-        })?;
+        self.register_write_chunk(prov, idx, segs)?;
         self.counters.reply_chunks += 1;
         Ok(Provisioned::Reply)
     }
