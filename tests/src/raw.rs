@@ -10,7 +10,7 @@
 use krpc_rdma::provider::{Access, Provider, RegId};
 use krpc_rdma::soft::SoftConfig;
 use krpc_rdma::transport::{Incoming, TransportConfig};
-use krpc_rdma::wire::{Body, ChunkLists, ErrorBody, HeaderRepr, ReadSegment, Segment};
+use krpc_rdma::wire::{Body, ChunkLists, ErrorBody, HeaderRepr, Segment};
 use mbuf::{Chain, PageFragment};
 
 use crate::common::{pages_with, raw_send, rig_opts, Rig, RigOpts, Soft};
@@ -104,16 +104,7 @@ pub fn call(xid: u32, lists: ChunkLists, payload: &[u8]) -> Vec<u8> {
 }
 
 pub fn read_chunk(position: u32, segs: &[Segment]) -> ChunkLists {
-    let mut l = ChunkLists::new();
-    for s in segs {
-        l.read_list
-            .push(ReadSegment {
-                position,
-                segment: *s,
-            })
-            .unwrap();
-    }
-    l
+    krpc_rdma_scenarios::raw::read_chunk(position, segs).unwrap_or_else(|e| panic!("{e}"))
 }
 
 pub fn seg(handle: u32, length: u32, offset: u64) -> Segment {
