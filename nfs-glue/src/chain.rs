@@ -148,7 +148,7 @@ impl From<MbufError> for ChainError {
 }
 
 /// Check that `data` consists of plain page mbufs only (see [`ChainError::NotPageMbuf`]).
-fn check_data(data: &Chain) -> Result<(), ChainError> {
+pub(crate) fn check_data(data: &Chain) -> Result<(), ChainError> {
     for (index, m) in data.mbufs().enumerate() {
         let plain = m.is_pages()
             && !m.is_empty()

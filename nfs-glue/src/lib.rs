@@ -19,6 +19,9 @@ extern crate alloc;
 
 pub mod chain;
 pub mod ddp;
+pub mod mount;
 pub mod nfs3;
+pub mod nfsd;
 pub mod rpc;
+pub mod svc;
 pub mod xdr;

@@ -1,0 +1,891 @@
+//! The NFSv3 service (RFC 1813) over a [`Backend`], with Rick Macklem's DDP path: a received
+//! call chain in, a reply chain out, transport-independent.
+//!
+//! # Chains in and out
+//!
+//! [`Nfs3Service::dispatch`] takes the call as the krpc-rdma Responder hands it up
+//! (`[XDR][DDP marker][page mbufs][pad][XDR]` for a WRITE or SYMLINK whose data came in a
+//! read chunk, plain XDR mbufs for an inline call, page mbufs only for a Long Call) and
+//! returns the reply:
+//!
+//! * **WRITE**: the data region's page pieces ([`crate::chain::write_data_iovecs`]) reach
+//!   [`Backend::write`] as [`WriteIov::Pages`], the very pages the transport placed the data
+//!   in: nobody copies them on the way (only the XDR in front of the marker is copied, to be
+//!   decoded). A small WRITE that came inline arrives as [`WriteIov::Bytes`].
+//! * **READ**: [`Backend::read`] produces page mbufs (fresh pages of the service's
+//!   [`PageProvider`] it fills, or pages it already holds); the reply is
+//!   `[reply header + READ3resok up to the data length][DDP marker][those pages][pad]`
+//!   ([`crate::chain::ddp_reply`]): the Responder RDMA-Writes the region into the client's
+//!   write chunk, or sends it inline when the client offered none. An empty READ has no
+//!   marker.
+//! * **READLINK** answers inline (Linux's client offers a write chunk only for READ; a
+//!   Responder returns an offered one unused).
+//! * **READDIR / READDIRPLUS** stream entries from the backend straight into the reply's XDR,
+//!   sized by [`dirbudget`] to honour `count` / `dircount` / `maxcount`
+//!   (`NFS3ERR_TOOSMALL` when not one entry fits): a reply never exceeds what the client
+//!   provisioned, so it fits its reply chunk.
+//!
+//! The transport learns the reply's DDP shape from the chain itself (each marker is one
+//! write-chunk item, in order, RFC 8166 §3.4.6); [`crate::ddp::nfs3_reply_hint`] says the same
+//! per procedure for a requester provisioning chunks.
+//!
+//! # RPC-level answers
+//!
+//! As [`crate::svc::accept_call`] (RPC_MISMATCH, `AUTH_BADCRED`, `AUTH_TOOWEAK` under
+//! [`AuthPolicy::RequireSys`], PROG_UNAVAIL, PROG_MISMATCH 3–3, PROC_UNAVAIL), then
+//! GARBAGE_ARGS for arguments that do not decode, a DDP region on a procedure without a
+//! DDP-eligible argument or in the wrong place, or a WRITE whose `count` is not its data
+//! length; SYSTEM_ERR when the results cannot be encoded (memory, or a backend handing
+//! back a handle longer than 64 bytes or a name longer than 255). A message that is not a
+//! call is not answered ([`DispatchError::NotACall`]).
+//!
+//! # NFS-level answers
+//!
+//! Backend errors become their `NFS3ERR_*` with the failure arm RFC 1813 defines: the
+//! dispatcher takes `wcc_data` (attributes before and after, by [`Backend::getattr`]) around
+//! SETATTR, WRITE, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK and COMMIT, and
+//! post-op attributes for the rest, on success and failure alike.
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use mbuf::{Chain, PageProvider};
+
+use crate::chain::{check_data, copy_range, ddp_data, ddp_reply, write_data_iovecs, PageSlice};
+use crate::ddp::{nfs3_ddp_item, Direction};
+use crate::nfs3::*;
+use crate::rpc::AcceptStat;
+use crate::svc::{
+    accept_call, header_bytes, refusal, success_encoder, AuthPolicy, Cred, Program, Refusal,
+};
+use crate::xdr::{Decoder, Encoder, XdrError};
+
+mod backend;
+pub mod dirbudget;
+
+pub use backend::{
+    Backend, DirEnd, DirEntry, DirSink, NfsError, NfsResult, ReadData, WriteIov, Written,
+};
+use dirbudget::{dir_info_len, plus_entry_len, DirBudget};
+
+/// How the service runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Nfs3Config {
+    /// Credential policy (default: `AUTH_SYS` and `AUTH_NONE`).
+    pub auth: AuthPolicy,
+    /// Largest READ and WRITE data (FSINFO's `rtmax` / `wtmax` are clamped to it; a READ
+    /// asks for at most this). Default 1 MiB, Linux's and FreeBSD's maximum.
+    pub max_data: u32,
+    /// Largest call XDR decoded: the bytes in front of a DDP marker, or a whole call without
+    /// one (an inline or Long Call WRITE carries its data in it). Default 1 MiB + 4 KiB.
+    pub max_call_xdr: usize,
+}
+
+impl Default for Nfs3Config {
+    fn default() -> Self {
+        Nfs3Config {
+            auth: AuthPolicy::AllowNone,
+            max_data: NFS3_MAX_DATA as u32,
+            max_call_xdr: NFS3_MAX_DATA + 4096,
+        }
+    }
+}
+
+/// A reply and what it answered (for traces and counters).
+#[derive(Debug)]
+pub struct Dispatched {
+    /// The RPC reply message (with a DDP marker and page mbufs for a READ).
+    pub reply: Chain,
+    /// The call's xid.
+    pub xid: u32,
+    /// The procedure, when the call got as far as its procedure.
+    pub proc_: Option<u32>,
+    /// The NFS status, when the procedure ran.
+    pub status: Option<Nfsstat3>,
+}
+
+/// Why there is no reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DispatchError {
+    /// The message is not an RPC call (or too short to be one): nothing to answer.
+    NotACall,
+    /// Memory ran out even for a refusal.
+    Alloc,
+}
+
+/// The NFSv3 program served by [`Nfs3Service`].
+pub const fn nfs3_program(auth: AuthPolicy) -> Program {
+    Program {
+        prog: NFS_PROGRAM,
+        low: NFS_V3,
+        high: NFS_V3,
+        nprocs: NFSPROC3_COMMIT + 1,
+        auth,
+    }
+}
+
+/// Arguments that did not decode, or a DDP layout that does not fit them: GARBAGE_ARGS.
+struct Garbage;
+
+impl From<XdrError> for Garbage {
+    fn from(_: XdrError) -> Self {
+        Garbage
+    }
+}
+
+/// What a procedure produced: its status, and for READ the data pages.
+struct Done {
+    status: Nfsstat3,
+    data: Option<Chain>,
+}
+
+impl From<Nfsstat3> for Done {
+    fn from(status: Nfsstat3) -> Self {
+        Done { status, data: None }
+    }
+}
+
+type Proc = Result<Done, Garbage>;
+
+/// The call being served: its chain, the decoded XDR, the DDP item if any.
+struct Call<'a> {
+    chain: &'a Chain,
+    cred: Cred<'a>,
+    /// Chain offset and length of the DDP region (at most one: WRITE data, SYMLINK path).
+    ddp: Option<(usize, usize)>,
+}
+
+/// The NFSv3 service: decodes calls, runs them on the backend, encodes replies.
+pub struct Nfs3Service<B> {
+    backend: B,
+    pages: Arc<dyn PageProvider>,
+    config: Nfs3Config,
+}
+
+/// Encode the result of a CREATE, MKDIR, SYMLINK or MKNOD from [`Nfs3Service::dirop`]'s.
+macro_rules! put_dirop {
+    ($e:expr, $r:expr, $ok:ident, $fail:ident) => {
+        put(
+            $e,
+            match $r {
+                DirOp {
+                    made: Ok((fh, obj_attributes)),
+                    dir_wcc,
+                } => Ok($ok {
+                    obj: Some(fh),
+                    obj_attributes,
+                    dir_wcc,
+                }),
+                DirOp {
+                    made: Err(x),
+                    dir_wcc,
+                } => Err((x, $fail { dir_wcc })),
+            },
+        )
+    };
+}
+
+/// What CREATE, MKDIR, SYMLINK and MKNOD did: the new object, and the directory's
+/// `wcc_data` either way.
+struct DirOp {
+    made: NfsResult<(NfsFh3, PostOpAttr)>,
+    dir_wcc: WccData,
+}
+
+/// Encode a result: `Ok` arm, or the failure arm with the error's status.
+fn put<T: Xdr, F: Xdr>(e: &mut Encoder, r: Result<T, (NfsError, F)>) -> Nfsstat3 {
+    let r: Nfs3Res<T, F> = match r {
+        Ok(v) => Nfs3Res::Ok(v),
+        Err((err, resfail)) => Nfs3Res::Fail {
+            status: err.status(),
+            resfail,
+        },
+    };
+    r.encode(e);
+    r.status()
+}
+
+fn wcc_attr(a: &Fattr3) -> WccAttr {
+    WccAttr {
+        size: a.size,
+        mtime: a.mtime,
+        ctime: a.ctime,
+    }
+}
+
+/// The entries of a READDIR(PLUS) reply, encoded as the backend streams them.
+struct Entries<'a> {
+    e: &'a mut Encoder,
+    budget: DirBudget,
+    plus: bool,
+    /// An entry was refused: the reply is full.
+    full: bool,
+    /// The backend offered an entry that cannot be encoded.
+    bad: bool,
+}
+
+impl DirSink for Entries<'_> {
+    fn wants_plus(&self) -> bool {
+        self.plus
+    }
+
+    fn entry(&mut self, x: &DirEntry<'_>) -> bool {
+        if self.full || self.bad {
+            return false;
+        }
+        if x.name.len() > NFS3_MAXNAMLEN || x.fh.is_some_and(|f| f.len() > NFS3_FHSIZE) {
+            self.bad = true;
+            return false;
+        }
+        let dir_len = dir_info_len(x.name.len());
+        let (attr, fh) = if self.plus {
+            (x.attr, x.fh)
+        } else {
+            (None, None)
+        };
+        let len = if self.plus {
+            plus_entry_len(x.name.len(), attr.is_some(), fh.map(<[u8]>::len))
+        } else {
+            dir_len
+        };
+        if !self.budget.try_take(len, dir_len) {
+            self.full = true;
+            return false;
+        }
+        let e = &mut *self.e;
+        e.bool(true);
+        e.u64(x.fileid);
+        e.opaque(x.name);
+        e.u64(x.cookie);
+        if self.plus {
+            match attr {
+                Some(a) => {
+                    e.bool(true);
+                    a.encode(e);
+                }
+                None => e.bool(false),
+            }
+            match fh {
+                Some(f) => {
+                    e.bool(true);
+                    e.opaque(f);
+                }
+                None => e.bool(false),
+            }
+        }
+        true
+    }
+}
+
+/// The page mbufs of `chain` overlapping `off..off + len` share one provider: it, with the
+/// range's page pieces; `None` when the range is not all page data or mixes providers.
+fn page_iov(
+    chain: &Chain,
+    off: usize,
+    len: usize,
+) -> Option<(Arc<dyn PageProvider>, Vec<PageSlice>)> {
+    let end = off.checked_add(len)?;
+    let mut provider: Option<&Arc<dyn PageProvider>> = None;
+    let mut at = 0usize;
+    for m in chain.mbufs() {
+        let m_end = at.checked_add(m.len())?;
+        if m_end > off && at < end {
+            if let Some(p) = m.provider() {
+                match provider {
+                    None => provider = Some(p),
+                    Some(q) if Arc::ptr_eq(p, q) => {}
+                    Some(_) => return None,
+                }
+            }
+        }
+        at = m_end;
+    }
+    let slices = write_data_iovecs(chain, off, len).ok()?;
+    Some((Arc::clone(provider?), slices))
+}
+
+impl<B: Backend> Nfs3Service<B> {
+    /// A service over `backend`, producing READ data in pages of `pages` (the transport's
+    /// registered page provider).
+    pub fn new(backend: B, pages: Arc<dyn PageProvider>, config: Nfs3Config) -> Self {
+        Nfs3Service {
+            backend,
+            pages,
+            config,
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Nfs3Config {
+        &self.config
+    }
+
+    /// Serve one call: `call` is the whole RPC call message; the reply is the whole RPC
+    /// reply message. See the module documentation.
+    ///
+    /// # Errors
+    /// [`DispatchError::NotACall`]: not answered; [`DispatchError::Alloc`].
+    pub fn dispatch(&self, call: &Chain) -> Result<Dispatched, DispatchError> {
+        let first = call.ddp_regions().next();
+        let xdr_len = first
+            .map_or(call.len(), |r| r.offset)
+            .min(self.config.max_call_xdr);
+        let buf = copy_range(call, 0, xdr_len).map_err(|_| DispatchError::Alloc)?;
+        let acc = match accept_call(&buf, &nfs3_program(self.config.auth)) {
+            Ok(a) => a,
+            Err(Refusal::Drop) => return Err(DispatchError::NotACall),
+            Err(Refusal::Reply(h)) => {
+                let xid = h.xid();
+                return Self::header_only(&h, xid, None);
+            }
+        };
+        let xid = acc.header.xid;
+        let proc_ = acc.header.proc_;
+        let mut d = acc.args;
+        let garbage =
+            || Self::header_only(&refusal(xid, AcceptStat::GarbageArgs), xid, Some(proc_));
+        // At most one DDP region, and only where RFC 8267 allows one in a call.
+        let ddp = match ddp_data(call).as_deref() {
+            Ok([]) => None,
+            Ok([r]) if nfs3_ddp_item(proc_).is_some_and(|i| i.direction == Direction::Call) => {
+                Some((r.offset, r.len))
+            }
+            _ => return garbage(),
+        };
+        let c = Call {
+            chain: call,
+            cred: Cred::of(&acc.header),
+            ddp,
+        };
+        let mut e = success_encoder(xid);
+        let r = self.run(&c, proc_, &mut d, &mut e);
+        let done = match r {
+            Ok(done) => done,
+            Err(Garbage) => return garbage(),
+        };
+        let system_err =
+            || Self::header_only(&refusal(xid, AcceptStat::SystemErr), xid, Some(proc_));
+        let Ok(head) = e.finish() else {
+            return system_err();
+        };
+        let reply = match done.data {
+            Some(data) if !data.is_empty() => ddp_reply(&head, data, &[]),
+            _ => Chain::from_bytes(&head).map_err(Into::into),
+        };
+        match reply {
+            Ok(reply) => Ok(Dispatched {
+                reply,
+                xid,
+                proc_: Some(proc_),
+                status: Some(done.status),
+            }),
+            Err(_) => system_err(),
+        }
+    }
+
+    fn header_only(
+        h: &crate::rpc::ReplyHeader,
+        xid: u32,
+        proc_: Option<u32>,
+    ) -> Result<Dispatched, DispatchError> {
+        let b = header_bytes(h).map_err(|_| DispatchError::Alloc)?;
+        let reply = Chain::from_bytes(&b).map_err(|_| DispatchError::Alloc)?;
+        Ok(Dispatched {
+            reply,
+            xid,
+            proc_,
+            status: None,
+        })
+    }
+
+    fn run(&self, c: &Call<'_>, proc_: u32, d: &mut Decoder<'_>, e: &mut Encoder) -> Proc {
+        let cr = &c.cred;
+        Ok(match proc_ {
+            NFSPROC3_NULL => Nfsstat3::OK.into(),
+            NFSPROC3_GETATTR => {
+                let a = GetattrArgs::decode(d)?;
+                let r = self.backend.getattr(cr, &a.object);
+                put(
+                    e,
+                    r.map(|obj_attributes| GetattrResOk { obj_attributes })
+                        .map_err(|x| (x, ())),
+                )
+                .into()
+            }
+            NFSPROC3_SETATTR => {
+                let a = SetattrArgs::decode(d)?;
+                let before = self.pre(cr, &a.object);
+                let r = self
+                    .backend
+                    .setattr(cr, &a.object, &a.new_attributes, a.guard);
+                let obj_wcc = self.wcc(cr, &a.object, before);
+                put(
+                    e,
+                    r.map(|()| SetattrResOk {
+                        obj_wcc: obj_wcc.clone(),
+                    })
+                    .map_err(|x| (x, SetattrResFail { obj_wcc })),
+                )
+                .into()
+            }
+            NFSPROC3_LOOKUP => {
+                let a = LookupArgs::decode(d)?;
+                let dir = &a.what.dir;
+                let r = self.backend.lookup(cr, dir, &a.what.name.0);
+                let r = r.map(|object| LookupResOk {
+                    obj_attributes: self.post(cr, &object),
+                    object,
+                    dir_attributes: self.post(cr, dir),
+                });
+                put(
+                    e,
+                    r.map_err(|x| {
+                        (
+                            x,
+                            LookupResFail {
+                                dir_attributes: self.post(cr, dir),
+                            },
+                        )
+                    }),
+                )
+                .into()
+            }
+            NFSPROC3_ACCESS => {
+                let a = AccessArgs::decode(d)?;
+                let r = self.backend.access(cr, &a.object, a.access);
+                let obj_attributes = self.post(cr, &a.object);
+                put(
+                    e,
+                    r.map(|access| AccessResOk {
+                        obj_attributes: obj_attributes.clone(),
+                        access: access & a.access,
+                    })
+                    .map_err(|x| (x, AccessResFail { obj_attributes })),
+                )
+                .into()
+            }
+            NFSPROC3_READLINK => {
+                let a = ReadlinkArgs::decode(d)?;
+                let r = self.backend.readlink(cr, &a.symlink);
+                let symlink_attributes = self.post(cr, &a.symlink);
+                put(
+                    e,
+                    r.map(|data| ReadlinkResOk {
+                        symlink_attributes: symlink_attributes.clone(),
+                        data,
+                    })
+                    .map_err(|x| (x, ReadlinkResFail { symlink_attributes })),
+                )
+                .into()
+            }
+            NFSPROC3_READ => self.read(cr, &ReadArgs::decode(d)?, e),
+            NFSPROC3_WRITE => self.write(c, d, e)?,
+            NFSPROC3_CREATE => {
+                let a = CreateArgs::decode(d)?;
+                let w = &a.where_;
+                let r = self.dirop(cr, &w.dir, || {
+                    self.backend.create(cr, &w.dir, &w.name.0, &a.how)
+                });
+                put_dirop!(e, r, CreateResOk, CreateResFail).into()
+            }
+            NFSPROC3_MKDIR => {
+                let a = MkdirArgs::decode(d)?;
+                let w = &a.where_;
+                let r = self.dirop(cr, &w.dir, || {
+                    self.backend.mkdir(cr, &w.dir, &w.name.0, &a.attributes)
+                });
+                put_dirop!(e, r, MkdirResOk, MkdirResFail).into()
+            }
+            NFSPROC3_SYMLINK => {
+                let (h, len) = SymlinkArgs::decode_head(d)?;
+                let target = self.item(c, d, len)?;
+                let w = &h.where_;
+                let r = self.dirop(cr, &w.dir, || {
+                    self.backend
+                        .symlink(cr, &w.dir, &w.name.0, &h.symlink_attributes, &target)
+                });
+                put_dirop!(e, r, SymlinkResOk, SymlinkResFail).into()
+            }
+            NFSPROC3_MKNOD => {
+                let a = MknodArgs::decode(d)?;
+                let w = &a.where_;
+                let r = self.dirop(cr, &w.dir, || {
+                    self.backend.mknod(cr, &w.dir, &w.name.0, &a.what)
+                });
+                put_dirop!(e, r, MknodResOk, MknodResFail).into()
+            }
+            NFSPROC3_REMOVE | NFSPROC3_RMDIR => {
+                let o = Diropargs3::decode(d)?;
+                let before = self.pre(cr, &o.dir);
+                let r = if proc_ == NFSPROC3_REMOVE {
+                    self.backend.remove(cr, &o.dir, &o.name.0)
+                } else {
+                    self.backend.rmdir(cr, &o.dir, &o.name.0)
+                };
+                let dir_wcc = self.wcc(cr, &o.dir, before);
+                // REMOVE3res and RMDIR3res have the same XDR.
+                put(
+                    e,
+                    r.map(|()| RemoveResOk {
+                        dir_wcc: dir_wcc.clone(),
+                    })
+                    .map_err(|x| (x, RemoveResFail { dir_wcc })),
+                )
+                .into()
+            }
+            NFSPROC3_RENAME => {
+                let a = RenameArgs::decode(d)?;
+                let (f, t) = (&a.from, &a.to);
+                let (fb, tb) = (self.pre(cr, &f.dir), self.pre(cr, &t.dir));
+                let r = self
+                    .backend
+                    .rename(cr, &f.dir, &f.name.0, &t.dir, &t.name.0);
+                let fromdir_wcc = self.wcc(cr, &f.dir, fb);
+                let todir_wcc = self.wcc(cr, &t.dir, tb);
+                put(
+                    e,
+                    r.map(|()| RenameResOk {
+                        fromdir_wcc: fromdir_wcc.clone(),
+                        todir_wcc: todir_wcc.clone(),
+                    })
+                    .map_err(|x| {
+                        (
+                            x,
+                            RenameResFail {
+                                fromdir_wcc,
+                                todir_wcc,
+                            },
+                        )
+                    }),
+                )
+                .into()
+            }
+            NFSPROC3_LINK => {
+                let a = LinkArgs::decode(d)?;
+                let before = self.pre(cr, &a.link.dir);
+                let r = self.backend.link(cr, &a.file, &a.link.dir, &a.link.name.0);
+                let file_attributes = self.post(cr, &a.file);
+                let linkdir_wcc = self.wcc(cr, &a.link.dir, before);
+                put(
+                    e,
+                    r.map(|()| LinkResOk {
+                        file_attributes: file_attributes.clone(),
+                        linkdir_wcc: linkdir_wcc.clone(),
+                    })
+                    .map_err(|x| {
+                        (
+                            x,
+                            LinkResFail {
+                                file_attributes,
+                                linkdir_wcc,
+                            },
+                        )
+                    }),
+                )
+                .into()
+            }
+            NFSPROC3_READDIR => {
+                let a = ReaddirArgs::decode(d)?;
+                let dir_attributes = self.post(cr, &a.dir);
+                let budget = DirBudget::readdir(a.count, dir_attributes.is_some());
+                self.readdir(
+                    cr,
+                    &a.dir,
+                    a.cookie,
+                    a.cookieverf,
+                    dir_attributes,
+                    budget,
+                    false,
+                    e,
+                )
+                .into()
+            }
+            NFSPROC3_READDIRPLUS => {
+                let a = ReaddirplusArgs::decode(d)?;
+                let dir_attributes = self.post(cr, &a.dir);
+                let budget =
+                    DirBudget::readdirplus(a.dircount, a.maxcount, dir_attributes.is_some());
+                self.readdir(
+                    cr,
+                    &a.dir,
+                    a.cookie,
+                    a.cookieverf,
+                    dir_attributes,
+                    budget,
+                    true,
+                    e,
+                )
+                .into()
+            }
+            NFSPROC3_FSSTAT => {
+                let a = FsstatArgs::decode(d)?;
+                let r = self.backend.fsstat(cr, &a.fsroot);
+                let obj_attributes = self.post(cr, &a.fsroot);
+                put(
+                    e,
+                    r.map(|ok| FsstatResOk {
+                        obj_attributes: obj_attributes.clone(),
+                        ..ok
+                    })
+                    .map_err(|x| (x, FsstatResFail { obj_attributes })),
+                )
+                .into()
+            }
+            NFSPROC3_FSINFO => {
+                let a = FsinfoArgs::decode(d)?;
+                let r = self.backend.fsinfo(cr, &a.fsroot);
+                let obj_attributes = self.post(cr, &a.fsroot);
+                let m = self.config.max_data;
+                put(
+                    e,
+                    r.map(|ok| FsinfoResOk {
+                        obj_attributes: obj_attributes.clone(),
+                        rtmax: ok.rtmax.min(m),
+                        rtpref: ok.rtpref.min(m),
+                        wtmax: ok.wtmax.min(m),
+                        wtpref: ok.wtpref.min(m),
+                        ..ok
+                    })
+                    .map_err(|x| (x, FsinfoResFail { obj_attributes })),
+                )
+                .into()
+            }
+            NFSPROC3_PATHCONF => {
+                let a = PathconfArgs::decode(d)?;
+                let r = self.backend.pathconf(cr, &a.object);
+                let obj_attributes = self.post(cr, &a.object);
+                put(
+                    e,
+                    r.map(|ok| PathconfResOk {
+                        obj_attributes: obj_attributes.clone(),
+                        ..ok
+                    })
+                    .map_err(|x| (x, PathconfResFail { obj_attributes })),
+                )
+                .into()
+            }
+            NFSPROC3_COMMIT => {
+                let a = CommitArgs::decode(d)?;
+                let before = self.pre(cr, &a.file);
+                let r = self.backend.commit(cr, &a.file, a.offset, a.count);
+                let file_wcc = self.wcc(cr, &a.file, before);
+                put(
+                    e,
+                    r.map(|verf| CommitResOk {
+                        file_wcc: file_wcc.clone(),
+                        verf,
+                    })
+                    .map_err(|x| (x, CommitResFail { file_wcc })),
+                )
+                .into()
+            }
+            // accept_call refused every other number with PROC_UNAVAIL.
+            _ => return Err(Garbage),
+        })
+    }
+
+    /// Post-op attributes (none when the backend cannot give them).
+    fn post(&self, cr: &Cred<'_>, fh: &NfsFh3) -> PostOpAttr {
+        self.backend.getattr(cr, fh).ok()
+    }
+
+    /// Pre-op attributes for `wcc_data`.
+    fn pre(&self, cr: &Cred<'_>, fh: &NfsFh3) -> PreOpAttr {
+        self.backend.getattr(cr, fh).ok().as_ref().map(wcc_attr)
+    }
+
+    fn wcc(&self, cr: &Cred<'_>, fh: &NfsFh3, before: PreOpAttr) -> WccData {
+        WccData {
+            before,
+            after: self.post(cr, fh),
+        }
+    }
+
+    /// Run a directory-creating operation with the directory's `wcc_data` around it; on
+    /// success the new object's handle and attributes.
+    fn dirop(&self, cr: &Cred<'_>, dir: &NfsFh3, op: impl FnOnce() -> NfsResult<NfsFh3>) -> DirOp {
+        let before = self.pre(cr, dir);
+        let r = op();
+        let dir_wcc = self.wcc(cr, dir, before);
+        DirOp {
+            made: r.map(|fh| {
+                let attr = self.post(cr, &fh);
+                (fh, attr)
+            }),
+            dir_wcc,
+        }
+    }
+
+    /// A DDP-eligible argument item of `len` bytes at the decoder's position: in the call's
+    /// DDP region (which must start right there) or inline. Copied (a SYMLINK path).
+    fn item(&self, c: &Call<'_>, d: &mut Decoder<'_>, len: u32) -> Result<Vec<u8>, Garbage> {
+        let len = len as usize;
+        match c.ddp {
+            Some((off, rlen)) if off == d.pos() && rlen == len => {
+                copy_range(c.chain, off, len).map_err(|_| Garbage)
+            }
+            Some(_) => Err(Garbage),
+            None => {
+                let b = d.opaque_fixed(len)?;
+                let mut v = Vec::new();
+                v.try_reserve_exact(b.len()).map_err(|_| Garbage)?;
+                v.extend_from_slice(b);
+                Ok(v)
+            }
+        }
+    }
+
+    fn read(&self, cr: &Cred<'_>, a: &ReadArgs, e: &mut Encoder) -> Done {
+        let count = a.count.min(self.config.max_data);
+        let r = self
+            .backend
+            .read(cr, &a.file, a.offset, count, &self.pages)
+            .and_then(|rd| {
+                let ok = rd.data.len() <= count as usize && check_data(&rd.data).is_ok();
+                if ok {
+                    Ok(rd)
+                } else {
+                    Err(NfsError::ServerFault)
+                }
+            });
+        let file_attributes = self.post(cr, &a.file);
+        match r {
+            Ok(rd) => {
+                // Bounded by `count` above.
+                let n = rd.data.len() as u32;
+                ReadHead {
+                    status: Nfsstat3::OK,
+                    file_attributes,
+                    count: n,
+                    eof: rd.eof,
+                    data_len: n,
+                }
+                .encode(e);
+                Done {
+                    status: Nfsstat3::OK,
+                    data: Some(rd.data),
+                }
+            }
+            Err(x) => {
+                ReadHead {
+                    status: x.status(),
+                    file_attributes,
+                    count: 0,
+                    eof: false,
+                    data_len: 0,
+                }
+                .encode(e);
+                x.status().into()
+            }
+        }
+    }
+
+    fn write(&self, c: &Call<'_>, d: &mut Decoder<'_>, e: &mut Encoder) -> Proc {
+        let cr = &c.cred;
+        let (h, len) = WriteArgs::decode_head(d)?;
+        if h.count != len {
+            return Err(Garbage);
+        }
+        let n = len as usize;
+        let at = d.pos();
+        // Where the data is: the DDP region right here, or inline in the decoded XDR (an
+        // inline call, or a Long Call whose pages hold everything).
+        let (pages, inline) = match c.ddp {
+            Some((off, rlen)) if off == at && rlen == n => (page_iov(c.chain, off, n), None),
+            Some(_) => return Err(Garbage),
+            None => {
+                let b = d.opaque_fixed(n)?;
+                (page_iov(c.chain, at, n), Some(b))
+            }
+        };
+        let copied;
+        let iov = match (&pages, inline) {
+            (Some((provider, slices)), _) => WriteIov::Pages { provider, slices },
+            (None, Some(b)) => WriteIov::Bytes(b),
+            // A DDP region whose pages come from several providers: one copy.
+            (None, None) => {
+                copied = copy_range(c.chain, at, n).map_err(|_| Garbage)?;
+                WriteIov::Bytes(&copied)
+            }
+        };
+        let before = self.pre(cr, &h.file);
+        let r = match h.offset.checked_add(u64::from(len)) {
+            Some(_) => self.backend.write(cr, &h.file, h.offset, h.stable, iov),
+            None => Err(NfsError::FBig),
+        };
+        let r = r.and_then(|w| {
+            if w.count <= len {
+                Ok(w)
+            } else {
+                Err(NfsError::ServerFault)
+            }
+        });
+        let file_wcc = self.wcc(cr, &h.file, before);
+        Ok(put(
+            e,
+            r.map(|w| WriteResOk {
+                file_wcc: file_wcc.clone(),
+                count: w.count,
+                committed: w.committed,
+                verf: w.verf,
+            })
+            .map_err(|x| (x, WriteResFail { file_wcc })),
+        )
+        .into())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn readdir(
+        &self,
+        cr: &Cred<'_>,
+        dir: &NfsFh3,
+        cookie: u64,
+        verf: Cookieverf3,
+        dir_attributes: PostOpAttr,
+        budget: DirBudget,
+        plus: bool,
+        e: &mut Encoder,
+    ) -> Nfsstat3 {
+        let fail = |e: &mut Encoder, x: NfsError, dir_attributes: PostOpAttr| {
+            x.status().encode(e);
+            dir_attributes.encode(e);
+            x.status()
+        };
+        if !budget.fixed_fits() {
+            return fail(e, NfsError::TooSmall, dir_attributes);
+        }
+        let mut ents = Encoder::new();
+        let mut sink = Entries {
+            e: &mut ents,
+            budget,
+            plus,
+            full: false,
+            bad: false,
+        };
+        let r = self.backend.readdir(cr, dir, cookie, verf, &mut sink);
+        let (n, full, bad) = (sink.budget.entries(), sink.full, sink.bad);
+        let end = match r {
+            Ok(_) if bad => return fail(e, NfsError::ServerFault, dir_attributes),
+            Ok(end) if n == 0 && !end.eof && full => {
+                return fail(e, NfsError::TooSmall, dir_attributes)
+            }
+            Ok(end) => end,
+            Err(x) => return fail(e, x, dir_attributes),
+        };
+        let Ok(ents) = ents.finish() else {
+            return fail(e, NfsError::ServerFault, dir_attributes);
+        };
+        Nfsstat3::OK.encode(e);
+        dir_attributes.encode(e);
+        end.verf.encode(e);
+        e.raw(&ents);
+        e.bool(false);
+        e.bool(end.eof && !full);
+        Nfsstat3::OK
+    }
+}
