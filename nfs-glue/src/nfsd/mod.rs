@@ -62,11 +62,12 @@ use crate::xdr::{Decoder, Encoder, XdrError};
 
 mod backend;
 pub mod dirbudget;
+mod readdir;
 
 pub use backend::{
     Backend, DirEnd, DirEntry, DirSink, NfsError, NfsResult, ReadData, WriteIov, Written,
 };
-use dirbudget::{dir_info_len, plus_entry_len, DirBudget};
+use readdir::Listing;
 
 /// How the service runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,25 +165,20 @@ pub struct Nfs3Service<B> {
 
 /// Encode the result of a CREATE, MKDIR, SYMLINK or MKNOD from [`Nfs3Service::dirop`]'s.
 macro_rules! put_dirop {
-    ($e:expr, $r:expr, $ok:ident, $fail:ident) => {
-        put(
+    ($e:expr, $r:expr, $ok:ident, $fail:ident) => {{
+        let DirOp { made, dir_wcc } = $r;
+        put_with(
             $e,
-            match $r {
-                DirOp {
-                    made: Ok((fh, obj_attributes)),
-                    dir_wcc,
-                } => Ok($ok {
-                    obj: Some(fh),
-                    obj_attributes,
-                    dir_wcc,
-                }),
-                DirOp {
-                    made: Err(x),
-                    dir_wcc,
-                } => Err((x, $fail { dir_wcc })),
+            made,
+            dir_wcc,
+            |dir_wcc, (fh, obj_attributes)| $ok {
+                obj: Some(fh),
+                obj_attributes,
+                dir_wcc,
             },
+            |dir_wcc| $fail { dir_wcc },
         )
-    };
+    }};
 }
 
 /// What CREATE, MKDIR, SYMLINK and MKNOD did: the new object, and the directory's
@@ -205,75 +201,29 @@ fn put<T: Xdr, F: Xdr>(e: &mut Encoder, r: Result<T, (NfsError, F)>) -> Nfsstat3
     r.status()
 }
 
+/// Encode the result of a backend call whose two arms both carry `shared` (post-op
+/// attributes, `wcc_data`): `ok(shared, value)` or `fail(shared)`.
+fn put_with<S, V, T: Xdr, F: Xdr>(
+    e: &mut Encoder,
+    r: NfsResult<V>,
+    shared: S,
+    ok: impl FnOnce(S, V) -> T,
+    fail: impl FnOnce(S) -> F,
+) -> Nfsstat3 {
+    put(
+        e,
+        match r {
+            Ok(v) => Ok(ok(shared, v)),
+            Err(x) => Err((x, fail(shared))),
+        },
+    )
+}
+
 fn wcc_attr(a: &Fattr3) -> WccAttr {
     WccAttr {
         size: a.size,
         mtime: a.mtime,
         ctime: a.ctime,
-    }
-}
-
-/// The entries of a READDIR(PLUS) reply, encoded as the backend streams them.
-struct Entries<'a> {
-    e: &'a mut Encoder,
-    budget: DirBudget,
-    plus: bool,
-    /// An entry was refused: the reply is full.
-    full: bool,
-    /// The backend offered an entry that cannot be encoded.
-    bad: bool,
-}
-
-impl DirSink for Entries<'_> {
-    fn wants_plus(&self) -> bool {
-        self.plus
-    }
-
-    fn entry(&mut self, x: &DirEntry<'_>) -> bool {
-        if self.full || self.bad {
-            return false;
-        }
-        if x.name.len() > NFS3_MAXNAMLEN || x.fh.is_some_and(|f| f.len() > NFS3_FHSIZE) {
-            self.bad = true;
-            return false;
-        }
-        let dir_len = dir_info_len(x.name.len());
-        let (attr, fh) = if self.plus {
-            (x.attr, x.fh)
-        } else {
-            (None, None)
-        };
-        let len = if self.plus {
-            plus_entry_len(x.name.len(), attr.is_some(), fh.map(<[u8]>::len))
-        } else {
-            dir_len
-        };
-        if !self.budget.try_take(len, dir_len) {
-            self.full = true;
-            return false;
-        }
-        let e = &mut *self.e;
-        e.bool(true);
-        e.u64(x.fileid);
-        e.opaque(x.name);
-        e.u64(x.cookie);
-        if self.plus {
-            match attr {
-                Some(a) => {
-                    e.bool(true);
-                    a.encode(e);
-                }
-                None => e.bool(false),
-            }
-            match fh {
-                Some(f) => {
-                    e.bool(true);
-                    e.opaque(f);
-                }
-                None => e.bool(false),
-            }
-        }
-        true
     }
 }
 
@@ -405,288 +355,246 @@ impl<B: Backend> Nfs3Service<B> {
 
     fn run(&self, c: &Call<'_>, proc_: u32, d: &mut Decoder<'_>, e: &mut Encoder) -> Proc {
         let cr = &c.cred;
-        Ok(match proc_ {
-            NFSPROC3_NULL => Nfsstat3::OK.into(),
+        let b = &self.backend;
+        let status = match proc_ {
+            NFSPROC3_NULL => Nfsstat3::OK,
             NFSPROC3_GETATTR => {
                 let a = GetattrArgs::decode(d)?;
-                let r = self.backend.getattr(cr, &a.object);
-                put(
+                let r = b.getattr(cr, &a.object);
+                put_with(
                     e,
-                    r.map(|obj_attributes| GetattrResOk { obj_attributes })
-                        .map_err(|x| (x, ())),
+                    r,
+                    (),
+                    |(), obj_attributes| GetattrResOk { obj_attributes },
+                    |()| (),
                 )
-                .into()
             }
             NFSPROC3_SETATTR => {
                 let a = SetattrArgs::decode(d)?;
                 let before = self.pre(cr, &a.object);
-                let r = self
-                    .backend
-                    .setattr(cr, &a.object, &a.new_attributes, a.guard);
-                let obj_wcc = self.wcc(cr, &a.object, before);
-                put(
+                let r = b.setattr(cr, &a.object, &a.new_attributes, a.guard);
+                let wcc = self.wcc(cr, &a.object, before);
+                put_with(
                     e,
-                    r.map(|()| SetattrResOk {
-                        obj_wcc: obj_wcc.clone(),
-                    })
-                    .map_err(|x| (x, SetattrResFail { obj_wcc })),
+                    r,
+                    wcc,
+                    |obj_wcc, ()| SetattrResOk { obj_wcc },
+                    |obj_wcc| SetattrResFail { obj_wcc },
                 )
-                .into()
             }
             NFSPROC3_LOOKUP => {
                 let a = LookupArgs::decode(d)?;
                 let dir = &a.what.dir;
-                let r = self.backend.lookup(cr, dir, &a.what.name.0);
-                let r = r.map(|object| LookupResOk {
-                    obj_attributes: self.post(cr, &object),
-                    object,
-                    dir_attributes: self.post(cr, dir),
-                });
-                put(
+                let r = b.lookup(cr, dir, &a.what.name.0);
+                let r = r.map(|object| (self.post(cr, &object), object));
+                put_with(
                     e,
-                    r.map_err(|x| {
-                        (
-                            x,
-                            LookupResFail {
-                                dir_attributes: self.post(cr, dir),
-                            },
-                        )
-                    }),
+                    r,
+                    self.post(cr, dir),
+                    |dir_attributes, (obj_attributes, object)| LookupResOk {
+                        object,
+                        obj_attributes,
+                        dir_attributes,
+                    },
+                    |dir_attributes| LookupResFail { dir_attributes },
                 )
-                .into()
             }
             NFSPROC3_ACCESS => {
                 let a = AccessArgs::decode(d)?;
-                let r = self.backend.access(cr, &a.object, a.access);
-                let obj_attributes = self.post(cr, &a.object);
-                put(
+                let r = b.access(cr, &a.object, a.access);
+                put_with(
                     e,
-                    r.map(|access| AccessResOk {
-                        obj_attributes: obj_attributes.clone(),
+                    r,
+                    self.post(cr, &a.object),
+                    |obj_attributes, access| AccessResOk {
+                        obj_attributes,
                         access: access & a.access,
-                    })
-                    .map_err(|x| (x, AccessResFail { obj_attributes })),
+                    },
+                    |obj_attributes| AccessResFail { obj_attributes },
                 )
-                .into()
             }
             NFSPROC3_READLINK => {
                 let a = ReadlinkArgs::decode(d)?;
-                let r = self.backend.readlink(cr, &a.symlink);
-                let symlink_attributes = self.post(cr, &a.symlink);
-                put(
+                let r = b.readlink(cr, &a.symlink);
+                put_with(
                     e,
-                    r.map(|data| ReadlinkResOk {
-                        symlink_attributes: symlink_attributes.clone(),
+                    r,
+                    self.post(cr, &a.symlink),
+                    |symlink_attributes, data| ReadlinkResOk {
+                        symlink_attributes,
                         data,
-                    })
-                    .map_err(|x| (x, ReadlinkResFail { symlink_attributes })),
+                    },
+                    |symlink_attributes| ReadlinkResFail { symlink_attributes },
                 )
-                .into()
             }
-            NFSPROC3_READ => self.read(cr, &ReadArgs::decode(d)?, e),
+            NFSPROC3_READ => return Ok(self.read(cr, &ReadArgs::decode(d)?, e)),
             NFSPROC3_WRITE => self.write(c, d, e)?,
             NFSPROC3_CREATE => {
                 let a = CreateArgs::decode(d)?;
                 let w = &a.where_;
-                let r = self.dirop(cr, &w.dir, || {
-                    self.backend.create(cr, &w.dir, &w.name.0, &a.how)
-                });
-                put_dirop!(e, r, CreateResOk, CreateResFail).into()
+                let r = self.dirop(cr, &w.dir, || b.create(cr, &w.dir, &w.name.0, &a.how));
+                put_dirop!(e, r, CreateResOk, CreateResFail)
             }
             NFSPROC3_MKDIR => {
                 let a = MkdirArgs::decode(d)?;
                 let w = &a.where_;
-                let r = self.dirop(cr, &w.dir, || {
-                    self.backend.mkdir(cr, &w.dir, &w.name.0, &a.attributes)
-                });
-                put_dirop!(e, r, MkdirResOk, MkdirResFail).into()
+                let r = self.dirop(cr, &w.dir, || b.mkdir(cr, &w.dir, &w.name.0, &a.attributes));
+                put_dirop!(e, r, MkdirResOk, MkdirResFail)
             }
             NFSPROC3_SYMLINK => {
                 let (h, len) = SymlinkArgs::decode_head(d)?;
                 let target = self.item(c, d, len)?;
                 let w = &h.where_;
                 let r = self.dirop(cr, &w.dir, || {
-                    self.backend
-                        .symlink(cr, &w.dir, &w.name.0, &h.symlink_attributes, &target)
+                    b.symlink(cr, &w.dir, &w.name.0, &h.symlink_attributes, &target)
                 });
-                put_dirop!(e, r, SymlinkResOk, SymlinkResFail).into()
+                put_dirop!(e, r, SymlinkResOk, SymlinkResFail)
             }
             NFSPROC3_MKNOD => {
                 let a = MknodArgs::decode(d)?;
                 let w = &a.where_;
-                let r = self.dirop(cr, &w.dir, || {
-                    self.backend.mknod(cr, &w.dir, &w.name.0, &a.what)
-                });
-                put_dirop!(e, r, MknodResOk, MknodResFail).into()
+                let r = self.dirop(cr, &w.dir, || b.mknod(cr, &w.dir, &w.name.0, &a.what));
+                put_dirop!(e, r, MknodResOk, MknodResFail)
             }
             NFSPROC3_REMOVE | NFSPROC3_RMDIR => {
                 let o = Diropargs3::decode(d)?;
                 let before = self.pre(cr, &o.dir);
                 let r = if proc_ == NFSPROC3_REMOVE {
-                    self.backend.remove(cr, &o.dir, &o.name.0)
+                    b.remove(cr, &o.dir, &o.name.0)
                 } else {
-                    self.backend.rmdir(cr, &o.dir, &o.name.0)
+                    b.rmdir(cr, &o.dir, &o.name.0)
                 };
-                let dir_wcc = self.wcc(cr, &o.dir, before);
                 // REMOVE3res and RMDIR3res have the same XDR.
-                put(
+                put_with(
                     e,
-                    r.map(|()| RemoveResOk {
-                        dir_wcc: dir_wcc.clone(),
-                    })
-                    .map_err(|x| (x, RemoveResFail { dir_wcc })),
+                    r,
+                    self.wcc(cr, &o.dir, before),
+                    |dir_wcc, ()| RemoveResOk { dir_wcc },
+                    |dir_wcc| RemoveResFail { dir_wcc },
                 )
-                .into()
             }
             NFSPROC3_RENAME => {
                 let a = RenameArgs::decode(d)?;
                 let (f, t) = (&a.from, &a.to);
                 let (fb, tb) = (self.pre(cr, &f.dir), self.pre(cr, &t.dir));
-                let r = self
-                    .backend
-                    .rename(cr, &f.dir, &f.name.0, &t.dir, &t.name.0);
-                let fromdir_wcc = self.wcc(cr, &f.dir, fb);
-                let todir_wcc = self.wcc(cr, &t.dir, tb);
-                put(
+                let r = b.rename(cr, &f.dir, &f.name.0, &t.dir, &t.name.0);
+                put_with(
                     e,
-                    r.map(|()| RenameResOk {
-                        fromdir_wcc: fromdir_wcc.clone(),
-                        todir_wcc: todir_wcc.clone(),
-                    })
-                    .map_err(|x| {
-                        (
-                            x,
-                            RenameResFail {
-                                fromdir_wcc,
-                                todir_wcc,
-                            },
-                        )
-                    }),
+                    r,
+                    (self.wcc(cr, &f.dir, fb), self.wcc(cr, &t.dir, tb)),
+                    |(fromdir_wcc, todir_wcc), ()| RenameResOk {
+                        fromdir_wcc,
+                        todir_wcc,
+                    },
+                    |(fromdir_wcc, todir_wcc)| RenameResFail {
+                        fromdir_wcc,
+                        todir_wcc,
+                    },
                 )
-                .into()
             }
             NFSPROC3_LINK => {
                 let a = LinkArgs::decode(d)?;
                 let before = self.pre(cr, &a.link.dir);
-                let r = self.backend.link(cr, &a.file, &a.link.dir, &a.link.name.0);
-                let file_attributes = self.post(cr, &a.file);
-                let linkdir_wcc = self.wcc(cr, &a.link.dir, before);
-                put(
+                let r = b.link(cr, &a.file, &a.link.dir, &a.link.name.0);
+                put_with(
                     e,
-                    r.map(|()| LinkResOk {
-                        file_attributes: file_attributes.clone(),
-                        linkdir_wcc: linkdir_wcc.clone(),
-                    })
-                    .map_err(|x| {
-                        (
-                            x,
-                            LinkResFail {
-                                file_attributes,
-                                linkdir_wcc,
-                            },
-                        )
-                    }),
+                    r,
+                    (self.post(cr, &a.file), self.wcc(cr, &a.link.dir, before)),
+                    |(file_attributes, linkdir_wcc), ()| LinkResOk {
+                        file_attributes,
+                        linkdir_wcc,
+                    },
+                    |(file_attributes, linkdir_wcc)| LinkResFail {
+                        file_attributes,
+                        linkdir_wcc,
+                    },
                 )
-                .into()
             }
             NFSPROC3_READDIR => {
                 let a = ReaddirArgs::decode(d)?;
-                let dir_attributes = self.post(cr, &a.dir);
-                let budget = DirBudget::readdir(a.count, dir_attributes.is_some());
-                self.readdir(
-                    cr,
-                    &a.dir,
-                    a.cookie,
-                    a.cookieverf,
-                    dir_attributes,
-                    budget,
-                    false,
-                    e,
-                )
-                .into()
+                let l = Listing {
+                    dir: &a.dir,
+                    cookie: a.cookie,
+                    verf: a.cookieverf,
+                    dircount: None,
+                    maxcount: a.count,
+                };
+                readdir::readdir(b, cr, &l, self.post(cr, &a.dir), e)
             }
             NFSPROC3_READDIRPLUS => {
                 let a = ReaddirplusArgs::decode(d)?;
-                let dir_attributes = self.post(cr, &a.dir);
-                let budget =
-                    DirBudget::readdirplus(a.dircount, a.maxcount, dir_attributes.is_some());
-                self.readdir(
-                    cr,
-                    &a.dir,
-                    a.cookie,
-                    a.cookieverf,
-                    dir_attributes,
-                    budget,
-                    true,
-                    e,
-                )
-                .into()
+                let l = Listing {
+                    dir: &a.dir,
+                    cookie: a.cookie,
+                    verf: a.cookieverf,
+                    dircount: Some(a.dircount),
+                    maxcount: a.maxcount,
+                };
+                readdir::readdir(b, cr, &l, self.post(cr, &a.dir), e)
             }
             NFSPROC3_FSSTAT => {
                 let a = FsstatArgs::decode(d)?;
-                let r = self.backend.fsstat(cr, &a.fsroot);
-                let obj_attributes = self.post(cr, &a.fsroot);
-                put(
+                let r = b.fsstat(cr, &a.fsroot);
+                put_with(
                     e,
-                    r.map(|ok| FsstatResOk {
-                        obj_attributes: obj_attributes.clone(),
+                    r,
+                    self.post(cr, &a.fsroot),
+                    |obj_attributes, ok| FsstatResOk {
+                        obj_attributes,
                         ..ok
-                    })
-                    .map_err(|x| (x, FsstatResFail { obj_attributes })),
+                    },
+                    |obj_attributes| FsstatResFail { obj_attributes },
                 )
-                .into()
             }
             NFSPROC3_FSINFO => {
                 let a = FsinfoArgs::decode(d)?;
-                let r = self.backend.fsinfo(cr, &a.fsroot);
-                let obj_attributes = self.post(cr, &a.fsroot);
+                let r = b.fsinfo(cr, &a.fsroot);
                 let m = self.config.max_data;
-                put(
+                put_with(
                     e,
-                    r.map(|ok| FsinfoResOk {
-                        obj_attributes: obj_attributes.clone(),
+                    r,
+                    self.post(cr, &a.fsroot),
+                    |obj_attributes, ok| FsinfoResOk {
+                        obj_attributes,
                         rtmax: ok.rtmax.min(m),
                         rtpref: ok.rtpref.min(m),
                         wtmax: ok.wtmax.min(m),
                         wtpref: ok.wtpref.min(m),
                         ..ok
-                    })
-                    .map_err(|x| (x, FsinfoResFail { obj_attributes })),
+                    },
+                    |obj_attributes| FsinfoResFail { obj_attributes },
                 )
-                .into()
             }
             NFSPROC3_PATHCONF => {
                 let a = PathconfArgs::decode(d)?;
-                let r = self.backend.pathconf(cr, &a.object);
-                let obj_attributes = self.post(cr, &a.object);
-                put(
+                let r = b.pathconf(cr, &a.object);
+                put_with(
                     e,
-                    r.map(|ok| PathconfResOk {
-                        obj_attributes: obj_attributes.clone(),
+                    r,
+                    self.post(cr, &a.object),
+                    |obj_attributes, ok| PathconfResOk {
+                        obj_attributes,
                         ..ok
-                    })
-                    .map_err(|x| (x, PathconfResFail { obj_attributes })),
+                    },
+                    |obj_attributes| PathconfResFail { obj_attributes },
                 )
-                .into()
             }
             NFSPROC3_COMMIT => {
                 let a = CommitArgs::decode(d)?;
                 let before = self.pre(cr, &a.file);
-                let r = self.backend.commit(cr, &a.file, a.offset, a.count);
-                let file_wcc = self.wcc(cr, &a.file, before);
-                put(
+                let r = b.commit(cr, &a.file, a.offset, a.count);
+                put_with(
                     e,
-                    r.map(|verf| CommitResOk {
-                        file_wcc: file_wcc.clone(),
-                        verf,
-                    })
-                    .map_err(|x| (x, CommitResFail { file_wcc })),
+                    r,
+                    self.wcc(cr, &a.file, before),
+                    |file_wcc, verf| CommitResOk { file_wcc, verf },
+                    |file_wcc| CommitResFail { file_wcc },
                 )
-                .into()
             }
             // accept_call refused every other number with PROC_UNAVAIL.
             _ => return Err(Garbage),
-        })
+        };
+        Ok(status.into())
     }
 
     /// Post-op attributes (none when the backend cannot give them).
@@ -785,7 +693,12 @@ impl<B: Backend> Nfs3Service<B> {
         }
     }
 
-    fn write(&self, c: &Call<'_>, d: &mut Decoder<'_>, e: &mut Encoder) -> Proc {
+    fn write(
+        &self,
+        c: &Call<'_>,
+        d: &mut Decoder<'_>,
+        e: &mut Encoder,
+    ) -> Result<Nfsstat3, Garbage> {
         let cr = &c.cred;
         let (h, len) = WriteArgs::decode_head(d)?;
         if h.count != len {
@@ -825,67 +738,17 @@ impl<B: Backend> Nfs3Service<B> {
                 Err(NfsError::ServerFault)
             }
         });
-        let file_wcc = self.wcc(cr, &h.file, before);
-        Ok(put(
+        Ok(put_with(
             e,
-            r.map(|w| WriteResOk {
-                file_wcc: file_wcc.clone(),
+            r,
+            self.wcc(cr, &h.file, before),
+            |file_wcc, w| WriteResOk {
+                file_wcc,
                 count: w.count,
                 committed: w.committed,
                 verf: w.verf,
-            })
-            .map_err(|x| (x, WriteResFail { file_wcc })),
-        )
-        .into())
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn readdir(
-        &self,
-        cr: &Cred<'_>,
-        dir: &NfsFh3,
-        cookie: u64,
-        verf: Cookieverf3,
-        dir_attributes: PostOpAttr,
-        budget: DirBudget,
-        plus: bool,
-        e: &mut Encoder,
-    ) -> Nfsstat3 {
-        let fail = |e: &mut Encoder, x: NfsError, dir_attributes: PostOpAttr| {
-            x.status().encode(e);
-            dir_attributes.encode(e);
-            x.status()
-        };
-        if !budget.fixed_fits() {
-            return fail(e, NfsError::TooSmall, dir_attributes);
-        }
-        let mut ents = Encoder::new();
-        let mut sink = Entries {
-            e: &mut ents,
-            budget,
-            plus,
-            full: false,
-            bad: false,
-        };
-        let r = self.backend.readdir(cr, dir, cookie, verf, &mut sink);
-        let (n, full, bad) = (sink.budget.entries(), sink.full, sink.bad);
-        let end = match r {
-            Ok(_) if bad => return fail(e, NfsError::ServerFault, dir_attributes),
-            Ok(end) if n == 0 && !end.eof && full => {
-                return fail(e, NfsError::TooSmall, dir_attributes)
-            }
-            Ok(end) => end,
-            Err(x) => return fail(e, x, dir_attributes),
-        };
-        let Ok(ents) = ents.finish() else {
-            return fail(e, NfsError::ServerFault, dir_attributes);
-        };
-        Nfsstat3::OK.encode(e);
-        dir_attributes.encode(e);
-        end.verf.encode(e);
-        e.raw(&ents);
-        e.bool(false);
-        e.bool(end.eof && !full);
-        Nfsstat3::OK
+            },
+            |file_wcc| WriteResFail { file_wcc },
+        ))
     }
 }
