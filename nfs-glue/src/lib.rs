@@ -12,6 +12,11 @@
 //!   chunks) and per-procedure reply-provisioning hints.
 //! * [`chain`]: Macklem-layout chains (`[XDR][DDP marker][page mbufs][pad][XDR]`): building
 //!   DDP calls and replies, finding received items, zero-copy page pieces for `VOP_WRITE`.
+//! * [`svc`]: the server side of ONC RPC: accepting or refusing a call, the caller's
+//!   credentials.
+//! * [`nfsd`]: the NFSv3 service over a VFS-shaped [`nfsd::Backend`], with Macklem's DDP path
+//!   (WRITE data to the backend as the received pages, READ data out as page mbufs).
+//! * [`mount`]: the MOUNT v3 service over an [`mount::Exports`].
 #![no_std]
 #![forbid(unsafe_code)]
 
