@@ -17,7 +17,7 @@ mod common;
 use std::sync::Arc;
 
 use common::memfs::{fh, MemFs, SeenWrite, ROOT, VERF};
-use mbuf::{Chain, HeapPageArena, PageFragment, PageProvider};
+use mbuf::{Chain, HeapPageArena, Mbuf, PageFragment, PageProvider};
 use nfs_glue::chain::{data_pages_from_bytes, ddp_call, ddp_data, write_data_iovecs};
 use nfs_glue::mount::*;
 use nfs_glue::nfs3::*;
@@ -1132,6 +1132,38 @@ proptest! {
             Chain::from_bytes(&call).unwrap()
         };
         check_reply(&call, t.svc.dispatch(&chain));
+        drop(chain);
+        drop(t.svc);
+        prop_assert_eq!(t.arena.in_use(), 0);
+    }
+
+    /// A hostile requester picks a read chunk's position and length: a marker and pages
+    /// anywhere in a (mutated) call, any number of them.
+    #[test]
+    fn ddp_chains_never_panic(
+        which in 0usize..11,
+        flip in (any::<usize>(), any::<u8>()),
+        cuts in proptest::collection::vec((any::<usize>(), 0usize..9000), 1..3),
+    ) {
+        let t = T::with_pages(Nfs3Config::default(), 16);
+        let f = t.create(&fh(ROOT), "a");
+        let mut call = seeds().swap_remove(which);
+        let at = 8 + flip.0 % (call.len() - 8);
+        call[at] ^= flip.1;
+        let mut chain = Chain::new();
+        let mut from = 0;
+        let mut at_list: Vec<_> = cuts.iter().map(|(at, len)| (at % (call.len() + 1), *len)).collect();
+        at_list.sort();
+        for (at, len) in at_list {
+            chain.append(&call[from..at.max(from)]).unwrap();
+            from = at.max(from);
+            chain.append_mbuf(Mbuf::ddp_marker()).unwrap();
+            chain.cat(data_pages_from_bytes(&t.pages, &vec![7; len]).unwrap()).unwrap();
+        }
+        chain.append(&call[from..]).unwrap();
+        check_reply(&call, t.svc.dispatch(&chain));
+        // The file is intact unless a WRITE got through.
+        prop_assert!(t.fs().contents(&f).is_some());
         drop(chain);
         drop(t.svc);
         prop_assert_eq!(t.arena.in_use(), 0);
