@@ -195,9 +195,14 @@ pub fn header_bytes(h: &ReplyHeader) -> Result<Vec<u8>, XdrError> {
     e.finish()
 }
 
-/// An encoder holding the accepted-SUCCESS reply header of `xid`, ready for the results.
+/// Room reserved for a reply's header and results, so that most replies (all but READDIR,
+/// whose entries are encoded apart) are encoded without growing the buffer.
+pub const REPLY_RESERVE: usize = 512;
+
+/// An encoder holding the accepted-SUCCESS reply header of `xid`, ready for the results
+/// (with [`REPLY_RESERVE`] bytes of room).
 pub fn success_encoder(xid: u32) -> Encoder {
-    let mut e = Encoder::new();
+    let mut e = Encoder::with_capacity(REPLY_RESERVE);
     ReplyHeader::success(xid).encode(&mut e);
     e
 }

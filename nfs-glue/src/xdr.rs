@@ -211,6 +211,17 @@ impl Encoder {
         Encoder::default()
     }
 
+    /// An empty encoder with room for `n` bytes (allocation failure marks it failed, see
+    /// [`Encoder::finish`]): one allocation for a message of known size instead of the
+    /// growth steps.
+    pub fn with_capacity(n: usize) -> Self {
+        let mut e = Encoder::new();
+        if e.buf.try_reserve_exact(n).is_err() {
+            e.failed = true;
+        }
+        e
+    }
+
     /// Bytes written so far.
     pub fn len(&self) -> usize {
         self.buf.len()

@@ -60,6 +60,8 @@ pub enum SeenWrite {
 pub struct MemFs {
     inner: Mutex<Inner>,
     pub writes: Mutex<Vec<SeenWrite>>,
+    /// Do not log writes (allocation measurements).
+    pub quiet: std::sync::atomic::AtomicBool,
     pub mounts: Mutex<Vec<(Vec<u8>, Vec<u8>)>>,
 }
 
@@ -400,7 +402,11 @@ impl Backend for MemFs {
                         .map_err(|_| NfsError::Io)?;
                     at += s.len;
                 }
-                SeenWrite::Pages(slices.to_vec())
+                SeenWrite::Pages(if self.quiet.load(std::sync::atomic::Ordering::Relaxed) {
+                    Vec::new()
+                } else {
+                    slices.to_vec()
+                })
             }
             WriteIov::Bytes(b) => {
                 v[off..end].copy_from_slice(b);
@@ -411,7 +417,9 @@ impl Backend for MemFs {
         n.attr.used = n.attr.size;
         n.attr.mtime = t;
         n.attr.ctime = t;
-        self.writes.lock().unwrap().push(seen);
+        if !self.quiet.load(std::sync::atomic::Ordering::Relaxed) {
+            self.writes.lock().unwrap().push(seen);
+        }
         Ok(Written {
             count: data.len() as u32,
             committed: stable,
