@@ -83,6 +83,53 @@ impl<'a> Cred<'a> {
     }
 }
 
+/// How callers' identities are mapped before they reach the backend (an export option, as
+/// Linux's `root_squash` / `all_squash` with `anonuid` / `anongid`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Squash {
+    /// Identities as sent.
+    #[default]
+    None,
+    /// uid 0 becomes `uid`, gid 0 becomes `gid`, and a squashed root keeps no supplementary
+    /// groups.
+    Root {
+        /// The anonymous uid.
+        uid: u32,
+        /// The anonymous gid.
+        gid: u32,
+    },
+    /// Every caller becomes `uid` / `gid`, without supplementary groups.
+    All {
+        /// The anonymous uid.
+        uid: u32,
+        /// The anonymous gid.
+        gid: u32,
+    },
+}
+
+impl<'a> Cred<'a> {
+    /// This credential mapped by `squash`.
+    pub fn squashed(self, squash: Squash) -> Cred<'a> {
+        match squash {
+            Squash::None => self,
+            Squash::Root { uid, gid } if self.uid == 0 => Cred {
+                uid,
+                gid: if self.gid == 0 { gid } else { self.gid },
+                gids: &[],
+                ..self
+            },
+            Squash::Root { uid: _, gid } if self.gid == 0 => Cred { gid, ..self },
+            Squash::Root { .. } => self,
+            Squash::All { uid, gid } => Cred {
+                uid,
+                gid,
+                gids: &[],
+                ..self
+            },
+        }
+    }
+}
+
 /// What a service serves: one program, a range of versions, procedures `0..nprocs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Program {
@@ -241,6 +288,31 @@ mod tests {
             gid: 100,
             gids: alloc::vec![100, 5],
         })
+    }
+
+    #[test]
+    fn squash() {
+        let root = Cred {
+            uid: 0,
+            gid: 0,
+            gids: &[0, 5],
+            ..Cred::none()
+        };
+        let user = Cred {
+            uid: 1000,
+            gid: 0,
+            gids: &[0, 5],
+            ..Cred::none()
+        };
+        let r = Squash::Root { uid: 99, gid: 98 };
+        let a = Squash::All { uid: 99, gid: 98 };
+        assert_eq!(root.squashed(Squash::None), root);
+        let s = root.squashed(r);
+        assert_eq!((s.uid, s.gid, s.gids), (99, 98, &[][..]));
+        let s = user.squashed(r);
+        assert_eq!((s.uid, s.gid, s.gids), (1000, 98, &[0, 5][..]));
+        let s = user.squashed(a);
+        assert_eq!((s.uid, s.gid, s.gids), (99, 98, &[][..]));
     }
 
     fn refused(msg: &[u8]) -> Refusal {

@@ -23,7 +23,7 @@ use nfs_glue::mount::*;
 use nfs_glue::nfs3::*;
 use nfs_glue::nfsd::{DispatchError, Dispatched, Nfs3Config, Nfs3Service};
 use nfs_glue::rpc::{AcceptStat, Auth, AuthSys, CallHeader, Rejected, ReplyHeader};
-use nfs_glue::svc::{AuthPolicy, AUTH_BADCRED, AUTH_TOOWEAK};
+use nfs_glue::svc::{AuthPolicy, Squash, AUTH_BADCRED, AUTH_TOOWEAK};
 use nfs_glue::xdr::{Decoder, Encoder};
 use proptest::prelude::*;
 
@@ -865,6 +865,38 @@ fn rpc_level_refusals() {
             ..
         }
     ));
+}
+
+#[test]
+fn callers_own_what_they_create_and_root_is_squashed() {
+    let create = |t: &T, uid: u32, name: &str| {
+        let mut c = header(NFS_PROGRAM, 3, NFSPROC3_CREATE, sys(uid));
+        c.extend(
+            CreateArgs {
+                where_: dirop(&fh(ROOT), name),
+                how: Createhow3::Unchecked(Sattr3::default()),
+            }
+            .to_bytes()
+            .unwrap(),
+        );
+        let d = t.raw(&Chain::from_bytes(&c).unwrap());
+        let (_, rest) = split_reply(&d);
+        let r = CreateRes::decode(&mut Decoder::new(&rest)).unwrap();
+        let a = r.ok().unwrap().obj_attributes.clone().unwrap();
+        (a.uid, a.gid)
+    };
+    let plain = T::new(Nfs3Config::default());
+    assert_eq!(create(&plain, 0, "r"), (0, 100));
+    assert_eq!(create(&plain, 1234, "u"), (1234, 100));
+    let squashed = T::new(Nfs3Config {
+        squash: Squash::Root {
+            uid: 65534,
+            gid: 65533,
+        },
+        ..Nfs3Config::default()
+    });
+    assert_eq!(create(&squashed, 0, "r"), (65534, 100));
+    assert_eq!(create(&squashed, 1234, "u"), (1234, 100));
 }
 
 fn mount_call(proc_: u32, args: &[u8]) -> Vec<u8> {

@@ -56,7 +56,7 @@ use crate::ddp::{nfs3_ddp_item, Direction};
 use crate::nfs3::*;
 use crate::rpc::AcceptStat;
 use crate::svc::{
-    accept_call, header_bytes, refusal, success_encoder, AuthPolicy, Cred, Program, Refusal,
+    accept_call, header_bytes, refusal, success_encoder, AuthPolicy, Cred, Program, Refusal, Squash,
 };
 use crate::xdr::{Decoder, Encoder, XdrError};
 
@@ -74,6 +74,8 @@ use readdir::Listing;
 pub struct Nfs3Config {
     /// Credential policy (default: `AUTH_SYS` and `AUTH_NONE`).
     pub auth: AuthPolicy,
+    /// Identity mapping (default: none).
+    pub squash: Squash,
     /// Largest READ and WRITE data (FSINFO's `rtmax` / `wtmax` are clamped to it; a READ
     /// asks for at most this). Default 1 MiB, Linux's and FreeBSD's maximum.
     pub max_data: u32,
@@ -86,6 +88,7 @@ impl Default for Nfs3Config {
     fn default() -> Self {
         Nfs3Config {
             auth: AuthPolicy::AllowNone,
+            squash: Squash::None,
             max_data: NFS3_MAX_DATA as u32,
             max_call_xdr: NFS3_MAX_DATA + 4096,
         }
@@ -309,7 +312,7 @@ impl<B: Backend> Nfs3Service<B> {
         };
         let c = Call {
             chain: call,
-            cred: Cred::of(&acc.header),
+            cred: Cred::of(&acc.header).squashed(self.config.squash),
             ddp,
         };
         let mut e = success_encoder(xid);
