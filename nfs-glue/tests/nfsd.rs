@@ -309,6 +309,34 @@ fn inline_and_long_call_writes() {
     let mut want = b"hello".to_vec();
     want.extend(&data);
     assert_eq!(t.fs().contents(&f).unwrap(), want);
+    // A read chunk that carried the XDR pad too (RFC 8166 allows it): the backend gets the
+    // data's pages, not the pad.
+    let mut e = Encoder::new();
+    CallHeader::decode(&mut Decoder::new(&header(
+        NFS_PROGRAM,
+        3,
+        NFSPROC3_WRITE,
+        sys(1000),
+    )))
+    .unwrap()
+    .encode(&mut e);
+    WriteHead {
+        file: f.clone(),
+        offset: 0,
+        count: 3,
+        stable: StableHow::Unstable,
+    }
+    .encode_head(&mut e, 3);
+    let mut call = Chain::from_bytes(&e.finish().unwrap()).unwrap();
+    call.append_mbuf(Mbuf::ddp_marker()).unwrap();
+    call.cat(data_pages_from_bytes(&t.pages, b"XYZ\0").unwrap())
+        .unwrap();
+    assert_eq!(t.raw(&call).status, Some(Nfsstat3::OK));
+    match t.fs().last_write() {
+        Some(SeenWrite::Pages(p)) => assert_eq!(p.iter().map(|f| f.len).sum::<usize>(), 3),
+        w => panic!("{w:?}"),
+    }
+    assert_eq!(&t.fs().contents(&f).unwrap()[..4], b"XYZl");
     // count differing from the data length: GARBAGE_ARGS.
     let bad = WriteArgs { count: 4, ..args };
     let h = t.accept_stat(&call_bytes(NFSPROC3_WRITE, &bad));
