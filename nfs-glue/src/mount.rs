@@ -212,6 +212,31 @@ pub trait Exports {
     fn exports(&self, f: &mut ExportVisitor<'_>);
 }
 
+/// Shared exports are exports: `Arc<E>` and `&E` forward every call.
+macro_rules! forward_exports {
+    ($($t:ty),*) => {$(
+        impl<E: Exports + ?Sized> Exports for $t {
+            fn mnt(&self, c: &Cred<'_>, client: &[u8], path: &[u8]) -> Result<NfsFh3, Mountstat3> {
+                (**self).mnt(c, client, path)
+            }
+            fn umnt(&self, client: &[u8], path: &[u8]) {
+                (**self).umnt(client, path)
+            }
+            fn umntall(&self, client: &[u8]) {
+                (**self).umntall(client)
+            }
+            fn dump(&self, f: &mut dyn FnMut(&[u8], &[u8])) {
+                (**self).dump(f)
+            }
+            fn exports(&self, f: &mut ExportVisitor<'_>) {
+                (**self).exports(f)
+            }
+        }
+    )*};
+}
+
+forward_exports!(alloc::sync::Arc<E>, &E);
+
 /// The MOUNT v3 program served by [`MountService`].
 pub const fn mount_program(auth: AuthPolicy) -> Program {
     Program {

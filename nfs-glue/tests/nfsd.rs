@@ -1071,6 +1071,34 @@ fn mount_v3() {
         .is_success());
 }
 
+#[test]
+fn one_file_system_behind_both_services() {
+    // Arc<B> is a Backend and Arc<E> an Exports: MNT's root handle works on the NFS side.
+    let fs = Arc::new(MemFs::new());
+    let arena: Arc<dyn PageProvider> = Arc::new(HeapPageArena::new(16).unwrap());
+    let nfs = Nfs3Service::new(fs.clone(), arena, Nfs3Config::default());
+    let m = MountService::new(&*fs, AuthPolicy::AllowNone);
+    let r = m
+        .dispatch(&mount_call(MOUNTPROC3_MNT, &dirpath("/export")), b"c")
+        .unwrap();
+    let mut d = Decoder::new(&r);
+    ReplyHeader::decode(&mut d).unwrap();
+    let MountRes3::Ok { fhandle, .. } = MountRes3::decode(&mut d).unwrap() else {
+        panic!()
+    };
+    let d = nfs
+        .dispatch(
+            &Chain::from_bytes(&call_bytes(
+                NFSPROC3_GETATTR,
+                &GetattrArgs { object: fhandle },
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+    assert_eq!(d.status, Some(Nfsstat3::OK));
+    assert_eq!(fs.mounts.lock().unwrap().len(), 1);
+}
+
 /// Valid calls of every procedure, to be mutated.
 fn seeds() -> Vec<Vec<u8>> {
     let f = fh(2);

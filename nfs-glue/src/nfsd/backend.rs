@@ -328,3 +328,127 @@ pub trait Backend {
         count: u32,
     ) -> NfsResult<Writeverf3>;
 }
+
+/// A shared backend is a backend: `Arc<B>` (one file system behind several services or
+/// connections) and `&B` forward every call.
+macro_rules! forward_backend {
+    ($($t:ty),*) => {$(
+        impl<B: Backend + ?Sized> Backend for $t {
+            fn getattr(&self, c: &Cred<'_>, fh: &NfsFh3) -> NfsResult<Fattr3> {
+                (**self).getattr(c, fh)
+            }
+            fn setattr(
+                &self,
+                c: &Cred<'_>,
+                fh: &NfsFh3,
+                a: &Sattr3,
+                g: Option<Nfstime3>,
+            ) -> NfsResult<()> {
+                (**self).setattr(c, fh, a, g)
+            }
+            fn lookup(&self, c: &Cred<'_>, d: &NfsFh3, n: &[u8]) -> NfsResult<NfsFh3> {
+                (**self).lookup(c, d, n)
+            }
+            fn access(&self, c: &Cred<'_>, fh: &NfsFh3, m: u32) -> NfsResult<u32> {
+                (**self).access(c, fh, m)
+            }
+            fn readlink(&self, c: &Cred<'_>, fh: &NfsFh3) -> NfsResult<Nfspath3> {
+                (**self).readlink(c, fh)
+            }
+            fn read(
+                &self,
+                c: &Cred<'_>,
+                fh: &NfsFh3,
+                o: u64,
+                n: u32,
+                p: &Arc<dyn PageProvider>,
+            ) -> NfsResult<ReadData> {
+                (**self).read(c, fh, o, n, p)
+            }
+            fn write(
+                &self,
+                c: &Cred<'_>,
+                fh: &NfsFh3,
+                o: u64,
+                s: StableHow,
+                d: WriteIov<'_>,
+            ) -> NfsResult<Written> {
+                (**self).write(c, fh, o, s, d)
+            }
+            fn create(
+                &self,
+                c: &Cred<'_>,
+                d: &NfsFh3,
+                n: &[u8],
+                h: &Createhow3,
+            ) -> NfsResult<NfsFh3> {
+                (**self).create(c, d, n, h)
+            }
+            fn mkdir(&self, c: &Cred<'_>, d: &NfsFh3, n: &[u8], a: &Sattr3) -> NfsResult<NfsFh3> {
+                (**self).mkdir(c, d, n, a)
+            }
+            fn symlink(
+                &self,
+                c: &Cred<'_>,
+                d: &NfsFh3,
+                n: &[u8],
+                a: &Sattr3,
+                t: &[u8],
+            ) -> NfsResult<NfsFh3> {
+                (**self).symlink(c, d, n, a, t)
+            }
+            fn mknod(
+                &self,
+                c: &Cred<'_>,
+                d: &NfsFh3,
+                n: &[u8],
+                w: &Mknoddata3,
+            ) -> NfsResult<NfsFh3> {
+                (**self).mknod(c, d, n, w)
+            }
+            fn remove(&self, c: &Cred<'_>, d: &NfsFh3, n: &[u8]) -> NfsResult<()> {
+                (**self).remove(c, d, n)
+            }
+            fn rmdir(&self, c: &Cred<'_>, d: &NfsFh3, n: &[u8]) -> NfsResult<()> {
+                (**self).rmdir(c, d, n)
+            }
+            fn rename(
+                &self,
+                c: &Cred<'_>,
+                fd: &NfsFh3,
+                f: &[u8],
+                td: &NfsFh3,
+                t: &[u8],
+            ) -> NfsResult<()> {
+                (**self).rename(c, fd, f, td, t)
+            }
+            fn link(&self, c: &Cred<'_>, f: &NfsFh3, d: &NfsFh3, n: &[u8]) -> NfsResult<()> {
+                (**self).link(c, f, d, n)
+            }
+            fn readdir(
+                &self,
+                c: &Cred<'_>,
+                d: &NfsFh3,
+                k: u64,
+                v: Cookieverf3,
+                s: &mut dyn DirSink,
+            ) -> NfsResult<DirEnd> {
+                (**self).readdir(c, d, k, v, s)
+            }
+            fn fsstat(&self, c: &Cred<'_>, fh: &NfsFh3) -> NfsResult<FsstatResOk> {
+                (**self).fsstat(c, fh)
+            }
+            fn fsinfo(&self, c: &Cred<'_>, fh: &NfsFh3) -> NfsResult<FsinfoResOk> {
+                (**self).fsinfo(c, fh)
+            }
+            fn pathconf(&self, c: &Cred<'_>, fh: &NfsFh3) -> NfsResult<PathconfResOk> {
+                (**self).pathconf(c, fh)
+            }
+            fn commit(&self, c: &Cred<'_>, fh: &NfsFh3, o: u64, n: u32) -> NfsResult<Writeverf3> {
+                (**self).commit(c, fh, o, n)
+            }
+        }
+    )*};
+}
+
+forward_backend!(Arc<B>, &B);
