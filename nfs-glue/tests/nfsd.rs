@@ -21,6 +21,7 @@ use mbuf::{Chain, HeapPageArena, Mbuf, PageFragment, PageProvider};
 use nfs_glue::chain::{data_pages_from_bytes, ddp_call, ddp_data, write_data_iovecs};
 use nfs_glue::mount::*;
 use nfs_glue::nfs3::*;
+use nfs_glue::nfsd::drc::{Begin, CallKey, ReplyCache};
 use nfs_glue::nfsd::{DispatchError, Dispatched, Nfs3Config, Nfs3Service};
 use nfs_glue::rpc::{AcceptStat, Auth, AuthSys, CallHeader, Rejected, ReplyHeader};
 use nfs_glue::svc::{AuthPolicy, Squash, AUTH_BADCRED, AUTH_TOOWEAK};
@@ -1097,6 +1098,44 @@ fn one_file_system_behind_both_services() {
         .unwrap();
     assert_eq!(d.status, Some(Nfsstat3::OK));
     assert_eq!(fs.mounts.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn retransmitted_remove_is_answered_from_the_reply_cache() {
+    let t = T::new(Nfs3Config::default());
+    t.create(&fh(ROOT), "victim");
+    let mut cache = ReplyCache::new(64).unwrap();
+    let call = Chain::from_bytes(&call_bytes(
+        NFSPROC3_REMOVE,
+        &RemoveArgs {
+            object: dirop(&fh(ROOT), "victim"),
+        },
+    ))
+    .unwrap();
+    // As a server loop does it: begin, dispatch, finish; the retransmission (same xid, same
+    // bytes, after a reconnect) is replayed, not run again.
+    let serve = |cache: &mut ReplyCache| -> Vec<u8> {
+        let key = CallKey::of(42, &call).unwrap();
+        match cache.begin(&key) {
+            Begin::New => {
+                let d = t.svc.dispatch(&call).unwrap();
+                cache.finish(&key, &d.reply);
+                d.reply.to_vec().unwrap()
+            }
+            Begin::Replay(r) => r.to_vec().unwrap(),
+            Begin::InProgress => panic!("in progress"),
+        }
+    };
+    let first = serve(&mut cache);
+    let again = serve(&mut cache);
+    assert_eq!(first, again);
+    assert_eq!(cache.replays(), 1);
+    let mut d = Decoder::new(&again);
+    ReplyHeader::decode(&mut d).unwrap();
+    assert_eq!(RemoveRes::decode(&mut d).unwrap().status(), Nfsstat3::OK);
+    // Without the cache the same call now fails: the cache is what made the replay right.
+    let d = t.raw(&call);
+    assert_eq!(d.status, Some(Nfsstat3::ERR_NOENT));
 }
 
 /// Valid calls of every procedure, to be mutated.

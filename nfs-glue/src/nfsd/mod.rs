@@ -62,6 +62,7 @@ use crate::xdr::{Decoder, Encoder, XdrError};
 
 mod backend;
 pub mod dirbudget;
+pub mod drc;
 mod readdir;
 
 pub use backend::{
