@@ -255,6 +255,21 @@ fn write_pages_reach_the_backend_and_read_leaves_in_pages() {
         }
         assert_eq!(got, data, "size {n}");
     }
+    // A backend that commits less than the call asked for is at fault: SERVERFAULT, with
+    // the file's wcc_data.
+    t.fs()
+        .downgrade
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let f = t.create(&root, "sync");
+    let (r, _) = t.write_ddp(&f, 0, b"data");
+    assert_eq!(r.status(), Nfsstat3::ERR_SERVERFAULT);
+    let Nfs3Res::Fail { resfail, .. } = r else {
+        unreachable!()
+    };
+    assert!(resfail.file_wcc.after.is_some());
+    t.fs()
+        .downgrade
+        .store(false, std::sync::atomic::Ordering::Relaxed);
     // A READ past the end: empty, eof, no marker.
     let f = t.create(&root, "f1");
     let (h, d) = t.read(&f, 100, 10);
@@ -1070,6 +1085,13 @@ fn mount_v3() {
     assert!(ReplyHeader::decode(&mut Decoder::new(&c.to_vec().unwrap()))
         .unwrap()
         .is_success());
+}
+
+#[test]
+fn services_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Nfs3Service<Arc<MemFs>>>();
+    shared::<MountService<Arc<MemFs>>>();
 }
 
 #[test]

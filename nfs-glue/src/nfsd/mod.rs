@@ -735,8 +735,10 @@ impl<B: Backend> Nfs3Service<B> {
             Some(_) => self.backend.write(cr, &h.file, h.offset, h.stable, iov),
             None => Err(NfsError::FBig),
         };
+        // A backend that claims more bytes than it was given, or less durability than the
+        // call asked for (the client would drop data it believes committed), is at fault.
         let r = r.and_then(|w| {
-            if w.count <= len {
+            if w.count <= len && w.committed as u32 >= h.stable as u32 {
                 Ok(w)
             } else {
                 Err(NfsError::ServerFault)

@@ -62,6 +62,8 @@ pub struct MemFs {
     pub writes: Mutex<Vec<SeenWrite>>,
     /// Do not log writes (allocation measurements).
     pub quiet: std::sync::atomic::AtomicBool,
+    /// Misbehave: report every write UNSTABLE, whatever was asked.
+    pub downgrade: std::sync::atomic::AtomicBool,
     pub mounts: Mutex<Vec<(Vec<u8>, Vec<u8>)>>,
 }
 
@@ -420,9 +422,14 @@ impl Backend for MemFs {
         if !self.quiet.load(std::sync::atomic::Ordering::Relaxed) {
             self.writes.lock().unwrap().push(seen);
         }
+        let committed = if self.downgrade.load(std::sync::atomic::Ordering::Relaxed) {
+            StableHow::Unstable
+        } else {
+            stable
+        };
         Ok(Written {
             count: data.len() as u32,
-            committed: stable,
+            committed,
             verf: VERF,
         })
     }
