@@ -1286,6 +1286,32 @@ proptest! {
         prop_assert_eq!(t.arena.in_use(), 0);
     }
 
+    #[test]
+    fn mutated_mount_calls_never_panic(
+        which in 0u32..6,
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6),
+        cut in any::<usize>(),
+    ) {
+        let m = MountService::new(MemFs::new(), AuthPolicy::AllowNone);
+        let args = match which {
+            MOUNTPROC3_MNT | MOUNTPROC3_UMNT => dirpath("/export"),
+            _ => vec![],
+        };
+        let mut call = mount_call(which, &args);
+        for (at, x) in flips {
+            let at = 8 + at % (call.len() - 8);
+            call[at] ^= x;
+        }
+        call.truncate(8 + cut % (call.len() - 7));
+        match m.dispatch(&call, b"c") {
+            Ok(r) => {
+                let h = ReplyHeader::decode(&mut Decoder::new(&r)).unwrap();
+                prop_assert_eq!(&h.xid().to_be_bytes()[..], &call[..4]);
+            }
+            Err(e) => prop_assert_eq!(e, DispatchError::NotACall),
+        }
+    }
+
     /// A hostile requester picks a read chunk's position and length: a marker and pages
     /// anywhere in a (mutated) call, any number of them.
     #[test]
