@@ -29,6 +29,25 @@
 //! write-chunk item, in order, RFC 8166 §3.4.6); [`crate::ddp::nfs3_reply_hint`] says the same
 //! per procedure for a requester provisioning chunks.
 //!
+//! # Serving over krpc-rdma
+//!
+//! ```text
+//! ResponderEvent::Call(inc) =>
+//!     key = drc::CallKey::of(client, &inc.call)          // optional: the reply cache
+//!     match cache.begin(&key) {
+//!         Replay(r)  => responder.reply(prov, inc.ctx, r),
+//!         InProgress => responder.drop_call(prov, inc.ctx, ..),
+//!         New => match service.dispatch(&inc.call) {
+//!             Ok(d)            => { cache.finish(&key, &d.reply); responder.reply(prov, inc.ctx, d.reply) }
+//!             Err(NotACall)    => { cache.abandon(&key); responder.drop_call(prov, inc.ctx, ..) }
+//!             Err(Alloc)       => { cache.abandon(&key); /* retry later or drop */ }
+//!         },
+//!     }
+//! ```
+//!
+//! The chain in is `Incoming::call` as handed up; the chain out goes to `Responder::reply`
+//! unchanged: the Responder finds the READ data by its marker and RDMA-Writes it.
+
 //! # RPC-level answers
 //!
 //! As [`crate::svc::accept_call`] (RPC_MISMATCH, `AUTH_BADCRED`, `AUTH_TOOWEAK` under
