@@ -302,7 +302,8 @@ pub trait Backend {
     /// Stream the entries of `dir` after `cookie` (0: from the start) into `sink` until it
     /// refuses one or the directory ends (`VOP_READDIR`). A non-zero `cookie` with a `verf`
     /// that no longer matches is [`NfsError::BadCookie`] (a backend whose cookies stay valid
-    /// may ignore the verifier).
+    /// may ignore the verifier). List "." and ".." as a POSIX server does: the Linux client
+    /// shows what the server lists.
     fn readdir(
         &self,
         cred: &Cred<'_>,
