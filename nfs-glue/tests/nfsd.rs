@@ -17,13 +17,14 @@ mod common;
 use std::sync::Arc;
 
 use common::memfs::{fh, MemFs, SeenWrite, ROOT, VERF};
+use common::{nfs_header, sys};
 use mbuf::{Chain, HeapPageArena, Mbuf, PageFragment, PageProvider};
 use nfs_glue::chain::{data_pages_from_bytes, ddp_call, ddp_data, write_data_iovecs};
 use nfs_glue::mount::*;
 use nfs_glue::nfs3::*;
 use nfs_glue::nfsd::drc::{Begin, CallKey, ReplyCache};
 use nfs_glue::nfsd::{DispatchError, Dispatched, Nfs3Config, Nfs3Service};
-use nfs_glue::rpc::{AcceptStat, Auth, AuthSys, CallHeader, Rejected, ReplyHeader};
+use nfs_glue::rpc::{AcceptStat, Auth, CallHeader, Rejected, ReplyHeader};
 use nfs_glue::svc::{AuthPolicy, Squash, AUTH_BADCRED, AUTH_TOOWEAK};
 use nfs_glue::xdr::{Decoder, Encoder};
 use proptest::prelude::*;
@@ -32,16 +33,6 @@ struct T {
     svc: Nfs3Service<MemFs>,
     arena: Arc<HeapPageArena>,
     pages: Arc<dyn PageProvider>,
-}
-
-fn sys(uid: u32) -> Auth {
-    Auth::Sys(AuthSys {
-        stamp: 1,
-        machine_name: b"client".to_vec(),
-        uid,
-        gid: 100,
-        gids: vec![100],
-    })
 }
 
 fn header(prog: u32, vers: u32, proc_: u32, cred: Auth) -> Vec<u8> {
@@ -141,15 +132,7 @@ impl T {
             count: data.len() as u32,
             stable: StableHow::FileSync,
         };
-        let mut e = Encoder::new();
-        CallHeader::decode(&mut Decoder::new(&header(
-            NFS_PROGRAM,
-            3,
-            NFSPROC3_WRITE,
-            sys(1000),
-        )))
-        .unwrap()
-        .encode(&mut e);
+        let mut e = nfs_header(0x5eed_0000 + NFSPROC3_WRITE, NFSPROC3_WRITE, 1000);
         head.encode_head(&mut e, data.len() as u32);
         let pages = data_pages_from_bytes(&self.pages, data).unwrap();
         let frags: Vec<_> = pages.page_fragments_in(0..data.len()).unwrap().collect();
@@ -327,15 +310,7 @@ fn inline_and_long_call_writes() {
     assert_eq!(t.fs().contents(&f).unwrap(), want);
     // A read chunk that carried the XDR pad too (RFC 8166 allows it): the backend gets the
     // data's pages, not the pad.
-    let mut e = Encoder::new();
-    CallHeader::decode(&mut Decoder::new(&header(
-        NFS_PROGRAM,
-        3,
-        NFSPROC3_WRITE,
-        sys(1000),
-    )))
-    .unwrap()
-    .encode(&mut e);
+    let mut e = nfs_header(0x5eed_0000 + NFSPROC3_WRITE, NFSPROC3_WRITE, 1000);
     WriteHead {
         file: f.clone(),
         offset: 0,
@@ -482,15 +457,7 @@ fn every_procedure() {
     let link = r.ok().unwrap().obj.clone().unwrap();
     let r: ReadlinkRes = t.rpc(NFSPROC3_READLINK, &ReadlinkArgs { symlink: link });
     assert_eq!(r.ok().unwrap().data.0, b"a/target");
-    let mut e = Encoder::new();
-    CallHeader::decode(&mut Decoder::new(&header(
-        NFS_PROGRAM,
-        3,
-        NFSPROC3_SYMLINK,
-        sys(1000),
-    )))
-    .unwrap()
-    .encode(&mut e);
+    let mut e = nfs_header(0x5eed_0000 + NFSPROC3_SYMLINK, NFSPROC3_SYMLINK, 1000);
     let path = b"../a/much/longer/target".to_vec();
     SymlinkHead {
         where_: dirop(&root, "l2"),

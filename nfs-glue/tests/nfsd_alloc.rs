@@ -25,12 +25,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use common::memfs::{fh, MemFs, ROOT};
+use common::nfs_header;
 use mbuf::{Chain, HeapPageArena, PageProvider};
 use nfs_glue::chain::{data_pages_from_bytes, ddp_call};
 use nfs_glue::nfs3::*;
 use nfs_glue::nfsd::{Nfs3Config, Nfs3Service};
-use nfs_glue::rpc::{Auth, AuthSys, CallHeader};
-use nfs_glue::xdr::Encoder;
 
 struct Counting;
 
@@ -103,26 +102,6 @@ fn measure(svc: &Nfs3Service<MemFs>, call: impl Fn() -> Chain) -> (u64, u64, u64
     )
 }
 
-fn header(proc_: u32) -> Encoder {
-    let mut e = Encoder::new();
-    CallHeader {
-        xid: 1,
-        prog: NFS_PROGRAM,
-        vers: NFS_V3,
-        proc_,
-        cred: Auth::Sys(AuthSys {
-            stamp: 1,
-            machine_name: b"client".to_vec(),
-            uid: 0,
-            gid: 0,
-            gids: vec![0],
-        }),
-        verf: Auth::None,
-    }
-    .encode(&mut e);
-    e
-}
-
 #[test]
 fn one_mib_write_and_read_allocate_no_data_buffer() {
     let arena = Arc::new(HeapPageArena::new(4096).unwrap());
@@ -130,7 +109,7 @@ fn one_mib_write_and_read_allocate_no_data_buffer() {
     let svc = Nfs3Service::new(MemFs::new(), pages.clone(), Nfs3Config::default());
     svc.backend().quiet.store(true, Ordering::Relaxed);
     // A 1 MiB file, written once before measuring (the in-memory backend grows it then).
-    let mut e = header(NFSPROC3_CREATE);
+    let mut e = nfs_header(1, NFSPROC3_CREATE, 0);
     CreateArgs {
         where_: Diropargs3 {
             dir: fh(ROOT),
@@ -146,7 +125,7 @@ fn one_mib_write_and_read_allocate_no_data_buffer() {
     let file = fh(2);
     let data = vec![0x5a; MIB];
     let write = || {
-        let mut e = header(NFSPROC3_WRITE);
+        let mut e = nfs_header(1, NFSPROC3_WRITE, 0);
         WriteHead {
             file: file.clone(),
             offset: 0,
@@ -158,7 +137,7 @@ fn one_mib_write_and_read_allocate_no_data_buffer() {
         ddp_call(&e.finish().unwrap(), body, &[]).unwrap()
     };
     let read = || {
-        let mut e = header(NFSPROC3_READ);
+        let mut e = nfs_header(1, NFSPROC3_READ, 0);
         ReadArgs {
             file: file.clone(),
             offset: 0,
@@ -168,7 +147,7 @@ fn one_mib_write_and_read_allocate_no_data_buffer() {
         Chain::from_bytes(&e.finish().unwrap()).unwrap()
     };
     let getattr = || {
-        let mut e = header(NFSPROC3_GETATTR);
+        let mut e = nfs_header(1, NFSPROC3_GETATTR, 0);
         GetattrArgs {
             object: file.clone(),
         }

@@ -21,35 +21,15 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::memfs::{fh, MemFs, SeenWrite, ROOT};
+use common::{nfs_header, root};
 use krpc_rdma::transport::{DdpReply, ReplySpec, RequesterEvent};
 use krpc_rdma_tests::common::{pages_with, pattern, rig, Rig};
 use mbuf::Chain;
 use nfs_glue::chain::ddp_call;
 use nfs_glue::nfs3::*;
 use nfs_glue::nfsd::{Backend, Nfs3Config, Nfs3Service};
-use nfs_glue::rpc::{Auth, AuthSys, CallHeader, ReplyHeader};
-use nfs_glue::svc::Cred;
-use nfs_glue::xdr::{Decoder, Encoder};
-
-fn header(xid: u32, proc_: u32) -> Encoder {
-    let mut e = Encoder::new();
-    CallHeader {
-        xid,
-        prog: NFS_PROGRAM,
-        vers: NFS_V3,
-        proc_,
-        cred: Auth::Sys(AuthSys {
-            stamp: 1,
-            machine_name: b"client".to_vec(),
-            uid: 0,
-            gid: 0,
-            gids: vec![],
-        }),
-        verf: Auth::None,
-    }
-    .encode(&mut e);
-    e
-}
+use nfs_glue::rpc::ReplyHeader;
+use nfs_glue::xdr::Decoder;
 
 /// One call through the transport, served by `svc`; the client's reply.
 fn call(r: &mut Rig, svc: &Nfs3Service<MemFs>, xid: u32, call: Chain, spec: ReplySpec) -> Chain {
@@ -73,17 +53,13 @@ fn results(reply: &Chain) -> Vec<u8> {
 fn write_and_read_through_the_transport_without_a_copy() {
     let mut r = rig();
     let svc = Nfs3Service::new(MemFs::new(), r.pb.clone(), Nfs3Config::default());
-    let root = Cred {
-        uid: 0,
-        gid: 0,
-        ..Cred::none()
-    };
+    let root = root();
     let how = Createhow3::Unchecked(Sattr3::default());
     let file = svc.backend().create(&root, &fh(ROOT), b"f", &how).unwrap();
     let len = (1 << 20) + 3;
     let data = pattern(len, 5);
 
-    let mut e = header(1, NFSPROC3_WRITE);
+    let mut e = nfs_header(1, NFSPROC3_WRITE, 0);
     WriteHead {
         file: file.clone(),
         offset: 0,
@@ -106,7 +82,7 @@ fn write_and_read_through_the_transport_without_a_copy() {
     assert_eq!(pieces.len(), len.div_ceil(4096));
     assert_eq!(r.req.counters().read_chunks, 1);
 
-    let mut e = header(2, NFSPROC3_READ);
+    let mut e = nfs_header(2, NFSPROC3_READ, 0);
     ReadArgs {
         file,
         offset: 0,
@@ -141,11 +117,7 @@ fn write_and_read_through_the_transport_without_a_copy() {
 fn readdirplus_of_5000_entries_by_reply_chunk() {
     let mut r = rig();
     let svc = Nfs3Service::new(MemFs::new(), r.pb.clone(), Nfs3Config::default());
-    let root = Cred {
-        uid: 0,
-        gid: 0,
-        ..Cred::none()
-    };
+    let root = root();
     let how = Createhow3::Unchecked(Sattr3::default());
     for i in 0..5000 {
         svc.backend()
@@ -156,7 +128,7 @@ fn readdirplus_of_5000_entries_by_reply_chunk() {
     let (mut cookie, mut verf, mut xid) = (0u64, Cookieverf3::default(), 10u32);
     let mut seen = BTreeMap::new();
     loop {
-        let mut e = header(xid, NFSPROC3_READDIRPLUS);
+        let mut e = nfs_header(xid, NFSPROC3_READDIRPLUS, 0);
         ReaddirplusArgs {
             dir: fh(ROOT),
             cookie,
