@@ -41,6 +41,7 @@
 //! `clnt_reconnect`, the krpc layer makes a new connection (a new provider and a new
 //! `Requester`/`Responder`) and retransmits.
 
+mod bounded;
 pub mod config;
 pub mod counters;
 pub mod credits;

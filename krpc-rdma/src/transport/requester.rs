@@ -215,6 +215,19 @@ impl core::fmt::Debug for Requester {
     }
 }
 
+/// What every header of one call carries, while the call is marshalled.
+#[derive(Debug, Clone, Copy)]
+struct CallHeader {
+    xid: u32,
+    credit: u32,
+    /// The send buffer the header is encoded in.
+    buf: u32,
+    provisioned: Provisioned,
+    /// Segments of the provisioned write chunk / reply chunk (for the header's length).
+    writes: Option<usize>,
+    reply: Option<usize>,
+}
+
 /// The chunk provisioned for the reply, while the call is marshalled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Provisioned {
@@ -392,6 +405,7 @@ impl Requester {
         Ok(())
     }
 
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     fn undo<P: Provider>(
         &mut self,
         prov: &mut P,
@@ -438,6 +452,7 @@ impl Requester {
     /// not start at offset 0 of its page, or follows one that does not end at its page's end),
     /// since one registration maps one gap-free iova range. Every registration is recorded in
     /// slot `idx` (so an error path releases it); each one's segments go to `sink`, in order.
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     fn register<P: Provider>(
         &mut self,
         prov: &mut P,
@@ -506,6 +521,7 @@ impl Requester {
     /// Reply provisioning, as Linux's rpcrdma_marshal_req: inline if the largest reply fits
     /// the inline receive; a write chunk for a DDP result when the rest of the reply fits
     /// inline; otherwise a reply chunk. The chunk's segments go to `segs`.
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     fn provision<P: Provider>(
         &mut self,
         prov: &mut P,
@@ -569,6 +585,7 @@ impl Requester {
 
     /// Build the header and inline part of `call` in send buffer `buf`, straight into the
     /// buffer; register chunks. Returns the Send length.
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     fn marshal<P: Provider>(
         &mut self,
         prov: &mut P,
@@ -586,54 +603,98 @@ impl Requester {
             Provisioned::Write => (Some(segs.len()), None),
             Provisioned::Reply => (None, Some(segs.len())),
         };
+        let hdr = CallHeader {
+            xid,
+            credit,
+            buf,
+            provisioned,
+            writes,
+            reply,
+        };
         let total = call.len();
-        let max_send = self.max_send();
         // 1. Everything inline (small page data is copied into the send buffer).
-        if header_len(0, writes, reply) + total <= max_send {
+        if header_len(0, writes, reply) + total <= self.max_send() {
             let sb = prov.send_buf(buf)?;
             let enc = HeaderEncoder::begin(sb, xid, credit, false).map_err(too_large)?;
             let h = finish_header(enc, sb, provisioned, &segs)?;
             let n = copy_inline(call, &[], sb.get_mut(h..).ok_or(CallError::TooLarge)?)?;
             return u32::try_from(h + n).map_err(|_| CallError::TooLarge);
         }
-        // 2. DDP regions as read chunks, the rest inline. Each registration's segments are
-        // written straight into the Read list in the send buffer.
-        let items = reduce(call, true)?;
-        if !items.is_empty() && items.len() <= MAX_READ_CHUNKS {
-            let reduced = inline_len(total, &items);
-            let mut enc =
-                HeaderEncoder::begin(prov.send_buf(buf)?, xid, credit, false).map_err(too_large)?;
-            let mut ok = true;
-            let regs_before = self.slots.get(idx).map_or(0, |s| s.regs.len());
-            for item in &items {
-                self.frags_of(call, item.data())?;
-                let position = u32::try_from(item.offset).map_err(|_| CallError::TooLarge)?;
-                self.register(prov, idx, Access::REMOTE_READ, |prov, got| {
-                    let sb = prov.send_buf(buf)?;
-                    for s in got {
-                        let entry = ReadSegment {
-                            position,
-                            segment: seg_of(s),
-                        };
-                        if enc.read_segment(sb, &entry).is_err() {
-                            ok = false;
-                        }
-                    }
-                    Ok(())
-                })?;
-            }
-            if ok && header_len(enc.read_entries(), writes, reply) + reduced <= max_send {
-                self.counters.read_chunks += items.len() as u64;
-                self.counters.rdma_read_bytes += items.iter().map(|i| i.len as u64).sum::<u64>();
-                let sb = prov.send_buf(buf)?;
-                let h = finish_header(enc, sb, provisioned, &segs)?;
-                let n = copy_inline(call, &items, sb.get_mut(h..).ok_or(CallError::TooLarge)?)?;
-                return u32::try_from(h + n).map_err(|_| CallError::TooLarge);
-            }
-            // Does not fit: undo the read registrations, fall through to a Long Call.
-            self.release_regs_from(prov, idx, regs_before);
+        // 2. DDP regions as read chunks, the rest inline.
+        if let Some(len) = self.marshal_read_chunks(prov, call, idx, &hdr, &segs)? {
+            return Ok(len);
         }
         // 3. Long Call: the whole call in a position-zero read chunk.
+        self.marshal_long_call(prov, call, idx, &hdr, &segs)
+    }
+
+    /// DDP regions as read chunks, the rest inline; `None` (nothing registered) when the
+    /// call has no DDP region or the reduced call still does not fit inline. Each
+    /// registration's segments are written straight into the Read list in the send buffer.
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
+    fn marshal_read_chunks<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        call: &Chain,
+        idx: usize,
+        hdr: &CallHeader,
+        segs: &WriteChunk,
+    ) -> Result<Option<u32>, CallError> {
+        let items = reduce(call, true)?;
+        if items.is_empty() || items.len() > MAX_READ_CHUNKS {
+            return Ok(None);
+        }
+        let buf = hdr.buf;
+        let reduced = inline_len(call.len(), &items);
+        let mut enc = HeaderEncoder::begin(prov.send_buf(buf)?, hdr.xid, hdr.credit, false)
+            .map_err(too_large)?;
+        let mut ok = true;
+        let regs_before = self.slots.get(idx).map_or(0, |s| s.regs.len());
+        for item in &items {
+            self.frags_of(call, item.data())?;
+            let position = u32::try_from(item.offset).map_err(|_| CallError::TooLarge)?;
+            self.register(prov, idx, Access::REMOTE_READ, |prov, got| {
+                let sb = prov.send_buf(buf)?;
+                for s in got {
+                    let entry = ReadSegment {
+                        position,
+                        segment: seg_of(s),
+                    };
+                    if enc.read_segment(sb, &entry).is_err() {
+                        ok = false;
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        if ok && header_len(enc.read_entries(), hdr.writes, hdr.reply) + reduced <= self.max_send()
+        {
+            self.counters.read_chunks += items.len() as u64;
+            self.counters.rdma_read_bytes += items.iter().map(|i| i.len as u64).sum::<u64>();
+            let sb = prov.send_buf(buf)?;
+            let h = finish_header(enc, sb, hdr.provisioned, segs)?;
+            let n = copy_inline(call, &items, sb.get_mut(h..).ok_or(CallError::TooLarge)?)?;
+            return u32::try_from(h + n)
+                .map(Some)
+                .map_err(|_| CallError::TooLarge);
+        }
+        // Does not fit: undo the read registrations (the caller falls back to a Long Call).
+        self.release_regs_from(prov, idx, regs_before);
+        Ok(None)
+    }
+
+    /// A Long Call: the whole call in a position-zero read chunk, its non-page bytes pulled
+    /// up into the slot's pages.
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
+    fn marshal_long_call<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        call: &Chain,
+        idx: usize,
+        hdr: &CallHeader,
+        segs: &WriteChunk,
+    ) -> Result<u32, CallError> {
+        let total = call.len();
         if total > self.cfg.max_chunk_bytes as usize {
             return Err(CallError::TooLarge);
         }
@@ -652,8 +713,9 @@ impl Requester {
             self.counters.pullup_copies += 1;
             self.counters.pullup_bytes += got.pulled as u64;
         }
-        let mut enc =
-            HeaderEncoder::begin(prov.send_buf(buf)?, xid, credit, true).map_err(too_large)?;
+        let buf = hdr.buf;
+        let mut enc = HeaderEncoder::begin(prov.send_buf(buf)?, hdr.xid, hdr.credit, true)
+            .map_err(too_large)?;
         self.register(prov, idx, Access::REMOTE_READ, |prov, got| {
             let sb = prov.send_buf(buf)?;
             for s in got {
@@ -669,7 +731,7 @@ impl Requester {
         self.counters.read_chunks += 1;
         self.counters.rdma_read_bytes += total as u64;
         let sb = prov.send_buf(buf)?;
-        let len = finish_header(enc, sb, provisioned, &segs)?;
+        let len = finish_header(enc, sb, hdr.provisioned, segs)?;
         u32::try_from(len).map_err(|_| CallError::TooLarge)
     }
 
@@ -750,6 +812,7 @@ impl Requester {
         }
     }
 
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     fn on_recv<P: Provider>(
         &mut self,
         prov: &mut P,

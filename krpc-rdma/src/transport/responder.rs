@@ -7,6 +7,7 @@ use alloc::vec::Vec;
 
 use mbuf::{Chain, ChainPool, Mbuf, PageFragment, PageProvider};
 
+use super::bounded::Bounded;
 use super::config::TransportConfig;
 use super::counters::Counters;
 use super::error::CallError;
@@ -20,7 +21,7 @@ use crate::provider::{
 };
 use crate::wire::{
     encode_error, header_len, negotiate, CmPrivateData, ErrorBody, ErrorCode, Header,
-    HeaderEncoder, InlineThresholds, Proc, Segment, WriteChunk, CM_PRIVATE_LEN, MAX_CHUNK_SEGMENTS,
+    HeaderEncoder, InlineThresholds, Proc, Segment, CM_PRIVATE_LEN, MAX_CHUNK_SEGMENTS,
     MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS, MIN_HEADER_LEN,
 };
 
@@ -90,11 +91,11 @@ struct CallCtx {
     generation: u32,
     xid: u32,
     /// The requester's Write chunks, their segments back to back (stored once, in place).
-    write_segs: heapless::Vec<Segment, { MAX_WRITE_CHUNKS * MAX_CHUNK_SEGMENTS }>,
+    write_segs: Bounded<Segment>,
     /// Where each Write chunk ends in `write_segs`.
     write_ends: heapless::Vec<u8, MAX_WRITE_CHUNKS>,
     /// The requester's Reply chunk, if it sent one.
-    reply_segs: WriteChunk,
+    reply_segs: Bounded<Segment>,
     has_reply: bool,
     inv_handle: Option<u32>,
     call: Option<Chain>,
@@ -107,7 +108,7 @@ struct CallCtx {
     /// The read chunks: (XDR position, total length).
     chunks: heapless::Vec<(u32, u32), MAX_CALL_CHUNKS>,
     /// Read chunk segments and the call-chain offset their data lands at.
-    reads: heapless::Vec<(Segment, usize), MAX_READ_SEGMENTS>,
+    reads: Bounded<(Segment, usize)>,
     /// Page bytes charged to the connection's DDP budget while the context lives.
     ddp_bytes: usize,
 }
@@ -118,28 +119,30 @@ impl CallCtx {
         self.chunks.iter().map(|&(_, t)| t as usize).sum()
     }
 
-    fn empty() -> Self {
-        CallCtx {
+    /// A free context; its lists' storage is allocated here, once (so a context is small
+    /// enough to build and move on a kernel stack).
+    fn new() -> Result<Self, CallError> {
+        Ok(CallCtx {
             state: CtxState::Free,
             generation: 0,
             xid: 0,
-            write_segs: heapless::Vec::new(),
+            write_segs: Bounded::with_capacity(MAX_WRITE_CHUNKS * MAX_CHUNK_SEGMENTS)?,
             write_ends: heapless::Vec::new(),
-            reply_segs: WriteChunk::new(),
+            reply_segs: Bounded::with_capacity(MAX_CHUNK_SEGMENTS)?,
             has_reply: false,
             inv_handle: None,
             call: None,
             inline: None,
             nomsg: false,
             chunks: heapless::Vec::new(),
-            reads: heapless::Vec::new(),
+            reads: Bounded::with_capacity(MAX_READ_SEGMENTS)?,
             ddp_bytes: 0,
-        }
+        })
     }
 
     /// The requester's Reply chunk, if it sent one.
     fn reply_chunk(&self) -> Option<&[Segment]> {
-        self.has_reply.then_some(self.reply_segs.as_slice())
+        self.has_reply.then_some(&self.reply_segs[..])
     }
 
     /// The requester's Write chunks, in order.
@@ -264,7 +267,9 @@ impl Responder {
         let n = cfg.max_requests.max(1);
         let mut ctxs = Vec::new();
         reserve(&mut ctxs, n as usize)?;
-        ctxs.resize_with(n as usize, CallCtx::empty);
+        for _ in 0..n {
+            ctxs.push(CallCtx::new()?);
+        }
         let mut read_queue = VecDeque::new();
         read_queue
             .try_reserve_exact(n as usize)
@@ -953,7 +958,7 @@ impl Responder {
         };
         self.pieces.clear();
         self.wrs.clear();
-        for (seg, off) in &ctx.reads {
+        for (seg, off) in ctx.reads.iter() {
             self.frags.clear();
             let Ok(it) = call.page_fragments_in(*off..*off + seg.length as usize) else {
                 return false;
@@ -1062,6 +1067,7 @@ impl Responder {
     /// each Write chunk echoed with its segments' lengths set to what was written into them
     /// (filled in order, as [`plan`] fills them; zero for an unused chunk, RFC 8166 §4.3.2),
     /// the Reply chunk likewise (zero unless a Long Reply used it, §4.3.3).
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     fn build_reply<P: Provider>(
         &mut self,
         prov: &mut P,
@@ -1132,36 +1138,13 @@ impl Responder {
         // own pages and, for the other bytes, from pages pulled up into this send context.
         let mut reply_written = 0usize;
         if long {
-            let Some(rc) = ctx.reply_chunk() else {
-                return Err(fatal(CallError::TooLarge));
-            };
-            self.frags.clear();
-            let hold = self.send.pullup(buf).ok_or(fatal(CallError::BadCall))?;
-            let got = gather(
-                &reply,
-                kept_ranges(total, &items),
-                &self.pages,
-                &mut self.frags,
-                hold,
-            )
-            .map_err(fatal)?;
-            if got.pulled > 0 {
-                tally.pullup_copies += 1;
-                tally.pullup_bytes += got.pulled as u64;
-            }
-            plan(
-                &self.frags,
-                rc.iter().copied(),
-                self.res.max_sge as usize,
-                &mut self.pieces,
-                &mut self.wrs,
-            )
-            .map_err(fatal)?;
-            reply_written = got.bytes;
-            tally.long_replies += 1;
-            tally.reply_chunks += 1;
-            tally.rdma_write_bytes += got.bytes as u64;
+            reply_written = self
+                .plan_long_reply(idx, buf, &reply, &items, &mut tally)
+                .map_err(fatal)?;
         }
+        let Some(ctx) = self.ctxs.get(idx as usize) else {
+            return Err(fatal(CallError::BadCall));
+        };
         let send_len = {
             let sb = prov.send_buf(buf).map_err(|e| fatal(e.into()))?;
             let mut enc = HeaderEncoder::begin(sb, xid, credit, long).map_err(too_large)?;
@@ -1244,6 +1227,49 @@ impl Responder {
             Err((CallError::WouldBlock, None)) => Err((CallError::WouldBlock, Some(reply))),
             Err(e) => Err(e),
         }
+    }
+
+    /// A Long Reply: what stays inline goes through the reply chunk instead, from the reply's
+    /// own pages and, for the other bytes, from pages pulled up into send context `buf`.
+    /// Plans its RDMA Writes after the write chunks' ones; returns the bytes it writes.
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
+    fn plan_long_reply(
+        &mut self,
+        idx: u32,
+        buf: u32,
+        reply: &Chain,
+        items: &[ReducedItem],
+        tally: &mut ReplyTally,
+    ) -> Result<usize, CallError> {
+        let rc = self
+            .ctxs
+            .get(idx as usize)
+            .and_then(CallCtx::reply_chunk)
+            .ok_or(CallError::TooLarge)?;
+        self.frags.clear();
+        let hold = self.send.pullup(buf).ok_or(CallError::BadCall)?;
+        let got = gather(
+            reply,
+            kept_ranges(reply.len(), items),
+            &self.pages,
+            &mut self.frags,
+            hold,
+        )?;
+        if got.pulled > 0 {
+            tally.pullup_copies += 1;
+            tally.pullup_bytes += got.pulled as u64;
+        }
+        plan(
+            &self.frags,
+            rc.iter().copied(),
+            self.res.max_sge as usize,
+            &mut self.pieces,
+            &mut self.wrs,
+        )?;
+        tally.long_replies += 1;
+        tally.reply_chunks += 1;
+        tally.rdma_write_bytes += got.bytes as u64;
+        Ok(got.bytes)
     }
 
     /// Book-keeping after a reply was posted: keep its pages until the Send completes.
