@@ -42,13 +42,17 @@
 //! `Requester`/`Responder`) and retransmits.
 
 mod bounded;
+pub mod call_plan;
 pub mod config;
 pub mod counters;
 pub mod credits;
 pub mod error;
+pub mod provisioning;
 pub mod pullup;
 pub mod rdma_plan;
+pub mod read_chunks;
 pub mod reconnect;
+pub mod reply_plan;
 pub mod requester;
 pub mod responder;
 pub mod send_ctx;

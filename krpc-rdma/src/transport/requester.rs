@@ -5,21 +5,23 @@ use alloc::vec::Vec;
 
 use mbuf::{Chain, ChainPool, Mbuf, PageFragment, PageProvider};
 
+use super::call_plan::{self, CallPlan};
 use super::config::TransportConfig;
 use super::counters::Counters;
 use super::credits::RequesterCredits;
 use super::error::CallError;
+use super::provisioning::{self, Provision};
 use super::pullup::{gather, push_frag};
 use super::send_ctx::{FreeList, SendContexts, WrTag};
-use super::xdr_reduce::{copy_inline, inline_len, reduce, xdr_pad};
+use super::xdr_reduce::{copy_inline, inline_len, reduce, xdr_pad, ReducedItem};
 use super::xid_table::XidTable;
 use crate::provider::{
     drain_cq_bounded, Access, CmEvent, Completion, Provider, RegId, RegSegment, Resources, SendOp,
     SendWr, WcKind, WcStatus,
 };
 use crate::wire::{
-    counted_chunk_len, header_len, negotiate, CmPrivateData, ErrorCode, Header, HeaderEncoder,
-    InlineThresholds, Proc, ReadSegment, Segment, WriteChunk, MIN_HEADER_LEN,
+    negotiate, CmPrivateData, ErrorCode, Header, HeaderEncoder, InlineThresholds, Proc,
+    ReadSegment, Segment, WriteChunk,
 };
 
 /// Where, in the reduced inline reply, the DDP data item belongs: the byte offset just after
@@ -108,8 +110,6 @@ pub struct Abandoned {
 
 /// Most registrations per call: read chunks, the write chunk, the reply chunk.
 const MAX_CALL_REGS: usize = 16;
-/// Most read chunks per call.
-const MAX_READ_CHUNKS: usize = 4;
 
 #[derive(Debug, Clone, Copy)]
 struct RegEntry {
@@ -222,18 +222,9 @@ struct CallHeader {
     credit: u32,
     /// The send buffer the header is encoded in.
     buf: u32,
-    provisioned: Provisioned,
+    provisioned: Provision,
     /// Segments of the provisioned write chunk / reply chunk (for the header's length).
-    writes: Option<usize>,
-    reply: Option<usize>,
-}
-
-/// The chunk provisioned for the reply, while the call is marshalled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Provisioned {
-    None,
-    Write,
-    Reply,
+    chunks: call_plan::Provisioned,
 }
 
 impl Requester {
@@ -309,9 +300,7 @@ impl Requester {
 
     /// Largest reply that arrives inline: the receive threshold minus the smallest header.
     fn max_inline_reply(&self) -> usize {
-        (self.thresholds.recv as usize)
-            .min(self.res.recv_buf_size as usize)
-            .saturating_sub(MIN_HEADER_LEN)
+        provisioning::max_inline_reply(self.thresholds.recv, self.res.recv_buf_size)
     }
 
     /// Largest inline Send.
@@ -528,46 +517,39 @@ impl Requester {
         idx: usize,
         max_reply: usize,
         segs: &mut WriteChunk,
-    ) -> Result<Provisioned, CallError> {
+    ) -> Result<Provision, CallError> {
         let max_inline = self.max_inline_reply();
-        if max_reply <= max_inline {
-            return Ok(Provisioned::None);
-        }
-        // The rest of the reply must fit inline together with the echo of the write chunk
-        // in the reply's header (8 + 16 bytes per segment; Linux sizes this with
-        // rpcrdma_max_reply_header_size), or the responder can only answer ERR_CHUNK.
-        let rest = |segs: usize, pages_len: usize| {
-            max_reply.saturating_sub(pages_len) + counted_chunk_len(segs) <= max_inline
-        };
         let pages_len = self
             .slots
             .get(idx)
             .and_then(|s| s.ddp.as_ref())
             .map_or(0, |d| d.pages.len());
-        if pages_len > 0 && rest(1, pages_len) {
-            let d = self.slots.get_mut(idx).and_then(|s| s.ddp.take());
-            if let Some(d) = d {
-                let r = self.frags_of(&d.pages, 0..pages_len);
-                if let Some(s) = self.slots.get_mut(idx) {
-                    s.ddp = Some(d);
+        match provisioning::provision(max_reply, pages_len, max_inline) {
+            Provision::Inline => return Ok(Provision::Inline),
+            Provision::WriteChunk => {
+                let d = self.slots.get_mut(idx).and_then(|s| s.ddp.take());
+                if let Some(d) = d {
+                    let r = self.frags_of(&d.pages, 0..pages_len);
+                    if let Some(s) = self.slots.get_mut(idx) {
+                        s.ddp = Some(d);
+                    }
+                    r?;
                 }
-                r?;
-            }
-            let regs_before = self.slots.get(idx).map_or(0, |s| s.regs.len());
-            self.register_write_chunk(prov, idx, segs)?;
-            if rest(segs.len(), pages_len) {
-                if let Some(s) = self.slots.get_mut(idx) {
-                    s.write_chunk = true;
+                let regs_before = self.slots.get(idx).map_or(0, |s| s.regs.len());
+                self.register_write_chunk(prov, idx, segs)?;
+                if provisioning::write_chunk_fits(max_reply, pages_len, segs.len(), max_inline) {
+                    if let Some(s) = self.slots.get_mut(idx) {
+                        s.write_chunk = true;
+                    }
+                    self.counters.write_chunks += 1;
+                    return Ok(Provision::WriteChunk);
                 }
-                self.counters.write_chunks += 1;
-                return Ok(Provisioned::Write);
+                // More segments than the inline reply has room to echo: a reply chunk.
+                self.release_regs_from(prov, idx, regs_before);
             }
-            // More segments than the inline reply has room to echo: a reply chunk.
-            self.release_regs_from(prov, idx, regs_before);
+            Provision::ReplyChunk => {}
         }
-        if max_reply > self.cfg.max_chunk_bytes as usize {
-            return Err(CallError::TooLarge);
-        }
+        let max_reply = provisioning::reply_chunk(max_reply, self.cfg.max_chunk_bytes)?;
         let pages = Arc::clone(&self.pages);
         let slot = self.slots.get_mut(idx).ok_or(CallError::BadCall)?;
         slot.reply_pages.clear();
@@ -580,7 +562,7 @@ impl Requester {
         }
         self.register_write_chunk(prov, idx, segs)?;
         self.counters.reply_chunks += 1;
-        Ok(Provisioned::Reply)
+        Ok(Provision::ReplyChunk)
     }
 
     /// Build the header and inline part of `call` in send buffer `buf`, straight into the
@@ -598,39 +580,46 @@ impl Requester {
         let credit = self.cfg.max_requests;
         let mut segs = WriteChunk::new();
         let provisioned = self.provision(prov, idx, max_reply, &mut segs)?;
-        let (writes, reply) = match provisioned {
-            Provisioned::None => (None, None),
-            Provisioned::Write => (Some(segs.len()), None),
-            Provisioned::Reply => (None, Some(segs.len())),
+        let chunks = match provisioned {
+            Provision::Inline => call_plan::Provisioned::default(),
+            Provision::WriteChunk => call_plan::Provisioned {
+                writes: Some(segs.len()),
+                reply: None,
+            },
+            Provision::ReplyChunk => call_plan::Provisioned {
+                writes: None,
+                reply: Some(segs.len()),
+            },
         };
         let hdr = CallHeader {
             xid,
             credit,
             buf,
             provisioned,
-            writes,
-            reply,
+            chunks,
         };
-        let total = call.len();
-        // 1. Everything inline (small page data is copied into the send buffer).
-        if header_len(0, writes, reply) + total <= self.max_send() {
-            let sb = prov.send_buf(buf)?;
-            let enc = HeaderEncoder::begin(sb, xid, credit, false).map_err(too_large)?;
-            let h = finish_header(enc, sb, provisioned, &segs)?;
-            let n = copy_inline(call, &[], sb.get_mut(h..).ok_or(CallError::TooLarge)?)?;
-            return u32::try_from(h + n).map_err(|_| CallError::TooLarge);
+        // Everything inline (small page data is copied into the send buffer), or else:
+        if !call_plan::fits_inline(call.len(), chunks, self.max_send()) {
+            let items = reduce(call, true)?;
+            // DDP regions as read chunks, the rest inline (if it then fits).
+            if call_plan::too_large_for_inline(items.len()) == CallPlan::ReadChunks {
+                if let Some(len) = self.marshal_read_chunks(prov, call, idx, &hdr, &items, &segs)? {
+                    return Ok(len);
+                }
+            }
+            // The whole call in a position-zero read chunk.
+            return self.marshal_long_call(prov, call, idx, &hdr, &segs);
         }
-        // 2. DDP regions as read chunks, the rest inline.
-        if let Some(len) = self.marshal_read_chunks(prov, call, idx, &hdr, &segs)? {
-            return Ok(len);
-        }
-        // 3. Long Call: the whole call in a position-zero read chunk.
-        self.marshal_long_call(prov, call, idx, &hdr, &segs)
+        let sb = prov.send_buf(buf)?;
+        let enc = HeaderEncoder::begin(sb, xid, credit, false).map_err(too_large)?;
+        let h = finish_header(enc, sb, provisioned, &segs)?;
+        let n = copy_inline(call, &[], sb.get_mut(h..).ok_or(CallError::TooLarge)?)?;
+        u32::try_from(h + n).map_err(|_| CallError::TooLarge)
     }
 
-    /// DDP regions as read chunks, the rest inline; `None` (nothing registered) when the
-    /// call has no DDP region or the reduced call still does not fit inline. Each
-    /// registration's segments are written straight into the Read list in the send buffer.
+    /// The DDP regions `items` as read chunks, the rest inline; `None` (nothing left
+    /// registered) when the reduced call still does not fit inline. Each registration's
+    /// segments are written straight into the Read list in the send buffer.
     #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     fn marshal_read_chunks<P: Provider>(
         &mut self,
@@ -638,19 +627,16 @@ impl Requester {
         call: &Chain,
         idx: usize,
         hdr: &CallHeader,
+        items: &[ReducedItem],
         segs: &WriteChunk,
     ) -> Result<Option<u32>, CallError> {
-        let items = reduce(call, true)?;
-        if items.is_empty() || items.len() > MAX_READ_CHUNKS {
-            return Ok(None);
-        }
         let buf = hdr.buf;
-        let reduced = inline_len(call.len(), &items);
+        let reduced = inline_len(call.len(), items);
         let mut enc = HeaderEncoder::begin(prov.send_buf(buf)?, hdr.xid, hdr.credit, false)
             .map_err(too_large)?;
         let mut ok = true;
         let regs_before = self.slots.get(idx).map_or(0, |s| s.regs.len());
-        for item in &items {
+        for item in items {
             self.frags_of(call, item.data())?;
             let position = u32::try_from(item.offset).map_err(|_| CallError::TooLarge)?;
             self.register(prov, idx, Access::REMOTE_READ, |prov, got| {
@@ -667,13 +653,14 @@ impl Requester {
                 Ok(())
             })?;
         }
-        if ok && header_len(enc.read_entries(), hdr.writes, hdr.reply) + reduced <= self.max_send()
+        if ok
+            && call_plan::read_chunks_fit(enc.read_entries(), reduced, hdr.chunks, self.max_send())
         {
             self.counters.read_chunks += items.len() as u64;
             self.counters.rdma_read_bytes += items.iter().map(|i| i.len as u64).sum::<u64>();
             let sb = prov.send_buf(buf)?;
             let h = finish_header(enc, sb, hdr.provisioned, segs)?;
-            let n = copy_inline(call, &items, sb.get_mut(h..).ok_or(CallError::TooLarge)?)?;
+            let n = copy_inline(call, items, sb.get_mut(h..).ok_or(CallError::TooLarge)?)?;
             return u32::try_from(h + n)
                 .map(Some)
                 .map_err(|_| CallError::TooLarge);
@@ -695,9 +682,7 @@ impl Requester {
         segs: &WriteChunk,
     ) -> Result<u32, CallError> {
         let total = call.len();
-        if total > self.cfg.max_chunk_bytes as usize {
-            return Err(CallError::TooLarge);
-        }
+        call_plan::long_call(total, self.cfg.max_chunk_bytes)?;
         self.frags.clear();
         let got = {
             let slot = self.slots.get_mut(idx).ok_or(CallError::BadCall)?;
@@ -1093,17 +1078,17 @@ fn too_large(_: crate::wire::EncodeError) -> CallError {
 fn finish_header(
     mut enc: HeaderEncoder,
     sb: &mut [u8],
-    provisioned: Provisioned,
+    provisioned: Provision,
     segs: &WriteChunk,
 ) -> Result<usize, CallError> {
     let chunk = segs.iter().copied();
     match provisioned {
-        Provisioned::None => enc.finish(sb, None::<core::iter::Empty<Segment>>),
-        Provisioned::Write => {
+        Provision::Inline => enc.finish(sb, None::<core::iter::Empty<Segment>>),
+        Provision::WriteChunk => {
             enc.write_chunk(sb, chunk).map_err(too_large)?;
             enc.finish(sb, None::<core::iter::Empty<Segment>>)
         }
-        Provisioned::Reply => enc.finish(sb, Some(chunk)),
+        Provision::ReplyChunk => enc.finish(sb, Some(chunk)),
     }
     .map_err(too_large)
 }

@@ -13,6 +13,8 @@ use super::counters::Counters;
 use super::error::CallError;
 use super::pullup::gather;
 use super::rdma_plan::{plan, WrDesc};
+use super::read_chunks::{positions_fit, ReadBudget, MAX_CALL_CHUNKS};
+use super::reply_plan::{self, write_chunk_use, written_segments, WriteChunkUse};
 use super::send_ctx::{FreeList, SendContexts, WrTag};
 use super::xdr_reduce::{copy_inline, inline_len, kept_ranges, reduce, xdr_pad, ReducedItem};
 use crate::provider::{
@@ -155,9 +157,6 @@ impl CallCtx {
         })
     }
 }
-
-/// Read chunks per call we accept (RFC 8166 does not bound it; NFS uses one).
-const MAX_CALL_CHUNKS: usize = 4;
 
 /// `RDMA_ERROR`s waiting for a send buffer; one more and the connection is closed.
 const DEFERRED_ERRORS: usize = 16;
@@ -623,20 +622,16 @@ impl Responder {
         // Semantic checks the codec leaves to us (RFC 8166 §4.5.2: ERR_CHUNK).
         let mut chunks: heapless::Vec<(u32, u32), MAX_CALL_CHUNKS> = heapless::Vec::new();
         let mut call_bytes = 0u64;
+        let budget = ReadBudget {
+            max_chunk_bytes: self.cfg.max_chunk_bytes,
+            max_call_ddp_bytes: self.cfg.max_call_ddp_bytes,
+        };
         let has_reads = hdr.read_list().next().is_some();
         for (pos, segs) in hdr.read_chunks().take_while(|_| has_reads) {
-            let total = segs.total_length();
-            call_bytes = call_bytes.saturating_add(total);
-            if total > u64::from(self.cfg.max_chunk_bytes)
-                || call_bytes > u64::from(self.cfg.max_call_ddp_bytes)
-                || segs.clone().any(|s| s.end().is_none())
-            {
-                return refuse;
-            }
-            let Ok(total) = u32::try_from(total) else {
+            let Some(total) = budget.admit(&mut call_bytes, segs.total_length()) else {
                 return refuse;
             };
-            if chunks.push((pos, total)).is_err() {
+            if segs.clone().any(|s| s.end().is_none()) || chunks.push((pos, total)).is_err() {
                 return refuse;
             }
         }
@@ -651,30 +646,9 @@ impl Responder {
         if bad_target {
             return refuse;
         }
-        // The XDR stream the other read chunks are placed in: the inline payload, or for a
-        // Long Call the position-zero chunk (RFC 8166 §3.5.3: a Long Call may carry further
-        // read chunks for its DDP-eligible items; their positions are in the message the
-        // position-zero chunk carries). A NOMSG without a position-zero chunk carries no
-        // call and is refused.
-        let (stream_len, placed) = if nomsg {
-            match chunks.split_first() {
-                Some((&(0, total0), rest)) => (u64::from(total0), rest),
-                _ => return refuse,
-            }
-        } else {
-            (payload.len() as u64, &chunks[..])
-        };
-        let mut removed = 0u64;
-        let mut last_inline = 0u64;
-        for (pos, total) in placed {
-            let Some(at) = u64::from(*pos).checked_sub(removed) else {
-                return refuse;
-            };
-            if *pos == 0 || at > stream_len || at < last_inline {
-                return refuse;
-            }
-            last_inline = at;
-            removed += u64::from(*total) + xdr_pad(*total as usize) as u64;
+        // The XDR stream the other read chunks are placed in (RFC 8166 §3.5.3).
+        if !positions_fit(&chunks, nomsg, payload.len()) {
+            return refuse;
         }
         let Some(idx) = self.free_ctx.pop() else {
             // More calls than credits granted (the requester broke RFC 8166 §3.3.1): refused,
@@ -1092,11 +1066,12 @@ impl Responder {
         // Bytes written into each Write chunk (0: unused, or empty on purpose).
         let mut written = [0usize; MAX_WRITE_CHUNKS];
         for ((i, chunk), w) in ctx.write_chunks().enumerate().zip(written.iter_mut()) {
-            match all.get(i) {
-                // An empty write chunk: the requester asks for this item inline (RFC 8166
-                // §4.3.2.3); the chunk is echoed empty.
-                Some(_) if chunk.is_empty() => {}
-                Some(item) => {
+            let item = all.get(i);
+            match (write_chunk_use(item.is_some(), chunk.is_empty()), item) {
+                // The requester asks for this item inline (RFC 8166 §4.3.2.3); the chunk is
+                // echoed empty.
+                (WriteChunkUse::Inline, _) => {}
+                (WriteChunkUse::Written, Some(item)) => {
                     self.frags.clear();
                     for f in reply
                         .page_fragments_in(item.data())
@@ -1121,7 +1096,7 @@ impl Responder {
                     tally.rdma_write_bytes += item.len as u64;
                 }
                 // Unused write chunk: returned with zero lengths.
-                None => {}
+                _ => {}
             }
         }
         // Items with no (or an empty) write chunk: the DDP data travels inline (a copy).
@@ -1133,7 +1108,7 @@ impl Responder {
         let reply_segs = ctx.reply_chunk().map(<[Segment]>::len);
         let max_send = (self.thresholds.send as usize).min(self.res.send_buf_size as usize);
         let hlen = header_len(0, ctx.write_chunks().map(<[Segment]>::len), reply_segs);
-        let long = hlen + inline > max_send;
+        let long = reply_plan::is_long(hlen, inline, max_send);
         // A Long Reply: what stays inline goes through the reply chunk instead, from the reply's
         // own pages and, for the other bytes, from pages pulled up into this send context.
         let mut reply_written = 0usize;
@@ -1333,21 +1308,6 @@ impl Responder {
             Received::Refuse(r) => Some((r.xid, r.code)),
         }
     }
-}
-
-/// The segments of `chunk` with their lengths set to what `written` bytes, filled in order,
-/// put into each (what [`plan`] maps; RFC 8166 §3.4.6: the responder reports the bytes
-/// actually written).
-fn written_segments(chunk: &[Segment], written: usize) -> impl Iterator<Item = Segment> + '_ {
-    let mut left = written;
-    chunk.iter().map(move |s| {
-        let n = (s.length as usize).min(left);
-        left -= n;
-        Segment {
-            length: n as u32,
-            ..*s
-        }
-    })
 }
 
 fn too_large<T>(_: T) -> (CallError, Option<Chain>) {
