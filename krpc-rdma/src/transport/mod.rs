@@ -46,6 +46,7 @@ pub mod call_plan;
 pub mod config;
 pub mod counters;
 pub mod credits;
+mod endpoint;
 pub mod error;
 pub mod provisioning;
 pub mod pullup;

@@ -5,26 +5,27 @@ use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use mbuf::{Chain, ChainPool, Mbuf, PageFragment, PageProvider};
+use mbuf::{Chain, Mbuf, PageFragment, PageProvider};
 
 use super::bounded::Bounded;
 use super::config::TransportConfig;
 use super::counters::Counters;
+use super::endpoint::{Cm, Endpoint};
 use super::error::CallError;
 use super::pullup::gather;
 use super::rdma_plan::{plan, WrDesc};
 use super::read_chunks::{positions_fit, ReadBudget, MAX_CALL_CHUNKS};
 use super::reply_plan::{self, write_chunk_use, written_segments, WriteChunkUse};
-use super::send_ctx::{FreeList, SendContexts, WrTag};
+use super::send_ctx::{FreeList, WrTag};
 use super::xdr_reduce::{copy_inline, inline_len, kept_ranges, reduce, xdr_pad, ReducedItem};
 use crate::provider::{
-    drain_cq_bounded, CmEvent, Completion, Provider, ProviderError, Resources, SendOp, SendWr,
-    WcKind, WcStatus,
+    drain_cq_bounded, Completion, Provider, ProviderError, Resources, SendOp, SendWr, WcKind,
+    WcStatus,
 };
 use crate::wire::{
-    encode_error, header_len, negotiate, CmPrivateData, ErrorBody, ErrorCode, Header,
-    HeaderEncoder, InlineThresholds, Proc, Segment, CM_PRIVATE_LEN, MAX_CHUNK_SEGMENTS,
-    MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS, MIN_HEADER_LEN,
+    encode_error, header_len, ErrorBody, ErrorCode, Header, HeaderEncoder, InlineThresholds, Proc,
+    Segment, CM_PRIVATE_LEN, MAX_CHUNK_SEGMENTS, MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS,
+    MIN_HEADER_LEN,
 };
 
 /// Handle of a received call, needed to send its reply. Bounded by the credits: there are at
@@ -208,12 +209,9 @@ struct ReadJob {
 /// §3.3.1); keeps one bounded context per call between [`poll`](Self::poll) handing it up and
 /// [`reply`](Self::reply).
 pub struct Responder {
-    cfg: TransportConfig,
-    res: Resources,
-    pages: Arc<dyn PageProvider>,
-    ours: CmPrivateData,
-    thresholds: InlineThresholds,
-    lost: bool,
+    /// Configuration, resources, pages, call chains, thresholds, send contexts, fragment
+    /// table, counters: what both ends hold.
+    ep: Endpoint,
     /// We disconnected (RFC 8166 §4.5.4); the next `poll` reports the loss.
     closing: bool,
     recvs_started: bool,
@@ -223,10 +221,6 @@ pub struct Responder {
     /// Calls waiting for their RDMA Reads, oldest first (never grows: one per context).
     read_queue: VecDeque<u32>,
     job: ReadJob,
-    send: SendContexts,
-    /// Storage of the call chains handed up (it comes back when the caller drops them).
-    chains: Arc<ChainPool>,
-    frags: Vec<PageFragment>,
     pieces: Vec<PageFragment>,
     wrs: Vec<WrDesc>,
     /// The work-request array a reply's RDMA Writes and Send are posted from: allocated
@@ -236,15 +230,14 @@ pub struct Responder {
     errors: heapless::Deque<Refusal, DEFERRED_ERRORS>,
     /// Page bytes held by live contexts' read chunks (bounded by `max_ddp_bytes`).
     ddp_in_use: usize,
-    counters: Counters,
 }
 
 impl core::fmt::Debug for Responder {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Responder")
-            .field("thresholds", &self.thresholds)
+            .field("thresholds", &self.ep.thresholds)
             .field("recv_posted", &self.recv_posted)
-            .field("lost", &self.lost)
+            .field("lost", &self.ep.lost)
             .finish_non_exhaustive()
     }
 }
@@ -273,20 +266,14 @@ impl Responder {
         read_queue
             .try_reserve_exact(n as usize)
             .map_err(|_| CallError::NoMemory)?;
-        let (mut frags, mut pieces, mut wrs) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut pieces, mut wrs) = (Vec::new(), Vec::new());
         let nf = cfg.max_fragments as usize;
-        reserve(&mut frags, nf)?;
         reserve(&mut pieces, nf * 2)?;
         reserve(&mut wrs, nf * 2)?;
         let mut wr_array = Vec::new();
         reserve(&mut wr_array, nf * 2 + 1)?;
         Ok(Responder {
-            ours: cfg.private_data_for(&resources)?,
-            cfg,
-            res: resources,
-            pages,
-            thresholds: InlineThresholds::default(),
-            lost: false,
+            ep: Endpoint::new(cfg, resources, pages)?,
             closing: false,
             recvs_started: false,
             recv_posted: 0,
@@ -294,46 +281,42 @@ impl Responder {
             free_ctx: FreeList::new(n).map_err(|_| CallError::NoMemory)?,
             read_queue,
             job: ReadJob::default(),
-            send: SendContexts::new(resources.send_bufs).map_err(|_| CallError::NoMemory)?,
-            chains: ChainPool::new(n as usize + SPARE_CHAINS)?,
-            frags,
             pieces,
             wrs,
             wr_array,
             errors: heapless::Deque::new(),
             ddp_in_use: 0,
-            counters: Counters::default(),
         })
     }
 
     /// Our 8-byte RFC 8797 private data, for the CM accept.
     pub fn private_data(&self) -> [u8; CM_PRIVATE_LEN] {
-        self.ours.to_bytes()
+        self.ep.private_data()
     }
 
     /// Statistics.
     pub fn counters(&self) -> &Counters {
-        &self.counters
+        &self.ep.counters
     }
 
     /// The thresholds in force.
     pub fn thresholds(&self) -> InlineThresholds {
-        self.thresholds
+        self.ep.thresholds
     }
 
     /// The credit grant sent in replies: the Receives posted, at most `max_requests`.
     pub fn grant(&self) -> u32 {
-        self.recv_posted.min(self.cfg.max_requests).max(1)
+        self.recv_posted.min(self.ep.cfg.max_requests).max(1)
     }
 
     /// Post every receive buffer once (done by `poll`; exposed for providers that need
     /// Receives posted before the connection is accepted).
     pub fn post_receives<P: Provider>(&mut self, prov: &mut P) {
-        if self.recvs_started || self.lost {
+        if self.recvs_started || self.ep.lost {
             return;
         }
         let mut ok = true;
-        for b in 0..self.res.recv_bufs {
+        for b in 0..self.ep.res.recv_bufs {
             if prov.post_recv(&[b]).is_ok() {
                 self.recv_posted += 1;
             } else {
@@ -358,15 +341,13 @@ impl Responder {
         budget: usize,
         events: &mut impl FnMut(ResponderEvent),
     ) -> bool {
-        while let Some(ev) = prov.poll_event() {
+        while let Some(ev) = self.ep.next_cm_event(prov) {
             match ev {
-                CmEvent::Established { private_data } => {
-                    let peer = CmPrivateData::from_peer(&private_data);
-                    self.thresholds = negotiate(&self.ours, &peer);
+                Cm::Connected(t) => {
                     self.post_receives(prov);
-                    events(ResponderEvent::Connected(self.thresholds));
+                    events(ResponderEvent::Connected(t));
                 }
-                CmEvent::Disconnected => self.lose(events),
+                Cm::Disconnected => self.lose(events),
             }
         }
         self.post_receives(prov);
@@ -406,7 +387,7 @@ impl Responder {
         if !self.is_handed(&ctx) {
             return Err(ReplyError::StaleContext);
         }
-        self.counters.calls_dropped += 1;
+        self.ep.counters.calls_dropped += 1;
         self.release_ctx(ctx.idx);
         self.pump_reads(prov, events);
         Ok(())
@@ -421,11 +402,11 @@ impl Responder {
     /// We can neither answer nor refuse: close the connection (RFC 8166 §4.5.4). The loss is
     /// reported by the next `poll` (and by the provider's own `Disconnected`).
     fn close<P: Provider>(&mut self, prov: &mut P) {
-        if self.lost || self.closing {
+        if self.ep.lost || self.closing {
             return;
         }
         self.closing = true;
-        self.counters.closes += 1;
+        self.ep.counters.closes += 1;
         prov.disconnect();
     }
 
@@ -435,7 +416,7 @@ impl Responder {
         wc: &Completion,
         events: &mut impl FnMut(ResponderEvent),
     ) {
-        if self.lost || self.closing {
+        if self.ep.lost || self.closing {
             return;
         }
         if wc.status != WcStatus::Success {
@@ -458,8 +439,8 @@ impl Responder {
             WcKind::Send => match WrTag::decode(wc.wr_id) {
                 Some(WrTag::Send(buf)) => {
                     // The reply's storage builds the next call handed up.
-                    if let Some(reply) = self.send.complete_take(buf) {
-                        self.chains.recycle(reply);
+                    if let Some(reply) = self.ep.send.complete_take(buf) {
+                        self.ep.chains.recycle(reply);
                     }
                     // A send buffer and send-queue room came free: owed errors first, then a
                     // read job that stalled on a full send queue or on the DDP budget.
@@ -479,7 +460,7 @@ impl Responder {
     /// is (in order); with the deferred queue full or the provider failing, close (RFC 8166
     /// §4.5.4: a responder that can neither reply nor send an error closes the connection).
     fn send_error<P: Provider>(&mut self, prov: &mut P, r: Refusal) {
-        if self.lost || self.closing {
+        if self.ep.lost || self.closing {
             return;
         }
         if self.errors.is_empty() {
@@ -489,7 +470,7 @@ impl Responder {
                 Err(_) => return self.close(prov),
             }
         }
-        self.counters.resource_stalls += 1;
+        self.ep.counters.resource_stalls += 1;
         if self.errors.push_back(r).is_err() {
             self.close(prov);
         }
@@ -498,7 +479,7 @@ impl Responder {
     /// Send the owed `RDMA_ERROR`s that fit now.
     fn flush_errors<P: Provider>(&mut self, prov: &mut P) {
         while let Some(&r) = self.errors.front() {
-            if self.lost || self.closing {
+            if self.ep.lost || self.closing {
                 self.errors.clear();
                 return;
             }
@@ -513,7 +494,7 @@ impl Responder {
     }
 
     fn try_send_error<P: Provider>(&mut self, prov: &mut P, r: Refusal) -> Result<(), CallError> {
-        let buf = self.send.get().ok_or(CallError::WouldBlock)?;
+        let buf = self.ep.send.get().ok_or(CallError::WouldBlock)?;
         let credit = self.grant();
         let body = ErrorBody::for_code(r.code);
         let len = match prov
@@ -522,7 +503,7 @@ impl Responder {
         {
             Ok(Ok(n)) => n,
             _ => {
-                self.send.complete(buf);
+                self.ep.send.complete(buf);
                 return Err(CallError::BadConfig);
             }
         };
@@ -536,14 +517,14 @@ impl Responder {
             signaled: true,
         };
         if let Err(e) = prov.post_send(&[wr]) {
-            self.send.complete(buf);
+            self.ep.send.complete(buf);
             return Err(e.into());
         }
         match r.code {
-            ErrorCode::Vers => self.counters.err_vers_sent += 1,
-            ErrorCode::Chunk => self.counters.err_chunk_sent += 1,
+            ErrorCode::Vers => self.ep.counters.err_vers_sent += 1,
+            ErrorCode::Chunk => self.ep.counters.err_chunk_sent += 1,
         }
-        self.counters.inline_bytes_sent += len as u64;
+        self.ep.counters.inline_bytes_sent += len as u64;
         Ok(())
     }
 
@@ -554,7 +535,7 @@ impl Responder {
         len: u32,
         events: &mut impl FnMut(ResponderEvent),
     ) {
-        self.counters.inline_bytes_received += u64::from(len);
+        self.ep.counters.inline_bytes_received += u64::from(len);
         let received = match prov.recv_buf(buf) {
             Ok(data) => match data.get(..len as usize) {
                 Some(d) => self.parse_call(d),
@@ -580,9 +561,9 @@ impl Responder {
                     self.hand_up(idx, events);
                 }
             }
-            Received::Discard => self.counters.bad_messages += 1,
+            Received::Discard => self.ep.counters.bad_messages += 1,
             Received::Refuse(r) => {
-                self.counters.bad_messages += 1;
+                self.ep.counters.bad_messages += 1;
                 self.send_error(prov, r);
             }
             Received::Close => self.close(prov),
@@ -623,8 +604,8 @@ impl Responder {
         let mut chunks: heapless::Vec<(u32, u32), MAX_CALL_CHUNKS> = heapless::Vec::new();
         let mut call_bytes = 0u64;
         let budget = ReadBudget {
-            max_chunk_bytes: self.cfg.max_chunk_bytes,
-            max_call_ddp_bytes: self.cfg.max_call_ddp_bytes,
+            max_chunk_bytes: self.ep.cfg.max_chunk_bytes,
+            max_call_ddp_bytes: self.ep.cfg.max_call_ddp_bytes,
         };
         let has_reads = hdr.read_list().next().is_some();
         for (pos, segs) in hdr.read_chunks().take_while(|_| has_reads) {
@@ -655,7 +636,7 @@ impl Responder {
             // not dropped, so its caller learns at once.
             return refuse;
         };
-        let inv_handle = if self.thresholds.send_with_invalidate {
+        let inv_handle = if self.ep.thresholds.send_with_invalidate {
             // The first chunk's first handle. (Linux's svc_rdma_get_inv_rkey is stricter: it
             // uses Send With Invalidate only when every segment carries the same handle. Ours
             // is also safe: the requester Local-Invalidates whatever the Send did not revoke.)
@@ -679,7 +660,7 @@ impl Responder {
         // The inline part, copied out of the receive buffer (reposted right after) into a
         // chain of the pool.
         let body = if nomsg { &[][..] } else { payload };
-        let mut inline = self.chains.chain();
+        let mut inline = self.ep.chains.chain();
         if inline.append(body).is_err() {
             // Out of memory for a few KiB: we cannot hold the call, and a refusal would tell
             // the requester its chunks were wrong; close (RFC 8166 §4.5.4), the requester
@@ -740,9 +721,9 @@ impl Responder {
             ctx.inline = None;
             ctx.state = CtxState::Handed;
         } else {
-            self.counters.read_chunks += chunks.len() as u64;
+            self.ep.counters.read_chunks += chunks.len() as u64;
             if nomsg {
-                self.counters.long_calls += 1;
+                self.ep.counters.long_calls += 1;
             }
             ctx.call = None;
             ctx.inline = Some(inline);
@@ -757,7 +738,7 @@ impl Responder {
     /// chunks back to back. Charges the pages to the budget.
     fn build_call(&mut self, idx: u32) -> Result<(), CallError> {
         let ctx = self.ctxs.get_mut(idx as usize).ok_or(CallError::BadCall)?;
-        let pages = &self.pages;
+        let pages = &self.ep.pages;
         let chunks = &ctx.chunks;
         let charged = ctx.read_bytes();
         // Mbufs the call will have: the inline ones (one more where a chunk splits one), and
@@ -768,7 +749,7 @@ impl Responder {
                 .iter()
                 .map(|&(_, t)| 3 + (t as usize).div_ceil(per_mbuf))
                 .sum::<usize>();
-        let mut call = self.chains.chain_with(need);
+        let mut call = self.ep.chains.chain_with(need);
         if ctx.nomsg {
             for &(_, total) in chunks {
                 call.append_pages(pages, total as usize)?;
@@ -798,7 +779,7 @@ impl Responder {
         let mut data = stream.split(total0)?;
         let others = ctx.chunks.get(1..).unwrap_or_default();
         let need = stream.mbuf_count() + data.mbuf_count() + 3 * others.len();
-        let mut call = self.chains.chain_with(need);
+        let mut call = self.ep.chains.chain_with(need);
         splice(&mut call, stream, others, |i, call| {
             let len = others.get(i).map_or(0, |c| c.1 as usize);
             let tail = data.split(len)?;
@@ -816,7 +797,7 @@ impl Responder {
         let Some(call) = ctx.call.take() else {
             return;
         };
-        self.counters.messages_received += 1;
+        self.ep.counters.messages_received += 1;
         events(ResponderEvent::Call(Incoming {
             xid: ctx.xid,
             call,
@@ -831,13 +812,13 @@ impl Responder {
     /// `max_rd_atomic`; hand up calls whose reads are all done.
     fn pump_reads<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(ResponderEvent)) {
         loop {
-            if self.lost || self.closing {
+            if self.ep.lost || self.closing {
                 return;
             }
             let Some(idx) = self.job.ctx.or_else(|| self.start_job(prov)) else {
                 return;
             };
-            let max = self.res.max_rd_atomic.max(1);
+            let max = self.ep.res.max_rd_atomic.max(1);
             while self.job.in_flight < max {
                 let Some(d) = self.wrs.get(self.job.next_wr) else {
                     break;
@@ -856,7 +837,7 @@ impl Responder {
                 };
                 match prov.post_send(&[wr]) {
                     Ok(()) => {
-                        self.counters.rdma_read_bytes += u64::from(d.len);
+                        self.ep.counters.rdma_read_bytes += u64::from(d.len);
                         self.job.next_wr += 1;
                         self.job.in_flight += 1;
                     }
@@ -888,9 +869,9 @@ impl Responder {
         while let Some(&idx) = self.read_queue.front() {
             let need = self.ctxs.get(idx as usize).map_or(0, CallCtx::read_bytes);
             if self.ddp_in_use > 0
-                && self.ddp_in_use.saturating_add(need) > self.cfg.max_ddp_bytes as usize
+                && self.ddp_in_use.saturating_add(need) > self.ep.cfg.max_ddp_bytes as usize
             {
-                self.counters.ddp_budget_waits += 1;
+                self.ep.counters.ddp_budget_waits += 1;
                 return None;
             }
             self.read_queue.pop_front();
@@ -908,7 +889,7 @@ impl Responder {
                 // More pieces or work requests than our limits: refuse it (RFC 8166 §8.1.4).
                 let xid = self.ctxs.get(idx as usize).map_or(0, |c| c.xid);
                 self.release_ctx(idx);
-                self.counters.bad_messages += 1;
+                self.ep.counters.bad_messages += 1;
                 self.send_error(prov, Refusal::chunk(xid));
                 continue;
             }
@@ -933,20 +914,20 @@ impl Responder {
         self.pieces.clear();
         self.wrs.clear();
         for (seg, off) in ctx.reads.iter() {
-            self.frags.clear();
+            self.ep.frags.clear();
             let Ok(it) = call.page_fragments_in(*off..*off + seg.length as usize) else {
                 return false;
             };
             for f in it {
-                if self.frags.len() >= self.frags.capacity() {
+                if self.ep.frags.len() >= self.ep.frags.capacity() {
                     return false;
                 }
-                self.frags.push(f);
+                self.ep.frags.push(f);
             }
             if plan(
-                &self.frags,
+                &self.ep.frags,
                 core::iter::once(*seg),
-                self.res.max_sge as usize,
+                self.ep.res.max_sge as usize,
                 &mut self.pieces,
                 &mut self.wrs,
             )
@@ -990,14 +971,14 @@ impl Responder {
         reply: Chain,
     ) -> Result<(), ReplyError> {
         let valid = self.is_handed(&ctx);
-        if self.lost || self.closing {
+        if self.ep.lost || self.closing {
             return Err(ReplyError::ConnectionLost);
         }
         if !valid {
             return Err(ReplyError::StaleContext);
         }
-        let Some(buf) = self.send.get() else {
-            self.counters.resource_stalls += 1;
+        let Some(buf) = self.ep.send.get() else {
+            self.ep.counters.resource_stalls += 1;
             return Err(ReplyError::WouldBlock { ctx, reply });
         };
         let idx = ctx.idx;
@@ -1007,13 +988,13 @@ impl Responder {
                 Ok(())
             }
             Err((e, Some(reply))) => {
-                self.send.complete(buf);
-                self.counters.resource_stalls += 1;
+                self.ep.send.complete(buf);
+                self.ep.counters.resource_stalls += 1;
                 let _ = e;
                 Err(ReplyError::WouldBlock { ctx, reply })
             }
             Err((CallError::TooLarge, None)) => {
-                self.send.complete(buf);
+                self.ep.send.complete(buf);
                 let xid = self.ctxs.get(idx as usize).map_or(0, |c| c.xid);
                 self.send_error(prov, Refusal::chunk(xid));
                 self.release_ctx(idx);
@@ -1023,7 +1004,7 @@ impl Responder {
                 // The reply cannot be built (memory, an unaligned DDP region): the requester
                 // gets ERR_CHUNK rather than silence. A provider failure means the queue pair
                 // is unusable: close (RFC 8166 §4.5.4).
-                self.send.complete(buf);
+                self.ep.send.complete(buf);
                 let xid = self.ctxs.get(idx as usize).map_or(0, |c| c.xid);
                 self.release_ctx(idx);
                 match e {
@@ -1072,20 +1053,20 @@ impl Responder {
                 // echoed empty.
                 (WriteChunkUse::Inline, _) => {}
                 (WriteChunkUse::Written, Some(item)) => {
-                    self.frags.clear();
+                    self.ep.frags.clear();
                     for f in reply
                         .page_fragments_in(item.data())
                         .map_err(|e| fatal(e.into()))?
                     {
-                        if self.frags.len() >= self.frags.capacity() {
+                        if self.ep.frags.len() >= self.ep.frags.capacity() {
                             return Err(fatal(CallError::TooLarge));
                         }
-                        self.frags.push(f);
+                        self.ep.frags.push(f);
                     }
                     plan(
-                        &self.frags,
+                        &self.ep.frags,
                         chunk.iter().copied(),
-                        self.res.max_sge as usize,
+                        self.ep.res.max_sge as usize,
                         &mut self.pieces,
                         &mut self.wrs,
                     )
@@ -1106,7 +1087,7 @@ impl Responder {
         let total = reply.len();
         let inline = inline_len(total, &items);
         let reply_segs = ctx.reply_chunk().map(<[Segment]>::len);
-        let max_send = (self.thresholds.send as usize).min(self.res.send_buf_size as usize);
+        let max_send = self.ep.max_send();
         let hlen = header_len(0, ctx.write_chunks().map(<[Segment]>::len), reply_segs);
         let long = reply_plan::is_long(hlen, inline, max_send);
         // A Long Reply: what stays inline goes through the reply chunk instead, from the reply's
@@ -1147,7 +1128,7 @@ impl Responder {
             },
             signaled: true,
         };
-        if self.wrs.len() + 1 > self.res.max_send_wr as usize {
+        if self.wrs.len() + 1 > self.ep.res.max_send_wr as usize {
             return Err(fatal(CallError::TooLarge));
         }
         if self.wrs.is_empty() {
@@ -1221,13 +1202,13 @@ impl Responder {
             .get(idx as usize)
             .and_then(CallCtx::reply_chunk)
             .ok_or(CallError::TooLarge)?;
-        self.frags.clear();
-        let hold = self.send.pullup(buf).ok_or(CallError::BadCall)?;
+        self.ep.frags.clear();
+        let hold = self.ep.send.pullup(buf).ok_or(CallError::BadCall)?;
         let got = gather(
             reply,
             kept_ranges(reply.len(), items),
-            &self.pages,
-            &mut self.frags,
+            &self.ep.pages,
+            &mut self.ep.frags,
             hold,
         )?;
         if got.pulled > 0 {
@@ -1235,9 +1216,9 @@ impl Responder {
             tally.pullup_bytes += got.pulled as u64;
         }
         plan(
-            &self.frags,
+            &self.ep.frags,
             rc.iter().copied(),
-            self.res.max_sge as usize,
+            self.ep.res.max_sge as usize,
             &mut self.pieces,
             &mut self.wrs,
         )?;
@@ -1256,7 +1237,7 @@ impl Responder {
         reply: Chain,
         tally: &ReplyTally,
     ) {
-        let c = &mut self.counters;
+        let c = &mut self.ep.counters;
         c.write_chunks += tally.write_chunks;
         c.reply_chunks += tally.reply_chunks;
         c.long_replies += tally.long_replies;
@@ -1265,30 +1246,30 @@ impl Responder {
         c.pullup_bytes += tally.pullup_bytes;
         c.ddp_payload_copied_bytes += tally.ddp_payload_copied_bytes;
         if inv.is_some() {
-            self.counters.send_with_invalidate += 1;
+            self.ep.counters.send_with_invalidate += 1;
         }
-        self.counters.messages_sent += 1;
-        self.counters.inline_bytes_sent += send_len as u64;
-        self.send.hold(buf, reply);
+        self.ep.counters.messages_sent += 1;
+        self.ep.counters.inline_bytes_sent += send_len as u64;
+        self.ep.send.hold(buf, reply);
     }
 
     /// Connection loss: every context dies, every page is freed.
     fn lose(&mut self, events: &mut impl FnMut(ResponderEvent)) {
-        if self.lost {
+        if self.ep.lost {
             return;
         }
-        self.lost = true;
-        self.counters.connection_losses += 1;
+        self.ep.lost = true;
+        self.ep.counters.connection_losses += 1;
         for i in 0..self.ctxs.len() {
             let live = self.ctxs.get(i).is_some_and(|c| c.state != CtxState::Free);
             if live {
-                self.counters.calls_lost += 1;
+                self.ep.counters.calls_lost += 1;
                 self.release_ctx(i as u32);
             }
         }
         self.read_queue.clear();
         self.job = ReadJob::default();
-        self.send.reset();
+        self.ep.send.reset();
         self.errors.clear();
         self.closing = false;
         self.recv_posted = 0;
@@ -1342,9 +1323,6 @@ struct ReplyTally {
     pullup_bytes: u64,
     ddp_payload_copied_bytes: u64,
 }
-
-/// Spare call chains kept beyond one per context (calls the upper layer still holds).
-const SPARE_CHAINS: usize = 8;
 
 /// Splice read chunks' data into the XDR stream `rest` at their positions (RFC 8166 §3.4.5):
 /// `[XDR before][marker][data i][pad][XDR …]` for each chunk `(position, length)`, in order;
