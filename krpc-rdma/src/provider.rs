@@ -34,6 +34,9 @@
 //! `reply`) and never blocks; a provider must not block either.
 
 pub mod binding;
+mod middleware;
+
+pub use middleware::Middleware;
 
 use mbuf::PageFragment;
 
