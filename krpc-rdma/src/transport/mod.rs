@@ -48,6 +48,7 @@ pub mod counters;
 pub mod credits;
 mod endpoint;
 pub mod error;
+pub mod kernel;
 pub mod provisioning;
 pub mod pullup;
 pub mod rdma_plan;
@@ -62,7 +63,7 @@ mod xid_table;
 
 pub use config::TransportConfig;
 pub use counters::{Counters, COUNTER_FIELDS};
-pub use error::CallError;
+pub use error::{CallError, Fault};
 pub use reconnect::{Reconnect, ReconnectStats};
 pub use requester::{
     Abandoned, CallRejected, DdpReply, LocateFn, ReplySpec, Requester, RequesterEvent,

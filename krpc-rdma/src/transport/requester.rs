@@ -400,6 +400,7 @@ impl Requester {
     /// that is not sent, or a chunk that is not used after all, registered.
     fn release_regs_from<P: Provider>(&mut self, prov: &mut P, idx: usize, keep: usize) {
         let Some(slot) = self.slots.get_mut(idx) else {
+            debug_assert!(false, "registrations of a slot out of range");
             return;
         };
         while slot.regs.len() > keep {
@@ -808,6 +809,8 @@ impl Requester {
         self.credits.update_grant(hdr.credit());
         self.credits.release();
         let Some(slot) = self.slots.get_mut(idx) else {
+            // The XID table only holds slot indices: cannot happen.
+            debug_assert!(false, "reply for a slot out of range");
             return;
         };
         if slot.state == SlotState::Abandoned {

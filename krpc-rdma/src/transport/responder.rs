@@ -11,7 +11,7 @@ use super::bounded::Bounded;
 use super::config::TransportConfig;
 use super::counters::Counters;
 use super::endpoint::{Cm, Endpoint};
-use super::error::CallError;
+use super::error::{CallError, Fault};
 use super::pullup::gather;
 use super::rdma_plan::{plan, WrDesc};
 use super::read_chunks::{positions_fit, ReadBudget, MAX_CALL_CHUNKS};
@@ -62,6 +62,7 @@ pub enum ResponderEvent {
 
 /// Why a reply could not be sent.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ReplyError {
     /// Resources busy (send buffer, send queue): retry later with the same context and chain.
     WouldBlock {
@@ -79,6 +80,44 @@ pub enum ReplyError {
     ChunkError,
     /// Another failure (memory, provider); the context is consumed.
     Failed(CallError),
+}
+
+impl ReplyError {
+    /// Who is at fault.
+    pub fn fault(&self) -> Fault {
+        match self {
+            ReplyError::WouldBlock { .. } => Fault::BackPressure,
+            // The upper layer answered a context it does not hold.
+            ReplyError::StaleContext => Fault::Bug,
+            ReplyError::ConnectionLost => Fault::Fabric,
+            // The requester did not provision room for this reply (RFC 8166 §4.5.2).
+            ReplyError::ChunkError => Fault::Peer,
+            ReplyError::Failed(e) => e.fault(),
+        }
+    }
+}
+
+impl core::fmt::Display for ReplyError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ReplyError::WouldBlock { .. } => f.write_str("transport resources busy"),
+            ReplyError::StaleContext => f.write_str("unknown or already used reply context"),
+            ReplyError::ConnectionLost => f.write_str("connection lost"),
+            ReplyError::ChunkError => {
+                f.write_str("reply does not fit the requester's chunks: ERR_CHUNK sent")
+            }
+            ReplyError::Failed(e) => write!(f, "reply failed: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for ReplyError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            ReplyError::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -791,10 +830,15 @@ impl Responder {
 
     fn hand_up(&mut self, idx: u32, events: &mut impl FnMut(ResponderEvent)) {
         let Some(ctx) = self.ctxs.get_mut(idx as usize) else {
+            debug_assert!(false, "hand-up of a context out of range");
             return;
         };
         ctx.state = CtxState::Handed;
         let Some(call) = ctx.call.take() else {
+            // Every path here built the call first. Were it missing, nobody would ever answer
+            // the context: give it (and its credit and pages charge) back instead of leaking.
+            debug_assert!(false, "hand-up of a context without its call");
+            self.release_ctx(idx);
             return;
         };
         self.ep.counters.messages_received += 1;
@@ -905,10 +949,14 @@ impl Responder {
 
     /// Plan the RDMA Reads of a built call into `pieces` / `wrs`; false if they do not fit.
     fn plan_reads(&mut self, idx: u32) -> bool {
+        // The caller built the call in this context just before: both always hold (false
+        // would refuse the call, not leak it).
         let Some(ctx) = self.ctxs.get(idx as usize) else {
+            debug_assert!(false, "read plan of a context out of range");
             return false;
         };
         let Some(call) = ctx.call.as_ref() else {
+            debug_assert!(false, "read plan of a context without its call");
             return false;
         };
         self.pieces.clear();

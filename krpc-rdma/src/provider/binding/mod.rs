@@ -739,6 +739,16 @@ impl<B: Backend> Binding<B> {
         self.stats.key_revokes += 1;
     }
 
+    /// The SGE of the first `len` bytes of send buffer `buf`: [`ProviderError::BadId`] for a
+    /// buffer that does not exist, [`ProviderError::BadFragments`] for a length past its end
+    /// (the id is valid, the length is not: what the software provider answers too).
+    fn send_sge(&self, buf: u32, len: u32) -> Result<Sge, ProviderError> {
+        if buf >= self.layout.res.send_bufs {
+            return Err(ProviderError::BadId);
+        }
+        self.b.send_sge(buf, len).ok_or(ProviderError::BadFragments)
+    }
+
     /// Validate a chain and count its hardware work requests and SGEs.
     fn count(&self, wrs: &[SendWr<'_>]) -> Result<(usize, usize), ProviderError> {
         let max_sge = self.layout.res.max_sge as usize;
@@ -746,14 +756,14 @@ impl<B: Backend> Binding<B> {
         for w in wrs {
             match w.op {
                 SendOp::Send { buf, len, .. } => {
-                    self.b.send_sge(buf, len).ok_or(ProviderError::BadId)?;
+                    self.send_sge(buf, len)?;
                     hw += 1;
                     nsge += 1;
                 }
                 SendOp::SendGather {
                     buf, len, pages, ..
                 } => {
-                    self.b.send_sge(buf, len).ok_or(ProviderError::BadId)?;
+                    self.send_sge(buf, len)?;
                     let n = usize::from(len > 0) + pages.len();
                     if n > max_sge {
                         return Err(ProviderError::BadFragments);
@@ -812,8 +822,7 @@ impl<B: Backend> Binding<B> {
                 } => {
                     let first = self.sges.len();
                     if len > 0 {
-                        self.sges
-                            .push(self.b.send_sge(buf, len).ok_or(ProviderError::BadId)?);
+                        self.sges.push(self.send_sge(buf, len)?);
                     }
                     if let SendOp::SendGather { pages, .. } = w.op {
                         for f in pages {
