@@ -7,8 +7,8 @@ use core::fmt;
 use crate::error::MbufError;
 use crate::flags::MbufFlags;
 use crate::page::{
-    copy_exact, copy_exact_mut, validate_pages, PageData, PageProvider, Piece, PieceCursor, RangeCopy,
-    MAX_EPG_HDR, MAX_EPG_TRL,
+    copy_exact, copy_exact_mut, validate_pages, PageData, PageProvider, Piece, PieceCursor,
+    RangeCopy, MAX_EPG_HDR, MAX_EPG_TRL,
 };
 
 /// Bytes of inline data in an internal mbuf (FreeBSD `MLEN` on 64-bit platforms).

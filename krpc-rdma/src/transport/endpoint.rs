@@ -52,6 +52,7 @@ impl Endpoint {
     ///
     /// # Errors
     /// [`CallError::NoMemory`]; [`CallError::BadConfig`] from the private data.
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     pub(crate) fn new(
         cfg: TransportConfig,
         res: Resources,

@@ -311,13 +311,16 @@ impl Responder {
         reserve(&mut wrs, nf * 2)?;
         let mut wr_array = Vec::new();
         reserve(&mut wr_array, nf * 2 + 1)?;
+        let free_ctx = FreeList::new(n).map_err(|_| CallError::NoMemory)?;
+        // The endpoint core last, straight into the value returned (no fallible step after
+        // it), so the compiler builds it in place: one copy of the endpoint on the stack.
         Ok(Responder {
             ep: Endpoint::new(cfg, resources, pages)?,
             closing: false,
             recvs_started: false,
             recv_posted: 0,
             ctxs,
-            free_ctx: FreeList::new(n).map_err(|_| CallError::NoMemory)?,
+            free_ctx,
             read_queue,
             job: ReadJob::default(),
             pieces,
