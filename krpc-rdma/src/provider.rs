@@ -34,6 +34,9 @@
 //! `reply`) and never blocks; a provider must not block either.
 
 pub mod binding;
+mod middleware;
+
+pub use middleware::Middleware;
 
 use mbuf::PageFragment;
 
@@ -246,7 +249,8 @@ pub fn drain_cq_bounded<P: Provider>(
     budget: usize,
     mut f: impl FnMut(&mut P, &Completion),
 ) -> bool {
-    let mut wcs = [Completion::EMPTY; 16];
+    // Eight at a time: the array is on the stack of every poll (kernel stack frames stay small).
+    let mut wcs = [Completion::EMPTY; 8];
     let mut left = budget;
     while left > 0 {
         let want = left.min(wcs.len());
@@ -277,6 +281,7 @@ pub enum CmEvent {
 
 /// Why a provider call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ProviderError {
     /// A work-request queue or a resource pool is full: back off and retry after completions.
     Busy,
@@ -289,6 +294,24 @@ pub enum ProviderError {
     /// The provider ran out of memory.
     NoMemory,
 }
+
+impl ProviderError {
+    /// Who is at fault, when the transport gets this from its provider.
+    pub const fn fault(&self) -> crate::transport::Fault {
+        use crate::transport::Fault;
+        match self {
+            ProviderError::Busy => Fault::BackPressure,
+            // A length or fragment the provider cannot take: the message breaks a limit.
+            ProviderError::BadFragments => Fault::Refused,
+            // The transport named a buffer or registration that does not exist.
+            ProviderError::BadId => Fault::Bug,
+            ProviderError::NotConnected => Fault::Fabric,
+            ProviderError::NoMemory => Fault::Memory,
+        }
+    }
+}
+
+impl core::error::Error for ProviderError {}
 
 impl core::fmt::Display for ProviderError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -325,8 +348,10 @@ pub trait Provider {
     ///
     /// # Errors
     /// [`ProviderError::Busy`] if the send queue lacks room for the chain,
-    /// [`ProviderError::NotConnected`], [`ProviderError::BadId`] / [`ProviderError::BadFragments`]
-    /// for malformed requests.
+    /// [`ProviderError::NotConnected`]; for malformed requests [`ProviderError::BadId`] when an
+    /// id does not exist (a send buffer, a registration) and [`ProviderError::BadFragments`]
+    /// when a length or a fragment is bad (a Send longer than its buffer, more SGEs than
+    /// `max_sge`, a fragment outside the pages).
     fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), ProviderError>;
 
     /// Post receive buffers; each completes with `wr_id` = the buffer id.

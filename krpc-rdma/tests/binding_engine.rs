@@ -367,6 +367,17 @@ fn bad_ids_and_fragments_are_refused_before_anything_is_posted() {
         b.post_send(&[send(0, true), bad_buf]),
         Err(ProviderError::BadId)
     );
+    // A Send longer than its (existing) buffer: a bad length, as on the soft provider.
+    let long = SendWr {
+        wr_id: 3,
+        op: SendOp::Send {
+            buf: 0,
+            len: 257,
+            invalidate: None,
+        },
+        signaled: true,
+    };
+    assert_eq!(b.post_send(&[long]), Err(ProviderError::BadFragments));
     let p = page(&a);
     let too_many = [frag(p, 0, 1); 5];
     let read = SendWr {

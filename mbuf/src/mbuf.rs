@@ -7,8 +7,8 @@ use core::fmt;
 use crate::error::MbufError;
 use crate::flags::MbufFlags;
 use crate::page::{
-    copy_exact, copy_exact_mut, validate_pages, PageData, PageProvider, Piece, Pieces, RangeCopy,
-    MAX_EPG_HDR, MAX_EPG_TRL,
+    copy_exact, copy_exact_mut, validate_pages, PageData, PageProvider, Piece, PieceCursor,
+    RangeCopy, MAX_EPG_HDR, MAX_EPG_TRL,
 };
 
 /// Bytes of inline data in an internal mbuf (FreeBSD `MLEN` on 64-bit platforms).
@@ -493,25 +493,15 @@ impl Mbuf {
     pub(crate) fn fragments_range(&self, start: usize, n: usize) -> MbufFragments<'_> {
         MbufFragments {
             m: self,
-            pieces: self.pieces_in(start, n),
-            next: 0,
+            cursor: PieceCursor::new(start, n),
         }
     }
 
-    pub(crate) fn pieces_in(&self, start: usize, n: usize) -> Pieces {
+    /// The next piece of the walk `c` over this mbuf's bytes.
+    pub(crate) fn next_piece(&self, c: &mut PieceCursor) -> Option<Piece> {
         match &self.data {
-            Data::Linear(l) => {
-                let mut v = Pieces::new();
-                let end = start.saturating_add(n).min(l.len);
-                if start < end {
-                    let _ = v.push(Piece::Linear {
-                        from: start,
-                        len: end - start,
-                    });
-                }
-                v
-            }
-            Data::Pages(p) => p.pieces_in(start, n),
+            Data::Linear(l) => c.next_linear(l.len),
+            Data::Pages(p) => p.next_piece(c),
         }
     }
 
@@ -811,15 +801,13 @@ fn split_pages(p: &mut PageData, po: usize) -> Result<PageData, MbufError> {
 /// Iterator over the fragments of one mbuf.
 pub struct MbufFragments<'a> {
     m: &'a Mbuf,
-    pieces: Pieces,
-    next: usize,
+    cursor: PieceCursor,
 }
 
 impl<'a> Iterator for MbufFragments<'a> {
     type Item = Fragment<'a>;
     fn next(&mut self) -> Option<Fragment<'a>> {
-        let piece = *self.pieces.get(self.next)?;
-        self.next += 1;
+        let piece = self.m.next_piece(&mut self.cursor)?;
         Some(self.m.fragment(piece))
     }
 }

@@ -160,8 +160,41 @@ impl Piece {
     }
 }
 
-/// Pieces of one mbuf range: at most header + 16 pages + trailer.
-pub(crate) type Pieces = heapless::Vec<Piece, { MAX_PGS_PER_MBUF + 2 }>;
+/// Where a walk over the pieces of bytes `[start, end)` of one mbuf stands: the pieces are
+/// computed one at a time (no array of them on the stack). Slot 0 is the header (or the
+/// linear data), slots `1..=npgs` the pages, slot `npgs + 1` the trailer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PieceCursor {
+    start: usize,
+    end: usize,
+    slot: usize,
+    pos: usize,
+}
+
+impl PieceCursor {
+    /// A walk over bytes `[start, start + n)`.
+    pub(crate) const fn new(start: usize, n: usize) -> Self {
+        PieceCursor {
+            start,
+            end: start.saturating_add(n),
+            slot: 0,
+            pos: 0,
+        }
+    }
+
+    /// The linear-data piece (slot 0 only) of an mbuf of `len` bytes.
+    pub(crate) fn next_linear(&mut self, len: usize) -> Option<Piece> {
+        if self.slot > 0 {
+            return None;
+        }
+        self.slot = 1;
+        let end = self.end.min(len);
+        (self.start < end).then_some(Piece::Linear {
+            from: self.start,
+            len: end - self.start,
+        })
+    }
+}
 
 /// Storage of a page mbuf. Holds one provider reference per entry of `pages`, released on
 /// drop. Moving an address from one `PageData` to another moves its reference.
@@ -267,33 +300,36 @@ impl PageData {
         validate_pages(self.npgs(), self.first_off, self.last_len)
     }
 
-    /// Pieces covering bytes `[start, start + n)` of this mbuf (clipped to its length).
-    pub(crate) fn pieces_in(&self, start: usize, n: usize) -> Pieces {
-        let mut out = Pieces::new();
-        let end = start.saturating_add(n);
-        let mut pos = 0;
-        let mut emit = |pos: usize, len: usize, mk: &dyn Fn(usize, usize) -> Piece| {
-            // Overlap of [pos, pos+len) with [start, end).
-            let lo = pos.max(start);
-            let hi = (pos + len).min(end);
+    /// The next piece of the walk `c` (clipped to this mbuf's length), or `None` at its end.
+    pub(crate) fn next_piece(&self, c: &mut PieceCursor) -> Option<Piece> {
+        let n = self.npgs();
+        while c.slot <= n + 1 && c.pos < c.end {
+            let slot = c.slot;
+            let pos = c.pos;
+            let (in_page, len) = match slot {
+                0 => (0, self.hdr.len()),
+                s if s <= n => self.seg(s - 1),
+                _ => (0, self.trl.len()),
+            };
+            c.slot += 1;
+            c.pos += len;
+            // Overlap of [pos, pos + len) with [start, end).
+            let lo = pos.max(c.start);
+            let hi = (pos + len).min(c.end);
             if lo < hi {
-                // Capacity is header + pages + trailer: cannot overflow.
-                let _ = out.push(mk(lo - pos, hi - lo));
+                let (from, len) = (lo - pos, hi - lo);
+                return Some(match slot {
+                    0 => Piece::Hdr { from, len },
+                    s if s <= n => Piece::Page {
+                        idx: s - 1,
+                        start: in_page + from,
+                        len,
+                    },
+                    _ => Piece::Trl { from, len },
+                });
             }
-        };
-        emit(pos, self.hdr.len(), &|from, len| Piece::Hdr { from, len });
-        pos += self.hdr.len();
-        for idx in 0..self.npgs() {
-            let (s, l) = self.seg(idx);
-            emit(pos, l, &|from, len| Piece::Page {
-                idx,
-                start: s + from,
-                len,
-            });
-            pos += l;
         }
-        emit(pos, self.trl.len(), &|from, len| Piece::Trl { from, len });
-        out
+        None
     }
 
     /// Copy bytes `[start, start + n)` (`n > 0`, inside the mbuf) for `m_copym`: header and
@@ -363,7 +399,8 @@ impl PageData {
     /// Copy bytes `[start, start + dst.len())` out of this mbuf.
     pub(crate) fn read(&self, start: usize, dst: &mut [u8]) -> Result<(), MbufError> {
         let mut done = 0;
-        for piece in self.pieces_in(start, dst.len()) {
+        let mut c = PieceCursor::new(start, dst.len());
+        while let Some(piece) = self.next_piece(&mut c) {
             let len = piece.len();
             let d =
                 dst.get_mut(done..done + len)
@@ -390,7 +427,8 @@ impl PageData {
     pub(crate) fn write(&mut self, start: usize, src: &[u8]) -> Result<(), MbufError> {
         let total = self.len();
         let mut done = 0;
-        for piece in self.pieces_in(start, src.len()) {
+        let mut c = PieceCursor::new(start, src.len());
+        while let Some(piece) = self.next_piece(&mut c) {
             let len = piece.len();
             let s = src
                 .get(done..done + len)

@@ -245,6 +245,7 @@ fn kmod_selftest() -> Result<(), String> {
         return Ok(());
     }
     kmod::kmod(&root())?;
+    stack_frames()?;
     println!("==> {name}");
     let start = Instant::now();
     std::env::set_current_dir(root()).map_err(|e| format!("{name}: cd: {e}"))?;
@@ -260,6 +261,20 @@ fn kmod_selftest() -> Result<(), String> {
     } else {
         Err(format!("{name}: failed (exit {code}) after {secs:.1} s"))
     }
+}
+
+/// The module's stack frames: no function of the core (krpc_rdma::, mbuf::) above 1 KiB
+/// (`krpc-rdma/benches/stack.sh`, which says what it measures and what it exempts).
+fn stack_frames() -> Result<(), String> {
+    let mut cmd = Command::new("sh");
+    cmd.arg("krpc-rdma/benches/stack.sh")
+        .arg(kmod::ko_path(&root()))
+        .arg("1024")
+        .current_dir(root());
+    step(
+        "stack frames of krpc_rdma.ko, none of the core above 1 KiB (sh krpc-rdma/benches/stack.sh)",
+        cmd,
+    )
 }
 
 /// False under `KRPC_RDMA_SKIP_VM=1`: `cargo xtask test` then runs nothing in the VM.

@@ -5,6 +5,7 @@
 //! `Arc<spin::Mutex<Fabric>>`), at post time, in order: a posted chain has fully executed
 //! (or failed) when `post_send` returns, and its completions are queued in order.
 
+use super::alloc::boxed::Box;
 use super::alloc::collections::VecDeque;
 use super::alloc::sync::Arc;
 use super::alloc::vec::Vec;
@@ -73,6 +74,17 @@ fn reserve<T>(q: &mut VecDeque<T>, n: usize) -> Result<(), ProviderError> {
 }
 
 impl Side {
+    /// [`Side::new`] in its own allocation (a side is built on this function's stack only).
+    #[inline(never)] // noinline_for_stack: the side is not on the caller's stack
+    pub(crate) fn boxed(
+        end: End,
+        cfg: &SoftConfig,
+        pages: Arc<dyn PageProvider>,
+        peer_private_data: heapless::Vec<u8, 56>,
+    ) -> Result<Box<[Side; 1]>, ProviderError> {
+        try_box(Side::new(end, cfg, pages, peer_private_data)?)
+    }
+
     /// A side for `cfg`; `peer_private_data` is what its `Established` event reports.
     pub(crate) fn new(
         end: End,
@@ -268,15 +280,39 @@ fn frag_total(frags: &[PageFragment]) -> u64 {
 
 /// Both sides of a connection and the NIC's bounce buffer.
 pub(crate) struct Fabric {
-    a: Side,
-    b: Side,
+    // Each side in its own allocation: the fabric (inside an `Arc`) stays small enough to
+    // build on a kernel stack.
+    a: Box<[Side; 1]>,
+    b: Box<[Side; 1]>,
     connected: bool,
     bounce: Vec<u8>,
 }
 
+/// `Box::new` that reports an allocation failure instead of aborting.
+fn try_box<T>(x: T) -> Result<Box<[T; 1]>, ProviderError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(1)
+        .map_err(|_| ProviderError::NoMemory)?;
+    v.push(x);
+    // Length equals capacity: no reallocation.
+    v.into_boxed_slice()
+        .try_into()
+        .map_err(|_| ProviderError::NoMemory)
+}
+
+fn first<T>(b: &[T; 1]) -> &T {
+    let [x] = b;
+    x
+}
+
+fn first_mut<T>(b: &mut [T; 1]) -> &mut T {
+    let [x] = b;
+    x
+}
+
 impl Fabric {
     /// A connected fabric.
-    pub(crate) fn new(a: Side, b: Side) -> Result<Self, ProviderError> {
+    pub(crate) fn new(a: Box<[Side; 1]>, b: Box<[Side; 1]>) -> Result<Self, ProviderError> {
         let mut bounce = Vec::new();
         bounce
             .try_reserve_exact(PAGE_SIZE)
@@ -293,6 +329,7 @@ impl Fabric {
     /// Our side, the peer's side and the bounce buffer.
     fn ends(&mut self, me: End) -> (&mut Side, &mut Side, &mut [u8]) {
         let Fabric { a, b, bounce, .. } = self;
+        let ([a], [b]) = (&mut **a, &mut **b);
         match me {
             End::A => (a, b, bounce),
             End::B => (b, a, bounce),
@@ -301,22 +338,22 @@ impl Fabric {
 
     pub(crate) fn side(&self, me: End) -> &Side {
         match me {
-            End::A => &self.a,
-            End::B => &self.b,
+            End::A => first(&self.a),
+            End::B => first(&self.b),
         }
     }
 
     pub(crate) fn side_mut(&mut self, me: End) -> &mut Side {
         match me {
-            End::A => &mut self.a,
-            End::B => &mut self.b,
+            End::A => first_mut(&mut self.a),
+            End::B => first_mut(&mut self.b),
         }
     }
 
     fn peer(&self, me: End) -> &Side {
         match me {
-            End::A => &self.b,
-            End::B => &self.a,
+            End::A => first(&self.b),
+            End::B => first(&self.a),
         }
     }
 
@@ -331,8 +368,8 @@ impl Fabric {
             return;
         }
         self.connected = false;
-        self.a.flush();
-        self.b.flush();
+        first_mut(&mut self.a).flush();
+        first_mut(&mut self.b).flush();
     }
 
     /// A side went away: break the connection and release its registrations.

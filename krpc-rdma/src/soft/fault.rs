@@ -31,10 +31,7 @@
 //! * **flush** — the connection breaks at a chosen `poll_cq` call (before polling), or when
 //!   the test calls [`FaultInjector::flush_now`].
 
-use crate::provider::{
-    Access, CmEvent, Completion, Provider, ProviderError, RecvBufId, RegId, Registration,
-    Resources, SendBufId, SendOp, SendWr,
-};
+use crate::provider::{Completion, Middleware, Provider, ProviderError, SendOp, SendWr};
 
 /// A fault attached to one work request of a chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,17 +181,17 @@ impl<P: FaultTarget> FaultInjector<P> {
     }
 }
 
-impl<P: FaultTarget> Provider for FaultInjector<P> {
-    fn resources(&self) -> Resources {
-        self.inner.resources()
+// Faults are injected into `post_send` and `poll_cq`; everything else goes to the wrapped
+// provider unchanged.
+crate::forward_provider!(middleware [P: FaultTarget] FaultInjector<P>);
+
+impl<P: FaultTarget> Middleware for FaultInjector<P> {
+    fn wrapped(&self) -> &impl Provider {
+        &self.inner
     }
 
-    fn send_buf(&mut self, buf: SendBufId) -> Result<&mut [u8], ProviderError> {
-        self.inner.send_buf(buf)
-    }
-
-    fn recv_buf(&self, buf: RecvBufId) -> Result<&[u8], ProviderError> {
-        self.inner.recv_buf(buf)
+    fn wrapped_mut(&mut self) -> &mut impl Provider {
+        &mut self.inner
     }
 
     fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), ProviderError> {
@@ -266,10 +263,6 @@ impl<P: FaultTarget> Provider for FaultInjector<P> {
         Ok(())
     }
 
-    fn post_recv(&mut self, bufs: &[RecvBufId]) -> Result<(), ProviderError> {
-        self.inner.post_recv(bufs)
-    }
-
     fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
         self.stats.polls += 1;
         if self.armed.flush_at_poll == Some(self.stats.polls) {
@@ -277,25 +270,5 @@ impl<P: FaultTarget> Provider for FaultInjector<P> {
             self.flush_now();
         }
         self.inner.poll_cq(out)
-    }
-
-    fn register(
-        &mut self,
-        frags: &[mbuf::PageFragment],
-        access: Access,
-    ) -> Result<Registration, ProviderError> {
-        self.inner.register(frags, access)
-    }
-
-    fn release(&mut self, reg: RegId) -> Result<(), ProviderError> {
-        self.inner.release(reg)
-    }
-
-    fn poll_event(&mut self) -> Option<CmEvent> {
-        self.inner.poll_event()
-    }
-
-    fn disconnect(&mut self) {
-        self.inner.disconnect();
     }
 }

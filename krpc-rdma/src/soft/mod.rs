@@ -208,8 +208,8 @@ pub fn pair(
     cfg_b: SoftConfig,
     pages_b: Arc<dyn PageProvider>,
 ) -> Result<(SoftQp, SoftQp), ProviderError> {
-    let side_a = fabric::Side::new(fabric::End::A, &cfg_a, pages_a, cfg_b.private_data.clone())?;
-    let side_b = fabric::Side::new(fabric::End::B, &cfg_b, pages_b, cfg_a.private_data.clone())?;
+    let side_a = fabric::Side::boxed(fabric::End::A, &cfg_a, pages_a, cfg_b.private_data.clone())?;
+    let side_b = fabric::Side::boxed(fabric::End::B, &cfg_b, pages_b, cfg_a.private_data.clone())?;
     let shared = Arc::new(spin::Mutex::new(fabric::Fabric::new(side_a, side_b)?));
     let a = SoftQp::new(Arc::clone(&shared), fabric::End::A, cfg_a.resources())?;
     let b = SoftQp::new(shared, fabric::End::B, cfg_b.resources())?;

@@ -1,4 +1,8 @@
-//! Errors of the transport entry points and of failed calls.
+//! Errors of the transport entry points and of failed calls, sorted by who is at fault
+//! ([`Fault`], after rustls's split): refused by us (back-pressure, or a call that breaks a
+//! limit; nothing was sent and everything is handed back), this host's memory, the peer, the
+//! fabric, or our own bug. The kernel face of each error (errno, FreeBSD's `clnt_stat`) is in
+//! [`kernel`](super::kernel).
 
 use core::fmt;
 
@@ -7,8 +11,31 @@ use mbuf::MbufError;
 use crate::provider::ProviderError;
 use crate::wire::ErrorCode;
 
+/// Who is at fault for an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// Refused by us for now (no credit, a busy bounded resource): nothing was sent, the call
+    /// is handed back; retry the same call after a completion.
+    BackPressure,
+    /// Refused by us: the call breaks a limit or a rule (too large, malformed, an XID already
+    /// outstanding, the transport closed, a configuration that does not fit). Retrying it as
+    /// it is fails again.
+    Refused,
+    /// This host ran out of memory (pages, chain storage).
+    Memory,
+    /// The peer: it answered `RDMA_ERROR`, or its reply does not match what was provisioned.
+    Peer,
+    /// The fabric: the connection is gone (a flushed or failed completion, a disconnect).
+    Fabric,
+    /// Our own bug: the transport named something the provider does not know. Never expected;
+    /// counted and reported rather than hidden.
+    Bug,
+}
+
 /// Why a call could not be started or why it ended without a reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CallError {
     /// No credit (RFC 8166 §3.3.1): as many calls are outstanding as the responder granted.
     /// Back-pressure: retry after a reply arrived. Nothing was queued.
@@ -62,6 +89,40 @@ impl fmt::Display for CallError {
             CallError::Provider(e) => write!(f, "provider error: {e}"),
             CallError::DuplicateXid => f.write_str("a call with this XID is already outstanding"),
             CallError::Closed => f.write_str("transport closed"),
+        }
+    }
+}
+
+impl CallError {
+    /// Who is at fault.
+    pub const fn fault(&self) -> Fault {
+        match self {
+            CallError::NoCredit | CallError::WouldBlock => Fault::BackPressure,
+            CallError::BadCall
+            | CallError::UnalignedPosition
+            | CallError::TooLarge
+            | CallError::BadConfig
+            | CallError::DuplicateXid
+            | CallError::Closed => Fault::Refused,
+            CallError::NoMemory => Fault::Memory,
+            CallError::Rdma(_) | CallError::BadReply => Fault::Peer,
+            CallError::ConnectionLost => Fault::Fabric,
+            CallError::Provider(e) => e.fault(),
+        }
+    }
+
+    /// Whether the same call may succeed if retried on this connection later
+    /// ([`Fault::BackPressure`]).
+    pub const fn is_retryable(&self) -> bool {
+        matches!(self.fault(), Fault::BackPressure)
+    }
+}
+
+impl core::error::Error for CallError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            CallError::Provider(e) => Some(e),
+            _ => None,
         }
     }
 }

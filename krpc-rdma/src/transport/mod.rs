@@ -41,13 +41,20 @@
 //! `clnt_reconnect`, the krpc layer makes a new connection (a new provider and a new
 //! `Requester`/`Responder`) and retransmits.
 
+mod bounded;
+pub mod call_plan;
 pub mod config;
 pub mod counters;
 pub mod credits;
+mod endpoint;
 pub mod error;
+pub mod kernel;
+pub mod provisioning;
 pub mod pullup;
 pub mod rdma_plan;
+pub mod read_chunks;
 pub mod reconnect;
+pub mod reply_plan;
 pub mod requester;
 pub mod responder;
 pub mod send_ctx;
@@ -56,7 +63,7 @@ mod xid_table;
 
 pub use config::TransportConfig;
 pub use counters::{Counters, COUNTER_FIELDS};
-pub use error::CallError;
+pub use error::{CallError, Fault};
 pub use reconnect::{Reconnect, ReconnectStats};
 pub use requester::{
     Abandoned, CallRejected, DdpReply, LocateFn, ReplySpec, Requester, RequesterEvent,

@@ -7,7 +7,7 @@ use core::ops::Range;
 use mbuf::PageFragment;
 
 use super::error::CallError;
-use crate::wire::{Segment, WriteChunk};
+use crate::wire::Segment;
 
 /// One planned RDMA work request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,8 +24,9 @@ pub struct WrDesc {
 
 /// Map `local` (in order) onto the segments of `remote` (in order), filling segments one after
 /// the other. Appends the work requests to `wrs` and their fragments to `pieces` (neither is
-/// grown past its capacity). Returns the remote chunk with each segment's length set to the
-/// bytes mapped onto it (RFC 8166 §3.4.6: the responder reports bytes actually written).
+/// grown past its capacity). Returns the bytes mapped; segments are filled in order, so the
+/// bytes that land in each one follow from it (RFC 8166 §3.4.6: the responder reports bytes
+/// actually written; the reply header echoes them through `written_segments`).
 ///
 /// # Errors
 /// [`CallError::TooLarge`] when `local` does not fit in `remote` or a vector is full.
@@ -35,7 +36,7 @@ pub fn plan<R>(
     max_sge: usize,
     pieces: &mut Vec<PageFragment>,
     wrs: &mut Vec<WrDesc>,
-) -> Result<WriteChunk, CallError>
+) -> Result<usize, CallError>
 where
     R: IntoIterator<Item = Segment>,
 {
@@ -43,7 +44,7 @@ where
     let mut idx = 0usize;
     let mut off = 0usize;
     let mut left: usize = local.iter().map(|f| f.len).sum();
-    let mut written = WriteChunk::new();
+    let mut written = 0usize;
     for seg in remote {
         let mut remaining = (seg.length as usize).min(left);
         let mut seg_done = 0usize;
@@ -87,12 +88,7 @@ where
             seg_done += wr_len;
         }
         left -= seg_done;
-        written
-            .push(Segment {
-                length: u32::try_from(seg_done).map_err(|_| CallError::TooLarge)?,
-                ..seg
-            })
-            .map_err(|_| CallError::TooLarge)?;
+        written += seg_done;
     }
     if left > 0 {
         return Err(CallError::TooLarge);
@@ -138,8 +134,11 @@ mod tests {
         let mut pieces = Vec::with_capacity(16);
         let mut wrs = Vec::with_capacity(16);
         let w = plan(&local, remote, 1, &mut pieces, &mut wrs).unwrap();
-        assert_eq!(w[0].length, 5000);
-        assert_eq!(w[1].length, 3996 + 4096 + 10 - 5000);
+        assert_eq!(w, 3996 + 4096 + 10);
+        // Segment 1 takes its 5000 bytes, segment 2 the rest.
+        let to = |h| -> u32 { wrs.iter().filter(|d| d.handle == h).map(|d| d.len).sum() };
+        assert_eq!(to(1), 5000);
+        assert_eq!(to(2), 3996 + 4096 + 10 - 5000);
         assert!(wrs.iter().all(|d| d.pieces.len() == 1));
         assert_eq!(wrs.iter().map(|d| d.len as usize).sum::<usize>(), 8102);
         assert_eq!(wrs[2].handle, 2);

@@ -3,23 +3,25 @@
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use mbuf::{Chain, ChainPool, Mbuf, PageFragment, PageProvider};
+use mbuf::{Chain, Mbuf, PageProvider};
 
+use super::call_plan::{self, CallPlan};
 use super::config::TransportConfig;
 use super::counters::Counters;
 use super::credits::RequesterCredits;
+use super::endpoint::{Cm, Endpoint};
 use super::error::CallError;
+use super::provisioning::{self, Provision};
 use super::pullup::{gather, push_frag};
-use super::send_ctx::{FreeList, SendContexts, WrTag};
-use super::xdr_reduce::{copy_inline, inline_len, reduce, xdr_pad};
+use super::send_ctx::{FreeList, WrTag};
+use super::xdr_reduce::{copy_inline, inline_len, reduce, xdr_pad, ReducedItem};
 use super::xid_table::XidTable;
 use crate::provider::{
-    drain_cq_bounded, Access, CmEvent, Completion, Provider, RegId, RegSegment, Resources, SendOp,
-    SendWr, WcKind, WcStatus,
+    drain_cq_bounded, Access, Completion, Provider, RegId, RegSegment, Resources, SendOp, SendWr,
+    WcKind, WcStatus,
 };
 use crate::wire::{
-    counted_chunk_len, header_len, negotiate, CmPrivateData, ErrorCode, Header, HeaderEncoder,
-    InlineThresholds, Proc, ReadSegment, Segment, WriteChunk, MIN_HEADER_LEN,
+    ErrorCode, Header, HeaderEncoder, InlineThresholds, Proc, ReadSegment, Segment, WriteChunk,
 };
 
 /// Where, in the reduced inline reply, the DDP data item belongs: the byte offset just after
@@ -108,8 +110,6 @@ pub struct Abandoned {
 
 /// Most registrations per call: read chunks, the write chunk, the reply chunk.
 const MAX_CALL_REGS: usize = 16;
-/// Most read chunks per call.
-const MAX_READ_CHUNKS: usize = 4;
 
 #[derive(Debug, Clone, Copy)]
 struct RegEntry {
@@ -186,41 +186,37 @@ impl Slot {
 /// granted (RFC 8166 §3.3), and no internal queue (a call that cannot go now is refused with
 /// [`CallError::NoCredit`] or [`CallError::WouldBlock`]).
 pub struct Requester {
-    cfg: TransportConfig,
-    res: Resources,
-    pages: Arc<dyn PageProvider>,
-    /// Storage of the reply chains handed up (it comes back when the caller drops them).
-    chains: Arc<ChainPool>,
-    ours: CmPrivateData,
-    thresholds: InlineThresholds,
-    lost: bool,
+    /// Configuration, resources, pages, reply chains, thresholds, send contexts, fragment
+    /// table, counters: what both ends hold.
+    ep: Endpoint,
     credits: RequesterCredits,
     slots: Vec<Slot>,
     free_slots: FreeList,
     xids: XidTable,
-    send: SendContexts,
     recv_free: FreeList,
     recv_posted: u32,
-    frags: Vec<PageFragment>,
-    counters: Counters,
 }
 
 impl core::fmt::Debug for Requester {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Requester")
-            .field("thresholds", &self.thresholds)
+            .field("thresholds", &self.ep.thresholds)
             .field("credits", &self.credits)
-            .field("lost", &self.lost)
+            .field("lost", &self.ep.lost)
             .finish_non_exhaustive()
     }
 }
 
-/// The chunk provisioned for the reply, while the call is marshalled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Provisioned {
-    None,
-    Write,
-    Reply,
+/// What every header of one call carries, while the call is marshalled.
+#[derive(Debug, Clone, Copy)]
+struct CallHeader {
+    xid: u32,
+    credit: u32,
+    /// The send buffer the header is encoded in.
+    buf: u32,
+    provisioned: Provision,
+    /// Segments of the provisioned write chunk / reply chunk (for the header's length).
+    chunks: call_plan::Provisioned,
 }
 
 impl Requester {
@@ -240,43 +236,30 @@ impl Requester {
             .try_reserve_exact(n as usize)
             .map_err(|_| CallError::NoMemory)?;
         slots.resize_with(n as usize, Slot::empty);
-        let mut frags = Vec::new();
-        frags
-            .try_reserve_exact(cfg.max_fragments as usize)
-            .map_err(|_| CallError::NoMemory)?;
         Ok(Requester {
-            ours: cfg.private_data_for(&resources)?,
-            cfg,
-            res: resources,
-            pages,
-            chains: ChainPool::new(n as usize + SPARE_CHAINS)?,
-            thresholds: InlineThresholds::default(),
-            lost: false,
             credits: RequesterCredits::new(n),
             slots,
             free_slots: FreeList::new(n).map_err(|_| CallError::NoMemory)?,
             xids: XidTable::new(n as usize).map_err(|_| CallError::NoMemory)?,
-            send: SendContexts::new(resources.send_bufs).map_err(|_| CallError::NoMemory)?,
             recv_free: FreeList::new(resources.recv_bufs).map_err(|_| CallError::NoMemory)?,
             recv_posted: 0,
-            frags,
-            counters: Counters::default(),
+            ep: Endpoint::new(cfg, resources, pages)?,
         })
     }
 
     /// Our 8-byte RFC 8797 private data, for the CM connect request.
     pub fn private_data(&self) -> [u8; crate::wire::CM_PRIVATE_LEN] {
-        self.ours.to_bytes()
+        self.ep.private_data()
     }
 
     /// The thresholds in force (defaults until the connection is established).
     pub fn thresholds(&self) -> InlineThresholds {
-        self.thresholds
+        self.ep.thresholds
     }
 
     /// Statistics.
     pub fn counters(&self) -> &Counters {
-        &self.counters
+        &self.ep.counters
     }
 
     /// The current credit grant.
@@ -291,19 +274,12 @@ impl Requester {
 
     /// Whether the connection was lost (the requester is then useless: make a new one).
     pub fn is_lost(&self) -> bool {
-        self.lost
+        self.ep.lost
     }
 
     /// Largest reply that arrives inline: the receive threshold minus the smallest header.
     fn max_inline_reply(&self) -> usize {
-        (self.thresholds.recv as usize)
-            .min(self.res.recv_buf_size as usize)
-            .saturating_sub(MIN_HEADER_LEN)
-    }
-
-    /// Largest inline Send.
-    fn max_send(&self) -> usize {
-        (self.thresholds.send as usize).min(self.res.send_buf_size as usize)
+        provisioning::max_inline_reply(self.ep.thresholds.recv, self.ep.res.recv_buf_size)
     }
 
     /// Send an RPC call (first word: the XID). The reply, or a failure, is reported later by
@@ -318,7 +294,7 @@ impl Requester {
         reply: ReplySpec,
     ) -> Result<(), CallRejected> {
         let reject = |error, call, reply| CallRejected { error, call, reply };
-        if self.lost {
+        if self.ep.lost {
             return Err(reject(CallError::ConnectionLost, call, reply));
         }
         let Some(xid) = read_xid(&call) else {
@@ -328,25 +304,25 @@ impl Requester {
             return Err(reject(CallError::DuplicateXid, call, reply));
         }
         if !self.credits.can_send() {
-            self.counters.credit_stalls += 1;
+            self.ep.counters.credit_stalls += 1;
             return Err(reject(CallError::NoCredit, call, reply));
         }
         if self.free_slots.is_empty() {
-            self.counters.resource_stalls += 1;
+            self.ep.counters.resource_stalls += 1;
             return Err(reject(CallError::WouldBlock, call, reply));
         }
         let need_recv = self.recv_posted < self.credits.outstanding() + 1;
         if need_recv && self.recv_free.is_empty() {
-            self.counters.resource_stalls += 1;
+            self.ep.counters.resource_stalls += 1;
             return Err(reject(CallError::WouldBlock, call, reply));
         }
-        let Some(buf) = self.send.get() else {
-            self.counters.resource_stalls += 1;
+        let Some(buf) = self.ep.send.get() else {
+            self.ep.counters.resource_stalls += 1;
             return Err(reject(CallError::WouldBlock, call, reply));
         };
         let Some(idx) = self.free_slots.pop() else {
-            self.send.complete(buf);
-            self.counters.resource_stalls += 1;
+            self.ep.send.complete(buf);
+            self.ep.counters.resource_stalls += 1;
             return Err(reject(CallError::WouldBlock, call, reply));
         };
         let ReplySpec { max_reply, ddp } = reply;
@@ -381,8 +357,8 @@ impl Requester {
             return Err(self.undo(prov, idx, buf, e.into(), call, max_reply));
         }
         self.credits.acquire();
-        self.counters.messages_sent += 1;
-        self.counters.inline_bytes_sent += u64::from(len);
+        self.ep.counters.messages_sent += 1;
+        self.ep.counters.inline_bytes_sent += u64::from(len);
         let inserted = self.xids.insert(xid, idx);
         debug_assert!(inserted, "XID checked free above");
         if let Some(slot) = self.slots.get_mut(idx as usize) {
@@ -392,6 +368,7 @@ impl Requester {
         Ok(())
     }
 
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     fn undo<P: Provider>(
         &mut self,
         prov: &mut P,
@@ -402,9 +379,9 @@ impl Requester {
         max_reply: usize,
     ) -> CallRejected {
         self.release_regs_from(prov, idx as usize, 0);
-        self.send.complete(buf);
+        self.ep.send.complete(buf);
         if matches!(error, CallError::WouldBlock) {
-            self.counters.resource_stalls += 1;
+            self.ep.counters.resource_stalls += 1;
         }
         let ddp = self.slots.get_mut(idx as usize).and_then(|slot| {
             let ddp = slot.ddp.take();
@@ -423,21 +400,23 @@ impl Requester {
     /// that is not sent, or a chunk that is not used after all, registered.
     fn release_regs_from<P: Provider>(&mut self, prov: &mut P, idx: usize, keep: usize) {
         let Some(slot) = self.slots.get_mut(idx) else {
+            debug_assert!(false, "registrations of a slot out of range");
             return;
         };
         while slot.regs.len() > keep {
             if let Some(r) = slot.regs.pop() {
                 let _ = prov.release(r.id);
-                self.counters.local_invalidations += 1;
+                self.ep.counters.local_invalidations += 1;
             }
         }
     }
 
-    /// Register `self.frags` for the peer, as few registrations as the fragments allow: a new
+    /// Register `self.ep.frags` for the peer, as few registrations as the fragments allow: a new
     /// registration starts wherever the fragments are not FRWR-contiguous (a fragment that does
     /// not start at offset 0 of its page, or follows one that does not end at its page's end),
     /// since one registration maps one gap-free iova range. Every registration is recorded in
     /// slot `idx` (so an error path releases it); each one's segments go to `sink`, in order.
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     fn register<P: Provider>(
         &mut self,
         prov: &mut P,
@@ -446,17 +425,19 @@ impl Requester {
         mut sink: impl FnMut(&mut P, &[RegSegment]) -> Result<(), CallError>,
     ) -> Result<(), CallError> {
         let mut start = 0;
-        while start < self.frags.len() {
+        while start < self.ep.frags.len() {
             let mut end = start + 1;
-            while let (Some(prev), Some(next)) = (self.frags.get(end - 1), self.frags.get(end)) {
+            while let (Some(prev), Some(next)) =
+                (self.ep.frags.get(end - 1), self.ep.frags.get(end))
+            {
                 if !crate::provider::binding::runs::continues(prev, next) {
                     break;
                 }
                 end += 1;
             }
-            let run = self.frags.get(start..end).ok_or(CallError::TooLarge)?;
+            let run = self.ep.frags.get(start..end).ok_or(CallError::TooLarge)?;
             let reg = prov.register(run, access)?;
-            self.counters.registrations += 1;
+            self.ep.counters.registrations += 1;
             let first = reg.segments.first().map_or(0, |s| s.handle);
             let entry = RegEntry {
                 id: reg.id,
@@ -469,7 +450,7 @@ impl Requester {
             };
             if slot.regs.push(entry).is_err() {
                 let _ = prov.release(reg.id);
-                self.counters.local_invalidations += 1;
+                self.ep.counters.local_invalidations += 1;
                 return Err(CallError::TooLarge);
             }
             sink(prov, &reg.segments)?;
@@ -479,14 +460,14 @@ impl Requester {
     }
 
     fn frags_of(&mut self, chain: &Chain, range: core::ops::Range<usize>) -> Result<(), CallError> {
-        self.frags.clear();
+        self.ep.frags.clear();
         for f in chain.page_fragments_in(range)? {
-            push_frag(&mut self.frags, f)?;
+            push_frag(&mut self.ep.frags, f)?;
         }
         Ok(())
     }
 
-    /// Register `self.frags` for the peer to write (a write or reply chunk) and make `segs`
+    /// Register `self.ep.frags` for the peer to write (a write or reply chunk) and make `segs`
     /// the advertised segments.
     fn register_write_chunk<P: Provider>(
         &mut self,
@@ -506,69 +487,64 @@ impl Requester {
     /// Reply provisioning, as Linux's rpcrdma_marshal_req: inline if the largest reply fits
     /// the inline receive; a write chunk for a DDP result when the rest of the reply fits
     /// inline; otherwise a reply chunk. The chunk's segments go to `segs`.
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     fn provision<P: Provider>(
         &mut self,
         prov: &mut P,
         idx: usize,
         max_reply: usize,
         segs: &mut WriteChunk,
-    ) -> Result<Provisioned, CallError> {
+    ) -> Result<Provision, CallError> {
         let max_inline = self.max_inline_reply();
-        if max_reply <= max_inline {
-            return Ok(Provisioned::None);
-        }
-        // The rest of the reply must fit inline together with the echo of the write chunk
-        // in the reply's header (8 + 16 bytes per segment; Linux sizes this with
-        // rpcrdma_max_reply_header_size), or the responder can only answer ERR_CHUNK.
-        let rest = |segs: usize, pages_len: usize| {
-            max_reply.saturating_sub(pages_len) + counted_chunk_len(segs) <= max_inline
-        };
         let pages_len = self
             .slots
             .get(idx)
             .and_then(|s| s.ddp.as_ref())
             .map_or(0, |d| d.pages.len());
-        if pages_len > 0 && rest(1, pages_len) {
-            let d = self.slots.get_mut(idx).and_then(|s| s.ddp.take());
-            if let Some(d) = d {
-                let r = self.frags_of(&d.pages, 0..pages_len);
-                if let Some(s) = self.slots.get_mut(idx) {
-                    s.ddp = Some(d);
+        match provisioning::provision(max_reply, pages_len, max_inline) {
+            Provision::Inline => return Ok(Provision::Inline),
+            Provision::WriteChunk => {
+                let d = self.slots.get_mut(idx).and_then(|s| s.ddp.take());
+                if let Some(d) = d {
+                    let r = self.frags_of(&d.pages, 0..pages_len);
+                    if let Some(s) = self.slots.get_mut(idx) {
+                        s.ddp = Some(d);
+                    }
+                    r?;
                 }
-                r?;
-            }
-            let regs_before = self.slots.get(idx).map_or(0, |s| s.regs.len());
-            self.register_write_chunk(prov, idx, segs)?;
-            if rest(segs.len(), pages_len) {
-                if let Some(s) = self.slots.get_mut(idx) {
-                    s.write_chunk = true;
+                let regs_before = self.slots.get(idx).map_or(0, |s| s.regs.len());
+                self.register_write_chunk(prov, idx, segs)?;
+                if provisioning::write_chunk_fits(max_reply, pages_len, segs.len(), max_inline) {
+                    if let Some(s) = self.slots.get_mut(idx) {
+                        s.write_chunk = true;
+                    }
+                    self.ep.counters.write_chunks += 1;
+                    return Ok(Provision::WriteChunk);
                 }
-                self.counters.write_chunks += 1;
-                return Ok(Provisioned::Write);
+                // More segments than the inline reply has room to echo: a reply chunk.
+                self.release_regs_from(prov, idx, regs_before);
             }
-            // More segments than the inline reply has room to echo: a reply chunk.
-            self.release_regs_from(prov, idx, regs_before);
+            Provision::ReplyChunk => {}
         }
-        if max_reply > self.cfg.max_chunk_bytes as usize {
-            return Err(CallError::TooLarge);
-        }
-        let pages = Arc::clone(&self.pages);
+        let max_reply = provisioning::reply_chunk(max_reply, self.ep.cfg.max_chunk_bytes)?;
+        let pages = Arc::clone(&self.ep.pages);
         let slot = self.slots.get_mut(idx).ok_or(CallError::BadCall)?;
         slot.reply_pages.clear();
         slot.reply_pages.append_pages(&pages, max_reply)?;
         slot.reply_chunk = true;
         // The slot's chain is borrowed while `frags` is filled: go through a split borrow.
-        self.frags.clear();
+        self.ep.frags.clear();
         for f in slot.reply_pages.page_fragments_in(0..max_reply)? {
-            push_frag(&mut self.frags, f)?;
+            push_frag(&mut self.ep.frags, f)?;
         }
         self.register_write_chunk(prov, idx, segs)?;
-        self.counters.reply_chunks += 1;
-        Ok(Provisioned::Reply)
+        self.ep.counters.reply_chunks += 1;
+        Ok(Provision::ReplyChunk)
     }
 
     /// Build the header and inline part of `call` in send buffer `buf`, straight into the
     /// buffer; register chunks. Returns the Send length.
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     fn marshal<P: Provider>(
         &mut self,
         prov: &mut P,
@@ -578,82 +554,135 @@ impl Requester {
         buf: u32,
     ) -> Result<u32, CallError> {
         let xid = self.slots.get(idx).map_or(0, |s| s.xid);
-        let credit = self.cfg.max_requests;
+        let credit = self.ep.cfg.max_requests;
         let mut segs = WriteChunk::new();
         let provisioned = self.provision(prov, idx, max_reply, &mut segs)?;
-        let (writes, reply) = match provisioned {
-            Provisioned::None => (None, None),
-            Provisioned::Write => (Some(segs.len()), None),
-            Provisioned::Reply => (None, Some(segs.len())),
+        let chunks = match provisioned {
+            Provision::Inline => call_plan::Provisioned::default(),
+            Provision::WriteChunk => call_plan::Provisioned {
+                writes: Some(segs.len()),
+                reply: None,
+            },
+            Provision::ReplyChunk => call_plan::Provisioned {
+                writes: None,
+                reply: Some(segs.len()),
+            },
         };
-        let total = call.len();
-        let max_send = self.max_send();
-        // 1. Everything inline (small page data is copied into the send buffer).
-        if header_len(0, writes, reply) + total <= max_send {
-            let sb = prov.send_buf(buf)?;
-            let enc = HeaderEncoder::begin(sb, xid, credit, false).map_err(too_large)?;
-            let h = finish_header(enc, sb, provisioned, &segs)?;
-            let n = copy_inline(call, &[], sb.get_mut(h..).ok_or(CallError::TooLarge)?)?;
-            return u32::try_from(h + n).map_err(|_| CallError::TooLarge);
-        }
-        // 2. DDP regions as read chunks, the rest inline. Each registration's segments are
-        // written straight into the Read list in the send buffer.
-        let items = reduce(call, true)?;
-        if !items.is_empty() && items.len() <= MAX_READ_CHUNKS {
-            let reduced = inline_len(total, &items);
-            let mut enc =
-                HeaderEncoder::begin(prov.send_buf(buf)?, xid, credit, false).map_err(too_large)?;
-            let mut ok = true;
-            let regs_before = self.slots.get(idx).map_or(0, |s| s.regs.len());
-            for item in &items {
-                self.frags_of(call, item.data())?;
-                let position = u32::try_from(item.offset).map_err(|_| CallError::TooLarge)?;
-                self.register(prov, idx, Access::REMOTE_READ, |prov, got| {
-                    let sb = prov.send_buf(buf)?;
-                    for s in got {
-                        let entry = ReadSegment {
-                            position,
-                            segment: seg_of(s),
-                        };
-                        if enc.read_segment(sb, &entry).is_err() {
-                            ok = false;
-                        }
-                    }
-                    Ok(())
-                })?;
+        let hdr = CallHeader {
+            xid,
+            credit,
+            buf,
+            provisioned,
+            chunks,
+        };
+        // Everything inline (small page data is copied into the send buffer), or else:
+        if !call_plan::fits_inline(call.len(), chunks, self.ep.max_send()) {
+            let items = reduce(call, true)?;
+            // DDP regions as read chunks, the rest inline (if it then fits).
+            if call_plan::too_large_for_inline(items.len()) == CallPlan::ReadChunks {
+                if let Some(len) = self.marshal_read_chunks(prov, call, idx, &hdr, &items, &segs)? {
+                    return Ok(len);
+                }
             }
-            if ok && header_len(enc.read_entries(), writes, reply) + reduced <= max_send {
-                self.counters.read_chunks += items.len() as u64;
-                self.counters.rdma_read_bytes += items.iter().map(|i| i.len as u64).sum::<u64>();
+            // The whole call in a position-zero read chunk.
+            return self.marshal_long_call(prov, call, idx, &hdr, &segs);
+        }
+        let sb = prov.send_buf(buf)?;
+        let enc = HeaderEncoder::begin(sb, xid, credit, false).map_err(too_large)?;
+        let h = finish_header(enc, sb, provisioned, &segs)?;
+        let n = copy_inline(call, &[], sb.get_mut(h..).ok_or(CallError::TooLarge)?)?;
+        u32::try_from(h + n).map_err(|_| CallError::TooLarge)
+    }
+
+    /// The DDP regions `items` as read chunks, the rest inline; `None` (nothing left
+    /// registered) when the reduced call still does not fit inline. Each registration's
+    /// segments are written straight into the Read list in the send buffer.
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
+    fn marshal_read_chunks<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        call: &Chain,
+        idx: usize,
+        hdr: &CallHeader,
+        items: &[ReducedItem],
+        segs: &WriteChunk,
+    ) -> Result<Option<u32>, CallError> {
+        let buf = hdr.buf;
+        let reduced = inline_len(call.len(), items);
+        let mut enc = HeaderEncoder::begin(prov.send_buf(buf)?, hdr.xid, hdr.credit, false)
+            .map_err(too_large)?;
+        let mut ok = true;
+        let regs_before = self.slots.get(idx).map_or(0, |s| s.regs.len());
+        for item in items {
+            self.frags_of(call, item.data())?;
+            let position = u32::try_from(item.offset).map_err(|_| CallError::TooLarge)?;
+            self.register(prov, idx, Access::REMOTE_READ, |prov, got| {
                 let sb = prov.send_buf(buf)?;
-                let h = finish_header(enc, sb, provisioned, &segs)?;
-                let n = copy_inline(call, &items, sb.get_mut(h..).ok_or(CallError::TooLarge)?)?;
-                return u32::try_from(h + n).map_err(|_| CallError::TooLarge);
-            }
-            // Does not fit: undo the read registrations, fall through to a Long Call.
-            self.release_regs_from(prov, idx, regs_before);
+                for s in got {
+                    let entry = ReadSegment {
+                        position,
+                        segment: seg_of(s),
+                    };
+                    if enc.read_segment(sb, &entry).is_err() {
+                        ok = false;
+                    }
+                }
+                Ok(())
+            })?;
         }
-        // 3. Long Call: the whole call in a position-zero read chunk.
-        if total > self.cfg.max_chunk_bytes as usize {
-            return Err(CallError::TooLarge);
+        if ok
+            && call_plan::read_chunks_fit(
+                enc.read_entries(),
+                reduced,
+                hdr.chunks,
+                self.ep.max_send(),
+            )
+        {
+            self.ep.counters.read_chunks += items.len() as u64;
+            self.ep.counters.rdma_read_bytes += items.iter().map(|i| i.len as u64).sum::<u64>();
+            let sb = prov.send_buf(buf)?;
+            let h = finish_header(enc, sb, hdr.provisioned, segs)?;
+            let n = copy_inline(call, items, sb.get_mut(h..).ok_or(CallError::TooLarge)?)?;
+            return u32::try_from(h + n)
+                .map(Some)
+                .map_err(|_| CallError::TooLarge);
         }
-        self.frags.clear();
+        // Does not fit: undo the read registrations (the caller falls back to a Long Call).
+        self.release_regs_from(prov, idx, regs_before);
+        Ok(None)
+    }
+
+    /// A Long Call: the whole call in a position-zero read chunk, its non-page bytes pulled
+    /// up into the slot's pages.
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
+    fn marshal_long_call<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        call: &Chain,
+        idx: usize,
+        hdr: &CallHeader,
+        segs: &WriteChunk,
+    ) -> Result<u32, CallError> {
+        let total = call.len();
+        call_plan::long_call(total, self.ep.cfg.max_chunk_bytes)?;
+        self.ep.frags.clear();
         let got = {
             let slot = self.slots.get_mut(idx).ok_or(CallError::BadCall)?;
             gather(
                 call,
                 core::iter::once(0..total),
-                &self.pages,
-                &mut self.frags,
+                &self.ep.pages,
+                &mut self.ep.frags,
                 &mut slot.pullup,
             )?
         };
         if got.pulled > 0 {
-            self.counters.pullup_copies += 1;
-            self.counters.pullup_bytes += got.pulled as u64;
+            self.ep.counters.pullup_copies += 1;
+            self.ep.counters.pullup_bytes += got.pulled as u64;
         }
-        let mut enc =
-            HeaderEncoder::begin(prov.send_buf(buf)?, xid, credit, true).map_err(too_large)?;
+        let buf = hdr.buf;
+        let mut enc = HeaderEncoder::begin(prov.send_buf(buf)?, hdr.xid, hdr.credit, true)
+            .map_err(too_large)?;
         self.register(prov, idx, Access::REMOTE_READ, |prov, got| {
             let sb = prov.send_buf(buf)?;
             for s in got {
@@ -665,11 +694,11 @@ impl Requester {
             }
             Ok(())
         })?;
-        self.counters.long_calls += 1;
-        self.counters.read_chunks += 1;
-        self.counters.rdma_read_bytes += total as u64;
+        self.ep.counters.long_calls += 1;
+        self.ep.counters.read_chunks += 1;
+        self.ep.counters.rdma_read_bytes += total as u64;
         let sb = prov.send_buf(buf)?;
-        let len = finish_header(enc, sb, provisioned, &segs)?;
+        let len = finish_header(enc, sb, hdr.provisioned, segs)?;
         u32::try_from(len).map_err(|_| CallError::TooLarge)
     }
 
@@ -688,14 +717,10 @@ impl Requester {
         budget: usize,
         events: &mut impl FnMut(RequesterEvent),
     ) -> bool {
-        while let Some(ev) = prov.poll_event() {
+        while let Some(ev) = self.ep.next_cm_event(prov) {
             match ev {
-                CmEvent::Established { private_data } => {
-                    let peer = CmPrivateData::from_peer(&private_data);
-                    self.thresholds = negotiate(&self.ours, &peer);
-                    events(RequesterEvent::Connected(self.thresholds));
-                }
-                CmEvent::Disconnected => self.lose(prov, events),
+                Cm::Connected(t) => events(RequesterEvent::Connected(t)),
+                Cm::Disconnected => self.lose(prov, events),
             }
         }
         drain_cq_bounded(prov, budget, |prov, wc| {
@@ -709,7 +734,7 @@ impl Requester {
         wc: &Completion,
         events: &mut impl FnMut(RequesterEvent),
     ) {
-        if self.lost {
+        if self.ep.lost {
             return;
         }
         if wc.status != WcStatus::Success {
@@ -728,7 +753,7 @@ impl Requester {
                 }
             }
             WcKind::Send => match WrTag::decode(wc.wr_id) {
-                Some(WrTag::Send(buf)) => self.send.complete(buf),
+                Some(WrTag::Send(buf)) => self.ep.send.complete(buf),
                 Some(WrTag::LocalInv(idx)) => {
                     let done = match self.slots.get_mut(idx as usize) {
                         Some(s) => match s.state {
@@ -750,6 +775,7 @@ impl Requester {
         }
     }
 
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     fn on_recv<P: Provider>(
         &mut self,
         prov: &mut P,
@@ -759,16 +785,16 @@ impl Requester {
         events: &mut impl FnMut(RequesterEvent),
     ) {
         let Ok(data) = prov.recv_buf(buf) else {
-            self.counters.bad_messages += 1;
+            self.ep.counters.bad_messages += 1;
             return;
         };
         let Some(data) = data.get(..len as usize) else {
-            self.counters.bad_messages += 1;
+            self.ep.counters.bad_messages += 1;
             return;
         };
-        self.counters.inline_bytes_received += u64::from(len);
+        self.ep.counters.inline_bytes_received += u64::from(len);
         let Ok(hdr) = Header::new_checked(data) else {
-            self.counters.bad_messages += 1;
+            self.ep.counters.bad_messages += 1;
             return;
         };
         let xid = hdr.xid();
@@ -777,12 +803,14 @@ impl Requester {
                 .get(i)
                 .is_some_and(|s| matches!(s.state, SlotState::Waiting | SlotState::Abandoned))
         }) else {
-            self.counters.bad_messages += 1;
+            self.ep.counters.bad_messages += 1;
             return;
         };
         self.credits.update_grant(hdr.credit());
         self.credits.release();
         let Some(slot) = self.slots.get_mut(idx) else {
+            // The XID table only holds slot indices: cannot happen.
+            debug_assert!(false, "reply for a slot out of range");
             return;
         };
         if slot.state == SlotState::Abandoned {
@@ -791,7 +819,7 @@ impl Requester {
             slot.reset();
             self.xids.remove(xid);
             self.free_slots.push(idx as u32);
-            self.counters.late_replies += 1;
+            self.ep.counters.late_replies += 1;
             return;
         }
         let outcome = match hdr.proc_() {
@@ -801,8 +829,8 @@ impl Requester {
             Proc::Error => {
                 let code = hdr.error_body().map_or(ErrorCode::Chunk, |b| b.code());
                 match code {
-                    ErrorCode::Vers => self.counters.err_vers_received += 1,
-                    ErrorCode::Chunk => self.counters.err_chunk_received += 1,
+                    ErrorCode::Vers => self.ep.counters.err_vers_received += 1,
+                    ErrorCode::Chunk => self.ep.counters.err_chunk_received += 1,
                 }
                 Err(CallError::Rdma(code))
             }
@@ -817,13 +845,13 @@ impl Requester {
                         slot.call = other;
                         // Room for the caller's page mbufs, a marker, a pad and the split.
                         let pages = slot.ddp.as_ref().map_or(0, |d| d.pages.mbuf_count());
-                        self.chains.chain_with(need + pages + 4)
+                        self.ep.chains.chain_with(need + pages + 4)
                     }
                 };
                 inline
                     .set_bytes(hdr.payload())
                     .map_err(CallError::from)
-                    .and_then(|()| place_ddp(slot, &hdr, inline, &mut self.counters))
+                    .and_then(|()| place_ddp(slot, &hdr, inline, &mut self.ep.counters))
             }
             Proc::NoMsg => {
                 // RDMA_NOMSG from a responder means "the reply is in the reply chunk": without
@@ -833,7 +861,7 @@ impl Requester {
                 match written {
                     Some(written) if slot.reply_chunk && written <= have => {
                         // The pages move into a chain of the pool; the slot keeps its storage.
-                        let mut pages = self.chains.chain();
+                        let mut pages = self.ep.chains.chain();
                         let cut = have - written;
                         slot.reply_chunk = false;
                         let trimmed = pages
@@ -841,9 +869,9 @@ impl Requester {
                             .map_err(CallError::from)
                             .and_then(|()| i64::try_from(cut).map_err(|_| CallError::BadReply))
                             .and_then(|c| pages.adj(-c).map_err(CallError::from));
-                        self.counters.long_replies += 1;
-                        self.counters.rdma_write_bytes += written;
-                        trimmed.and_then(|()| place_ddp(slot, &hdr, pages, &mut self.counters))
+                        self.ep.counters.long_replies += 1;
+                        self.ep.counters.rdma_write_bytes += written;
+                        trimmed.and_then(|()| place_ddp(slot, &hdr, pages, &mut self.ep.counters))
                     }
                     _ => Err(CallError::BadReply),
                 }
@@ -851,16 +879,16 @@ impl Requester {
             _ => Err(CallError::BadReply),
         };
         if outcome.is_ok() {
-            self.counters.messages_received += 1;
+            self.ep.counters.messages_received += 1;
         } else if matches!(outcome, Err(CallError::BadReply)) {
-            self.counters.bad_messages += 1;
+            self.ep.counters.bad_messages += 1;
         }
         slot.outcome = Some(outcome);
         // Invalidate every registration before handing the reply up (RFC 8166 §3.4.3).
         let mut pending = 0u32;
         for r in &slot.regs {
             if r.single && invalidated == Some(r.handle) {
-                self.counters.remote_invalidations += 1;
+                self.ep.counters.remote_invalidations += 1;
                 continue;
             }
             let wr = SendWr {
@@ -871,7 +899,7 @@ impl Requester {
             if prov.post_send(&[wr]).is_ok() {
                 pending += 1;
             }
-            self.counters.local_invalidations += 1;
+            self.ep.counters.local_invalidations += 1;
         }
         if pending == 0 {
             self.finish(prov, idx, events);
@@ -934,7 +962,7 @@ impl Requester {
             if abandoned {
                 continue;
             }
-            self.counters.calls_lost += 1;
+            self.ep.counters.calls_lost += 1;
             events(RequesterEvent::Failed { xid, error, pages });
         }
     }
@@ -958,7 +986,7 @@ impl Requester {
             .filter(|s| s.state == SlotState::Waiting)?;
         for r in &slot.regs {
             let _ = prov.release(r.id);
-            self.counters.local_invalidations += 1;
+            self.ep.counters.local_invalidations += 1;
         }
         slot.regs.clear();
         slot.state = SlotState::Abandoned;
@@ -966,7 +994,7 @@ impl Requester {
         slot.reply_chunk = false;
         slot.reply_pages.clear();
         slot.outcome = None;
-        self.counters.calls_abandoned += 1;
+        self.ep.counters.calls_abandoned += 1;
         Some(Abandoned {
             call: slot.call.take(),
             pages: slot.ddp.take().map(|d| d.pages),
@@ -977,7 +1005,7 @@ impl Requester {
     /// with [`CallError::Closed`] (registrations revoked, the caller's pages handed back in
     /// the events), then report [`RequesterEvent::ConnectionLost`]. Later calls are refused.
     pub fn close<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(RequesterEvent)) {
-        if self.lost {
+        if self.ep.lost {
             return;
         }
         prov.disconnect();
@@ -987,14 +1015,14 @@ impl Requester {
 
     /// Connection loss: fail every pending call, release every registration, free all pages.
     fn lose<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(RequesterEvent)) {
-        if self.lost {
+        if self.ep.lost {
             return;
         }
-        self.lost = true;
-        self.counters.connection_losses += 1;
+        self.ep.lost = true;
+        self.ep.counters.connection_losses += 1;
         self.fail_all(prov, CallError::ConnectionLost, events);
         self.credits.reset();
-        self.send.reset();
+        self.ep.send.reset();
         self.recv_free.reset();
         self.recv_posted = 0;
         self.xids.clear();
@@ -1018,9 +1046,6 @@ fn read_xid(call: &Chain) -> Option<u32> {
     Some(u32::from_be_bytes(w))
 }
 
-/// Spare reply chains kept beyond one per slot (replies the caller still holds).
-const SPARE_CHAINS: usize = 8;
-
 fn too_large(_: crate::wire::EncodeError) -> CallError {
     CallError::TooLarge
 }
@@ -1030,17 +1055,17 @@ fn too_large(_: crate::wire::EncodeError) -> CallError {
 fn finish_header(
     mut enc: HeaderEncoder,
     sb: &mut [u8],
-    provisioned: Provisioned,
+    provisioned: Provision,
     segs: &WriteChunk,
 ) -> Result<usize, CallError> {
     let chunk = segs.iter().copied();
     match provisioned {
-        Provisioned::None => enc.finish(sb, None::<core::iter::Empty<Segment>>),
-        Provisioned::Write => {
+        Provision::Inline => enc.finish(sb, None::<core::iter::Empty<Segment>>),
+        Provision::WriteChunk => {
             enc.write_chunk(sb, chunk).map_err(too_large)?;
             enc.finish(sb, None::<core::iter::Empty<Segment>>)
         }
-        Provisioned::Reply => enc.finish(sb, Some(chunk)),
+        Provision::ReplyChunk => enc.finish(sb, Some(chunk)),
     }
     .map_err(too_large)
 }

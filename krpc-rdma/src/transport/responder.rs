@@ -5,23 +5,27 @@ use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use mbuf::{Chain, ChainPool, Mbuf, PageFragment, PageProvider};
+use mbuf::{Chain, Mbuf, PageFragment, PageProvider};
 
+use super::bounded::Bounded;
 use super::config::TransportConfig;
 use super::counters::Counters;
-use super::error::CallError;
+use super::endpoint::{Cm, Endpoint};
+use super::error::{CallError, Fault};
 use super::pullup::gather;
 use super::rdma_plan::{plan, WrDesc};
-use super::send_ctx::{FreeList, SendContexts, WrTag};
+use super::read_chunks::{positions_fit, ReadBudget, MAX_CALL_CHUNKS};
+use super::reply_plan::{self, write_chunk_use, written_segments, WriteChunkUse};
+use super::send_ctx::{FreeList, WrTag};
 use super::xdr_reduce::{copy_inline, inline_len, kept_ranges, reduce, xdr_pad, ReducedItem};
 use crate::provider::{
-    drain_cq_bounded, CmEvent, Completion, Provider, ProviderError, Resources, SendOp, SendWr,
-    WcKind, WcStatus,
+    drain_cq_bounded, Completion, Provider, ProviderError, Resources, SendOp, SendWr, WcKind,
+    WcStatus,
 };
 use crate::wire::{
-    encode_error, header_len, negotiate, CmPrivateData, ErrorBody, ErrorCode, Header,
-    HeaderEncoder, InlineThresholds, Proc, Segment, WriteChunk, CM_PRIVATE_LEN, MAX_CHUNK_SEGMENTS,
-    MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS, MIN_HEADER_LEN,
+    encode_error, header_len, ErrorBody, ErrorCode, Header, HeaderEncoder, InlineThresholds, Proc,
+    Segment, CM_PRIVATE_LEN, MAX_CHUNK_SEGMENTS, MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS,
+    MIN_HEADER_LEN,
 };
 
 /// Handle of a received call, needed to send its reply. Bounded by the credits: there are at
@@ -58,6 +62,7 @@ pub enum ResponderEvent {
 
 /// Why a reply could not be sent.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ReplyError {
     /// Resources busy (send buffer, send queue): retry later with the same context and chain.
     WouldBlock {
@@ -77,6 +82,44 @@ pub enum ReplyError {
     Failed(CallError),
 }
 
+impl ReplyError {
+    /// Who is at fault.
+    pub fn fault(&self) -> Fault {
+        match self {
+            ReplyError::WouldBlock { .. } => Fault::BackPressure,
+            // The upper layer answered a context it does not hold.
+            ReplyError::StaleContext => Fault::Bug,
+            ReplyError::ConnectionLost => Fault::Fabric,
+            // The requester did not provision room for this reply (RFC 8166 §4.5.2).
+            ReplyError::ChunkError => Fault::Peer,
+            ReplyError::Failed(e) => e.fault(),
+        }
+    }
+}
+
+impl core::fmt::Display for ReplyError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ReplyError::WouldBlock { .. } => f.write_str("transport resources busy"),
+            ReplyError::StaleContext => f.write_str("unknown or already used reply context"),
+            ReplyError::ConnectionLost => f.write_str("connection lost"),
+            ReplyError::ChunkError => {
+                f.write_str("reply does not fit the requester's chunks: ERR_CHUNK sent")
+            }
+            ReplyError::Failed(e) => write!(f, "reply failed: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for ReplyError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            ReplyError::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum CtxState {
     Free,
@@ -90,11 +133,11 @@ struct CallCtx {
     generation: u32,
     xid: u32,
     /// The requester's Write chunks, their segments back to back (stored once, in place).
-    write_segs: heapless::Vec<Segment, { MAX_WRITE_CHUNKS * MAX_CHUNK_SEGMENTS }>,
+    write_segs: Bounded<Segment>,
     /// Where each Write chunk ends in `write_segs`.
     write_ends: heapless::Vec<u8, MAX_WRITE_CHUNKS>,
     /// The requester's Reply chunk, if it sent one.
-    reply_segs: WriteChunk,
+    reply_segs: Bounded<Segment>,
     has_reply: bool,
     inv_handle: Option<u32>,
     call: Option<Chain>,
@@ -107,7 +150,7 @@ struct CallCtx {
     /// The read chunks: (XDR position, total length).
     chunks: heapless::Vec<(u32, u32), MAX_CALL_CHUNKS>,
     /// Read chunk segments and the call-chain offset their data lands at.
-    reads: heapless::Vec<(Segment, usize), MAX_READ_SEGMENTS>,
+    reads: Bounded<(Segment, usize)>,
     /// Page bytes charged to the connection's DDP budget while the context lives.
     ddp_bytes: usize,
 }
@@ -118,28 +161,30 @@ impl CallCtx {
         self.chunks.iter().map(|&(_, t)| t as usize).sum()
     }
 
-    fn empty() -> Self {
-        CallCtx {
+    /// A free context; its lists' storage is allocated here, once (so a context is small
+    /// enough to build and move on a kernel stack).
+    fn new() -> Result<Self, CallError> {
+        Ok(CallCtx {
             state: CtxState::Free,
             generation: 0,
             xid: 0,
-            write_segs: heapless::Vec::new(),
+            write_segs: Bounded::with_capacity(MAX_WRITE_CHUNKS * MAX_CHUNK_SEGMENTS)?,
             write_ends: heapless::Vec::new(),
-            reply_segs: WriteChunk::new(),
+            reply_segs: Bounded::with_capacity(MAX_CHUNK_SEGMENTS)?,
             has_reply: false,
             inv_handle: None,
             call: None,
             inline: None,
             nomsg: false,
             chunks: heapless::Vec::new(),
-            reads: heapless::Vec::new(),
+            reads: Bounded::with_capacity(MAX_READ_SEGMENTS)?,
             ddp_bytes: 0,
-        }
+        })
     }
 
     /// The requester's Reply chunk, if it sent one.
     fn reply_chunk(&self) -> Option<&[Segment]> {
-        self.has_reply.then_some(self.reply_segs.as_slice())
+        self.has_reply.then_some(&self.reply_segs[..])
     }
 
     /// The requester's Write chunks, in order.
@@ -152,9 +197,6 @@ impl CallCtx {
         })
     }
 }
-
-/// Read chunks per call we accept (RFC 8166 does not bound it; NFS uses one).
-const MAX_CALL_CHUNKS: usize = 4;
 
 /// `RDMA_ERROR`s waiting for a send buffer; one more and the connection is closed.
 const DEFERRED_ERRORS: usize = 16;
@@ -206,12 +248,9 @@ struct ReadJob {
 /// §3.3.1); keeps one bounded context per call between [`poll`](Self::poll) handing it up and
 /// [`reply`](Self::reply).
 pub struct Responder {
-    cfg: TransportConfig,
-    res: Resources,
-    pages: Arc<dyn PageProvider>,
-    ours: CmPrivateData,
-    thresholds: InlineThresholds,
-    lost: bool,
+    /// Configuration, resources, pages, call chains, thresholds, send contexts, fragment
+    /// table, counters: what both ends hold.
+    ep: Endpoint,
     /// We disconnected (RFC 8166 §4.5.4); the next `poll` reports the loss.
     closing: bool,
     recvs_started: bool,
@@ -221,10 +260,6 @@ pub struct Responder {
     /// Calls waiting for their RDMA Reads, oldest first (never grows: one per context).
     read_queue: VecDeque<u32>,
     job: ReadJob,
-    send: SendContexts,
-    /// Storage of the call chains handed up (it comes back when the caller drops them).
-    chains: Arc<ChainPool>,
-    frags: Vec<PageFragment>,
     pieces: Vec<PageFragment>,
     wrs: Vec<WrDesc>,
     /// The work-request array a reply's RDMA Writes and Send are posted from: allocated
@@ -234,15 +269,14 @@ pub struct Responder {
     errors: heapless::Deque<Refusal, DEFERRED_ERRORS>,
     /// Page bytes held by live contexts' read chunks (bounded by `max_ddp_bytes`).
     ddp_in_use: usize,
-    counters: Counters,
 }
 
 impl core::fmt::Debug for Responder {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Responder")
-            .field("thresholds", &self.thresholds)
+            .field("thresholds", &self.ep.thresholds)
             .field("recv_posted", &self.recv_posted)
-            .field("lost", &self.lost)
+            .field("lost", &self.ep.lost)
             .finish_non_exhaustive()
     }
 }
@@ -264,72 +298,67 @@ impl Responder {
         let n = cfg.max_requests.max(1);
         let mut ctxs = Vec::new();
         reserve(&mut ctxs, n as usize)?;
-        ctxs.resize_with(n as usize, CallCtx::empty);
+        for _ in 0..n {
+            ctxs.push(CallCtx::new()?);
+        }
         let mut read_queue = VecDeque::new();
         read_queue
             .try_reserve_exact(n as usize)
             .map_err(|_| CallError::NoMemory)?;
-        let (mut frags, mut pieces, mut wrs) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut pieces, mut wrs) = (Vec::new(), Vec::new());
         let nf = cfg.max_fragments as usize;
-        reserve(&mut frags, nf)?;
         reserve(&mut pieces, nf * 2)?;
         reserve(&mut wrs, nf * 2)?;
         let mut wr_array = Vec::new();
         reserve(&mut wr_array, nf * 2 + 1)?;
+        let free_ctx = FreeList::new(n).map_err(|_| CallError::NoMemory)?;
+        // The endpoint core last, straight into the value returned (no fallible step after
+        // it), so the compiler builds it in place: one copy of the endpoint on the stack.
         Ok(Responder {
-            ours: cfg.private_data_for(&resources)?,
-            cfg,
-            res: resources,
-            pages,
-            thresholds: InlineThresholds::default(),
-            lost: false,
+            ep: Endpoint::new(cfg, resources, pages)?,
             closing: false,
             recvs_started: false,
             recv_posted: 0,
             ctxs,
-            free_ctx: FreeList::new(n).map_err(|_| CallError::NoMemory)?,
+            free_ctx,
             read_queue,
             job: ReadJob::default(),
-            send: SendContexts::new(resources.send_bufs).map_err(|_| CallError::NoMemory)?,
-            chains: ChainPool::new(n as usize + SPARE_CHAINS)?,
-            frags,
             pieces,
             wrs,
             wr_array,
             errors: heapless::Deque::new(),
             ddp_in_use: 0,
-            counters: Counters::default(),
         })
     }
 
     /// Our 8-byte RFC 8797 private data, for the CM accept.
     pub fn private_data(&self) -> [u8; CM_PRIVATE_LEN] {
-        self.ours.to_bytes()
+        self.ep.private_data()
     }
 
     /// Statistics.
     pub fn counters(&self) -> &Counters {
-        &self.counters
+        &self.ep.counters
     }
 
     /// The thresholds in force.
     pub fn thresholds(&self) -> InlineThresholds {
-        self.thresholds
+        self.ep.thresholds
     }
 
     /// The credit grant sent in replies: the Receives posted, at most `max_requests`.
     pub fn grant(&self) -> u32 {
-        self.recv_posted.min(self.cfg.max_requests).max(1)
+        self.recv_posted.min(self.ep.cfg.max_requests).max(1)
     }
 
     /// Post every receive buffer once (done by `poll`; exposed for providers that need
     /// Receives posted before the connection is accepted).
     pub fn post_receives<P: Provider>(&mut self, prov: &mut P) {
-        if self.recvs_started || self.lost {
+        if self.recvs_started || self.ep.lost {
             return;
         }
         let mut ok = true;
-        for b in 0..self.res.recv_bufs {
+        for b in 0..self.ep.res.recv_bufs {
             if prov.post_recv(&[b]).is_ok() {
                 self.recv_posted += 1;
             } else {
@@ -354,15 +383,13 @@ impl Responder {
         budget: usize,
         events: &mut impl FnMut(ResponderEvent),
     ) -> bool {
-        while let Some(ev) = prov.poll_event() {
+        while let Some(ev) = self.ep.next_cm_event(prov) {
             match ev {
-                CmEvent::Established { private_data } => {
-                    let peer = CmPrivateData::from_peer(&private_data);
-                    self.thresholds = negotiate(&self.ours, &peer);
+                Cm::Connected(t) => {
                     self.post_receives(prov);
-                    events(ResponderEvent::Connected(self.thresholds));
+                    events(ResponderEvent::Connected(t));
                 }
-                CmEvent::Disconnected => self.lose(events),
+                Cm::Disconnected => self.lose(events),
             }
         }
         self.post_receives(prov);
@@ -402,7 +429,7 @@ impl Responder {
         if !self.is_handed(&ctx) {
             return Err(ReplyError::StaleContext);
         }
-        self.counters.calls_dropped += 1;
+        self.ep.counters.calls_dropped += 1;
         self.release_ctx(ctx.idx);
         self.pump_reads(prov, events);
         Ok(())
@@ -417,11 +444,11 @@ impl Responder {
     /// We can neither answer nor refuse: close the connection (RFC 8166 §4.5.4). The loss is
     /// reported by the next `poll` (and by the provider's own `Disconnected`).
     fn close<P: Provider>(&mut self, prov: &mut P) {
-        if self.lost || self.closing {
+        if self.ep.lost || self.closing {
             return;
         }
         self.closing = true;
-        self.counters.closes += 1;
+        self.ep.counters.closes += 1;
         prov.disconnect();
     }
 
@@ -431,7 +458,7 @@ impl Responder {
         wc: &Completion,
         events: &mut impl FnMut(ResponderEvent),
     ) {
-        if self.lost || self.closing {
+        if self.ep.lost || self.closing {
             return;
         }
         if wc.status != WcStatus::Success {
@@ -454,8 +481,8 @@ impl Responder {
             WcKind::Send => match WrTag::decode(wc.wr_id) {
                 Some(WrTag::Send(buf)) => {
                     // The reply's storage builds the next call handed up.
-                    if let Some(reply) = self.send.complete_take(buf) {
-                        self.chains.recycle(reply);
+                    if let Some(reply) = self.ep.send.complete_take(buf) {
+                        self.ep.chains.recycle(reply);
                     }
                     // A send buffer and send-queue room came free: owed errors first, then a
                     // read job that stalled on a full send queue or on the DDP budget.
@@ -475,7 +502,7 @@ impl Responder {
     /// is (in order); with the deferred queue full or the provider failing, close (RFC 8166
     /// §4.5.4: a responder that can neither reply nor send an error closes the connection).
     fn send_error<P: Provider>(&mut self, prov: &mut P, r: Refusal) {
-        if self.lost || self.closing {
+        if self.ep.lost || self.closing {
             return;
         }
         if self.errors.is_empty() {
@@ -485,7 +512,7 @@ impl Responder {
                 Err(_) => return self.close(prov),
             }
         }
-        self.counters.resource_stalls += 1;
+        self.ep.counters.resource_stalls += 1;
         if self.errors.push_back(r).is_err() {
             self.close(prov);
         }
@@ -494,7 +521,7 @@ impl Responder {
     /// Send the owed `RDMA_ERROR`s that fit now.
     fn flush_errors<P: Provider>(&mut self, prov: &mut P) {
         while let Some(&r) = self.errors.front() {
-            if self.lost || self.closing {
+            if self.ep.lost || self.closing {
                 self.errors.clear();
                 return;
             }
@@ -509,7 +536,7 @@ impl Responder {
     }
 
     fn try_send_error<P: Provider>(&mut self, prov: &mut P, r: Refusal) -> Result<(), CallError> {
-        let buf = self.send.get().ok_or(CallError::WouldBlock)?;
+        let buf = self.ep.send.get().ok_or(CallError::WouldBlock)?;
         let credit = self.grant();
         let body = ErrorBody::for_code(r.code);
         let len = match prov
@@ -518,7 +545,7 @@ impl Responder {
         {
             Ok(Ok(n)) => n,
             _ => {
-                self.send.complete(buf);
+                self.ep.send.complete(buf);
                 return Err(CallError::BadConfig);
             }
         };
@@ -532,14 +559,14 @@ impl Responder {
             signaled: true,
         };
         if let Err(e) = prov.post_send(&[wr]) {
-            self.send.complete(buf);
+            self.ep.send.complete(buf);
             return Err(e.into());
         }
         match r.code {
-            ErrorCode::Vers => self.counters.err_vers_sent += 1,
-            ErrorCode::Chunk => self.counters.err_chunk_sent += 1,
+            ErrorCode::Vers => self.ep.counters.err_vers_sent += 1,
+            ErrorCode::Chunk => self.ep.counters.err_chunk_sent += 1,
         }
-        self.counters.inline_bytes_sent += len as u64;
+        self.ep.counters.inline_bytes_sent += len as u64;
         Ok(())
     }
 
@@ -550,7 +577,7 @@ impl Responder {
         len: u32,
         events: &mut impl FnMut(ResponderEvent),
     ) {
-        self.counters.inline_bytes_received += u64::from(len);
+        self.ep.counters.inline_bytes_received += u64::from(len);
         let received = match prov.recv_buf(buf) {
             Ok(data) => match data.get(..len as usize) {
                 Some(d) => self.parse_call(d),
@@ -576,9 +603,9 @@ impl Responder {
                     self.hand_up(idx, events);
                 }
             }
-            Received::Discard => self.counters.bad_messages += 1,
+            Received::Discard => self.ep.counters.bad_messages += 1,
             Received::Refuse(r) => {
-                self.counters.bad_messages += 1;
+                self.ep.counters.bad_messages += 1;
                 self.send_error(prov, r);
             }
             Received::Close => self.close(prov),
@@ -618,20 +645,16 @@ impl Responder {
         // Semantic checks the codec leaves to us (RFC 8166 §4.5.2: ERR_CHUNK).
         let mut chunks: heapless::Vec<(u32, u32), MAX_CALL_CHUNKS> = heapless::Vec::new();
         let mut call_bytes = 0u64;
+        let budget = ReadBudget {
+            max_chunk_bytes: self.ep.cfg.max_chunk_bytes,
+            max_call_ddp_bytes: self.ep.cfg.max_call_ddp_bytes,
+        };
         let has_reads = hdr.read_list().next().is_some();
         for (pos, segs) in hdr.read_chunks().take_while(|_| has_reads) {
-            let total = segs.total_length();
-            call_bytes = call_bytes.saturating_add(total);
-            if total > u64::from(self.cfg.max_chunk_bytes)
-                || call_bytes > u64::from(self.cfg.max_call_ddp_bytes)
-                || segs.clone().any(|s| s.end().is_none())
-            {
-                return refuse;
-            }
-            let Ok(total) = u32::try_from(total) else {
+            let Some(total) = budget.admit(&mut call_bytes, segs.total_length()) else {
                 return refuse;
             };
-            if chunks.push((pos, total)).is_err() {
+            if segs.clone().any(|s| s.end().is_none()) || chunks.push((pos, total)).is_err() {
                 return refuse;
             }
         }
@@ -646,37 +669,16 @@ impl Responder {
         if bad_target {
             return refuse;
         }
-        // The XDR stream the other read chunks are placed in: the inline payload, or for a
-        // Long Call the position-zero chunk (RFC 8166 §3.5.3: a Long Call may carry further
-        // read chunks for its DDP-eligible items; their positions are in the message the
-        // position-zero chunk carries). A NOMSG without a position-zero chunk carries no
-        // call and is refused.
-        let (stream_len, placed) = if nomsg {
-            match chunks.split_first() {
-                Some((&(0, total0), rest)) => (u64::from(total0), rest),
-                _ => return refuse,
-            }
-        } else {
-            (payload.len() as u64, &chunks[..])
-        };
-        let mut removed = 0u64;
-        let mut last_inline = 0u64;
-        for (pos, total) in placed {
-            let Some(at) = u64::from(*pos).checked_sub(removed) else {
-                return refuse;
-            };
-            if *pos == 0 || at > stream_len || at < last_inline {
-                return refuse;
-            }
-            last_inline = at;
-            removed += u64::from(*total) + xdr_pad(*total as usize) as u64;
+        // The XDR stream the other read chunks are placed in (RFC 8166 §3.5.3).
+        if !positions_fit(&chunks, nomsg, payload.len()) {
+            return refuse;
         }
         let Some(idx) = self.free_ctx.pop() else {
             // More calls than credits granted (the requester broke RFC 8166 §3.3.1): refused,
             // not dropped, so its caller learns at once.
             return refuse;
         };
-        let inv_handle = if self.thresholds.send_with_invalidate {
+        let inv_handle = if self.ep.thresholds.send_with_invalidate {
             // The first chunk's first handle. (Linux's svc_rdma_get_inv_rkey is stricter: it
             // uses Send With Invalidate only when every segment carries the same handle. Ours
             // is also safe: the requester Local-Invalidates whatever the Send did not revoke.)
@@ -700,7 +702,7 @@ impl Responder {
         // The inline part, copied out of the receive buffer (reposted right after) into a
         // chain of the pool.
         let body = if nomsg { &[][..] } else { payload };
-        let mut inline = self.chains.chain();
+        let mut inline = self.ep.chains.chain();
         if inline.append(body).is_err() {
             // Out of memory for a few KiB: we cannot hold the call, and a refusal would tell
             // the requester its chunks were wrong; close (RFC 8166 §4.5.4), the requester
@@ -761,9 +763,9 @@ impl Responder {
             ctx.inline = None;
             ctx.state = CtxState::Handed;
         } else {
-            self.counters.read_chunks += chunks.len() as u64;
+            self.ep.counters.read_chunks += chunks.len() as u64;
             if nomsg {
-                self.counters.long_calls += 1;
+                self.ep.counters.long_calls += 1;
             }
             ctx.call = None;
             ctx.inline = Some(inline);
@@ -778,7 +780,7 @@ impl Responder {
     /// chunks back to back. Charges the pages to the budget.
     fn build_call(&mut self, idx: u32) -> Result<(), CallError> {
         let ctx = self.ctxs.get_mut(idx as usize).ok_or(CallError::BadCall)?;
-        let pages = &self.pages;
+        let pages = &self.ep.pages;
         let chunks = &ctx.chunks;
         let charged = ctx.read_bytes();
         // Mbufs the call will have: the inline ones (one more where a chunk splits one), and
@@ -789,7 +791,7 @@ impl Responder {
                 .iter()
                 .map(|&(_, t)| 3 + (t as usize).div_ceil(per_mbuf))
                 .sum::<usize>();
-        let mut call = self.chains.chain_with(need);
+        let mut call = self.ep.chains.chain_with(need);
         if ctx.nomsg {
             for &(_, total) in chunks {
                 call.append_pages(pages, total as usize)?;
@@ -819,7 +821,7 @@ impl Responder {
         let mut data = stream.split(total0)?;
         let others = ctx.chunks.get(1..).unwrap_or_default();
         let need = stream.mbuf_count() + data.mbuf_count() + 3 * others.len();
-        let mut call = self.chains.chain_with(need);
+        let mut call = self.ep.chains.chain_with(need);
         splice(&mut call, stream, others, |i, call| {
             let len = others.get(i).map_or(0, |c| c.1 as usize);
             let tail = data.split(len)?;
@@ -831,13 +833,18 @@ impl Responder {
 
     fn hand_up(&mut self, idx: u32, events: &mut impl FnMut(ResponderEvent)) {
         let Some(ctx) = self.ctxs.get_mut(idx as usize) else {
+            debug_assert!(false, "hand-up of a context out of range");
             return;
         };
         ctx.state = CtxState::Handed;
         let Some(call) = ctx.call.take() else {
+            // Every path here built the call first. Were it missing, nobody would ever answer
+            // the context: give it (and its credit and pages charge) back instead of leaking.
+            debug_assert!(false, "hand-up of a context without its call");
+            self.release_ctx(idx);
             return;
         };
-        self.counters.messages_received += 1;
+        self.ep.counters.messages_received += 1;
         events(ResponderEvent::Call(Incoming {
             xid: ctx.xid,
             call,
@@ -852,13 +859,13 @@ impl Responder {
     /// `max_rd_atomic`; hand up calls whose reads are all done.
     fn pump_reads<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(ResponderEvent)) {
         loop {
-            if self.lost || self.closing {
+            if self.ep.lost || self.closing {
                 return;
             }
             let Some(idx) = self.job.ctx.or_else(|| self.start_job(prov)) else {
                 return;
             };
-            let max = self.res.max_rd_atomic.max(1);
+            let max = self.ep.res.max_rd_atomic.max(1);
             while self.job.in_flight < max {
                 let Some(d) = self.wrs.get(self.job.next_wr) else {
                     break;
@@ -877,7 +884,7 @@ impl Responder {
                 };
                 match prov.post_send(&[wr]) {
                     Ok(()) => {
-                        self.counters.rdma_read_bytes += u64::from(d.len);
+                        self.ep.counters.rdma_read_bytes += u64::from(d.len);
                         self.job.next_wr += 1;
                         self.job.in_flight += 1;
                     }
@@ -909,9 +916,9 @@ impl Responder {
         while let Some(&idx) = self.read_queue.front() {
             let need = self.ctxs.get(idx as usize).map_or(0, CallCtx::read_bytes);
             if self.ddp_in_use > 0
-                && self.ddp_in_use.saturating_add(need) > self.cfg.max_ddp_bytes as usize
+                && self.ddp_in_use.saturating_add(need) > self.ep.cfg.max_ddp_bytes as usize
             {
-                self.counters.ddp_budget_waits += 1;
+                self.ep.counters.ddp_budget_waits += 1;
                 return None;
             }
             self.read_queue.pop_front();
@@ -929,7 +936,7 @@ impl Responder {
                 // More pieces or work requests than our limits: refuse it (RFC 8166 §8.1.4).
                 let xid = self.ctxs.get(idx as usize).map_or(0, |c| c.xid);
                 self.release_ctx(idx);
-                self.counters.bad_messages += 1;
+                self.ep.counters.bad_messages += 1;
                 self.send_error(prov, Refusal::chunk(xid));
                 continue;
             }
@@ -945,29 +952,33 @@ impl Responder {
 
     /// Plan the RDMA Reads of a built call into `pieces` / `wrs`; false if they do not fit.
     fn plan_reads(&mut self, idx: u32) -> bool {
+        // The caller built the call in this context just before: both always hold (false
+        // would refuse the call, not leak it).
         let Some(ctx) = self.ctxs.get(idx as usize) else {
+            debug_assert!(false, "read plan of a context out of range");
             return false;
         };
         let Some(call) = ctx.call.as_ref() else {
+            debug_assert!(false, "read plan of a context without its call");
             return false;
         };
         self.pieces.clear();
         self.wrs.clear();
-        for (seg, off) in &ctx.reads {
-            self.frags.clear();
+        for (seg, off) in ctx.reads.iter() {
+            self.ep.frags.clear();
             let Ok(it) = call.page_fragments_in(*off..*off + seg.length as usize) else {
                 return false;
             };
             for f in it {
-                if self.frags.len() >= self.frags.capacity() {
+                if self.ep.frags.len() >= self.ep.frags.capacity() {
                     return false;
                 }
-                self.frags.push(f);
+                self.ep.frags.push(f);
             }
             if plan(
-                &self.frags,
+                &self.ep.frags,
                 core::iter::once(*seg),
-                self.res.max_sge as usize,
+                self.ep.res.max_sge as usize,
                 &mut self.pieces,
                 &mut self.wrs,
             )
@@ -1011,14 +1022,14 @@ impl Responder {
         reply: Chain,
     ) -> Result<(), ReplyError> {
         let valid = self.is_handed(&ctx);
-        if self.lost || self.closing {
+        if self.ep.lost || self.closing {
             return Err(ReplyError::ConnectionLost);
         }
         if !valid {
             return Err(ReplyError::StaleContext);
         }
-        let Some(buf) = self.send.get() else {
-            self.counters.resource_stalls += 1;
+        let Some(buf) = self.ep.send.get() else {
+            self.ep.counters.resource_stalls += 1;
             return Err(ReplyError::WouldBlock { ctx, reply });
         };
         let idx = ctx.idx;
@@ -1028,13 +1039,13 @@ impl Responder {
                 Ok(())
             }
             Err((e, Some(reply))) => {
-                self.send.complete(buf);
-                self.counters.resource_stalls += 1;
+                self.ep.send.complete(buf);
+                self.ep.counters.resource_stalls += 1;
                 let _ = e;
                 Err(ReplyError::WouldBlock { ctx, reply })
             }
             Err((CallError::TooLarge, None)) => {
-                self.send.complete(buf);
+                self.ep.send.complete(buf);
                 let xid = self.ctxs.get(idx as usize).map_or(0, |c| c.xid);
                 self.send_error(prov, Refusal::chunk(xid));
                 self.release_ctx(idx);
@@ -1044,7 +1055,7 @@ impl Responder {
                 // The reply cannot be built (memory, an unaligned DDP region): the requester
                 // gets ERR_CHUNK rather than silence. A provider failure means the queue pair
                 // is unusable: close (RFC 8166 §4.5.4).
-                self.send.complete(buf);
+                self.ep.send.complete(buf);
                 let xid = self.ctxs.get(idx as usize).map_or(0, |c| c.xid);
                 self.release_ctx(idx);
                 match e {
@@ -1062,6 +1073,7 @@ impl Responder {
     /// each Write chunk echoed with its segments' lengths set to what was written into them
     /// (filled in order, as [`plan`] fills them; zero for an unused chunk, RFC 8166 §4.3.2),
     /// the Reply chunk likewise (zero unless a Long Reply used it, §4.3.3).
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     fn build_reply<P: Provider>(
         &mut self,
         prov: &mut P,
@@ -1086,25 +1098,26 @@ impl Responder {
         // Bytes written into each Write chunk (0: unused, or empty on purpose).
         let mut written = [0usize; MAX_WRITE_CHUNKS];
         for ((i, chunk), w) in ctx.write_chunks().enumerate().zip(written.iter_mut()) {
-            match all.get(i) {
-                // An empty write chunk: the requester asks for this item inline (RFC 8166
-                // §4.3.2.3); the chunk is echoed empty.
-                Some(_) if chunk.is_empty() => {}
-                Some(item) => {
-                    self.frags.clear();
+            let item = all.get(i);
+            match (write_chunk_use(item.is_some(), chunk.is_empty()), item) {
+                // The requester asks for this item inline (RFC 8166 §4.3.2.3); the chunk is
+                // echoed empty.
+                (WriteChunkUse::Inline, _) => {}
+                (WriteChunkUse::Written, Some(item)) => {
+                    self.ep.frags.clear();
                     for f in reply
                         .page_fragments_in(item.data())
                         .map_err(|e| fatal(e.into()))?
                     {
-                        if self.frags.len() >= self.frags.capacity() {
+                        if self.ep.frags.len() >= self.ep.frags.capacity() {
                             return Err(fatal(CallError::TooLarge));
                         }
-                        self.frags.push(f);
+                        self.ep.frags.push(f);
                     }
                     plan(
-                        &self.frags,
+                        &self.ep.frags,
                         chunk.iter().copied(),
-                        self.res.max_sge as usize,
+                        self.ep.res.max_sge as usize,
                         &mut self.pieces,
                         &mut self.wrs,
                     )
@@ -1115,7 +1128,7 @@ impl Responder {
                     tally.rdma_write_bytes += item.len as u64;
                 }
                 // Unused write chunk: returned with zero lengths.
-                None => {}
+                _ => {}
             }
         }
         // Items with no (or an empty) write chunk: the DDP data travels inline (a copy).
@@ -1125,43 +1138,20 @@ impl Responder {
         let total = reply.len();
         let inline = inline_len(total, &items);
         let reply_segs = ctx.reply_chunk().map(<[Segment]>::len);
-        let max_send = (self.thresholds.send as usize).min(self.res.send_buf_size as usize);
+        let max_send = self.ep.max_send();
         let hlen = header_len(0, ctx.write_chunks().map(<[Segment]>::len), reply_segs);
-        let long = hlen + inline > max_send;
+        let long = reply_plan::is_long(hlen, inline, max_send);
         // A Long Reply: what stays inline goes through the reply chunk instead, from the reply's
         // own pages and, for the other bytes, from pages pulled up into this send context.
         let mut reply_written = 0usize;
         if long {
-            let Some(rc) = ctx.reply_chunk() else {
-                return Err(fatal(CallError::TooLarge));
-            };
-            self.frags.clear();
-            let hold = self.send.pullup(buf).ok_or(fatal(CallError::BadCall))?;
-            let got = gather(
-                &reply,
-                kept_ranges(total, &items),
-                &self.pages,
-                &mut self.frags,
-                hold,
-            )
-            .map_err(fatal)?;
-            if got.pulled > 0 {
-                tally.pullup_copies += 1;
-                tally.pullup_bytes += got.pulled as u64;
-            }
-            plan(
-                &self.frags,
-                rc.iter().copied(),
-                self.res.max_sge as usize,
-                &mut self.pieces,
-                &mut self.wrs,
-            )
-            .map_err(fatal)?;
-            reply_written = got.bytes;
-            tally.long_replies += 1;
-            tally.reply_chunks += 1;
-            tally.rdma_write_bytes += got.bytes as u64;
+            reply_written = self
+                .plan_long_reply(idx, buf, &reply, &items, &mut tally)
+                .map_err(fatal)?;
         }
+        let Some(ctx) = self.ctxs.get(idx as usize) else {
+            return Err(fatal(CallError::BadCall));
+        };
         let send_len = {
             let sb = prov.send_buf(buf).map_err(|e| fatal(e.into()))?;
             let mut enc = HeaderEncoder::begin(sb, xid, credit, long).map_err(too_large)?;
@@ -1189,7 +1179,7 @@ impl Responder {
             },
             signaled: true,
         };
-        if self.wrs.len() + 1 > self.res.max_send_wr as usize {
+        if self.wrs.len() + 1 > self.ep.res.max_send_wr as usize {
             return Err(fatal(CallError::TooLarge));
         }
         if self.wrs.is_empty() {
@@ -1246,6 +1236,49 @@ impl Responder {
         }
     }
 
+    /// A Long Reply: what stays inline goes through the reply chunk instead, from the reply's
+    /// own pages and, for the other bytes, from pages pulled up into send context `buf`.
+    /// Plans its RDMA Writes after the write chunks' ones; returns the bytes it writes.
+    #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
+    fn plan_long_reply(
+        &mut self,
+        idx: u32,
+        buf: u32,
+        reply: &Chain,
+        items: &[ReducedItem],
+        tally: &mut ReplyTally,
+    ) -> Result<usize, CallError> {
+        let rc = self
+            .ctxs
+            .get(idx as usize)
+            .and_then(CallCtx::reply_chunk)
+            .ok_or(CallError::TooLarge)?;
+        self.ep.frags.clear();
+        let hold = self.ep.send.pullup(buf).ok_or(CallError::BadCall)?;
+        let got = gather(
+            reply,
+            kept_ranges(reply.len(), items),
+            &self.ep.pages,
+            &mut self.ep.frags,
+            hold,
+        )?;
+        if got.pulled > 0 {
+            tally.pullup_copies += 1;
+            tally.pullup_bytes += got.pulled as u64;
+        }
+        plan(
+            &self.ep.frags,
+            rc.iter().copied(),
+            self.ep.res.max_sge as usize,
+            &mut self.pieces,
+            &mut self.wrs,
+        )?;
+        tally.long_replies += 1;
+        tally.reply_chunks += 1;
+        tally.rdma_write_bytes += got.bytes as u64;
+        Ok(got.bytes)
+    }
+
     /// Book-keeping after a reply was posted: keep its pages until the Send completes.
     fn sent(
         &mut self,
@@ -1255,7 +1288,7 @@ impl Responder {
         reply: Chain,
         tally: &ReplyTally,
     ) {
-        let c = &mut self.counters;
+        let c = &mut self.ep.counters;
         c.write_chunks += tally.write_chunks;
         c.reply_chunks += tally.reply_chunks;
         c.long_replies += tally.long_replies;
@@ -1264,30 +1297,30 @@ impl Responder {
         c.pullup_bytes += tally.pullup_bytes;
         c.ddp_payload_copied_bytes += tally.ddp_payload_copied_bytes;
         if inv.is_some() {
-            self.counters.send_with_invalidate += 1;
+            self.ep.counters.send_with_invalidate += 1;
         }
-        self.counters.messages_sent += 1;
-        self.counters.inline_bytes_sent += send_len as u64;
-        self.send.hold(buf, reply);
+        self.ep.counters.messages_sent += 1;
+        self.ep.counters.inline_bytes_sent += send_len as u64;
+        self.ep.send.hold(buf, reply);
     }
 
     /// Connection loss: every context dies, every page is freed.
     fn lose(&mut self, events: &mut impl FnMut(ResponderEvent)) {
-        if self.lost {
+        if self.ep.lost {
             return;
         }
-        self.lost = true;
-        self.counters.connection_losses += 1;
+        self.ep.lost = true;
+        self.ep.counters.connection_losses += 1;
         for i in 0..self.ctxs.len() {
             let live = self.ctxs.get(i).is_some_and(|c| c.state != CtxState::Free);
             if live {
-                self.counters.calls_lost += 1;
+                self.ep.counters.calls_lost += 1;
                 self.release_ctx(i as u32);
             }
         }
         self.read_queue.clear();
         self.job = ReadJob::default();
-        self.send.reset();
+        self.ep.send.reset();
         self.errors.clear();
         self.closing = false;
         self.recv_posted = 0;
@@ -1307,21 +1340,6 @@ impl Responder {
             Received::Refuse(r) => Some((r.xid, r.code)),
         }
     }
-}
-
-/// The segments of `chunk` with their lengths set to what `written` bytes, filled in order,
-/// put into each (what [`plan`] maps; RFC 8166 §3.4.6: the responder reports the bytes
-/// actually written).
-fn written_segments(chunk: &[Segment], written: usize) -> impl Iterator<Item = Segment> + '_ {
-    let mut left = written;
-    chunk.iter().map(move |s| {
-        let n = (s.length as usize).min(left);
-        left -= n;
-        Segment {
-            length: n as u32,
-            ..*s
-        }
-    })
 }
 
 fn too_large<T>(_: T) -> (CallError, Option<Chain>) {
@@ -1356,9 +1374,6 @@ struct ReplyTally {
     pullup_bytes: u64,
     ddp_payload_copied_bytes: u64,
 }
-
-/// Spare call chains kept beyond one per context (calls the upper layer still holds).
-const SPARE_CHAINS: usize = 8;
 
 /// Splice read chunks' data into the XDR stream `rest` at their positions (RFC 8166 §3.4.5):
 /// `[XDR before][marker][data i][pad][XDR …]` for each chunk `(position, length)`, in order;

@@ -739,6 +739,16 @@ impl<B: Backend> Binding<B> {
         self.stats.key_revokes += 1;
     }
 
+    /// The SGE of the first `len` bytes of send buffer `buf`: [`ProviderError::BadId`] for a
+    /// buffer that does not exist, [`ProviderError::BadFragments`] for a length past its end
+    /// (the id is valid, the length is not: what the software provider answers too).
+    fn send_sge(&self, buf: u32, len: u32) -> Result<Sge, ProviderError> {
+        if buf >= self.layout.res.send_bufs {
+            return Err(ProviderError::BadId);
+        }
+        self.b.send_sge(buf, len).ok_or(ProviderError::BadFragments)
+    }
+
     /// Validate a chain and count its hardware work requests and SGEs.
     fn count(&self, wrs: &[SendWr<'_>]) -> Result<(usize, usize), ProviderError> {
         let max_sge = self.layout.res.max_sge as usize;
@@ -746,14 +756,14 @@ impl<B: Backend> Binding<B> {
         for w in wrs {
             match w.op {
                 SendOp::Send { buf, len, .. } => {
-                    self.b.send_sge(buf, len).ok_or(ProviderError::BadId)?;
+                    self.send_sge(buf, len)?;
                     hw += 1;
                     nsge += 1;
                 }
                 SendOp::SendGather {
                     buf, len, pages, ..
                 } => {
-                    self.b.send_sge(buf, len).ok_or(ProviderError::BadId)?;
+                    self.send_sge(buf, len)?;
                     let n = usize::from(len > 0) + pages.len();
                     if n > max_sge {
                         return Err(ProviderError::BadFragments);
@@ -812,8 +822,7 @@ impl<B: Backend> Binding<B> {
                 } => {
                     let first = self.sges.len();
                     if len > 0 {
-                        self.sges
-                            .push(self.b.send_sge(buf, len).ok_or(ProviderError::BadId)?);
+                        self.sges.push(self.send_sge(buf, len)?);
                     }
                     if let SendOp::SendGather { pages, .. } = w.op {
                         for f in pages {
@@ -1212,85 +1221,4 @@ impl<B: Backend> Drop for Binding<B> {
             r.pages.clear();
         }
     }
-}
-
-/// Implement [`Provider`] for a wrapper type by forwarding every method to one of its
-/// fields (a binding's public queue-pair type around its [`Binding`], a middleware around
-/// the provider it wraps).
-///
-/// With `as Target`, the wrapper also dereferences to the field (a binding's queue-pair
-/// type exposes its [`Binding`]'s counters and state that way).
-///
-/// ```ignore
-/// krpc_rdma::forward_provider!(OfedQp => inner as Binding<OfedConn>);
-/// ```
-#[macro_export]
-macro_rules! forward_provider {
-    ($ty:ty => $field:ident as $target:ty) => {
-        $crate::forward_provider!($ty => $field);
-        impl core::ops::Deref for $ty {
-            type Target = $target;
-            fn deref(&self) -> &$target {
-                &self.$field
-            }
-        }
-        impl core::ops::DerefMut for $ty {
-            fn deref_mut(&mut self) -> &mut $target {
-                &mut self.$field
-            }
-        }
-    };
-    ($ty:ty => $field:ident) => {
-        impl $crate::provider::Provider for $ty {
-            fn resources(&self) -> $crate::provider::Resources {
-                $crate::provider::Provider::resources(&self.$field)
-            }
-            fn send_buf(
-                &mut self,
-                buf: $crate::provider::SendBufId,
-            ) -> Result<&mut [u8], $crate::provider::ProviderError> {
-                $crate::provider::Provider::send_buf(&mut self.$field, buf)
-            }
-            fn recv_buf(
-                &self,
-                buf: $crate::provider::RecvBufId,
-            ) -> Result<&[u8], $crate::provider::ProviderError> {
-                $crate::provider::Provider::recv_buf(&self.$field, buf)
-            }
-            fn post_send(
-                &mut self,
-                wrs: &[$crate::provider::SendWr<'_>],
-            ) -> Result<(), $crate::provider::ProviderError> {
-                $crate::provider::Provider::post_send(&mut self.$field, wrs)
-            }
-            fn post_recv(
-                &mut self,
-                bufs: &[$crate::provider::RecvBufId],
-            ) -> Result<(), $crate::provider::ProviderError> {
-                $crate::provider::Provider::post_recv(&mut self.$field, bufs)
-            }
-            fn poll_cq(&mut self, out: &mut [$crate::provider::Completion]) -> usize {
-                $crate::provider::Provider::poll_cq(&mut self.$field, out)
-            }
-            fn register(
-                &mut self,
-                frags: &[$crate::provider::LocalFragment],
-                access: $crate::provider::Access,
-            ) -> Result<$crate::provider::Registration, $crate::provider::ProviderError> {
-                $crate::provider::Provider::register(&mut self.$field, frags, access)
-            }
-            fn release(
-                &mut self,
-                reg: $crate::provider::RegId,
-            ) -> Result<(), $crate::provider::ProviderError> {
-                $crate::provider::Provider::release(&mut self.$field, reg)
-            }
-            fn poll_event(&mut self) -> Option<$crate::provider::CmEvent> {
-                $crate::provider::Provider::poll_event(&mut self.$field)
-            }
-            fn disconnect(&mut self) {
-                $crate::provider::Provider::disconnect(&mut self.$field)
-            }
-        }
-    };
 }
