@@ -13,7 +13,7 @@ use krpc_rdma::transport::{
 use mbuf::{Chain, PageFragment, PageProvider};
 
 use crate::check::{eq, fail, At, Failure, Outcome};
-use crate::fixture::{Connect, Fixture, Limits, Setup};
+use crate::fixture::{Connect, Fixture, Limits, PagePair, Setup};
 
 /// One side of a link: A (requester, raw peer) or B (responder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,6 +364,17 @@ impl<'f, F: Fixture> Pair<'f, F> {
     /// Set-up or connection failed.
     pub fn new(fx: &'f mut F, setup: &Setup) -> Result<Self, Failure> {
         let (pa, pb) = fx.page_providers().at("page providers")?;
+        Pair::over(fx, setup, (pa, pb))
+    }
+
+    /// [`Pair::new`] over the page providers `pages` of the fixture's last
+    /// [`Fixture::page_providers`] call, kept from an earlier pair (a reconnection: the
+    /// calls kept for resending hold pages of these providers).
+    ///
+    /// # Errors
+    /// As [`Pair::new`].
+    pub fn over(fx: &'f mut F, setup: &Setup, pages: PagePair) -> Result<Self, Failure> {
+        let (pa, pb) = pages;
         let res = fx.resources(&setup.limits);
         let req = Requester::new(setup.req, res, pa.clone()).at("Requester::new")?;
         let mut resp = Responder::new(setup.resp, res, pb.clone()).at("Responder::new")?;
