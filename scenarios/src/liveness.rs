@@ -5,7 +5,7 @@
 use alloc::format;
 use alloc::vec::Vec;
 
-use krpc_rdma::transport::{Incoming, ReplySpec, RequesterEvent, ResponderEvent, TransportConfig};
+use krpc_rdma::transport::{Incoming, ReplySpec, ResponderEvent, TransportConfig};
 
 use crate::check::{bytes_eq, ensure, eq, fail, At, Outcome};
 use crate::data::Kind;
@@ -24,26 +24,7 @@ fn take_calls<F: Fixture>(p: &mut Pair<'_, F>, held: &mut Vec<Incoming>, budget:
     progress
 }
 
-/// Poll the requester; replies and failures go to `ended`.
-fn take_ends<F: Fixture>(p: &mut Pair<'_, F>, ended: &mut Ended) -> Outcome {
-    let mut evs = Vec::new();
-    p.req.poll(&mut p.l.a, &mut |e| evs.push(e));
-    for e in evs {
-        match e {
-            RequesterEvent::Reply { xid, reply } => ended.push((xid, End::Reply(reply))),
-            RequesterEvent::Failed { xid, error, pages } => {
-                ended.push((xid, End::Failed(error, pages)))
-            }
-            RequesterEvent::ConnectionLost => {
-                return Err(fail("requester", "connection up", "lost"))
-            }
-            RequesterEvent::Connected(_) => {}
-        }
-    }
-    Ok(())
-}
-
-/// What a requester's poll ended.
+/// What the requester's polls ended.
 type Ended = Vec<(u32, End)>;
 
 /// Drive until `done` holds, polling both sides (no new call is made).
@@ -56,10 +37,8 @@ fn until<F: Fixture>(
 ) -> Outcome {
     let mut idle = 0;
     while !done(p, held.len(), ended.len()) {
-        let n = ended.len();
         let mut progress = take_calls(p, held, usize::MAX);
-        take_ends(p, ended)?;
-        progress |= ended.len() > n;
+        progress |= p.poll_ends(ended)?;
         p.l.idle(&mut idle, progress, step)?;
     }
     Ok(())
@@ -107,9 +86,8 @@ pub fn a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes<F: Fixt
     p.call(call, spec, "WRITE call")?;
     let mut idle = 0;
     while p.l.fx.sq_outstanding(&p.l.a) > 0 {
-        let n = ended.len();
-        take_ends(&mut p, &mut ended)?;
-        p.l.idle(&mut idle, ended.len() > n, "the WRITE's Send completes")?;
+        let progress = p.poll_ends(&mut ended)?;
+        p.l.idle(&mut idle, progress, "the WRITE's Send completes")?;
     }
     // The first call's reply takes the responder's only slot.
     let first = held.pop().at("the first call")?;

@@ -497,29 +497,39 @@ impl<'f, F: Fixture> Pair<'f, F> {
                     )
                 })?;
             }
-            let mut evs = Vec::new();
-            self.req.poll(&mut self.l.a, &mut |e| evs.push(e));
-            progress |= !evs.is_empty();
-            for e in evs {
-                match e {
-                    RequesterEvent::Reply { xid, reply } => out.push((xid, End::Reply(reply))),
-                    RequesterEvent::Failed { xid, error, pages } => {
-                        out.push((xid, End::Failed(error, pages)))
-                    }
-                    RequesterEvent::ConnectionLost => {
-                        return Err(fail(
-                            "run",
-                            "connection up",
-                            "requester lost the connection",
-                        ))
-                    }
-                    RequesterEvent::Connected(_) => {}
-                }
-            }
+            progress |= self.poll_ends(&mut out)?;
             let step = format!("run: {} of {want} calls ended", out.len());
             self.l.idle(&mut idle, progress, &step)?;
         }
         Ok(out)
+    }
+
+    /// Poll the requester once: replies and failures go to `out`; whether it reported
+    /// anything.
+    ///
+    /// # Errors
+    /// The requester lost the connection.
+    pub fn poll_ends(&mut self, out: &mut Vec<(u32, End)>) -> Result<bool, Failure> {
+        let mut evs = Vec::new();
+        self.req.poll(&mut self.l.a, &mut |e| evs.push(e));
+        let progress = !evs.is_empty();
+        for e in evs {
+            match e {
+                RequesterEvent::Reply { xid, reply } => out.push((xid, End::Reply(reply))),
+                RequesterEvent::Failed { xid, error, pages } => {
+                    out.push((xid, End::Failed(error, pages)))
+                }
+                RequesterEvent::ConnectionLost => {
+                    return Err(fail(
+                        "requester",
+                        "connection up",
+                        "requester lost the connection",
+                    ))
+                }
+                RequesterEvent::Connected(_) => {}
+            }
+        }
+        Ok(progress)
     }
 
     /// One call, answered by `server`: its reply.

@@ -18,7 +18,7 @@ use krpc_rdma::transport::{
 use mbuf::Chain;
 
 use crate::check::{bytes_eq, ensure, eq, fail, At, Failure, Outcome};
-use crate::data::Kind;
+use crate::data::{Kind, Rng};
 use crate::fixture::{Fixture, PagePair, Setup};
 use crate::pair::{Pair, Side};
 use crate::raw::{advertised_handles, Advertised};
@@ -562,21 +562,6 @@ pub fn reconnect_resends_owed_calls_but_not_abandoned_ones<F: Fixture>(fx: &mut 
     drop(rc);
     p.check_clean("after the resends")?;
     p.finish()
-}
-
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 /// DDP data lengths around the XDR pad and the page size, and larger.
