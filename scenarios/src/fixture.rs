@@ -90,7 +90,8 @@ pub trait Fixture {
     fn resources(&self, limits: &Limits) -> Resources;
 
     /// Connect side A to side B over the page providers of the last
-    /// [`Fixture::page_providers`] call, as `c` says. Both queue pairs report
+    /// [`Fixture::page_providers`] call (again over the same ones when called several times
+    /// without a new `page_providers` call: a reconnection), as `c` says. Both queue pairs report
     /// `CmEvent::Established` from `poll_event`.
     ///
     /// # Errors
@@ -146,6 +147,12 @@ pub trait Fixture {
     /// is removed once the provider is fixed. Only for deviations reported as bugs.
     fn known_deviation(&self, _scenario: &str) -> Option<&'static str> {
         None
+    }
+
+    /// How many calls the soak scenario makes (over several connection losses): large
+    /// where connections are cheap, small where each costs a real connection setup.
+    fn soak_calls(&self) -> u32 {
+        200
     }
 
     /// A line of information for the log (figures of a run); ignored by default.

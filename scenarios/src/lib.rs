@@ -22,14 +22,17 @@
 
 extern crate alloc;
 
+mod cancel;
 pub mod check;
 mod contract;
 pub mod data;
 pub mod fixture;
 mod hostile;
+mod liveness;
 mod loss;
 pub mod pair;
 pub mod raw;
+mod reconnect;
 mod transport;
 pub mod wr;
 
@@ -39,6 +42,10 @@ pub use pair::{Link, Pair, Side};
 
 /// The scenario functions, by name.
 pub mod scenarios {
+    pub use crate::cancel::{
+        abandon_revokes_at_once_and_drops_the_late_reply,
+        close_fails_every_pending_call_and_hands_the_pages_back,
+    };
     pub use crate::contract::*;
     pub use crate::hostile::{
         drop_call_returns_the_context_and_the_credit, hostile_calls_beyond_the_grant,
@@ -46,8 +53,15 @@ pub mod scenarios {
         hostile_read_chunks_beyond_the_call_budget, hostile_segment_offsets_near_2_64,
         rfc8166_s4_3_2_3_empty_write_chunk_returns_the_item_inline,
     };
+    pub use crate::liveness::a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes;
     pub use crate::loss::{
         loss_after_hand_up, loss_before_send, loss_during_rdma_read, loss_during_reply,
+    };
+    pub use crate::reconnect::{
+        reconnect_after_loss_after_hand_up, reconnect_after_loss_during_local_invalidate,
+        reconnect_after_loss_during_rdma_read, reconnect_after_loss_during_reply_writes,
+        reconnect_resends_owed_calls_but_not_abandoned_ones,
+        soak_mixed_calls_across_connection_losses,
     };
     pub use crate::transport::{
         credits_128_in_flight, credits_32_in_flight, ddp_read_padding_sizes,
@@ -108,6 +122,9 @@ macro_rules! __with_scenarios {
             rfc8166_s4_3_2_3_empty_write_chunk_returns_the_item_inline,
             hostile_junk_after_a_valid_header,
             drop_call_returns_the_context_and_the_credit,
+            a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes,
+            abandon_revokes_at_once_and_drops_the_late_reply,
+            close_fails_every_pending_call_and_hands_the_pages_back,
             stale_handles_refused_after_rpc,
             send_with_invalidate,
             send_with_invalidate_refused,
@@ -115,6 +132,12 @@ macro_rules! __with_scenarios {
             loss_during_rdma_read,
             loss_after_hand_up,
             loss_during_reply,
+            reconnect_after_loss_during_rdma_read,
+            reconnect_after_loss_after_hand_up,
+            reconnect_after_loss_during_reply_writes,
+            reconnect_after_loss_during_local_invalidate,
+            reconnect_resends_owed_calls_but_not_abandoned_ones,
+            soak_mixed_calls_across_connection_losses,
             established_carries_private_data,
             sends_consume_receives_in_order,
             receive_buffers_belong_to_the_nic_while_posted,

@@ -13,7 +13,7 @@ use krpc_rdma::transport::{
 use mbuf::{Chain, PageFragment, PageProvider};
 
 use crate::check::{eq, fail, At, Failure, Outcome};
-use crate::fixture::{Connect, Fixture, Limits, Setup};
+use crate::fixture::{Connect, Fixture, Limits, PagePair, Setup};
 
 /// One side of a link: A (requester, raw peer) or B (responder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,6 +364,17 @@ impl<'f, F: Fixture> Pair<'f, F> {
     /// Set-up or connection failed.
     pub fn new(fx: &'f mut F, setup: &Setup) -> Result<Self, Failure> {
         let (pa, pb) = fx.page_providers().at("page providers")?;
+        Pair::over(fx, setup, (pa, pb))
+    }
+
+    /// [`Pair::new`] over the page providers `pages` of the fixture's last
+    /// [`Fixture::page_providers`] call, kept from an earlier pair (a reconnection: the
+    /// calls kept for resending hold pages of these providers).
+    ///
+    /// # Errors
+    /// As [`Pair::new`].
+    pub fn over(fx: &'f mut F, setup: &Setup, pages: PagePair) -> Result<Self, Failure> {
+        let (pa, pb) = pages;
         let res = fx.resources(&setup.limits);
         let req = Requester::new(setup.req, res, pa.clone()).at("Requester::new")?;
         let mut resp = Responder::new(setup.resp, res, pb.clone()).at("Responder::new")?;
@@ -486,29 +497,39 @@ impl<'f, F: Fixture> Pair<'f, F> {
                     )
                 })?;
             }
-            let mut evs = Vec::new();
-            self.req.poll(&mut self.l.a, &mut |e| evs.push(e));
-            progress |= !evs.is_empty();
-            for e in evs {
-                match e {
-                    RequesterEvent::Reply { xid, reply } => out.push((xid, End::Reply(reply))),
-                    RequesterEvent::Failed { xid, error, pages } => {
-                        out.push((xid, End::Failed(error, pages)))
-                    }
-                    RequesterEvent::ConnectionLost => {
-                        return Err(fail(
-                            "run",
-                            "connection up",
-                            "requester lost the connection",
-                        ))
-                    }
-                    RequesterEvent::Connected(_) => {}
-                }
-            }
+            progress |= self.poll_ends(&mut out)?;
             let step = format!("run: {} of {want} calls ended", out.len());
             self.l.idle(&mut idle, progress, &step)?;
         }
         Ok(out)
+    }
+
+    /// Poll the requester once: replies and failures go to `out`; whether it reported
+    /// anything.
+    ///
+    /// # Errors
+    /// The requester lost the connection.
+    pub fn poll_ends(&mut self, out: &mut Vec<(u32, End)>) -> Result<bool, Failure> {
+        let mut evs = Vec::new();
+        self.req.poll(&mut self.l.a, &mut |e| evs.push(e));
+        let progress = !evs.is_empty();
+        for e in evs {
+            match e {
+                RequesterEvent::Reply { xid, reply } => out.push((xid, End::Reply(reply))),
+                RequesterEvent::Failed { xid, error, pages } => {
+                    out.push((xid, End::Failed(error, pages)))
+                }
+                RequesterEvent::ConnectionLost => {
+                    return Err(fail(
+                        "requester",
+                        "connection up",
+                        "requester lost the connection",
+                    ))
+                }
+                RequesterEvent::Connected(_) => {}
+            }
+        }
+        Ok(progress)
     }
 
     /// One call, answered by `server`: its reply.

@@ -252,3 +252,39 @@ pub fn seg(handle: u32, length: u32, offset: u64) -> Segment {
         offset,
     }
 }
+
+/// A handle a call advertised: (handle, offset, whether the peer may write through it).
+pub type Advertised = (u32, u64, bool);
+
+/// The handles the call `xid` advertised (read list, write list, reply chunk), read back
+/// from the RPC-over-RDMA header in one of `q`'s send buffers (so look right after the call
+/// was sent, before the buffer is reused).
+pub fn advertised_handles<P: Provider>(q: &mut P, xid: u32) -> Vec<Advertised> {
+    let mut out = Vec::new();
+    for b in 0..q.resources().send_bufs {
+        let Ok(buf) = q.send_buf(b) else {
+            continue;
+        };
+        let Ok(h) = HeaderRepr::parse(buf) else {
+            continue;
+        };
+        if h.xid != xid {
+            continue;
+        }
+        if let Some(l) = h.chunk_lists() {
+            out.extend(
+                l.read_list
+                    .iter()
+                    .map(|s| (s.segment.handle, s.segment.offset, false)),
+            );
+            for c in &l.write_list {
+                out.extend(c.iter().map(|s| (s.handle, s.offset, true)));
+            }
+            if let Some(c) = &l.reply_chunk {
+                out.extend(c.iter().map(|s| (s.handle, s.offset, true)));
+            }
+        }
+        break;
+    }
+    out
+}

@@ -130,31 +130,5 @@ pub fn exposed(h: &mut Hostile, data: &[u8]) -> (Chain, RegId, Vec<Segment>) {
 
 /// The requester's handles of its last call, read back from its send buffers.
 pub fn advertised_handles<A: Soft, B>(r: &mut Rig<A, B>, xid: u32) -> Vec<(u32, u64, bool)> {
-    let mut out = Vec::new();
-    for b in 0..64 {
-        let Ok(buf) = r.qa.soft_mut().send_buf(b) else {
-            continue;
-        };
-        let Ok(h) = HeaderRepr::parse(buf) else {
-            continue;
-        };
-        if h.xid != xid {
-            continue;
-        }
-        if let Some(l) = h.chunk_lists() {
-            out.extend(
-                l.read_list
-                    .iter()
-                    .map(|s| (s.segment.handle, s.segment.offset, false)),
-            );
-            for c in &l.write_list {
-                out.extend(c.iter().map(|s| (s.handle, s.offset, true)));
-            }
-            if let Some(c) = &l.reply_chunk {
-                out.extend(c.iter().map(|s| (s.handle, s.offset, true)));
-            }
-        }
-        break;
-    }
-    out
+    krpc_rdma_scenarios::raw::advertised_handles(r.qa.soft_mut(), xid)
 }

@@ -67,6 +67,20 @@ impl Fixture for Soft {
         q.is_connected()
     }
 
+    /// Connections cost nothing here: a long soak (the fault-injected one is
+    /// `transport_soak`).
+    fn soak_calls(&self) -> u32 {
+        if cfg!(debug_assertions) {
+            400
+        } else {
+            3000
+        }
+    }
+
+    fn log(&mut self, line: &str) {
+        println!("{line}");
+    }
+
     krpc_rdma_scenarios::arena_probes!();
 }
 

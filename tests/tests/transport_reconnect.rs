@@ -1,8 +1,10 @@
-//! Reconnect and retransmit at the points where a loss hurts most, one test each: the
-//! connection dies while a call waits for its RDMA Read, after the call was handed up, in the
-//! middle of a reply's RDMA Writes, and while the requester's Local Invalidate is
-//! outstanding. Each time the call is sent again with its XID on a new connection, gets
-//! exactly one verified reply, and no handle of the dead connection is still valid.
+//! Reconnect and retransmit where only the soft provider's fault injector can break the
+//! connection: between two RDMA Writes of one reply, and with the requester's Local
+//! Invalidate flushed by the loss. Each time the call is sent again with its XID on a new
+//! connection, gets exactly one verified reply, and no handle of the dead connection is still
+//! valid. (The loss points every provider can make — during the RDMA Read, after hand-up,
+//! right after the reply was posted, while a Local Invalidate is outstanding — are the
+//! suite's `reconnect_after_loss_*` scenarios, in `scenarios_soft`.)
 #![allow(clippy::unwrap_used)]
 
 use krpc_rdma_tests::common;
@@ -21,13 +23,7 @@ use mbuf::HeapPageArena;
 /// that every call got its one verified reply after exactly one reconnect, that the fault
 /// (or the server's disconnect) is what broke the first connection, and that every handle the
 /// first connection advertised is dead.
-fn case(
-    kinds: &[Kind],
-    req_cfg: TransportConfig,
-    fa: FaultConfig,
-    fb: FaultConfig,
-    serve: &mut dyn FnMut(&krpc_rdma::transport::Incoming) -> Serve,
-) -> Run {
+fn case(kinds: &[Kind], req_cfg: TransportConfig, fa: FaultConfig, fb: FaultConfig) -> Run {
     let a = Arc::new(HeapPageArena::new(4096).unwrap());
     let b = Arc::new(HeapPageArena::with_base(4096, ARENA_B_BASE).unwrap());
     let opts = RigOpts {
@@ -60,7 +56,7 @@ fn case(
                 }
             }
         },
-        serve,
+        &mut |_| Serve::Reply,
     );
     assert_eq!(out.connections, 2, "one loss, one reconnect");
     assert!(out.retransmits >= 1);
@@ -79,38 +75,6 @@ fn case(
 }
 
 #[test]
-fn loss_while_a_call_waits_for_its_rdma_read() {
-    case(
-        &[Kind::Write(100_000), Kind::Small],
-        TransportConfig::default(),
-        FaultConfig::default(),
-        FaultConfig {
-            disconnect_at_read: Some(1),
-            ..FaultConfig::default()
-        },
-        &mut |_| Serve::Reply,
-    );
-}
-
-#[test]
-fn loss_after_the_call_was_handed_up() {
-    let mut first = true;
-    case(
-        &[Kind::Read(30_000)],
-        TransportConfig::default(),
-        FaultConfig::default(),
-        FaultConfig::default(),
-        &mut |_| {
-            if std::mem::take(&mut first) {
-                Serve::Disconnect
-            } else {
-                Serve::Reply
-            }
-        },
-    );
-}
-
-#[test]
 fn loss_in_the_middle_of_a_replys_rdma_writes() {
     case(
         &[Kind::Read(200_000)],
@@ -120,7 +84,6 @@ fn loss_in_the_middle_of_a_replys_rdma_writes() {
             disconnect_at_write: Some(2),
             ..FaultConfig::default()
         },
-        &mut |_| Serve::Reply,
     );
 }
 
@@ -139,6 +102,5 @@ fn loss_while_a_local_invalidate_is_outstanding() {
             ..FaultConfig::default()
         },
         FaultConfig::default(),
-        &mut |_| Serve::Reply,
     );
 }

@@ -15,24 +15,9 @@ use std::sync::Arc;
 
 use common::{rig_on, RigOpts, ARENA_B_BASE};
 use krpc_rdma::soft::FaultConfig;
-use krpc_rdma_scenarios::data::Kind;
+use krpc_rdma_scenarios::data::{Kind, Rng};
 use krpc_rdma_tests::redial::{self, FRig, Serve};
 use mbuf::HeapPageArena;
-
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 fn calls() -> usize {
     let default = if cfg!(debug_assertions) { 500 } else { 10_000 };

@@ -17,25 +17,41 @@ const CLOCK_EVERY: u32 = 16;
 /// `poll_cq` (nothing is lost), so the caller then runs `Requester::poll` /
 /// `Responder::poll`.
 pub fn wait_any(qps: &mut [&mut VerbsQp], timeout: Duration) -> bool {
+    wait_until(qps, timeout, None)
+}
+
+/// [`wait_any`], except that work already queued when it is called (say one side's unread
+/// `Disconnected` after its own disconnect) does not end the wait: only new completions, or
+/// events on a queue pair that had nothing queued, do. For a caller that waits for one side
+/// while the other keeps an unread backlog: with [`wait_any`] every wait would return at
+/// once, and a wait budget meant as seconds would be spent in milliseconds.
+pub fn wait_for_news(qps: &mut [&mut VerbsQp], timeout: Duration) -> bool {
+    let had: Vec<bool> = qps.iter().map(|q| q.has_work()).collect();
+    wait_until(qps, timeout, Some(&had))
+}
+
+/// The wait; `had[i]` says queue pair `i` had work queued before (then only new completions
+/// count for it); `None`: queued work counts.
+fn wait_until(qps: &mut [&mut VerbsQp], timeout: Duration, had: Option<&[bool]>) -> bool {
+    let had_work = |i: usize| had.and_then(|h| h.get(i)).copied().unwrap_or(false);
+    let news = |i: usize, q: &mut VerbsQp| q.reap() > 0 || (!had_work(i) && q.has_work());
     let start = Instant::now();
     // Connection events first (a system call each), then spin on the completion queues
     // alone: polling a CQ is a read of mapped memory, while every CM check and every clock
     // read can be a system call (a clock read is an emulated HPET access in a TCG guest), so
     // the clock is looked at once per `CLOCK_EVERY` rounds. A CM event that arrives during
     // the spin is seen by the `poll(2)` below (its fd is in the set) or by the next wait.
-    for q in qps.iter_mut() {
+    for (i, q) in qps.iter_mut().enumerate() {
         q.pump_cm();
-        q.reap();
-        if q.has_work() {
+        if news(i, q) {
             return true;
         }
     }
     let spin = SPIN.min(timeout);
     let mut round = 0u32;
     loop {
-        for q in qps.iter_mut() {
-            q.reap();
-            if q.has_work() {
+        for (i, q) in qps.iter_mut().enumerate() {
+            if news(i, q) {
                 return true;
             }
         }
@@ -49,10 +65,9 @@ pub fn wait_any(qps: &mut [&mut VerbsQp], timeout: Duration) -> bool {
         q.arm();
     }
     // Completions that arrived before the notification was armed raise no event.
-    for q in qps.iter_mut() {
-        q.reap();
+    for (i, q) in qps.iter_mut().enumerate() {
         q.pump_cm();
-        if q.has_work() {
+        if news(i, q) {
             return true;
         }
     }
@@ -74,10 +89,9 @@ pub fn wait_any(qps: &mut [&mut VerbsQp], timeout: Duration) -> bool {
     if rc <= 0 {
         return false;
     }
-    for q in qps.iter_mut() {
-        q.reap();
+    for (i, q) in qps.iter_mut().enumerate() {
         q.pump_cm();
-        if q.has_work() {
+        if news(i, q) {
             return true;
         }
     }

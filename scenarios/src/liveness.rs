@@ -1,0 +1,141 @@
+//! Liveness under pressure (issue 14): work the Responder has to put off for want of a
+//! send-queue slot resumes when a completion frees one — not only when a new message
+//! arrives (one may never come).
+
+use alloc::format;
+use alloc::vec::Vec;
+
+use krpc_rdma::transport::{Incoming, ReplySpec, ResponderEvent, TransportConfig};
+
+use crate::check::{bytes_eq, ensure, eq, fail, At, Outcome};
+use crate::data::Kind;
+use crate::fixture::{Fixture, Limits, Setup};
+use crate::pair::{End, Pair};
+
+/// Poll the responder; calls handed up go to `held`.
+fn take_calls<F: Fixture>(p: &mut Pair<'_, F>, held: &mut Vec<Incoming>, budget: usize) -> bool {
+    let mut progress = false;
+    p.resp.poll_bounded(&mut p.l.b, budget, &mut |e| {
+        progress = true;
+        if let ResponderEvent::Call(c) = e {
+            held.push(c);
+        }
+    });
+    progress
+}
+
+/// What the requester's polls ended.
+type Ended = Vec<(u32, End)>;
+
+/// Drive until `done` holds, polling both sides (no new call is made).
+fn until<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    held: &mut Vec<Incoming>,
+    ended: &mut Ended,
+    step: &str,
+    done: &dyn Fn(&Pair<'_, F>, usize, usize) -> bool,
+) -> Outcome {
+    let mut idle = 0;
+    while !done(p, held.len(), ended.len()) {
+        let mut progress = take_calls(p, held, usize::MAX);
+        progress |= p.poll_ends(ended)?;
+        p.l.idle(&mut idle, progress, step)?;
+    }
+    Ok(())
+}
+
+/// One send-queue slot per side (`Limits::max_send_wr` 1). A call is handed up; a WRITE
+/// (read chunk) arrives behind it; the first call's reply Send takes the responder's only
+/// slot before the WRITE's Receive is polled, so the WRITE's RDMA Read cannot be posted
+/// (checked after polling exactly that one completion). With no further message from the
+/// requester, the reply Send's completion must restart the Read: the WRITE is handed up
+/// byte-exact and both calls get their replies.
+pub fn a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes<F: Fixture>(
+    fx: &mut F,
+) -> Outcome {
+    let setup = Setup {
+        limits: Limits {
+            max_send_wr: Some(1),
+            ..Limits::default()
+        },
+        ..Setup::both(TransportConfig::default())
+    };
+    let mut p = Pair::new(fx, &setup)?;
+    let (call, spec) = Kind::Small.call(&p.l.pa, 0xffff).at("warm-up call")?;
+    let pb = p.l.pb.clone();
+    p.rpc(call, spec, &mut |c| {
+        Kind::Small.reply(&pb, c.xid).at("reply")
+    })?;
+    let (mut held, mut ended) = (Vec::new(), Vec::new());
+    // The first call, handed up; both send queues empty again.
+    let (call, spec) = Kind::Small.call(&p.l.pa, 1).at("first call")?;
+    p.call(call, spec, "first call")?;
+    until(
+        &mut p,
+        &mut held,
+        &mut ended,
+        "first call handed up",
+        &|p, h, _| {
+            h == 1 && p.l.fx.sq_outstanding(&p.l.a) == 0 && p.l.fx.sq_outstanding(&p.l.b) == 0
+        },
+    )?;
+    // The WRITE, delivered (its Send completed) but not yet polled by the responder.
+    let kind = Kind::Write(8192);
+    let (call, spec): (_, ReplySpec) = kind.call(&p.l.pa, 2).at("WRITE call")?;
+    let want = call.to_vec().at("WRITE bytes")?;
+    p.call(call, spec, "WRITE call")?;
+    let mut idle = 0;
+    while p.l.fx.sq_outstanding(&p.l.a) > 0 {
+        let progress = p.poll_ends(&mut ended)?;
+        p.l.idle(&mut idle, progress, "the WRITE's Send completes")?;
+    }
+    // The first call's reply takes the responder's only slot.
+    let first = held.pop().at("the first call")?;
+    let reply = Kind::Small.reply(&p.l.pb, first.xid).at("reply")?;
+    drop(first.call);
+    p.resp
+        .reply(&mut p.l.b, first.ctx, reply)
+        .map_err(|e| fail("first reply", "sent", format!("{e:?}")))?;
+    eq("responder's send queue", 1, p.l.fx.sq_outstanding(&p.l.b))?;
+    // Exactly one completion: the WRITE's Receive (it came first). Its Read has no slot.
+    let mut idle = 0;
+    while p.resp.counters().read_chunks == 0 {
+        let progress = take_calls(&mut p, &mut held, 1);
+        p.l.idle(&mut idle, progress, "the WRITE taken")?;
+    }
+    eq("handed up while the Read waits", 0, held.len())?;
+    eq(
+        "responder's send queue (the reply Send, no Read)",
+        1,
+        p.l.fx.sq_outstanding(&p.l.b),
+    )?;
+    eq("bytes read so far", 0, p.resp.counters().rdma_read_bytes)?;
+    // No new message: the reply Send's completion must restart the Read.
+    until(
+        &mut p,
+        &mut held,
+        &mut ended,
+        "the WRITE handed up",
+        &|_, h, _| h > 0,
+    )?;
+    let w = held.pop().at("the WRITE")?;
+    bytes_eq("the WRITE's call", &want, &w.call.to_vec().at("bytes")?)?;
+    let reply = kind.reply(&p.l.pb, w.xid).at("reply")?;
+    drop(w.call);
+    p.resp
+        .reply(&mut p.l.b, w.ctx, reply)
+        .map_err(|e| fail("WRITE reply", "sent", format!("{e:?}")))?;
+    until(&mut p, &mut held, &mut ended, "both replies", &|_, _, e| {
+        e == 2
+    })?;
+    for (xid, end) in ended {
+        let expect = if xid == 2 { kind } else { Kind::Small }.expected(xid);
+        match end {
+            End::Reply(c) => bytes_eq(format!("reply {xid}"), &expect, &c.to_vec().at("bytes")?)?,
+            End::Failed(e, _) => return Err(fail(format!("call {xid}"), "a reply", e)),
+        }
+    }
+    ensure(held.is_empty(), "calls held", "none")?;
+    p.check_clean("after the stall")?;
+    p.finish()
+}

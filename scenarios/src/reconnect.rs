@@ -1,0 +1,661 @@
+//! Reconnect and retransmit over any provider (issue 14): a client whose calls go through
+//! [`Reconnect`] keeps working across connection losses made to happen at a chosen point of
+//! a call's life — while the responder waits for its RDMA Read, after hand-up, right after
+//! the replies were posted, while the requester's Local Invalidate is outstanding — and
+//! across a soak of mixed calls with several losses. Each time the owed calls are sent again
+//! with the **same XID** on a new connection over the same page providers, every call gets
+//! exactly one byte-exact reply, the dead connection leaves no registration, and (where a
+//! scenario asks) no handle the dead connection advertised still gives access.
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::vec::Vec;
+
+use krpc_rdma::provider::{Provider, WcStatus};
+use krpc_rdma::transport::{
+    CallError, Incoming, Reconnect, ReplySpec, RequesterEvent, ResponderEvent, TransportConfig,
+};
+use mbuf::Chain;
+
+use crate::check::{bytes_eq, ensure, eq, fail, At, Failure, Outcome};
+use crate::data::{Kind, Rng};
+use crate::fixture::{Fixture, PagePair, Setup};
+use crate::pair::{Pair, Side};
+use crate::raw::{advertised_handles, Advertised};
+
+/// Where in a connection's life it is broken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Point {
+    /// The responder took its `nth` call with a read chunk (its RDMA Reads posted or waiting
+    /// for room). The responder is polled one completion at a time.
+    Read,
+    /// `nth` calls were handed up, none of them answered.
+    HandedUp,
+    /// `nth` replies were posted (RDMA Writes, Long Replies, Sends on their way).
+    Replied,
+    /// The requester posted its `nth` Local Invalidate (a reply arrived for a call whose
+    /// write chunk the responder did not invalidate); its completion is not yet polled. The
+    /// requester is polled one completion at a time.
+    Invalidating,
+}
+
+/// The loss of one connection: side `side` disconnects at the `nth` occurrence of `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Loss {
+    pub at: Point,
+    pub nth: u64,
+    pub side: Side,
+}
+
+/// What a run is asked to do.
+pub(crate) struct Plan<'a> {
+    /// Calls to make (XIDs from [`FIRST_XID`]).
+    pub total: u32,
+    /// Calls owed a reply at most at once.
+    pub depth: usize,
+    /// The shape of call `xid`.
+    pub kind: &'a mut dyn FnMut(u32) -> Kind,
+    /// The setup and loss of connection `n` (0 first); `None` for one that lives to the end.
+    pub conn: &'a mut dyn FnMut(u32) -> (Setup, Option<Loss>),
+    /// Record the handles each call advertises on a connection that is then lost.
+    pub record_handles: bool,
+}
+
+/// The first XID of a run.
+pub(crate) const FIRST_XID: u32 = 0x1000;
+
+/// How a run went.
+#[derive(Debug, Default)]
+pub(crate) struct Ran {
+    /// Connections made.
+    pub connections: u32,
+    /// Connections lost.
+    pub losses: u32,
+    /// Calls sent again on a new connection.
+    pub retransmits: u64,
+    /// Calls lost with their connection (owed a reply at a loss), summed over the losses.
+    pub owed_at_losses: u64,
+    /// The handles advertised on connections that were then lost.
+    pub dead_handles: Vec<Advertised>,
+}
+
+/// State carried from one connection to the next.
+struct Client {
+    rc: Reconnect,
+    kinds: BTreeMap<u32, Kind>,
+    answered: u32,
+    next: u32,
+    /// A call refused for now (no credit), to be offered again.
+    parked: Option<(Chain, ReplySpec)>,
+    handles: Vec<Advertised>,
+}
+
+/// How one connection's life ended.
+enum Life {
+    /// Every call answered.
+    Done,
+    /// Lost, as planned.
+    Lost,
+}
+
+/// Run `plan` over `fx`: connect, call, break connections as planned, reconnect over the same
+/// page providers and resend, until every call got its one verified reply; then hand the
+/// last connection (still up) and the figures to `last`.
+///
+/// # Errors
+/// A call failed or got two replies or wrong bytes, a connection broke other than as
+/// planned, a dead connection left a registration, no progress, or `last` failed.
+pub(crate) fn run<F: Fixture>(
+    fx: &mut F,
+    plan: &mut Plan<'_>,
+    last: &mut dyn FnMut(Pair<'_, F>, &Ran) -> Outcome,
+) -> Outcome {
+    let pages: PagePair = fx.page_providers().at("page providers")?;
+    let mut c = Client {
+        rc: Reconnect::new(&TransportConfig::default()).at("Reconnect::new")?,
+        kinds: BTreeMap::new(),
+        answered: 0,
+        next: FIRST_XID,
+        parked: None,
+        handles: Vec::new(),
+    };
+    let mut ran = Ran::default();
+    let p = loop {
+        let (setup, loss) = (plan.conn)(ran.connections);
+        ran.connections += 1;
+        let n = ran.connections;
+        let mut p = Pair::over(&mut *fx, &setup, (pages.0.clone(), pages.1.clone()))
+            .map_err(|f| in_connection(n, f))?;
+        match life(&mut p, &mut c, plan, loss).map_err(|f| in_connection(n, f))? {
+            Life::Done => break p,
+            Life::Lost => {
+                ran.losses += 1;
+                ran.owed_at_losses += c.rc.unsent() as u64;
+                let step = format!("connection {n} lost");
+                let live = (
+                    p.l.fx.live_registrations(&p.l.a),
+                    p.l.fx.live_registrations(&p.l.b),
+                );
+                eq(format!("{step}: registrations left (A, B)"), (0, 0), live)?;
+                eq(
+                    format!("{step}: requester outstanding"),
+                    0,
+                    p.req.outstanding(),
+                )?;
+                ran.dead_handles.append(&mut c.handles);
+                drop(p);
+            }
+        }
+    };
+    c.handles.clear();
+    ran.retransmits = c.rc.stats().retransmits;
+    eq("calls still owed", 0, c.rc.owed())?;
+    drop(c);
+    last(p, &ran)
+}
+
+fn in_connection(n: u32, f: Failure) -> Failure {
+    Failure {
+        step: format!("connection {n}: {}", f.step),
+        ..f
+    }
+}
+
+/// Whether the connection is still to be broken at `pt`.
+fn pending(loss: Option<Loss>, broken: bool, pt: Point) -> bool {
+    !broken && loss.is_some_and(|l| l.at == pt)
+}
+
+/// The side to disconnect now: the loss is at `pt` and its `nth` occurrence came (`n`).
+fn due(loss: Option<Loss>, broken: bool, pt: Point, n: u64) -> Option<Side> {
+    loss.filter(|l| pending(loss, broken, pt) && n >= l.nth)
+        .map(|l| l.side)
+}
+
+/// One connection's life: resend what is owed, make new calls, serve them, break the
+/// connection as `loss` says.
+fn life<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    c: &mut Client,
+    plan: &mut Plan<'_>,
+    loss: Option<Loss>,
+) -> Result<Life, Failure> {
+    let end = FIRST_XID + plan.total;
+    let mut held: Vec<Incoming> = Vec::new();
+    let (mut handed, mut replied) = (0u64, 0u64);
+    let mut broken = false;
+    let mut idle = 0;
+    loop {
+        // A connection broken after its last reply arrived is still seen to go (and is
+        // checked for leaks) before the run ends on the next one.
+        if c.answered == plan.total && !broken {
+            return Ok(Life::Done);
+        }
+        let mut progress = false;
+        // Owed calls first, with their XIDs; then new ones.
+        let mut failed = Vec::new();
+        let before = c.rc.stats().retransmits;
+        c.rc.resend(&mut p.req, &mut p.l.a, &mut |e| failed.push(e));
+        if let Some(e) = failed.first() {
+            return Err(fail(
+                "resend",
+                "every owed call sent again",
+                format!("{e:?}"),
+            ));
+        }
+        progress |= c.rc.stats().retransmits > before;
+        while c.next < end && c.rc.owed() < plan.depth && c.rc.unsent() == 0 && !p.req.is_lost() {
+            let xid = c.next;
+            let (call, spec) = match c.parked.take() {
+                Some(parked) => parked,
+                None => {
+                    let k = (plan.kind)(xid);
+                    c.kinds.insert(xid, k);
+                    k.call(&p.l.pa, xid).at("call")?
+                }
+            };
+            match c.rc.call(&mut p.req, &mut p.l.a, call, spec) {
+                Ok(()) => {
+                    c.next += 1;
+                    progress = true;
+                    if plan.record_handles {
+                        c.handles.extend(advertised_handles(&mut p.l.a, xid));
+                    }
+                }
+                Err(rej) => {
+                    ensure(
+                        matches!(
+                            rej.error,
+                            CallError::NoCredit | CallError::WouldBlock | CallError::ConnectionLost
+                        ),
+                        format!("call {xid:#x} refused ({})", rej.error),
+                        "back-pressure or a lost connection",
+                    )?;
+                    c.parked = Some((rej.call, rej.reply));
+                    break;
+                }
+            }
+        }
+        // The responder.
+        let budget = if pending(loss, broken, Point::Read) {
+            1
+        } else {
+            usize::MAX
+        };
+        let mut evs = Vec::new();
+        let done = p
+            .resp
+            .poll_bounded(&mut p.l.b, budget, &mut |e| evs.push(e));
+        progress |= !done || !evs.is_empty();
+        for e in evs {
+            if let ResponderEvent::Call(call) = e {
+                handed += 1;
+                held.push(call);
+            }
+        }
+        let reads = p.resp.counters().read_chunks;
+        if let Some(side) = due(loss, broken, Point::Read, reads)
+            .or_else(|| due(loss, broken, Point::HandedUp, handed))
+        {
+            p.l.qp(side).disconnect();
+            broken = true;
+            held.clear();
+        }
+        for call in core::mem::take(&mut held) {
+            let reply = Kind::of(&call.call).reply(&p.l.pb, call.xid).at("reply")?;
+            drop(call.call);
+            // After a loss a reply may be refused; it is then dropped.
+            if p.resp.reply(&mut p.l.b, call.ctx, reply).is_ok() {
+                replied += 1;
+                progress = true;
+            }
+        }
+        if let Some(side) = due(loss, broken, Point::Replied, replied) {
+            p.l.qp(side).disconnect();
+            broken = true;
+        }
+        // The requester.
+        let budget = if pending(loss, broken, Point::Invalidating) {
+            1
+        } else {
+            usize::MAX
+        };
+        let mut evs = Vec::new();
+        let done = p.req.poll_bounded(&mut p.l.a, budget, &mut |e| evs.push(e));
+        progress |= !done || !evs.is_empty();
+        for e in evs {
+            match c.rc.on_event(e) {
+                Some(RequesterEvent::Reply { xid, reply }) => {
+                    let kind = c
+                        .kinds
+                        .get(&xid)
+                        .copied()
+                        .at(format!("reply {xid:#x}: kind"))?;
+                    bytes_eq(
+                        format!("reply {xid:#x}"),
+                        &kind.expected(xid),
+                        &reply.to_vec().at("reply bytes")?,
+                    )?;
+                    // Exactly one reply per XID: a second one would find it forgotten.
+                    ensure(
+                        c.kinds.remove(&xid).is_some(),
+                        format!("reply {xid:#x}"),
+                        "one reply per call",
+                    )?;
+                    c.answered += 1;
+                }
+                Some(RequesterEvent::Failed { xid, error, .. }) => {
+                    return Err(fail(format!("call {xid:#x}"), "a reply", error))
+                }
+                Some(RequesterEvent::ConnectionLost | RequesterEvent::Connected(_)) | None => {}
+            }
+        }
+        let invalidations = p.req.counters().local_invalidations;
+        if let Some(side) = due(loss, broken, Point::Invalidating, invalidations) {
+            p.l.qp(side).disconnect();
+            broken = true;
+        }
+        if p.req.is_lost() {
+            ensure(broken, "connection", "lost only where planned")?;
+            return Ok(Life::Lost);
+        }
+        let step = format!(
+            "{} of {} calls answered, {} owed{}",
+            c.answered,
+            plan.total,
+            c.rc.owed(),
+            if broken { ", after the loss" } else { "" }
+        );
+        p.l.idle(&mut idle, progress, &step)?;
+    }
+}
+
+/// Probe every handle of `dead` from side B of the live pair `p`: none may give access. The
+/// first refused RDMA breaks `p`'s connection, so the later probes are refused at post or
+/// flushed; any of that passes, an access granted fails.
+///
+/// # Errors
+/// A handle of a dead connection (or an abandoned call) still gave access.
+pub(crate) fn probe_dead<F: Fixture>(p: &mut Pair<'_, F>, dead: &[Advertised]) -> Outcome {
+    for &(h, off, write) in dead {
+        let r = if write {
+            p.l.probe_write(Side::B, h, off, 1)
+        } else {
+            p.l.probe_read(Side::B, h, off, 1)
+        };
+        if let Ok(WcStatus::Success) = r {
+            return Err(fail(
+                format!("probe of handle {h:#x} at {off:#x} (write {write})"),
+                "access refused",
+                "access granted",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `kinds` over a first connection that `side` breaks at the first `at`, then a second one:
+/// every call gets one verified reply; the calls lost are sent again exactly once (at least
+/// one, unless the loss came from side B after the replies were on their way, where the
+/// requester may have got them first); no registration of the dead connection is left and
+/// none of its handles gives access.
+fn reconnect_at<F: Fixture>(
+    fx: &mut F,
+    kinds: &[Kind],
+    req: TransportConfig,
+    at: Point,
+    side: Side,
+) -> Outcome {
+    let what = format!("{side:?} disconnects at {at:?}");
+    let setup = Setup {
+        req,
+        ..Setup::default()
+    };
+    let mut kind = |xid: u32| {
+        kinds
+            .get(xid.wrapping_sub(FIRST_XID) as usize)
+            .copied()
+            .unwrap_or(Kind::Small)
+    };
+    let mut conn = |n: u32| {
+        let loss = Loss { at, nth: 1, side };
+        (setup, (n == 0).then_some(loss))
+    };
+    let mut plan = Plan {
+        total: kinds.len() as u32,
+        depth: 4,
+        kind: &mut kind,
+        conn: &mut conn,
+        record_handles: true,
+    };
+    let must_resend = side == Side::A || matches!(at, Point::Read | Point::HandedUp);
+    run(fx, &mut plan, &mut |mut p, ran| {
+        eq("connections", 2, ran.connections)?;
+        eq(
+            "retransmits (each call lost with the connection, once)",
+            ran.owed_at_losses,
+            ran.retransmits,
+        )?;
+        ensure(
+            !must_resend || ran.retransmits >= 1,
+            "retransmits",
+            "the call lost with the connection sent again",
+        )?;
+        ensure(
+            !ran.dead_handles.is_empty(),
+            "handles of the dead connection",
+            "recorded",
+        )?;
+        p.check_clean("after the resends")?;
+        probe_dead(&mut p, &ran.dead_handles)?;
+        p.finish()
+    })
+    .map_err(|f| Failure {
+        step: format!("{what}: {}", f.step),
+        ..f
+    })
+}
+
+fn both_sides<F: Fixture>(fx: &mut F, kinds: &[Kind], req: TransportConfig, at: Point) -> Outcome {
+    reconnect_at(fx, kinds, req, at, Side::A)?;
+    reconnect_at(fx, kinds, req, at, Side::B)
+}
+
+/// Reconnect after a loss while the responder waits for a call's RDMA Read (a WRITE), by
+/// either side: the WRITE and the call behind it are sent again with their XIDs.
+pub fn reconnect_after_loss_during_rdma_read<F: Fixture>(fx: &mut F) -> Outcome {
+    let kinds = [Kind::Write(100_000), Kind::Small];
+    both_sides(fx, &kinds, TransportConfig::default(), Point::Read)
+}
+
+/// Reconnect after a loss once a READ was handed up, before its reply.
+pub fn reconnect_after_loss_after_hand_up<F: Fixture>(fx: &mut F) -> Outcome {
+    let kinds = [Kind::Read(30_000), Kind::Small];
+    both_sides(fx, &kinds, TransportConfig::default(), Point::HandedUp)
+}
+
+/// Reconnect after a loss right after a READ's reply (its RDMA Writes, then the Send) was
+/// posted: the reply arrives once, from whichever connection delivered it.
+pub fn reconnect_after_loss_during_reply_writes<F: Fixture>(fx: &mut F) -> Outcome {
+    let kinds = [Kind::Read(200_000), Kind::Small];
+    both_sides(fx, &kinds, TransportConfig::default(), Point::Replied)
+}
+
+/// Reconnect after a loss while the requester's Local Invalidate of a READ's write chunk is
+/// outstanding (the requester does not accept Send With Invalidate, so it invalidates
+/// itself before handing the reply up, RFC 8166 §3.4.3).
+pub fn reconnect_after_loss_during_local_invalidate<F: Fixture>(fx: &mut F) -> Outcome {
+    let req = TransportConfig {
+        accept_remote_invalidate: false,
+        ..TransportConfig::default()
+    };
+    both_sides(fx, &[Kind::Read(100_000)], req, Point::Invalidating)
+}
+
+/// Calls owed when the connection goes are kept (not failed) and sent again with the same
+/// XID on the next connection, as its credits allow (it starts at one); a duplicate XID is
+/// refused; a call abandoned meanwhile is never resent; the late connection's owed calls
+/// get one reply each.
+pub fn reconnect_resends_owed_calls_but_not_abandoned_ones<F: Fixture>(fx: &mut F) -> Outcome {
+    let pages = fx.page_providers().at("page providers")?;
+    let setup = Setup::default();
+    let mut rc = Reconnect::new(&TransportConfig::default()).at("Reconnect::new")?;
+    {
+        let mut p = Pair::over(&mut *fx, &setup, (pages.0.clone(), pages.1.clone()))?;
+        let (call, spec) = Kind::Small.call(&p.l.pa, 0x60).at("warm-up call")?;
+        let pb = p.l.pb.clone();
+        p.rpc(call, spec, &mut |c| {
+            Kind::Small.reply(&pb, c.xid).at("reply")
+        })?;
+        for xid in [0x61u32, 0x62, 0x63] {
+            let (call, spec) = Kind::Small.call(&p.l.pa, xid).at("call")?;
+            rc.call(&mut p.req, &mut p.l.a, call, spec)
+                .map_err(|r| fail(format!("call {xid:#x}"), "accepted", r.error))?;
+        }
+        let (call, spec) = Kind::Small.call(&p.l.pa, 0x62).at("call")?;
+        let dup = rc.call(&mut p.req, &mut p.l.a, call, spec).err();
+        eq(
+            "a second call 0x62",
+            Some(CallError::DuplicateXid),
+            dup.map(|r| r.error),
+        )?;
+        p.l.a.disconnect();
+        let mut passed = Vec::new();
+        let mut idle = 0;
+        while !p.req.is_lost() {
+            let mut evs = Vec::new();
+            p.req.poll(&mut p.l.a, &mut |e| evs.push(e));
+            let progress = !evs.is_empty();
+            passed.extend(evs.into_iter().filter_map(|e| rc.on_event(e)));
+            p.l.idle(&mut idle, progress, "the requester sees its loss")?;
+        }
+        eq(
+            "events passed on (lost calls kept, not failed)",
+            "[ConnectionLost]",
+            format!("{passed:?}").as_str(),
+        )?;
+        eq("calls waiting", 3, rc.unsent())?;
+        let a = rc
+            .abandon(&mut p.req, &mut p.l.a, 0x62)
+            .at("abandon 0x62")?;
+        let back = a.call.at("abandoned call")?.to_vec().at("bytes")?;
+        let (want, _) = Kind::Small.call(&p.l.pa, 0x62).at("call")?;
+        bytes_eq("abandoned call", &want.to_vec().at("bytes")?, &back)?;
+    }
+    let mut p = Pair::over(&mut *fx, &setup, pages)?;
+    let mut failed = Vec::new();
+    let waiting = rc.resend(&mut p.req, &mut p.l.a, &mut |e| failed.push(e));
+    eq(
+        "still waiting after the first resend (one credit)",
+        1,
+        waiting,
+    )?;
+    let mut seen = Vec::new();
+    let mut replies = 0;
+    let mut idle = 0;
+    while rc.owed() > 0 {
+        let mut calls = Vec::new();
+        p.resp.poll(&mut p.l.b, &mut |e| {
+            if let ResponderEvent::Call(c) = e {
+                calls.push(c)
+            }
+        });
+        let mut progress = !calls.is_empty();
+        for c in calls {
+            seen.push(c.xid);
+            let reply = Kind::Small.reply(&p.l.pb, c.xid).at("reply")?;
+            p.resp
+                .reply(&mut p.l.b, c.ctx, reply)
+                .map_err(|e| fail("reply", "sent", format!("{e:?}")))?;
+        }
+        let mut evs = Vec::new();
+        p.req.poll(&mut p.l.a, &mut |e| evs.push(e));
+        progress |= !evs.is_empty();
+        for e in evs {
+            match rc.on_event(e) {
+                Some(RequesterEvent::Reply { xid, reply }) => {
+                    bytes_eq(
+                        format!("reply {xid:#x}"),
+                        &Kind::Small.expected(xid),
+                        &reply.to_vec().at("bytes")?,
+                    )?;
+                    replies += 1;
+                }
+                Some(RequesterEvent::Failed { xid, error, .. }) => {
+                    return Err(fail(format!("call {xid:#x}"), "a reply", error))
+                }
+                _ => {}
+            }
+        }
+        rc.resend(&mut p.req, &mut p.l.a, &mut |e| failed.push(e));
+        eq("resends failed", 0, failed.len())?;
+        p.l.idle(&mut idle, progress, "the resent calls answered")?;
+    }
+    seen.sort_unstable();
+    eq(
+        "calls the new connection carried",
+        &[0x61u32, 0x63][..],
+        &seen[..],
+    )?;
+    eq("replies", 2, replies)?;
+    eq("retransmits", 2, rc.stats().retransmits)?;
+    drop(rc);
+    p.check_clean("after the resends")?;
+    p.finish()
+}
+
+/// DDP data lengths around the XDR pad and the page size, and larger.
+const DDP_SIZES: [usize; 9] = [1, 2, 3, 4, 4095, 4096, 4097, 65_539, 200_003];
+
+fn soak_kind(rng: &mut Rng) -> Kind {
+    let size = |rng: &mut Rng| {
+        DDP_SIZES
+            .get(rng.below(DDP_SIZES.len() as u64) as usize)
+            .copied()
+            .unwrap_or(1)
+    };
+    match rng.below(10) {
+        0..=2 => Kind::Small,
+        3..=4 => Kind::Write(size(rng)),
+        5..=7 => Kind::Read(size(rng)),
+        _ => Kind::Long,
+    }
+}
+
+/// A soak: [`Fixture::soak_calls`] calls of mixed shapes (small, DDP WRITE and READ at XDR-pad
+/// and page-boundary sizes, Long Call and Long Reply), 16 owed at most, over connections of
+/// which the first several are each broken at a random point by a random side (the
+/// requester accepting Send With Invalidate on every other one, so Local Invalidates are
+/// outstanding on the rest), each reconnected over the same pages with the owed calls sent
+/// again. Every call ends with exactly one byte-exact reply; no dead connection leaves a
+/// registration; at the end no page, registration or context is held.
+pub fn soak_mixed_calls_across_connection_losses<F: Fixture>(fx: &mut F) -> Outcome {
+    let total = fx.soak_calls();
+    let planned = (total / 60).max(3);
+    let mut kinds = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut losses = Rng(0x2545_f491_4f6c_dd1d);
+    let mut kind = |_| soak_kind(&mut kinds);
+    let mut conn = |n: u32| {
+        let swi = n % 2 == 0;
+        let req = TransportConfig {
+            accept_remote_invalidate: swi,
+            ..TransportConfig::default()
+        };
+        let points: &[Point] = if swi {
+            &[Point::Read, Point::HandedUp, Point::Replied]
+        } else {
+            &[
+                Point::Read,
+                Point::HandedUp,
+                Point::Replied,
+                Point::Invalidating,
+            ]
+        };
+        let loss = (n < planned).then(|| Loss {
+            at: points
+                .get(losses.below(points.len() as u64) as usize)
+                .copied()
+                .unwrap_or(Point::Read),
+            nth: 1 + losses.below(8),
+            side: if losses.below(2) == 0 {
+                Side::A
+            } else {
+                Side::B
+            },
+        });
+        (
+            Setup {
+                req,
+                ..Setup::default()
+            },
+            loss,
+        )
+    };
+    let mut plan = Plan {
+        total,
+        depth: 16,
+        kind: &mut kind,
+        conn: &mut conn,
+        record_handles: false,
+    };
+    let mut figures = None;
+    run(fx, &mut plan, &mut |mut p, ran| {
+        figures = Some(format!(
+            "soak: {total} calls answered once each over {} connections ({} lost), {} \
+             retransmits",
+            ran.connections, ran.losses, ran.retransmits
+        ));
+        ensure(
+            ran.losses >= planned.min(3),
+            format!("connections lost ({} of {planned} planned)", ran.losses),
+            "at least three",
+        )?;
+        ensure(ran.retransmits >= 1, "retransmits", "some calls sent again")?;
+        p.check_clean("after the soak")?;
+        p.finish()
+    })?;
+    if let Some(line) = figures {
+        fx.log(&line);
+    }
+    Ok(())
+}
