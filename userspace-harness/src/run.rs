@@ -30,7 +30,7 @@ use mbuf::{Chain, PageProvider, PAGE_SIZE};
 
 use crate::report::{counters_human, Latency, Report};
 use crate::rpc::{self, ServerStats, Workload};
-use crate::session::Conn;
+use crate::session::{Conn, Dialer, VerbsDialer};
 use crate::trace::{Traced, Tracer};
 use crate::verbs::arena::VerbsArena;
 use crate::verbs::cm::VerbsListener;
@@ -51,53 +51,7 @@ pub const MAX_DEPTH: u32 = 64;
 /// Seconds without any reply, calls outstanding, before the client gives up.
 const STALL: Duration = Duration::from_secs(30);
 
-/// Why a command failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunError {
-    /// Something failed; the message is one line.
-    Failed(String),
-    /// The connection to `peer` was lost.
-    Lost {
-        /// The server.
-        peer: SocketAddr,
-        /// Calls that completed before.
-        completed: u64,
-        /// Calls in flight that were lost.
-        lost: u64,
-    },
-}
-
-impl RunError {
-    /// The process exit status: 3 for a lost connection, 1 otherwise.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            RunError::Failed(_) => 1,
-            RunError::Lost { .. } => 3,
-        }
-    }
-}
-
-impl fmt::Display for RunError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RunError::Failed(m) => f.write_str(m),
-            RunError::Lost {
-                peer,
-                completed,
-                lost,
-            } => write!(
-                f,
-                "connection to {peer} lost: {completed} calls completed, {lost} lost in flight"
-            ),
-        }
-    }
-}
-
-impl From<String> for RunError {
-    fn from(s: String) -> Self {
-        RunError::Failed(s)
-    }
-}
+pub use krpc_rdma_session::RunError;
 
 fn verbs_err(e: VerbsError) -> RunError {
     match e {
@@ -446,7 +400,7 @@ struct Staged {
 /// One client: the requester of the current connection, its queue pair, the calls in flight
 /// and, with reconnection on, the kept copies of the calls owed a reply.
 struct Driver {
-    c: Conn,
+    c: Conn<VerbsDialer>,
     pages: Arc<dyn PageProvider>,
     peer: SocketAddr,
     next_xid: u32,
@@ -464,17 +418,15 @@ impl Driver {
         reconnect: Option<Duration>,
     ) -> Result<Driver, RunError> {
         let c = Conn::open(
-            server,
+            VerbsDialer::new(server, arena_bytes, trace)?,
             TransportConfig::default(),
-            arena_bytes,
-            trace,
             reconnect,
         )?;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.subsec_nanos());
         Ok(Driver {
-            pages: c.arena.clone(),
+            pages: c.dialer.pages().clone(),
             c,
             peer: server,
             next_xid: seed,
@@ -487,7 +439,7 @@ impl Driver {
 
     fn lost(&self, lost: u64) -> RunError {
         RunError::Lost {
-            peer: self.peer,
+            peer: self.peer.to_string(),
             completed: self.completed,
             lost,
         }

@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use userspace_harness::nfs3::{ConnectOpts, Nfs3Client};
+use userspace_harness::nfs3::{self, ConnectOpts};
 
 mod knfsd;
 use knfsd::{knfsd, server_ip, skip};
@@ -160,7 +160,7 @@ fn ls_of_500_files_lists_exactly_them_through_reply_chunks() {
         .collect();
     assert_eq!(got, want);
     // Through the library: the READDIRPLUS replies needed reply chunks (Long Replies).
-    let mut c = Nfs3Client::connect(
+    let mut c = nfs3::connect(
         &ConnectOpts {
             server: ip().parse().unwrap(),
             port: 20049,
