@@ -122,6 +122,16 @@ impl<D: Dialer> Session<D> {
         }
     }
 
+    /// No `what` from the server for [`STALL`].
+    fn stalled(&self, what: &str) -> RunError {
+        RunError::Failed(format!(
+            "{what} from {} for {} s ({} calls outstanding)",
+            self.c.dialer.peer(),
+            STALL.as_secs(),
+            self.pending.len()
+        ))
+    }
+
     /// Reap what the transport reports, waiting up to `wait` if nothing is ready.
     fn pump(&mut self, wait: Duration) -> Result<bool, RunError> {
         let mut evs = Vec::new();
@@ -183,12 +193,7 @@ impl<D: Dialer> Session<D> {
                         if self.pump(Duration::from_millis(10))? {
                             last = Instant::now();
                         } else if last.elapsed() >= STALL {
-                            return Err(RunError::Failed(format!(
-                                "no credit from {} for {} s ({} calls outstanding)",
-                                self.c.dialer.peer(),
-                                STALL.as_secs(),
-                                self.pending.len()
-                            )));
+                            return Err(self.stalled("no credit"));
                         }
                     }
                     CallError::ConnectionLost if self.c.reconnects_enabled() => {
@@ -228,12 +233,7 @@ impl<D: Dialer> Session<D> {
             if self.pump(Duration::from_millis(100))? {
                 last = Instant::now();
             } else if last.elapsed() >= STALL {
-                return Err(RunError::Failed(format!(
-                    "no reply from {} for {} s ({} calls outstanding)",
-                    self.c.dialer.peer(),
-                    STALL.as_secs(),
-                    self.pending.len()
-                )));
+                return Err(self.stalled("no reply"));
             }
         }
     }

@@ -17,11 +17,9 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{
-    assert_no_pages_held, content, fh, first_difference, scratch, Hooks, NfsServer, SoftDialer,
-    ROOT,
-};
-use krpc_rdma_session::nfs3::{nfs_transport, Nfs3Client, NfsError};
+use common::data::{content, first_difference};
+use common::{assert_no_pages_held, fh, scratch, Hooks, NfsServer, SoftDialer, ROOT};
+use krpc_rdma_session::nfs3::{nfs_transport, Nfs3Client, NfsError, Transfer};
 use krpc_rdma_session::Session;
 use nfs_glue::nfs3::{Ftype3, Nfsstat3, NFSPROC3_WRITE};
 
@@ -240,25 +238,33 @@ fn a_write_verifier_change_without_reconnection_is_an_error() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// The server restarts at the 4th WRITE of a 1 MiB + 3 put (connections gone, uncommitted
-/// data lost, new verifier): the client reconnects, resends the WRITE it was owed a reply
-/// for with its XID, sees the new verifier and sends the file again. One WRITE in flight,
-/// so the first three replies (old verifier) surely reached the client before the crash.
-#[test]
-fn put_survives_a_server_restart_mid_write() {
-    let dir = scratch("restart");
+/// `put` of a 1 MiB + 3 file in 128 KiB WRITEs, `depth` in flight, to a server that
+/// restarts at the 4th WRITE; the committed copy checked byte for byte.
+fn put_across_a_restart(depth: usize) -> (Nfs3Client<SoftDialer>, Transfer) {
+    let dir = scratch(&format!("restart-{depth}"));
     let want = content((1 << 20) + 3, 13);
     let local = dir.join("src");
     write_local(&local, &want);
     let mut srv = NfsServer::new();
     srv.wtmax = 128 << 10;
     srv.hooks.restart_at_write = Some(4);
-    let mut c = client(srv, Some(Duration::from_secs(5)), 1);
+    let mut c = client(srv, Some(Duration::from_secs(5)), depth);
     let t = c.put(&local, "/r").unwrap();
-    assert_eq!(t.rewrites, 1, "{t:?}");
-    assert_eq!(c.session().reconnect_stats(), (1, 1));
     let (_, stable) = server(&mut c).file("/r").unwrap();
     assert_eq!(first_difference(stable, &want), None);
+    let _ = std::fs::remove_dir_all(dir);
+    (c, t)
+}
+
+/// The server restarts at the 4th WRITE of a 1 MiB + 3 put (connections gone, uncommitted
+/// data lost, new verifier): the client reconnects, resends the WRITE it was owed a reply
+/// for with its XID, sees the new verifier and sends the file again. One WRITE in flight,
+/// so the first three replies (old verifier) surely reached the client before the crash.
+#[test]
+fn put_survives_a_server_restart_mid_write() {
+    let (mut c, t) = put_across_a_restart(1);
+    assert_eq!(t.rewrites, 1, "{t:?}");
+    assert_eq!(c.session().reconnect_stats(), (1, 1));
     // The WRITE the server crashed on was resent with its XID and answered once.
     let srv = server(&mut c);
     let crashed = srv
@@ -274,7 +280,6 @@ fn put_survives_a_server_restart_mid_write() {
     assert_eq!(seen.iter().filter(|s| s.answered).count(), 1);
     assert!(seen[1].conn > seen[0].conn);
     finish(c);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The comparisons above can fail: one flipped byte in a READ's data shows in the copy
@@ -313,21 +318,11 @@ fn one_corrupted_byte_is_caught_either_way() {
 /// committed copy is exact.
 #[test]
 fn put_with_writes_in_flight_survives_a_server_restart() {
-    let dir = scratch("restart4");
-    let want = content((1 << 20) + 3, 15);
-    let local = dir.join("src");
-    write_local(&local, &want);
-    let mut srv = NfsServer::new();
-    srv.wtmax = 128 << 10;
-    srv.hooks.restart_at_write = Some(4);
-    let mut c = client(srv, Some(Duration::from_secs(5)), 4);
-    c.put(&local, "/r").unwrap();
+    let (mut c, _) = put_across_a_restart(4);
     let (reconnects, resent) = c.session().reconnect_stats();
     assert_eq!(reconnects, 1);
     assert!(resent >= 1);
     let srv = server(&mut c);
-    let (_, stable) = srv.file("/r").unwrap();
-    assert_eq!(first_difference(stable, &want), None);
     // Every XID sent on the first connection and not answered there was sent again on the
     // second, with the same XID; every XID got an answer on the last connection it was
     // sent on.
@@ -343,5 +338,4 @@ fn put_with_writes_in_flight_survives_a_server_restart() {
         .count();
     assert_eq!(resent_xids as u64, resent, "{:?}", srv.log);
     finish(c);
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -16,7 +16,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{content, fh, NfsServer, SoftDialer, ROOT};
+use common::data::content;
+use common::{fh, NfsServer, SoftDialer, ROOT};
 use krpc_rdma::soft::FaultConfig;
 use krpc_rdma::transport::{CallError, ReplySpec, RequesterEvent};
 use krpc_rdma_session::nfs3::{nfs_transport, Nfs3Client, NfsError};
@@ -142,7 +143,7 @@ fn a_server_that_stays_down_makes_the_session_give_up() {
         matches!(r, Err(NfsError::Run(RunError::Lost { .. }))),
         "{r:?}"
     );
-    // Backoff 100 + 200 + 400 ms: the third failed attempt is past 300 ms.
+    // Attempts after 0, 100 and 200 ms of backoff: the third failure is past 300 ms.
     assert!(start.elapsed() >= Duration::from_millis(300));
     let notes = c.session().dialer().notes.borrow().clone();
     assert!(

@@ -24,6 +24,10 @@ use userspace_harness::nfs3::{self, ConnectOpts};
 mod knfsd;
 use knfsd::{knfsd, server_ip, skip};
 
+#[path = "../../session/tests/common/data.rs"]
+mod data;
+use data::content;
+
 const BIN: &str = env!("CARGO_BIN_EXE_userspace-harness");
 
 fn ip() -> String {
@@ -64,19 +68,6 @@ fn sha256(path: &Path) -> String {
         .next()
         .unwrap()
         .to_string()
-}
-
-/// Deterministic, position-dependent bytes (so misplaced pages show).
-fn content(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x as u8) ^ (i as u8)
-        })
-        .collect()
 }
 
 fn tmp(name: &str) -> PathBuf {

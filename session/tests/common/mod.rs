@@ -41,6 +41,8 @@ use nfs_glue::nfs3::{
 use nfs_glue::rpc::{AcceptStat, Auth, CallHeader, ReplyHeader};
 use nfs_glue::xdr::{Decoder, Encoder};
 
+pub mod data;
+
 /// Base address of the server's arena (distinct from the client's).
 pub const ARENA_B_BASE: u64 = 0x10_0000_0000;
 /// Pages per arena (32 MiB): a few 1 MiB transfers in flight.
@@ -668,29 +670,6 @@ impl NfsServer {
             Node::Dir(e) => e.get(name.as_bytes()).copied(),
             Node::File { .. } => None,
         }
-    }
-}
-
-/// Deterministic, position-dependent bytes (so misplaced pages show).
-pub fn content(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x as u8) ^ (i as u8)
-        })
-        .collect()
-}
-
-/// The first offset where `got` differs from `want` (a length difference counts at the
-/// shorter length), or `None` when they are equal byte for byte.
-pub fn first_difference(got: &[u8], want: &[u8]) -> Option<usize> {
-    match got.iter().zip(want).position(|(a, b)| a != b) {
-        Some(i) => Some(i),
-        None if got.len() != want.len() => Some(got.len().min(want.len())),
-        None => None,
     }
 }
 
