@@ -339,3 +339,63 @@ fn put_with_writes_in_flight_survives_a_server_restart() {
     assert_eq!(resent_xids as u64, resent, "{:?}", srv.log);
     finish(c);
 }
+
+/// Files put and got back over connections the fault injector keeps breaking (each of the
+/// first eight connections dies after a few of the client's work requests, at Sends, Local
+/// Invalidates, wherever the count falls), and a server restart on top: every byte comes back,
+/// the directory lists exactly the files, and no page is left held.
+#[test]
+fn files_survive_connections_broken_by_the_fault_injector() {
+    let dir = scratch("faults");
+    let sizes = [(1 << 20) + 3, 4097, 300 << 10, 0, 70_000, 1, 4095];
+    let mut srv = NfsServer::new();
+    srv.wtmax = 64 << 10;
+    srv.rtmax = 64 << 10;
+    srv.hooks.restart_at_write = Some(20);
+    let mut d = SoftDialer::new(srv);
+    for after in [9, 4, 17, 1, 25, 6, 12, 3] {
+        d.faults.push_back(krpc_rdma::soft::FaultConfig {
+            disconnect_after_wrs: Some(after),
+            ..krpc_rdma::soft::FaultConfig::default()
+        });
+    }
+    let s = Session::connect(d, nfs_transport(), Some(Duration::from_secs(5))).unwrap();
+    let mut c = Nfs3Client::new(s, fh(ROOT), "/soft", 4, false).unwrap();
+    let mut names = Vec::new();
+    for (k, &size) in sizes.iter().enumerate() {
+        let want = content(size, 100 + k as u64);
+        let local = dir.join(format!("src-{k}"));
+        write_local(&local, &want);
+        let remote = format!("/file-{k}");
+        c.put(&local, &remote).unwrap();
+        let back = dir.join(format!("back-{k}"));
+        c.get(&remote, &back).unwrap();
+        let got = std::fs::read(&back).unwrap();
+        assert_eq!(
+            first_difference(&got, &want),
+            None,
+            "file {k} of {size} bytes"
+        );
+        let (_, stable) = server(&mut c).file(&remote).unwrap();
+        assert_eq!(first_difference(stable, &want), None, "server's file {k}");
+        names.push(format!("file-{k}"));
+    }
+    let listed: Vec<String> = c
+        .ls("/")
+        .unwrap()
+        .iter()
+        .map(|e| String::from_utf8(e.name.clone()).unwrap())
+        .collect();
+    assert_eq!(listed, names);
+    let dials = c.session().dialer().dials;
+    let (reconnects, resent) = c.session().reconnect_stats();
+    println!("{dials} connections, {reconnects} reconnects, {resent} calls resent");
+    assert_eq!(u64::from(dials), reconnects + 1);
+    assert!(
+        reconnects >= 8,
+        "every injected fault broke a connection: {reconnects}"
+    );
+    assert!(resent >= 1);
+    finish(c);
+    let _ = std::fs::remove_dir_all(dir);
+}
