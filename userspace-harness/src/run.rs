@@ -823,6 +823,20 @@ pub struct BenchResult {
     pub server: ServerTotals,
 }
 
+/// The in-process server thread of `bench` and `demo`.
+type ServerThread = std::thread::JoinHandle<Result<ServerTotals, RunError>>;
+
+/// Serve `bound` on a thread of its own; its stop flag and handle.
+fn spawn_server(bound: BoundServer) -> Result<(Arc<AtomicBool>, ServerThread), RunError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let srv = std::thread::Builder::new()
+        .name("server".into())
+        .spawn(move || serve(bound, &st, false))
+        .map_err(|e| RunError::Failed(format!("spawning the server thread: {e}")))?;
+    Ok((stop, srv))
+}
+
 /// A server thread on `addr` serving one connection, and a client connecting to it.
 ///
 /// # Errors
@@ -836,12 +850,7 @@ pub fn bench(o: &ClientOpts, server_print: Print) -> Result<BenchResult, RunErro
         trace: o.trace.clone(),
         print: server_print,
     })?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let st = stop.clone();
-    let srv = std::thread::Builder::new()
-        .name("server".into())
-        .spawn(move || serve(bound, &st, false))
-        .map_err(|e| RunError::Failed(format!("spawning the server thread: {e}")))?;
+    let (stop, srv) = spawn_server(bound)?;
     let res = client(o);
     if res.is_err() {
         stop.store(true, Ordering::SeqCst);
@@ -913,12 +922,7 @@ pub fn demo(o: &DemoOpts) -> Result<(), RunError> {
          ({}), the harness's RPC program (NULL / WRITE / READ / ECHO), every byte verified.\n",
         o.addr
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    let st = stop.clone();
-    let srv = std::thread::Builder::new()
-        .name("server".into())
-        .spawn(move || serve(bound, &st, false))
-        .map_err(|e| RunError::Failed(format!("spawning the server thread: {e}")))?;
+    let (stop, srv) = spawn_server(bound)?;
     let res = (|| -> Result<Counters, RunError> {
         let mut d = Driver::connect(o.addr, 96 << 20, o.trace.clone(), None)?;
         let th = d.c.req.thresholds();
