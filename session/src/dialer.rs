@@ -116,3 +116,92 @@ fn fragment_error(fr: &PageFragment) -> io::Error {
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use std::io::{Seek, SeekFrom};
+
+    use krpc_rdma::soft::SoftQp;
+    use mbuf::{Chain, Fragment, HeapPageArena};
+
+    use super::*;
+
+    /// A dialer that only has pages: the default file I/O under test.
+    struct PagesOnly(Arc<dyn PageProvider>);
+
+    impl Dialer for PagesOnly {
+        type Qp = SoftQp;
+        fn peer(&self) -> &str {
+            "nowhere"
+        }
+        fn pages(&self) -> &Arc<dyn PageProvider> {
+            &self.0
+        }
+        fn resources(&self) -> Resources {
+            krpc_rdma::soft::SoftConfig::default().resources()
+        }
+        fn dial(&mut self, _: &[u8]) -> Result<SoftQp, RunError> {
+            Err(RunError::Failed("no".into()))
+        }
+        fn wait(&mut self, _: &mut SoftQp, _: Duration) {}
+    }
+
+    fn frags(c: &Chain) -> Vec<PageFragment> {
+        c.fragments()
+            .filter_map(|f| match f {
+                Fragment::Page { addr, offset, len } => Some(PageFragment { addr, offset, len }),
+                Fragment::Bytes(_) => None,
+            })
+            .collect()
+    }
+
+    fn file(name: &str, bytes: &[u8]) -> File {
+        let p = std::env::temp_dir().join(format!("dialer-{}-{name}", std::process::id()));
+        std::fs::write(&p, bytes).unwrap();
+        let f = File::options().read(true).write(true).open(&p).unwrap();
+        let _ = std::fs::remove_file(&p);
+        f
+    }
+
+    #[test]
+    fn file_bytes_go_into_pages_and_back_unchanged() {
+        let d = PagesOnly(Arc::new(HeapPageArena::new(16).unwrap()));
+        let want: Vec<u8> = (0..3 * PAGE_SIZE + 5)
+            .map(|i| (i * 7 + i / 4096) as u8)
+            .collect();
+        let pages = Chain::alloc_pages(d.pages(), want.len()).unwrap();
+        let fr = frags(&pages);
+        assert_eq!(d.read_file(&file("in", &want), &fr).unwrap(), want.len());
+        assert_eq!(pages.to_vec().unwrap(), want);
+        let out = file("out", &[]);
+        assert_eq!(d.write_file(&out, &fr).unwrap(), want.len());
+        let mut got = Vec::new();
+        (&out).seek(SeekFrom::Start(0)).unwrap();
+        (&out).read_to_end(&mut got).unwrap();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_short_file_fills_only_what_it_has() {
+        let d = PagesOnly(Arc::new(HeapPageArena::new(4).unwrap()));
+        let pages = Chain::alloc_pages(d.pages(), 2 * PAGE_SIZE).unwrap();
+        let n = d
+            .read_file(&file("short", &[9; 5000]), &frags(&pages))
+            .unwrap();
+        assert_eq!(n, 5000);
+    }
+
+    #[test]
+    fn a_fragment_that_is_not_in_one_page_is_refused() {
+        let d = PagesOnly(Arc::new(HeapPageArena::new(4).unwrap()));
+        let pages = Chain::alloc_pages(d.pages(), PAGE_SIZE).unwrap();
+        let mut fr = frags(&pages);
+        fr[0].len = PAGE_SIZE + 1;
+        let e = d.read_file(&file("bad", &[1; 8192]), &fr).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let e = d.write_file(&file("bad2", &[]), &fr).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+}
