@@ -9,9 +9,11 @@
 //! * [`run`]: the `server`, `client`, `bench` and `demo` commands.
 //! * [`report`]: the client's report (human and `--json`).
 //! * [`decode`]: the `decode` tool (hex in, JSON out).
-//! * [`nfs3`]: an NFSv3 client over RPC-over-RDMA (the `nfs3` command), DDP for file data.
-//! * [`session`]: a client session of any ONC RPC program over RPC-over-RDMA (calls matched
-//!   to replies by XID, several in flight).
+//! * [`nfs3`]: the `nfs3` command's client: MOUNT over TCP, then `krpc-rdma-session`'s
+//!   NFSv3 client over the libibverbs provider, DDP for file data.
+//! * [`session`]: [`session::VerbsDialer`], the libibverbs connection factory of
+//!   `krpc-rdma-session`'s generic `Session` / `Conn` (calls matched to replies by XID,
+//!   several in flight, reconnect and retransmit).
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod decode;

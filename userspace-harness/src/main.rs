@@ -370,7 +370,7 @@ fn run_nfs3(
     trace: Option<Arc<Tracer>>,
     op: Nfs3Op,
 ) -> Result<(), nfs3::NfsError> {
-    let mut c = nfs3::Nfs3Client::connect(o, trace)?;
+    let mut c = nfs3::connect(o, trace)?;
     let th = c.session().thresholds();
     let inline = format!(
         "inline {}/{} B, {} credits",

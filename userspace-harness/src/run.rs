@@ -30,7 +30,7 @@ use mbuf::{Chain, PageProvider, PAGE_SIZE};
 
 use crate::report::{counters_human, Latency, Report};
 use crate::rpc::{self, ServerStats, Workload};
-use crate::session::Conn;
+use crate::session::{Conn, Dialer, VerbsDialer};
 use crate::trace::{Traced, Tracer};
 use crate::verbs::arena::VerbsArena;
 use crate::verbs::cm::VerbsListener;
@@ -51,53 +51,7 @@ pub const MAX_DEPTH: u32 = 64;
 /// Seconds without any reply, calls outstanding, before the client gives up.
 const STALL: Duration = Duration::from_secs(30);
 
-/// Why a command failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunError {
-    /// Something failed; the message is one line.
-    Failed(String),
-    /// The connection to `peer` was lost.
-    Lost {
-        /// The server.
-        peer: SocketAddr,
-        /// Calls that completed before.
-        completed: u64,
-        /// Calls in flight that were lost.
-        lost: u64,
-    },
-}
-
-impl RunError {
-    /// The process exit status: 3 for a lost connection, 1 otherwise.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            RunError::Failed(_) => 1,
-            RunError::Lost { .. } => 3,
-        }
-    }
-}
-
-impl fmt::Display for RunError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RunError::Failed(m) => f.write_str(m),
-            RunError::Lost {
-                peer,
-                completed,
-                lost,
-            } => write!(
-                f,
-                "connection to {peer} lost: {completed} calls completed, {lost} lost in flight"
-            ),
-        }
-    }
-}
-
-impl From<String> for RunError {
-    fn from(s: String) -> Self {
-        RunError::Failed(s)
-    }
-}
+pub use krpc_rdma_session::RunError;
 
 fn verbs_err(e: VerbsError) -> RunError {
     match e {
@@ -446,7 +400,7 @@ struct Staged {
 /// One client: the requester of the current connection, its queue pair, the calls in flight
 /// and, with reconnection on, the kept copies of the calls owed a reply.
 struct Driver {
-    c: Conn,
+    c: Conn<VerbsDialer>,
     pages: Arc<dyn PageProvider>,
     peer: SocketAddr,
     next_xid: u32,
@@ -464,17 +418,15 @@ impl Driver {
         reconnect: Option<Duration>,
     ) -> Result<Driver, RunError> {
         let c = Conn::open(
-            server,
+            VerbsDialer::new(server, arena_bytes, trace)?,
             TransportConfig::default(),
-            arena_bytes,
-            trace,
             reconnect,
         )?;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.subsec_nanos());
         Ok(Driver {
-            pages: c.arena.clone(),
+            pages: c.dialer.pages().clone(),
             c,
             peer: server,
             next_xid: seed,
@@ -487,7 +439,7 @@ impl Driver {
 
     fn lost(&self, lost: u64) -> RunError {
         RunError::Lost {
-            peer: self.peer,
+            peer: self.peer.to_string(),
             completed: self.completed,
             lost,
         }
@@ -871,6 +823,20 @@ pub struct BenchResult {
     pub server: ServerTotals,
 }
 
+/// The in-process server thread of `bench` and `demo`.
+type ServerThread = std::thread::JoinHandle<Result<ServerTotals, RunError>>;
+
+/// Serve `bound` on a thread of its own; its stop flag and handle.
+fn spawn_server(bound: BoundServer) -> Result<(Arc<AtomicBool>, ServerThread), RunError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let srv = std::thread::Builder::new()
+        .name("server".into())
+        .spawn(move || serve(bound, &st, false))
+        .map_err(|e| RunError::Failed(format!("spawning the server thread: {e}")))?;
+    Ok((stop, srv))
+}
+
 /// A server thread on `addr` serving one connection, and a client connecting to it.
 ///
 /// # Errors
@@ -884,12 +850,7 @@ pub fn bench(o: &ClientOpts, server_print: Print) -> Result<BenchResult, RunErro
         trace: o.trace.clone(),
         print: server_print,
     })?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let st = stop.clone();
-    let srv = std::thread::Builder::new()
-        .name("server".into())
-        .spawn(move || serve(bound, &st, false))
-        .map_err(|e| RunError::Failed(format!("spawning the server thread: {e}")))?;
+    let (stop, srv) = spawn_server(bound)?;
     let res = client(o);
     if res.is_err() {
         stop.store(true, Ordering::SeqCst);
@@ -961,12 +922,7 @@ pub fn demo(o: &DemoOpts) -> Result<(), RunError> {
          ({}), the harness's RPC program (NULL / WRITE / READ / ECHO), every byte verified.\n",
         o.addr
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    let st = stop.clone();
-    let srv = std::thread::Builder::new()
-        .name("server".into())
-        .spawn(move || serve(bound, &st, false))
-        .map_err(|e| RunError::Failed(format!("spawning the server thread: {e}")))?;
+    let (stop, srv) = spawn_server(bound)?;
     let res = (|| -> Result<Counters, RunError> {
         let mut d = Driver::connect(o.addr, 96 << 20, o.trace.clone(), None)?;
         let th = d.c.req.thresholds();

@@ -19,10 +19,14 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use userspace_harness::nfs3::{ConnectOpts, Nfs3Client};
+use userspace_harness::nfs3::{self, ConnectOpts};
 
 mod knfsd;
 use knfsd::{knfsd, server_ip, skip};
+
+#[path = "../../session/tests/common/data.rs"]
+mod data;
+use data::content;
 
 const BIN: &str = env!("CARGO_BIN_EXE_userspace-harness");
 
@@ -64,19 +68,6 @@ fn sha256(path: &Path) -> String {
         .next()
         .unwrap()
         .to_string()
-}
-
-/// Deterministic, position-dependent bytes (so misplaced pages show).
-fn content(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x as u8) ^ (i as u8)
-        })
-        .collect()
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -160,7 +151,7 @@ fn ls_of_500_files_lists_exactly_them_through_reply_chunks() {
         .collect();
     assert_eq!(got, want);
     // Through the library: the READDIRPLUS replies needed reply chunks (Long Replies).
-    let mut c = Nfs3Client::connect(
+    let mut c = nfs3::connect(
         &ConnectOpts {
             server: ip().parse().unwrap(),
             port: 20049,

@@ -1,0 +1,249 @@
+//! [`Session`]: a client session of any ONC RPC program over RPC-over-RDMA — one
+//! [`Conn`] (made by a [`Dialer`]), calls matched to replies by XID.
+//!
+//! Calls are submitted ([`Session::submit`]) and collected ([`Session::wait`]) separately so
+//! a caller can keep several in flight (the NFS client's WRITE/READ pipelines), or made one
+//! at a time ([`Session::call`]). Submitting waits for a credit when the server's grant is
+//! used up. Without reconnection a lost connection fails every call with [`RunError::Lost`];
+//! with it ([`Conn`], shared with the harness's own client) the session connects again with
+//! backoff and resends every call still owed a reply with the same XID, so each call gets
+//! exactly one reply across a server restart.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use krpc_rdma::transport::{CallError, Counters, ReplySpec, RequesterEvent, TransportConfig};
+use krpc_rdma::wire::InlineThresholds;
+use mbuf::{Chain, PageProvider};
+
+use crate::conn::Conn;
+use crate::dialer::Dialer;
+use crate::error::RunError;
+
+/// Seconds without progress, calls outstanding, before a wait gives up.
+const STALL: Duration = Duration::from_secs(30);
+
+/// One RPC-over-RDMA client connection.
+pub struct Session<D: Dialer> {
+    c: Conn<D>,
+    next_xid: u32,
+    /// Calls submitted and not yet collected.
+    pending: HashMap<u32, Option<Result<Chain, CallError>>>,
+    completed: u64,
+}
+
+impl<D: Dialer> Session<D> {
+    /// Connect through `dialer` with transport configuration `tcfg` and wait for the
+    /// connection to be established. With `reconnect`, a lost connection is made again (for
+    /// up to that long) and the calls owed a reply are resent.
+    ///
+    /// # Errors
+    /// As [`Dialer::dial`]; no establishment.
+    pub fn connect(
+        dialer: D,
+        tcfg: TransportConfig,
+        reconnect: Option<Duration>,
+    ) -> Result<Session<D>, RunError> {
+        let c = Conn::open(dialer, tcfg, reconnect)?;
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.subsec_nanos() ^ d.as_secs() as u32);
+        Ok(Session {
+            c,
+            next_xid: seed,
+            pending: HashMap::new(),
+            completed: 0,
+        })
+    }
+
+    /// The page provider DDP pages must come from (the dialer's).
+    pub fn pages(&self) -> &Arc<dyn PageProvider> {
+        self.c.dialer.pages()
+    }
+
+    /// The dialer (and through it the provider's pages and file I/O).
+    pub fn dialer(&self) -> &D {
+        &self.c.dialer
+    }
+
+    /// The dialer, mutably (a test's in-process server lives there).
+    pub fn dialer_mut(&mut self) -> &mut D {
+        &mut self.c.dialer
+    }
+
+    /// The server.
+    pub fn peer(&self) -> &str {
+        self.c.dialer.peer()
+    }
+
+    /// The inline thresholds negotiated at connection time.
+    pub fn thresholds(&self) -> InlineThresholds {
+        self.c.thresholds
+    }
+
+    /// The server's current credit grant.
+    pub fn credits(&self) -> u32 {
+        self.c.req.credits_granted()
+    }
+
+    /// The transport's counters, over every connection.
+    pub fn counters(&self) -> Counters {
+        self.c.counters()
+    }
+
+    /// Reconnections so far and calls resent.
+    pub fn reconnect_stats(&self) -> (u64, u64) {
+        self.c.reconnect_stats()
+    }
+
+    /// Whether lost connections are made again.
+    pub fn reconnects_enabled(&self) -> bool {
+        self.c.reconnects_enabled()
+    }
+
+    /// A fresh XID.
+    pub fn next_xid(&mut self) -> u32 {
+        let x = self.next_xid;
+        self.next_xid = self.next_xid.wrapping_add(1);
+        x
+    }
+
+    /// Calls submitted and not yet collected.
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn lost(&self) -> RunError {
+        RunError::Lost {
+            peer: self.c.dialer.peer().to_string(),
+            completed: self.completed,
+            lost: self.pending.values().filter(|v| v.is_none()).count() as u64,
+        }
+    }
+
+    /// No `what` from the server for [`STALL`].
+    fn stalled(&self, what: &str) -> RunError {
+        RunError::Failed(format!(
+            "{what} from {} for {} s ({} calls outstanding)",
+            self.c.dialer.peer(),
+            STALL.as_secs(),
+            self.pending.len()
+        ))
+    }
+
+    /// Reap what the transport reports, waiting up to `wait` if nothing is ready.
+    fn pump(&mut self, wait: Duration) -> Result<bool, RunError> {
+        let mut evs = Vec::new();
+        self.c.poll(wait, &mut evs);
+        let progressed = !evs.is_empty();
+        let mut lost = false;
+        for e in evs {
+            match e {
+                RequesterEvent::Reply { xid, reply } => {
+                    if let Some(slot) = self.pending.get_mut(&xid) {
+                        *slot = Some(Ok(reply));
+                        self.completed += 1;
+                    }
+                }
+                RequesterEvent::Failed { xid, error, .. } => {
+                    if error == CallError::ConnectionLost {
+                        lost = true;
+                    } else if let Some(slot) = self.pending.get_mut(&xid) {
+                        *slot = Some(Err(error));
+                        self.completed += 1;
+                    }
+                }
+                RequesterEvent::ConnectionLost => lost = true,
+                RequesterEvent::Connected(_) => {}
+            }
+        }
+        if lost {
+            if !self.c.reconnects_enabled() {
+                return Err(self.lost());
+            }
+            self.c.reconnect(&|| false).map_err(|e| {
+                self.c.dialer.note(format_args!("{e}"));
+                self.lost()
+            })?;
+            return Ok(true);
+        }
+        Ok(progressed)
+    }
+
+    /// Start call `xid` (the XID in `call` must be `xid`): waits for a credit if the
+    /// server's grant is in use.
+    ///
+    /// # Errors
+    /// The transport refused the call (too large, bad chain), or the connection was lost.
+    pub fn submit(&mut self, xid: u32, call: Chain, reply: ReplySpec) -> Result<(), RunError> {
+        let mut call = call;
+        let mut reply = reply;
+        let mut last = Instant::now();
+        loop {
+            match self.c.call(call, reply) {
+                Ok(()) => {
+                    self.pending.insert(xid, None);
+                    return Ok(());
+                }
+                Err(rej) => match rej.error {
+                    CallError::NoCredit | CallError::WouldBlock => {
+                        call = rej.call;
+                        reply = rej.reply;
+                        if self.pump(Duration::from_millis(10))? {
+                            last = Instant::now();
+                        } else if last.elapsed() >= STALL {
+                            return Err(self.stalled("no credit"));
+                        }
+                    }
+                    CallError::ConnectionLost if self.c.reconnects_enabled() => {
+                        // The next pump sees the loss and reconnects.
+                        call = rej.call;
+                        reply = rej.reply;
+                        self.pump(Duration::from_millis(10))?;
+                    }
+                    CallError::ConnectionLost => return Err(self.lost()),
+                    e => return Err(RunError::Failed(format!("call refused: {e}"))),
+                },
+            }
+        }
+    }
+
+    /// Wait for the reply of call `xid`: the RPC reply message (DDP data spliced back as
+    /// page mbufs).
+    ///
+    /// # Errors
+    /// The call failed in the transport (e.g. an RDMA_ERROR from the server), no progress for
+    /// 30 s, an unknown XID, or the connection was lost.
+    pub fn wait(&mut self, xid: u32) -> Result<Chain, RunError> {
+        let mut last = Instant::now();
+        loop {
+            match self.pending.get(&xid) {
+                None => return Err(RunError::Failed(format!("no call {xid:#x} in flight"))),
+                Some(Some(_)) => {
+                    let done = self.pending.remove(&xid).flatten();
+                    return match done {
+                        Some(Ok(reply)) => Ok(reply),
+                        Some(Err(e)) => Err(RunError::Failed(format!("call {xid:#x}: {e}"))),
+                        None => Err(RunError::Failed(format!("call {xid:#x} vanished"))),
+                    };
+                }
+                Some(None) => {}
+            }
+            if self.pump(Duration::from_millis(100))? {
+                last = Instant::now();
+            } else if last.elapsed() >= STALL {
+                return Err(self.stalled("no reply"));
+            }
+        }
+    }
+
+    /// One call, waited for.
+    ///
+    /// # Errors
+    /// As [`Session::submit`] and [`Session::wait`].
+    pub fn call(&mut self, xid: u32, call: Chain, reply: ReplySpec) -> Result<Chain, RunError> {
+        self.submit(xid, call, reply)?;
+        self.wait(xid)
+    }
+}
