@@ -341,6 +341,10 @@ pub fn connect(
     Ok(qp)
 }
 
+/// How long [`VerbsListener::accept_with`] waits for an accepted connection to be established,
+/// whatever the timeout it was given for the connect request.
+pub const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// A listening `rdma_cm` id.
 pub struct VerbsListener {
     arena: Arc<VerbsArena>,
@@ -389,7 +393,9 @@ impl VerbsListener {
         self.addr
     }
 
-    /// Accept one connection, replying with `private_data`.
+    /// Accept one connection, replying with `private_data`. `cfg.timeout_ms` bounds the wait
+    /// for a connect request; the wait for the accepted connection to be established is
+    /// bounded by the longer of it and [`ESTABLISH_TIMEOUT`].
     ///
     /// # Errors
     /// Timeout waiting for a request or for the connection, failing library calls.
@@ -466,12 +472,17 @@ impl VerbsListener {
         if unsafe { rdma_accept(id, &mut param) } != 0 {
             return Err(sys("rdma_accept"));
         }
+        // Once accepted, the handshake is the CM's to finish: it ends in ESTABLISHED, or in
+        // CONNECT_ERROR / REJECTED / UNREACHABLE when the peer goes away. `timeout` is how
+        // long to wait for a *request* (a server's accept loop polls with a short one); using
+        // it here too dropped connections whose RTU came late (rxe under a loaded qemu took
+        // over 1 s), which the client saw as "refused". The longer bound is a backstop only.
         expect_event(
             channel,
             rdma_cm_event_type::RDMA_CM_EVENT_ESTABLISHED,
             "connection establishment",
             self.addr,
-            timeout,
+            timeout.max(ESTABLISH_TIMEOUT),
         )?;
         qp.established(&ev.private_data);
         Ok(qp)
