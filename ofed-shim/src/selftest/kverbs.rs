@@ -2,14 +2,19 @@
 //! [`OfedQp`]s on the kernel's own verbs, through the C wrappers of `c/krpc_rdma_ofed.c`
 //! compiled into the module. Side A connects through rdma_cm to side B's listener on the
 //! same address (loopback on rxe0 in the project's VM), as `tests/emu_rxe.rs` does in
-//! userspace over the KPI emulation; the suite's expectations for rxe are the same
-//! ([`rxe_supports`]: rxe does not check a window's bounds — not used here, FRWR MRs are).
+//! userspace over the KPI emulation. One expectation is stronger than there: the
+//! emulation's registrations are memory windows, whose bounds rxe (Linux 6.1) does not check
+//! (`krpc_rdma_scenarios::fixture::rxe_supports`); here they are real FRWR MRs, whose bounds
+//! it does, so [`Feature::RangeChecks`] is supported (an RDMA one byte past a registration's
+//! end must be refused).
 //!
 //! Completions are handled in kernel context: the CQ completion handler (softirq on rxe) and
 //! the CM handler (the CM's work queue) call the upcall, which bumps a generation and wakes
 //! a wait queue in the glue (`krpc_ofed_wake`); [`Fixture::wait`] polls both queue pairs,
-//! arms their CQs, polls again, and sleeps until the generation moves or 100 ms pass. Every
-//! wait is bounded; 600 waits without progress fail the scenario (the suite's idle limit).
+//! arms their CQs, polls again, and sleeps until the generation moves or 100 ms pass
+//! ([`loopback::wait`], shared with the emulation's fixture, as is [`loopback::connect`]).
+//! Every wait is bounded; 600 waits without progress fail the scenario (the suite's idle
+//! limit).
 //!
 //! The figures (REG_MR, LOCAL_INV, Send With Invalidate sent and received, completions,
 //! Sends per side) are the C wrappers' counters ([`KrpcCounts`]) over the run; after the run
@@ -25,11 +30,11 @@ use core::sync::atomic::{AtomicU16, Ordering};
 
 use krpc_rdma::provider::Resources;
 use krpc_rdma_scenarios::check::fail;
-use krpc_rdma_scenarios::fixture::rxe_supports;
 use krpc_rdma_scenarios::{Connect, Failure, Feature, Fixture, Limits, PagePair};
 
 use super::{counted_pair, retire, run_suite, Counted, SuiteCount};
 use crate::ffi::{self, KrpcCounts};
+use crate::loopback::{self, Sleep, SockaddrIn};
 use crate::{KernelPages, OfedConfig, OfedListener, OfedQp};
 
 extern "C" {
@@ -56,15 +61,21 @@ extern "C" fn upcall(arg: *mut c_void) {
     unsafe { krpc_ofed_wake(arg) }
 }
 
-fn wake_gen() -> u64 {
-    // SAFETY: reads an atomic of the glue.
-    unsafe { krpc_ofed_wake_gen() }
-}
+/// The glue's wait queue.
+struct GlueSleep;
 
-/// Sleep until an upcall after `gen` or `ms` milliseconds.
-fn wait_gen(gen: u64, ms: u32) {
-    // SAFETY: process context (the self-test runs from insmod or a debugfs read).
-    unsafe { krpc_ofed_wait_gen(gen, ms) };
+impl Sleep for GlueSleep {
+    fn upcall(&self) -> extern "C" fn(*mut c_void) {
+        upcall
+    }
+    fn generation(&self) -> u64 {
+        // SAFETY: reads an atomic of the glue.
+        unsafe { krpc_ofed_wake_gen() }
+    }
+    fn sleep(&self, gen: u64, ms: u32) {
+        // SAFETY: process context (the self-test runs from insmod or a debugfs read).
+        unsafe { krpc_ofed_wait_gen(gen, ms) };
+    }
 }
 
 fn counts() -> KrpcCounts {
@@ -74,25 +85,12 @@ fn counts() -> KrpcCounts {
     c
 }
 
-/// `struct sockaddr_in` (Linux layout).
-#[repr(C)]
-struct SockaddrIn {
-    family: u16,
-    port_be: u16,
-    addr: [u8; 4],
-    zero: [u8; 8],
-}
-
 /// Listening ports: a fresh one per connection, cycling through 1,000.
 static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
 const PORT_BASE: u16 = 20800;
 
 fn ocfg(l: &Limits) -> OfedConfig {
-    let d = OfedConfig {
-        num_mrs: 256,
-        ..OfedConfig::default()
-    };
-    krpc_rdma_scenarios::limited_config!(OfedConfig, l, d)
+    krpc_rdma_scenarios::limited_config!(OfedConfig, l, loopback::config())
 }
 
 /// The fixture (see the module documentation).
@@ -107,12 +105,7 @@ pub struct KVerbs {
 impl KVerbs {
     fn sockaddr(&self) -> SockaddrIn {
         let n = NEXT_PORT.fetch_add(1, Ordering::Relaxed) % 1000;
-        SockaddrIn {
-            family: 2, // AF_INET
-            port_be: (PORT_BASE + n).to_be(),
-            addr: self.addr,
-            zero: [0; 8],
-        }
+        SockaddrIn::new(self.addr, PORT_BASE + n)
     }
 }
 
@@ -142,51 +135,27 @@ impl Fixture for KVerbs {
     fn connect(&mut self, c: Connect<'_, OfedQp>) -> Result<(OfedQp, OfedQp), String> {
         let cfg = ocfg(c.limits);
         let sa = self.sockaddr();
-        let sa_ptr = (&sa as *const SockaddrIn).cast::<c_void>();
         // SAFETY: NULL net is &init_net in the Linux glue; `sa` is a valid sockaddr_in that
-        // lives through both calls (the C side copies it).
-        let mut listener = unsafe { OfedListener::bind(core::ptr::null_mut(), sa_ptr, &cfg) }
-            .map_err(|e| format!("listen: {e}"))?;
-        // SAFETY: as above.
-        let mut qa = unsafe { OfedQp::connect(core::ptr::null_mut(), sa_ptr, &cfg, c.a_private) }
-            .map_err(|e| format!("connect: {e}"))?;
-        // SAFETY: `upcall` only wakes the glue's wait queue: callable from any context.
-        unsafe { qa.set_upcall(upcall, core::ptr::null_mut()) };
-        let mut qb = None;
-        for _ in 0..ACCEPT_POLLS {
-            let gen = wake_gen();
-            if let Some(q) = listener.next_request() {
-                qb = Some(q.map_err(|e| format!("connection request: {e}"))?);
-                break;
-            }
-            wait_gen(gen, 2);
-        }
-        let mut qb = qb.ok_or("no connection request within 30 s")?;
-        // SAFETY: as above.
-        unsafe { qb.set_upcall(upcall, core::ptr::null_mut()) };
-        (c.before_accept)(&mut qb);
-        qb.accept(c.b_private).map_err(|e| format!("accept: {e}"))?;
-        self.listener = Some(listener);
-        Ok((qa, qb))
+        // lives through the call; `upcall` only wakes the glue's wait queue (any context).
+        let p = unsafe {
+            loopback::connect(
+                &GlueSleep,
+                core::ptr::null_mut(),
+                sa.as_ptr(),
+                &cfg,
+                c.a_private,
+                c.b_private,
+                c.before_accept,
+                ACCEPT_POLLS,
+            )
+        }?;
+        self.listener = Some(p.listener);
+        Ok((p.a, p.b))
     }
 
     /// Until one of the queue pairs has new completions or events, or 100 ms.
     fn wait(&mut self, a: &mut OfedQp, b: &mut OfedQp) {
-        // As the emulation's fixture: only new completions or events end the wait early,
-        // not work already queued (the other side's unread Disconnected).
-        let had = [a.has_work(), b.has_work()];
-        let news = |q: &mut OfedQp, had: bool| q.reap() > 0 || (!had && q.has_work());
-        if news(a, had[0]) || news(b, had[1]) {
-            return;
-        }
-        let gen = wake_gen();
-        a.arm();
-        b.arm();
-        // Completions that arrived before the notification was armed raise no upcall.
-        if news(a, had[0]) || news(b, had[1]) {
-            return;
-        }
-        wait_gen(gen, 100);
+        loopback::wait(&GlueSleep, a, b, 100);
     }
 
     fn idle_limit(&self) -> u32 {
@@ -212,8 +181,9 @@ impl Fixture for KVerbs {
             .ok_or(format!("error completions: {st:?}"))
     }
 
-    fn supports(&self, feature: Feature) -> bool {
-        rxe_supports(feature)
+    /// Everything, [`Feature::RangeChecks`] included (FRWR MRs, see the module docs).
+    fn supports(&self, _feature: Feature) -> bool {
+        true
     }
 
     fn pages_in_use(&self) -> usize {
