@@ -19,7 +19,12 @@ set -u
 KO=${KO:-target/kmod/linux/krpc_rdma.ko}
 CYCLES=${1:-20}
 ADDR=${RXE_IP:-10.0.2.15}
-fail() { echo "selftest-vm: FAIL: $*"; exit 1; }
+fail() {
+	# The module's report lines and the kernel's markers, so that a failure says why.
+	dmesg | grep -E "krpc_rdma|WARNING|BUG|Oops|Call Trace" | tail -n 40
+	echo "selftest-vm: FAIL: $*"
+	exit 1
+}
 
 [ -f "$KO" ] || fail "$KO not found (cargo xtask kmod)"
 uname -r
