@@ -19,6 +19,7 @@ mod emu {
         }
         for f in [
             "c/krpc_rdma_ofed.c",
+            "c/krpc_rdma_bsd.c",
             "c/krpc_rdma_ofed.h",
             "c/krpc_ofed_kpi.h",
             "emu/kpi_emu.h",
@@ -30,6 +31,8 @@ mod emu {
         }
         cc::Build::new()
             .file("c/krpc_rdma_ofed.c")
+            // FreeBSD's memory, page and panic hooks (over the emulated malloc/vm_page).
+            .file("c/krpc_rdma_bsd.c")
             .file("emu/kpi_emu.c")
             // librdmacm's API and the kernel rdma_cm KPI share names: separate file.
             .file("emu/cm_glue.c")

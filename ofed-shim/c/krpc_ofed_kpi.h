@@ -1,13 +1,35 @@
 /*-
  * SPDX-License-Identifier: BSD-2-Clause
  *
- * The KPI krpc_rdma_ofed.c is written against: FreeBSD's kernel headers, or (with
- * KRPC_OFED_EMU, host tests only) the userspace emulation in ../emu/kpi_emu.h, which declares
- * the same subset with the same signatures on top of libibverbs/librdmacm.
+ * The KPI krpc_rdma_ofed.c is written against, and the few per-kernel differences it goes
+ * through by name:
+ *
+ *   krpc_lock_t, krpc_lock_init/destroy, krpc_lock/krpc_unlock
+ *       a lock the CQ completion handler may take (FreeBSD: mtx(9), MTX_DEF; Linux: a
+ *       spinlock with interrupts saved, the handler runs in softirq or hardirq context)
+ *   KRPC_PA_TO_PAGE(pa)            the page of a physical address (vm_page / struct page)
+ *   krpc_rdma_create_id(net, handler, context)
+ *       rdma_create_id(struct vnet * | struct net *, ..., RDMA_PS_TCP, IB_QPT_RC); a NULL net
+ *       is &init_net on Linux
+ *   krpc_rdma_accept(id, param)    rdma_accept (Linux: under rdma_lock_handler, as required
+ *                                  outside the id's event handler since 5.10)
+ *   krpc_rdma_reject(id)           rdma_reject without private data (Linux: 4 arguments)
+ *   krpc_rdma_connect_in_handler(id, param)
+ *                                  rdma_connect from the id's own event handler (Linux:
+ *                                  rdma_connect_locked; rdma_connect takes the handler lock
+ *                                  the running handler holds)
+ *
+ * Kernels: FreeBSD's headers (default); Linux's with KRPC_OFED_LINUX (the Linux module,
+ * ../linux/krpc_ofed_kpi_linux.h); or, with KRPC_OFED_EMU (host tests only), the userspace
+ * emulation in ../emu/kpi_emu.h, which declares FreeBSD's subset with the same signatures on
+ * top of libibverbs/librdmacm.
  */
 #ifndef KRPC_OFED_KPI_H
 #define KRPC_OFED_KPI_H
 
+#if defined(KRPC_OFED_LINUX)
+#include "krpc_ofed_kpi_linux.h"
+#else
 #ifdef KRPC_OFED_EMU
 #include "kpi_emu.h"
 #else
@@ -17,7 +39,6 @@
 #include <sys/malloc.h>
 #include <sys/lock.h>
 #include <sys/mutex.h>
-#include <sys/queue.h>
 #include <sys/socket.h>
 #include <net/vnet.h>
 #include <vm/vm.h>
@@ -27,6 +48,21 @@
 #include <linux/scatterlist.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
+#endif
+
+/* FreeBSD (and its emulation). */
+typedef struct mtx krpc_lock_t;
+#define	krpc_lock_init(l, name)	mtx_init((l), (name), NULL, MTX_DEF)
+#define	krpc_lock_destroy(l)	mtx_destroy(l)
+#define	krpc_lock(l)		mtx_lock(l)
+#define	krpc_unlock(l)		mtx_unlock(l)
+#define	KRPC_PA_TO_PAGE(pa)	PHYS_TO_VM_PAGE(pa)
+/* NULL vnet: rdma_create_id fails with -EINVAL on a VIMAGE kernel (ib_cma.c). */
+#define	krpc_rdma_create_id(net, handler, context)				\
+	rdma_create_id((struct vnet *)(net), (handler), (context), RDMA_PS_TCP, IB_QPT_RC)
+#define	krpc_rdma_accept(id, param)	rdma_accept((id), (param))
+#define	krpc_rdma_reject(id)		rdma_reject((id), NULL, 0)
+#define	krpc_rdma_connect_in_handler(id, param)	rdma_connect((id), (param))
 #endif
 
 #endif /* KRPC_OFED_KPI_H */

@@ -1,12 +1,22 @@
 /*-
  * SPDX-License-Identifier: BSD-2-Clause
  *
- * krpc-rdma: exported C wrappers between the Rust shim (ofed-shim) and FreeBSD's OFED KPI.
+ * krpc-rdma: exported C wrappers between the Rust shim (ofed-shim) and the OFED verbs KPI:
+ * FreeBSD's (sys/ofed, through LinuxKPI) and Linux's in-kernel verbs, which are the same
+ * ib_* / rdma_* calls; the few differences go through krpc_ofed_kpi.h.
  *
  * Rust passes only our plain structs (krpc_rdma_ofed.h); this file translates them into
  * ib_send_wr / ib_recv_wr / ib_reg_wr chains, ib_wc into krpc_wc, rdma_cm events into
  * krpc_cm_event, and wraps the static-inline verbs of ib_verbs.h. The same file builds
  * against the userspace emulation of the KPI (KRPC_OFED_EMU, ../emu) for the host tests.
+ * Memory comes from the kernel's krpc_ofed_malloc hook (krpc_rdma_bsd.c on FreeBSD,
+ * ../linux/krpc_rdma_linux.c on Linux).
+ *
+ * DMA: every SGE address is ib_dma_map_page() of the page fragment on the connection's
+ * device, at post time; the mapping is recorded with its work request in a FIFO per queue
+ * (struct krpc_ring) and unmapped when that work request's completion, or a later one of
+ * the same queue (completions of a queue come in order), is polled, or at teardown.
+ * FRWR page lists go through ib_dma_map_sg() and are unmapped at invalidation.
  *
  * Locking: the data-path calls (post, poll, reg) are made by the single thread that drives a
  * connection; the rdma_cm handler runs in the CM's context and only touches the event queue
@@ -16,9 +26,29 @@
 #include "krpc_ofed_kpi.h"
 #include "krpc_rdma_ofed.h"
 
-MALLOC_DEFINE(M_KRPC_RDMA, "krpc_rdma", "krpc RPC-over-RDMA transport");
-
 #define KRPC_EVQ 8
+#define KRPC_POLL_MAX 16
+
+static void *
+krpc_zalloc(size_t size)
+{
+	return (krpc_ofed_malloc(size, KRPC_M_NOWAIT | KRPC_M_ZERO));
+}
+
+/* Objects live now and work done since load (krpc_ofed_get_counts). */
+static struct krpc_ofed_counts krpc_counts;
+#define	KRPC_COUNT(field, n)	__atomic_fetch_add(&krpc_counts.field, (n), __ATOMIC_RELAXED)
+
+void
+krpc_ofed_get_counts(struct krpc_ofed_counts *out)
+{
+	uint64_t *dst = (uint64_t *)out;
+	uint64_t *src = (uint64_t *)&krpc_counts;
+	size_t i;
+
+	for (i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
 
 /*
  * Offset bits of a page address. Not PAGE_MASK: linux/page.h (included by linux/scatterlist.h)
@@ -32,6 +62,31 @@ struct krpc_mr {
 	struct ib_mr *mr;
 	struct scatterlist *sg;	/* max_pages_per_mr entries */
 	int sg_mapped;		/* entries DMA-mapped (0: none) */
+};
+
+/* One DMA mapping of an SGE. */
+struct krpc_dmap {
+	uint64_t dma;
+	uint32_t len;
+};
+
+/* One posted work request: its id and how many mappings (in the map FIFO) it holds. */
+struct krpc_wrrec {
+	uint64_t wr_id;
+	uint32_t nmaps;
+};
+
+/*
+ * The work requests posted on one queue whose completions were not polled yet, oldest
+ * first, with their SGE mappings (two FIFOs). Completions of one queue come in posting
+ * order (unsignaled send requests complete with the next signaled one), so polling the
+ * completion of wr_id retires it and every request before it.
+ */
+struct krpc_ring {
+	struct krpc_wrrec *wr;
+	uint32_t wr_cap, wr_head, wr_count;
+	struct krpc_dmap *map;
+	uint32_t map_cap, map_head, map_count;
 };
 
 /*
@@ -48,7 +103,7 @@ struct krpc_cm_ctx {
 
 struct krpc_ofed_conn {
 	struct krpc_cm_ctx ctx;	/* first: KRPC_CTX_CONN */
-	struct mtx lock;
+	krpc_lock_t lock;
 	struct rdma_cm_id *id;
 	struct ib_device *dev;	/* id->device, kept for the teardown after the id is gone */
 	struct ib_pd *pd;
@@ -56,11 +111,14 @@ struct krpc_ofed_conn {
 	struct ib_qp *qp;
 	struct krpc_ofed_params params;
 	struct krpc_mr *mrs;
+	struct krpc_ring sring;	/* send queue: max_send_wr requests, max_sge maps each */
+	struct krpc_ring rring;	/* receive queue: max_recv_wr requests, one map each */
 	struct ib_rdma_wr *swr;	/* max_send_wr */
 	struct ib_sge *ssge;	/* max_send_wr * max_sge */
 	uint32_t nssge;
 	struct ib_recv_wr *rwr;	/* max_recv_wr */
 	struct ib_sge *rsge;
+	struct ib_wc wc[KRPC_POLL_MAX];	/* krpc_ofed_poll_cq's (not on the kernel stack) */
 	struct krpc_cm_event evq[KRPC_EVQ];
 	uint32_t ev_head, ev_count;
 	uint8_t pdata[KRPC_CM_PRIVATE_MAX];	/* ours, for rdma_connect */
@@ -72,97 +130,18 @@ struct krpc_ofed_conn {
 	int dead;
 	void (*upcall)(void *);
 	void *upcall_arg;
-	TAILQ_ENTRY(krpc_ofed_conn) link;
+	struct krpc_ofed_conn *next;	/* listener's pending list */
 };
 
 struct krpc_ofed_listener {
 	struct krpc_cm_ctx ctx;	/* first: KRPC_CTX_LISTENER */
-	struct mtx lock;
+	krpc_lock_t lock;
 	struct rdma_cm_id *id;
 	struct krpc_ofed_params params;
-	TAILQ_HEAD(, krpc_ofed_conn) pending;
+	struct krpc_ofed_conn *pending;	/* oldest first */
+	struct krpc_ofed_conn **pending_tail;
 	int gone;		/* the device went away (DEVICE_REMOVAL on the listener's id) */
 };
-
-/* ---- memory, panic, pages ------------------------------------------------------------ */
-
-void *
-krpc_ofed_malloc(size_t size, int flags)
-{
-	int mflags;
-
-	mflags = (flags & KRPC_M_NOWAIT) ? M_NOWAIT : M_WAITOK;
-	if (flags & KRPC_M_ZERO)
-		mflags |= M_ZERO;
-	return (malloc(size, M_KRPC_RDMA, mflags));
-}
-
-void
-krpc_ofed_free(void *p)
-{
-	free(p, M_KRPC_RDMA);
-}
-
-void
-krpc_ofed_panic(const uint8_t *msg, size_t len)
-{
-	panic("%.*s", (int)len, (const char *)msg);
-}
-
-int
-krpc_ofed_page_alloc(uint64_t *pa)
-{
-	vm_page_t m;
-
-	m = vm_page_alloc_noobj(VM_ALLOC_WIRED | VM_ALLOC_ZERO | VM_ALLOC_NOWAIT);
-	if (m == NULL)
-		return (ENOMEM);
-	*pa = VM_PAGE_TO_PHYS(m);
-	return (0);
-}
-
-int
-krpc_ofed_page_ref(uint64_t pa)
-{
-	vm_page_t m;
-
-	m = PHYS_TO_VM_PAGE(pa);
-	if (m == NULL)
-		return (EINVAL);
-	vm_page_wire(m);
-	return (0);
-}
-
-void
-krpc_ofed_page_unref(uint64_t pa)
-{
-	vm_page_t m;
-
-	m = PHYS_TO_VM_PAGE(pa);
-	if (m != NULL && vm_page_unwire_noq(m))
-		vm_page_free(m);
-}
-
-uint8_t *
-krpc_ofed_page_kva(uint64_t pa)
-{
-	if (PHYS_TO_VM_PAGE(pa) == NULL)
-		return (NULL);
-	return ((uint8_t *)PHYS_TO_DMAP(pa));
-}
-
-/*
- * Bus address of a kernel page fragment for an SGE: its physical address. Right where bus
- * addresses are physical (amd64 without DMAR remapping the HCA). With an IOMMU the fragments
- * of SGEs would need ib_dma_map_page() per work request; FRWR registrations already go
- * through ib_dma_map_sg(). See README.md, "Limitations".
- */
-static inline uint64_t
-krpc_dma_addr(struct krpc_ofed_conn *c, uint64_t pa)
-{
-	(void)c;
-	return (pa);
-}
 
 /* ---- events --------------------------------------------------------------------------- */
 
@@ -174,7 +153,7 @@ krpc_push_event(struct krpc_ofed_conn *c, uint32_t kind, int status, const void 
 	void (*fn)(void *);
 	void *arg;
 
-	mtx_lock(&c->lock);
+	krpc_lock(&c->lock);
 	if (c->ev_count == KRPC_EVQ) {
 		/* Full: the newest (terminal) event replaces the last one. */
 		e = &c->evq[(c->ev_head + KRPC_EVQ - 1) % KRPC_EVQ];
@@ -193,7 +172,7 @@ krpc_push_event(struct krpc_ofed_conn *c, uint32_t kind, int status, const void 
 	}
 	fn = c->upcall;
 	arg = c->upcall_arg;
-	mtx_unlock(&c->lock);
+	krpc_unlock(&c->lock);
 	if (fn != NULL)
 		fn(arg);
 }
@@ -203,24 +182,24 @@ krpc_ofed_poll_event(struct krpc_ofed_conn *c, struct krpc_cm_event *ev)
 {
 	int got = 0;
 
-	mtx_lock(&c->lock);
+	krpc_lock(&c->lock);
 	if (c->ev_count > 0) {
 		*ev = c->evq[c->ev_head];
 		c->ev_head = (c->ev_head + 1) % KRPC_EVQ;
 		c->ev_count--;
 		got = 1;
 	}
-	mtx_unlock(&c->lock);
+	krpc_unlock(&c->lock);
 	return (got);
 }
 
 void
 krpc_ofed_set_upcall(struct krpc_ofed_conn *c, void (*fn)(void *), void *arg)
 {
-	mtx_lock(&c->lock);
+	krpc_lock(&c->lock);
 	c->upcall = fn;
 	c->upcall_arg = arg;
-	mtx_unlock(&c->lock);
+	krpc_unlock(&c->lock);
 }
 
 static void
@@ -231,10 +210,10 @@ krpc_cq_comp(struct ib_cq *cq, void *ctx)
 	void *arg;
 
 	(void)cq;
-	mtx_lock(&c->lock);
+	krpc_lock(&c->lock);
 	fn = c->upcall;
 	arg = c->upcall_arg;
-	mtx_unlock(&c->lock);
+	krpc_unlock(&c->lock);
 	if (fn != NULL)
 		fn(arg);
 }
@@ -253,7 +232,141 @@ krpc_qp_event(struct ib_event *ev, void *ctx)
 	(void)ctx;
 }
 
+/* ---- DMA mappings of posted work requests ---------------------------------------- */
+
+static int
+krpc_ring_alloc(struct krpc_ring *r, uint32_t nwr, uint32_t nmap)
+{
+	r->wr_cap = nwr;
+	r->map_cap = nmap;
+	r->wr = krpc_zalloc(sizeof(*r->wr) * nwr);
+	r->map = krpc_zalloc(sizeof(*r->map) * nmap);
+	return (r->wr != NULL && r->map != NULL ? 0 : ENOMEM);
+}
+
+static void
+krpc_ring_free(struct krpc_ring *r)
+{
+	krpc_ofed_free(r->wr);
+	krpc_ofed_free(r->map);
+	r->wr = NULL;
+	r->map = NULL;
+}
+
+/* Map one page fragment on the connection's device into the ring; its DMA address. */
+static int
+krpc_ring_map(struct krpc_ofed_conn *c, struct krpc_ring *r, uint64_t pa, uint32_t len,
+    uint64_t *dma)
+{
+	struct krpc_dmap *m;
+	uint64_t a;
+
+	if (r->map_count == r->map_cap || c->dev == NULL)
+		return (ENOSPC);
+	a = ib_dma_map_page(c->dev, KRPC_PA_TO_PAGE(pa & ~KRPC_PAGE_OFF_MASK),
+	    (unsigned long)(pa & KRPC_PAGE_OFF_MASK), len, DMA_BIDIRECTIONAL);
+	if (ib_dma_mapping_error(c->dev, a))
+		return (EIO);
+	m = &r->map[(r->map_head + r->map_count) % r->map_cap];
+	m->dma = a;
+	m->len = len;
+	r->map_count++;
+	KRPC_COUNT(dma_maps_live, 1);
+	*dma = a;
+	return (0);
+}
+
+static void
+krpc_ring_unmap(struct krpc_ofed_conn *c, struct krpc_dmap *m)
+{
+	ib_dma_unmap_page(c->dev, m->dma, m->len, DMA_BIDIRECTIONAL);
+	KRPC_COUNT(dma_maps_live, -1);
+}
+
+/* Record a work request holding the last `nmaps` mappings. */
+static int
+krpc_ring_push(struct krpc_ring *r, uint64_t wr_id, uint32_t nmaps)
+{
+	struct krpc_wrrec *w;
+
+	if (r->wr_count == r->wr_cap)
+		return (ENOSPC);
+	w = &r->wr[(r->wr_head + r->wr_count) % r->wr_cap];
+	w->wr_id = wr_id;
+	w->nmaps = nmaps;
+	r->wr_count++;
+	return (0);
+}
+
+/* Undo the newest `nwr` requests and `nmaps` mappings (not posted after all). */
+static void
+krpc_ring_drop_newest(struct krpc_ofed_conn *c, struct krpc_ring *r, uint32_t nwr,
+    uint32_t nmaps)
+{
+	while (nmaps > 0 && r->map_count > 0) {
+		r->map_count--;
+		krpc_ring_unmap(c, &r->map[(r->map_head + r->map_count) % r->map_cap]);
+		nmaps--;
+	}
+	r->wr_count -= nwr < r->wr_count ? nwr : r->wr_count;
+}
+
+/* Retire the oldest request and its mappings. */
+static void
+krpc_ring_pop(struct krpc_ofed_conn *c, struct krpc_ring *r)
+{
+	struct krpc_wrrec *w = &r->wr[r->wr_head];
+	uint32_t i;
+
+	for (i = 0; i < w->nmaps && r->map_count > 0; i++) {
+		krpc_ring_unmap(c, &r->map[r->map_head]);
+		r->map_head = (r->map_head + 1) % r->map_cap;
+		r->map_count--;
+	}
+	r->wr_head = (r->wr_head + 1) % r->wr_cap;
+	r->wr_count--;
+}
+
+/* The completion of wr_id was polled: retire it and every older request; 0 if unknown. */
+static int
+krpc_ring_retire(struct krpc_ofed_conn *c, struct krpc_ring *r, uint64_t wr_id)
+{
+	uint32_t i, n;
+
+	for (i = 0; i < r->wr_count; i++)
+		if (r->wr[(r->wr_head + i) % r->wr_cap].wr_id == wr_id)
+			break;
+	if (i == r->wr_count)
+		return (0);
+	for (n = i + 1; n > 0; n--)
+		krpc_ring_pop(c, r);
+	return (1);
+}
+
+static void
+krpc_ring_retire_all(struct krpc_ofed_conn *c, struct krpc_ring *r)
+{
+	if (r->wr == NULL)
+		return;
+	while (r->wr_count > 0)
+		krpc_ring_pop(c, r);
+}
+
 /* ---- connection objects --------------------------------------------------------------- */
+
+static void
+krpc_conn_free(struct krpc_ofed_conn *c)
+{
+	krpc_ofed_free(c->swr);
+	krpc_ofed_free(c->ssge);
+	krpc_ofed_free(c->rwr);
+	krpc_ofed_free(c->rsge);
+	krpc_ofed_free(c->mrs);
+	krpc_ring_free(&c->sring);
+	krpc_ring_free(&c->rring);
+	krpc_lock_destroy(&c->lock);
+	krpc_ofed_free(c);
+}
 
 static struct krpc_ofed_conn *
 krpc_conn_alloc(const struct krpc_ofed_params *p)
@@ -261,29 +374,25 @@ krpc_conn_alloc(const struct krpc_ofed_params *p)
 	struct krpc_ofed_conn *c;
 
 	if (p->max_send_wr == 0 || p->max_recv_wr == 0 || p->max_sge == 0 ||
-	    p->num_mrs == 0 || p->max_pages_per_mr == 0)
+	    p->num_mrs == 0 || p->max_pages_per_mr == 0 ||
+	    (uint64_t)p->max_send_wr * p->max_sge > 0xffffffffU)
 		return (NULL);
-	c = malloc(sizeof(*c), M_KRPC_RDMA, M_NOWAIT | M_ZERO);
+	c = krpc_zalloc(sizeof(*c));
 	if (c == NULL)
 		return (NULL);
 	c->ctx.kind = KRPC_CTX_CONN;
-	mtx_init(&c->lock, "krpc_rdma_conn", NULL, MTX_DEF);
+	krpc_lock_init(&c->lock, "krpc_rdma_conn");
 	c->params = *p;
 	c->nssge = p->max_send_wr * p->max_sge;
-	c->swr = malloc(sizeof(*c->swr) * p->max_send_wr, M_KRPC_RDMA, M_NOWAIT | M_ZERO);
-	c->ssge = malloc(sizeof(*c->ssge) * c->nssge, M_KRPC_RDMA, M_NOWAIT | M_ZERO);
-	c->rwr = malloc(sizeof(*c->rwr) * p->max_recv_wr, M_KRPC_RDMA, M_NOWAIT | M_ZERO);
-	c->rsge = malloc(sizeof(*c->rsge) * p->max_recv_wr, M_KRPC_RDMA, M_NOWAIT | M_ZERO);
-	c->mrs = malloc(sizeof(*c->mrs) * p->num_mrs, M_KRPC_RDMA, M_NOWAIT | M_ZERO);
+	c->swr = krpc_zalloc(sizeof(*c->swr) * p->max_send_wr);
+	c->ssge = krpc_zalloc(sizeof(*c->ssge) * c->nssge);
+	c->rwr = krpc_zalloc(sizeof(*c->rwr) * p->max_recv_wr);
+	c->rsge = krpc_zalloc(sizeof(*c->rsge) * p->max_recv_wr);
+	c->mrs = krpc_zalloc(sizeof(*c->mrs) * p->num_mrs);
 	if (c->swr == NULL || c->ssge == NULL || c->rwr == NULL || c->rsge == NULL ||
-	    c->mrs == NULL) {
-		free(c->swr, M_KRPC_RDMA);
-		free(c->ssge, M_KRPC_RDMA);
-		free(c->rwr, M_KRPC_RDMA);
-		free(c->rsge, M_KRPC_RDMA);
-		free(c->mrs, M_KRPC_RDMA);
-		mtx_destroy(&c->lock);
-		free(c, M_KRPC_RDMA);
+	    c->mrs == NULL || krpc_ring_alloc(&c->sring, p->max_send_wr, c->nssge) != 0 ||
+	    krpc_ring_alloc(&c->rring, p->max_recv_wr, p->max_recv_wr) != 0) {
+		krpc_conn_free(c);
 		return (NULL);
 	}
 	return (c);
@@ -302,38 +411,34 @@ krpc_teardown_qp(struct krpc_ofed_conn *c)
 		else
 			ib_destroy_qp(c->qp);	/* the cm id is gone already (conn_destroy) */
 		c->qp = NULL;
+		KRPC_COUNT(qps_live, -1);
 	}
+	/* No DMA after the QP is gone: unmap what was posted and never polled. */
+	krpc_ring_retire_all(c, &c->sring);
+	krpc_ring_retire_all(c, &c->rring);
 	for (i = 0; i < c->params.num_mrs; i++) {
 		m = &c->mrs[i];
 		if (m->sg_mapped > 0 && c->dev != NULL)
 			ib_dma_unmap_sg(c->dev, m->sg, m->sg_mapped, DMA_BIDIRECTIONAL);
 		m->sg_mapped = 0;
-		if (m->mr != NULL)
+		if (m->mr != NULL) {
 			ib_dereg_mr(m->mr);
+			KRPC_COUNT(mrs_live, -1);
+		}
 		m->mr = NULL;
-		free(m->sg, M_KRPC_RDMA);
+		krpc_ofed_free(m->sg);
 		m->sg = NULL;
 	}
 	if (c->cq != NULL) {
 		ib_destroy_cq(c->cq);
 		c->cq = NULL;
+		KRPC_COUNT(cqs_live, -1);
 	}
 	if (c->pd != NULL) {
 		ib_dealloc_pd(c->pd);
 		c->pd = NULL;
+		KRPC_COUNT(pds_live, -1);
 	}
-}
-
-static void
-krpc_conn_free(struct krpc_ofed_conn *c)
-{
-	free(c->swr, M_KRPC_RDMA);
-	free(c->ssge, M_KRPC_RDMA);
-	free(c->rwr, M_KRPC_RDMA);
-	free(c->rsge, M_KRPC_RDMA);
-	free(c->mrs, M_KRPC_RDMA);
-	mtx_destroy(&c->lock);
-	free(c, M_KRPC_RDMA);
 }
 
 /* PD, CQ, QP and the FRWR MR pool on a resolved id (CM handler context). */
@@ -353,6 +458,7 @@ krpc_setup_qp(struct krpc_ofed_conn *c, struct rdma_cm_id *id)
 		c->pd = NULL;
 		return (err);
 	}
+	KRPC_COUNT(pds_live, 1);
 	memset(&ca, 0, sizeof(ca));
 	ca.cqe = c->params.max_send_wr + c->params.max_recv_wr;
 	ca.comp_vector = 0;
@@ -362,6 +468,7 @@ krpc_setup_qp(struct krpc_ofed_conn *c, struct rdma_cm_id *id)
 		c->cq = NULL;
 		goto fail;
 	}
+	KRPC_COUNT(cqs_live, 1);
 	memset(&qa, 0, sizeof(qa));
 	qa.event_handler = krpc_qp_event;
 	qa.qp_context = c;
@@ -379,10 +486,10 @@ krpc_setup_qp(struct krpc_ofed_conn *c, struct rdma_cm_id *id)
 		goto fail;
 	}
 	c->qp = id->qp;
+	KRPC_COUNT(qps_live, 1);
 	for (i = 0; i < c->params.num_mrs; i++) {
 		m = &c->mrs[i];
-		m->sg = malloc(sizeof(*m->sg) * c->params.max_pages_per_mr, M_KRPC_RDMA,
-		    M_NOWAIT | M_ZERO);
+		m->sg = krpc_zalloc(sizeof(*m->sg) * c->params.max_pages_per_mr);
 		if (m->sg == NULL) {
 			err = ENOMEM;
 			goto fail;
@@ -393,6 +500,7 @@ krpc_setup_qp(struct krpc_ofed_conn *c, struct rdma_cm_id *id)
 			m->mr = NULL;
 			goto fail;
 		}
+		KRPC_COUNT(mrs_live, 1);
 	}
 	ib_req_notify_cq(c->cq, IB_CQ_NEXT_COMP);
 	return (0);
@@ -444,9 +552,11 @@ krpc_cm_request(struct krpc_ofed_listener *l, struct rdma_cm_id *id, struct rdma
 		return (-ENOMEM);
 	}
 	id->context = c;
-	mtx_lock(&l->lock);
-	TAILQ_INSERT_TAIL(&l->pending, c, link);
-	mtx_unlock(&l->lock);
+	KRPC_COUNT(cm_ids_live, 1);	/* ours from here on (a non-zero return: the CM's) */
+	krpc_lock(&l->lock);
+	*l->pending_tail = c;
+	l->pending_tail = &c->next;
+	krpc_unlock(&l->lock);
 	return (0);
 }
 
@@ -459,9 +569,9 @@ static int
 krpc_listener_event(struct krpc_ofed_listener *l, struct rdma_cm_event *ev)
 {
 	if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-		mtx_lock(&l->lock);
+		krpc_lock(&l->lock);
 		l->gone = 1;
-		mtx_unlock(&l->lock);
+		krpc_unlock(&l->lock);
 	}
 	return (0);
 }
@@ -478,9 +588,9 @@ krpc_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	if (((struct krpc_cm_ctx *)id->context)->kind == KRPC_CTX_LISTENER)
 		return (krpc_listener_event(id->context, ev));
 	c = id->context;
-	mtx_lock(&c->lock);
+	krpc_lock(&c->lock);
 	dead = c->dead;
-	mtx_unlock(&c->lock);
+	krpc_unlock(&c->lock);
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
 		if (dead)
@@ -495,7 +605,7 @@ krpc_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		err = krpc_setup_qp(c, id);
 		if (err == 0) {
 			krpc_conn_param(c, &p, c->pdata, c->pdlen);
-			err = rdma_connect(id, &p);
+			err = krpc_rdma_connect_in_handler(id, &p);
 		}
 		if (err != 0)
 			krpc_push_event(c, KRPC_CM_ERROR, err, NULL, 0);
@@ -543,18 +653,19 @@ krpc_ofed_connect(void *vnet, const struct sockaddr *dst, const struct krpc_ofed
 	if (pdlen > 0)
 		memcpy(c->pdata, pdata, pdlen);
 	c->pdlen = pdlen;
-	/* NULL vnet: rdma_create_id fails with -EINVAL on a VIMAGE kernel (ib_cma.c). */
-	id = rdma_create_id((struct vnet *)vnet, krpc_cm_handler, c, RDMA_PS_TCP, IB_QPT_RC);
+	id = krpc_rdma_create_id(vnet, krpc_cm_handler, c);
 	if (IS_ERR(id)) {
 		err = -PTR_ERR(id);
 		krpc_conn_free(c);
 		return (err);
 	}
+	KRPC_COUNT(cm_ids_live, 1);
 	c->id = id;
 	err = rdma_resolve_addr(id, NULL, __DECONST(struct sockaddr *, dst),
 	    (int)params->timeout_ms);
 	if (err != 0) {
 		rdma_destroy_id(id);
+		KRPC_COUNT(cm_ids_live, -1);
 		krpc_conn_free(c);
 		return (err < 0 ? -err : err);
 	}
@@ -573,7 +684,7 @@ krpc_ofed_accept(struct krpc_ofed_conn *c, const uint8_t *pdata, uint32_t pdlen)
 	memcpy(c->pdata, pdata, pdlen);
 	c->pdlen = pdlen;
 	krpc_conn_param(c, &p, c->pdata, c->pdlen);
-	err = rdma_accept(c->id, &p);
+	err = krpc_rdma_accept(c->id, &p);
 	if (err == 0)
 		c->accepted = 1;
 	return (err < 0 ? -err : err);
@@ -590,20 +701,22 @@ krpc_ofed_disconnect(struct krpc_ofed_conn *c)
 void
 krpc_ofed_conn_destroy(struct krpc_ofed_conn *c)
 {
-	mtx_lock(&c->lock);
+	krpc_lock(&c->lock);
 	c->dead = 1;
 	c->upcall = NULL;
-	mtx_unlock(&c->lock);
+	krpc_unlock(&c->lock);
 	if (c->passive && !c->accepted && c->id != NULL)
-		rdma_reject(c->id, NULL, 0);
+		krpc_rdma_reject(c->id);
 	/*
 	 * The id first: rdma_destroy_id waits for a CM handler that is running (one may be
 	 * inside krpc_setup_qp, creating what the teardown destroys) and no handler runs after
 	 * it. Then the QP (ib_destroy_qp: no rdma_cm call once the id is gone, as Linux's
 	 * nvme-rdma does), MRs, CQ and PD.
 	 */
-	if (c->id != NULL)
+	if (c->id != NULL) {
 		rdma_destroy_id(c->id);
+		KRPC_COUNT(cm_ids_live, -1);
+	}
 	c->id = NULL;
 	krpc_teardown_qp(c);
 	krpc_conn_free(c);
@@ -616,31 +729,34 @@ krpc_ofed_listen(void *vnet, const struct sockaddr *addr, const struct krpc_ofed
 	struct krpc_ofed_listener *l;
 	int err;
 
-	l = malloc(sizeof(*l), M_KRPC_RDMA, M_NOWAIT | M_ZERO);
+	l = krpc_zalloc(sizeof(*l));
 	if (l == NULL)
 		return (ENOMEM);
 	l->ctx.kind = KRPC_CTX_LISTENER;
-	mtx_init(&l->lock, "krpc_rdma_listen", NULL, MTX_DEF);
-	TAILQ_INIT(&l->pending);
+	krpc_lock_init(&l->lock, "krpc_rdma_listen");
+	l->pending = NULL;
+	l->pending_tail = &l->pending;
 	l->params = *params;
-	l->id = rdma_create_id((struct vnet *)vnet, krpc_cm_handler, l, RDMA_PS_TCP, IB_QPT_RC);
+	l->id = krpc_rdma_create_id(vnet, krpc_cm_handler, l);
 	if (IS_ERR(l->id)) {
 		err = -PTR_ERR(l->id);
 		goto fail;
 	}
+	KRPC_COUNT(cm_ids_live, 1);
 	err = rdma_bind_addr(l->id, __DECONST(struct sockaddr *, addr));
 	if (err == 0)
 		err = rdma_listen(l->id, backlog);
 	if (err != 0) {
 		rdma_destroy_id(l->id);
+		KRPC_COUNT(cm_ids_live, -1);
 		err = err < 0 ? -err : err;
 		goto fail;
 	}
 	*out = l;
 	return (0);
 fail:
-	mtx_destroy(&l->lock);
-	free(l, M_KRPC_RDMA);
+	krpc_lock_destroy(&l->lock);
+	krpc_ofed_free(l);
 	return (err);
 }
 
@@ -650,12 +766,16 @@ krpc_ofed_listener_next(struct krpc_ofed_listener *l, struct krpc_ofed_conn **ou
 	struct krpc_ofed_conn *c;
 	int gone;
 
-	mtx_lock(&l->lock);
-	c = TAILQ_FIRST(&l->pending);
-	if (c != NULL)
-		TAILQ_REMOVE(&l->pending, c, link);
+	krpc_lock(&l->lock);
+	c = l->pending;
+	if (c != NULL) {
+		l->pending = c->next;
+		if (l->pending == NULL)
+			l->pending_tail = &l->pending;
+		c->next = NULL;
+	}
 	gone = l->gone;
-	mtx_unlock(&l->lock);
+	krpc_unlock(&l->lock);
 	if (c == NULL)
 		return (gone ? ENODEV : EAGAIN);
 	*out = c;
@@ -668,15 +788,51 @@ krpc_ofed_listener_destroy(struct krpc_ofed_listener *l)
 	struct krpc_ofed_conn *c;
 
 	rdma_destroy_id(l->id);	/* no more requests after this */
-	while ((c = TAILQ_FIRST(&l->pending)) != NULL) {
-		TAILQ_REMOVE(&l->pending, c, link);
+	KRPC_COUNT(cm_ids_live, -1);
+	while ((c = l->pending) != NULL) {
+		l->pending = c->next;
 		krpc_ofed_conn_destroy(c);
 	}
-	mtx_destroy(&l->lock);
-	free(l, M_KRPC_RDMA);
+	krpc_lock_destroy(&l->lock);
+	krpc_ofed_free(l);
 }
 
 /* ---- data path ------------------------------------------------------------------------ */
+
+/* The ib_send_wr opcode of one of ours; -1 for an unknown one. */
+static int
+krpc_send_opcode(uint32_t op)
+{
+	switch (op) {
+	case KRPC_OP_SEND:
+		return (IB_WR_SEND);
+	case KRPC_OP_SEND_INV:
+		return (IB_WR_SEND_WITH_INV);
+	case KRPC_OP_RDMA_WRITE:
+		return (IB_WR_RDMA_WRITE);
+	case KRPC_OP_RDMA_READ:
+		return (IB_WR_RDMA_READ);
+	case KRPC_OP_LOCAL_INV:
+		return (IB_WR_LOCAL_INV);
+	default:
+		return (-1);
+	}
+}
+
+static void
+krpc_count_send(struct krpc_ofed_conn *c, const struct krpc_wr *w)
+{
+	if (w->opcode == KRPC_OP_SEND_INV)
+		KRPC_COUNT(send_invs, 1);
+	if (w->opcode == KRPC_OP_SEND_INV || w->opcode == KRPC_OP_SEND) {
+		if (c->passive)
+			KRPC_COUNT(sends_passive, 1);
+		else
+			KRPC_COUNT(sends_active, 1);
+	}
+	if (w->opcode == KRPC_OP_LOCAL_INV)
+		KRPC_COUNT(local_invs, 1);
+}
 
 int
 krpc_ofed_post_send(struct krpc_ofed_conn *c, const struct krpc_wr *wrs, uint32_t n,
@@ -684,7 +840,8 @@ krpc_ofed_post_send(struct krpc_ofed_conn *c, const struct krpc_wr *wrs, uint32_
 {
 	const struct ib_send_wr *bad = NULL;
 	struct ib_rdma_wr *w;
-	uint32_t i;
+	struct ib_sge *sl;
+	uint32_t i, j, nmaps, unposted;
 	int err;
 
 	*posted = 0;
@@ -694,47 +851,40 @@ krpc_ofed_post_send(struct krpc_ofed_conn *c, const struct krpc_wr *wrs, uint32_
 		return (0);
 	if (n > c->params.max_send_wr || nsge > c->nssge)
 		return (EINVAL);
-	for (i = 0; i < nsge; i++) {
-		c->ssge[i].addr = krpc_dma_addr(c, sges[i].addr);
-		c->ssge[i].length = sges[i].length;
-		c->ssge[i].lkey = c->pd->local_dma_lkey;
+	for (i = 0; i < n; i++) {
+		if (wrs[i].num_sge > c->params.max_sge ||
+		    (uint64_t)wrs[i].sge_first + wrs[i].num_sge > nsge ||
+		    krpc_send_opcode(wrs[i].opcode) < 0)
+			return (EINVAL);
 	}
+	/* Work request i gets the SGE slots [i * max_sge, i * max_sge + num_sge). */
+	nmaps = 0;	/* mappings made by this call, all in the ring */
 	for (i = 0; i < n; i++) {
 		w = &c->swr[i];
 		memset(w, 0, sizeof(*w));
-		if (wrs[i].num_sge > c->params.max_sge ||
-		    (uint64_t)wrs[i].sge_first + wrs[i].num_sge > nsge)
-			return (EINVAL);
+		sl = &c->ssge[i * c->params.max_sge];
+		for (j = 0; j < wrs[i].num_sge && wrs[i].opcode != KRPC_OP_LOCAL_INV; j++) {
+			err = krpc_ring_map(c, &c->sring, sges[wrs[i].sge_first + j].addr,
+			    sges[wrs[i].sge_first + j].length, &sl[j].addr);
+			if (err != 0)
+				goto unwind;
+			nmaps++;
+			sl[j].length = sges[wrs[i].sge_first + j].length;
+			sl[j].lkey = c->pd->local_dma_lkey;
+		}
+		err = krpc_ring_push(&c->sring, wrs[i].wr_id, j);
+		if (err != 0)
+			goto unwind;
 		w->wr.wr_id = wrs[i].wr_id;
-		w->wr.sg_list = wrs[i].num_sge > 0 ? &c->ssge[wrs[i].sge_first] : NULL;
-		w->wr.num_sge = (int)wrs[i].num_sge;
+		w->wr.sg_list = j > 0 ? sl : NULL;
+		w->wr.num_sge = (int)j;
 		w->wr.send_flags = (wrs[i].flags & KRPC_WR_SIGNALED) ? IB_SEND_SIGNALED : 0;
-		switch (wrs[i].opcode) {
-		case KRPC_OP_SEND:
-			w->wr.opcode = IB_WR_SEND;
-			break;
-		case KRPC_OP_SEND_INV:
-			w->wr.opcode = IB_WR_SEND_WITH_INV;
+		w->wr.opcode = krpc_send_opcode(wrs[i].opcode);
+		if (wrs[i].opcode == KRPC_OP_SEND_INV || wrs[i].opcode == KRPC_OP_LOCAL_INV)
 			w->wr.ex.invalidate_rkey = wrs[i].rkey;
-			break;
-		case KRPC_OP_RDMA_WRITE:
-			w->wr.opcode = IB_WR_RDMA_WRITE;
+		if (wrs[i].opcode == KRPC_OP_RDMA_WRITE || wrs[i].opcode == KRPC_OP_RDMA_READ) {
 			w->remote_addr = wrs[i].remote_addr;
 			w->rkey = wrs[i].rkey;
-			break;
-		case KRPC_OP_RDMA_READ:
-			w->wr.opcode = IB_WR_RDMA_READ;
-			w->remote_addr = wrs[i].remote_addr;
-			w->rkey = wrs[i].rkey;
-			break;
-		case KRPC_OP_LOCAL_INV:
-			w->wr.opcode = IB_WR_LOCAL_INV;
-			w->wr.ex.invalidate_rkey = wrs[i].rkey;
-			w->wr.sg_list = NULL;
-			w->wr.num_sge = 0;
-			break;
-		default:
-			return (EINVAL);
 		}
 		if (i > 0)
 			c->swr[i - 1].wr.next = &w->wr;
@@ -744,7 +894,17 @@ krpc_ofed_post_send(struct krpc_ofed_conn *c, const struct krpc_wr *wrs, uint32_
 		*posted = n;
 	else if (bad != NULL)
 		*posted = (uint32_t)((const struct ib_rdma_wr *)(const void *)bad - c->swr);
+	for (i = 0; i < *posted; i++)
+		krpc_count_send(c, &wrs[i]);
+	/* The requests from *posted on were not posted: their records and mappings go. */
+	for (unposted = 0, i = *posted; i < n; i++)
+		unposted += (uint32_t)c->swr[i].wr.num_sge;
+	krpc_ring_drop_newest(c, &c->sring, n - *posted, unposted);
 	return (err < 0 ? -err : err);
+unwind:
+	/* Requests [0, i) have records; nmaps mappings were made. Nothing was posted. */
+	krpc_ring_drop_newest(c, &c->sring, i, nmaps);
+	return (err);
 }
 
 int
@@ -763,7 +923,14 @@ krpc_ofed_post_recv(struct krpc_ofed_conn *c, const uint64_t *wr_ids,
 	if (n > c->params.max_recv_wr)
 		return (EINVAL);
 	for (i = 0; i < n; i++) {
-		c->rsge[i].addr = krpc_dma_addr(c, sges[i].addr);
+		err = krpc_ring_map(c, &c->rring, sges[i].addr, sges[i].length,
+		    &c->rsge[i].addr);
+		if (err == 0 && (err = krpc_ring_push(&c->rring, wr_ids[i], 1)) != 0)
+			krpc_ring_drop_newest(c, &c->rring, 0, 1);
+		if (err != 0) {
+			krpc_ring_drop_newest(c, &c->rring, i, i);
+			return (err);
+		}
 		c->rsge[i].length = sges[i].length;
 		c->rsge[i].lkey = c->pd->local_dma_lkey;
 		memset(&c->rwr[i], 0, sizeof(c->rwr[i]));
@@ -778,6 +945,7 @@ krpc_ofed_post_recv(struct krpc_ofed_conn *c, const uint64_t *wr_ids,
 		*posted = n;
 	else if (bad != NULL)
 		*posted = (uint32_t)(bad - c->rwr);
+	krpc_ring_drop_newest(c, &c->rring, n - *posted, n - *posted);
 	return (err < 0 ? -err : err);
 }
 
@@ -809,17 +977,22 @@ krpc_wc_status(enum ib_wc_status s)
 int
 krpc_ofed_poll_cq(struct krpc_ofed_conn *c, struct krpc_wc *out, uint32_t n)
 {
-	struct ib_wc wc[16];
-	int i, got;
+	struct ib_wc *wc = c->wc;
+	int i, got, recv;
 
 	if (c->cq == NULL)
 		return (0);
-	if (n > 16)
-		n = 16;
+	if (n > KRPC_POLL_MAX)
+		n = KRPC_POLL_MAX;
 	got = ib_poll_cq(c->cq, (int)n, wc);
 	if (got < 0)
 		return (got);
+	KRPC_COUNT(completions, (uint64_t)got);
 	for (i = 0; i < got; i++) {
+		/* Unmap what the completed request (and every older one of its queue) used. */
+		recv = wc[i].status == IB_WC_SUCCESS && (wc[i].opcode & IB_WC_RECV);
+		if (recv || !krpc_ring_retire(c, &c->sring, wc[i].wr_id))
+			krpc_ring_retire(c, &c->rring, wc[i].wr_id);
 		memset(&out[i], 0, sizeof(out[i]));
 		out[i].wr_id = wc[i].wr_id;
 		out[i].status = krpc_wc_status(wc[i].status);
@@ -830,6 +1003,7 @@ krpc_ofed_poll_cq(struct krpc_ofed_conn *c, struct krpc_wc *out, uint32_t n)
 		if (wc[i].status == IB_WC_SUCCESS && (wc[i].wc_flags & IB_WC_WITH_INVALIDATE)) {
 			out[i].flags |= KRPC_WC_F_INV;
 			out[i].invalidated_rkey = wc[i].ex.invalidate_rkey;
+			KRPC_COUNT(recv_invs, 1);
 		}
 	}
 	return (got);
@@ -881,7 +1055,7 @@ krpc_ofed_reg_mr(struct krpc_ofed_conn *c, uint32_t idx, const struct krpc_sge *
 	krpc_ofed_mr_unmap(c, idx);
 	sg_init_table(m->sg, n);
 	for (i = 0; i < n; i++) {
-		sg_set_page(&m->sg[i], PHYS_TO_VM_PAGE(frags[i].addr & ~KRPC_PAGE_OFF_MASK),
+		sg_set_page(&m->sg[i], KRPC_PA_TO_PAGE(frags[i].addr & ~KRPC_PAGE_OFF_MASK),
 		    frags[i].length, (unsigned int)(frags[i].addr & KRPC_PAGE_OFF_MASK));
 	}
 	nents = ib_dma_map_sg(c->dev, m->sg, (int)n, DMA_BIDIRECTIONAL);
@@ -908,11 +1082,17 @@ krpc_ofed_reg_mr(struct krpc_ofed_conn *c, uint32_t idx, const struct krpc_sge *
 		rw.access |= IB_ACCESS_REMOTE_WRITE;
 	if (access & KRPC_ACC_LOCAL_WRITE)
 		rw.access |= IB_ACCESS_LOCAL_WRITE;
-	err = ib_post_send(c->qp, &rw.wr, &bad);
+	err = krpc_ring_push(&c->sring, wr_id, 0);
+	if (err == 0) {
+		err = ib_post_send(c->qp, &rw.wr, &bad);
+		if (err != 0)
+			krpc_ring_drop_newest(c, &c->sring, 1, 0);
+	}
 	if (err != 0) {
 		krpc_ofed_mr_unmap(c, idx);
 		return (err < 0 ? -err : err);
 	}
+	KRPC_COUNT(reg_mrs, 1);
 	out->rkey = m->mr->rkey;
 	out->iova = m->mr->iova;
 	out->length = (uint32_t)m->mr->length;
@@ -930,13 +1110,17 @@ krpc_ofed_mr_reset(struct krpc_ofed_conn *c, uint32_t idx, uint32_t *rkey)
 		return (EINVAL);
 	m = &c->mrs[idx];
 	krpc_ofed_mr_unmap(c, idx);
-	if (m->mr != NULL)
+	if (m->mr != NULL) {
 		ib_dereg_mr(m->mr);	/* the old rkey dies with the MR */
+		KRPC_COUNT(mrs_live, -1);
+	}
 	m->mr = ib_alloc_mr(c->pd, IB_MR_TYPE_MEM_REG, c->params.max_pages_per_mr);
 	if (IS_ERR(m->mr)) {
 		m->mr = NULL;
 		return (ENOMEM);
 	}
+	KRPC_COUNT(mrs_live, 1);
+	KRPC_COUNT(mr_resets, 1);
 	*rkey = m->mr->rkey;
 	return (0);
 }

@@ -3,6 +3,9 @@
  *
  * krpc-rdma: the C boundary between the Rust shim (ofed-shim) and FreeBSD's OFED KPI.
  *
+ * The same boundary serves FreeBSD's OFED KPI and Linux's in-kernel verbs (the Linux module,
+ * ../linux/): krpc_rdma_ofed.c is shared, the memory/page/panic hooks are per kernel.
+ *
  * Everything that crosses this boundary is plain data of our own: integers, pointers to our
  * own repr(C) structs below (their layouts are asserted here with _Static_assert and on the
  * Rust side with offset_of!/static_assertions), and opaque handles. No kernel structure
@@ -22,7 +25,7 @@
 #endif
 
 /* Bumped whenever a struct or a function below changes. Rust checks it at module load. */
-#define KRPC_OFED_ABI_VERSION 1
+#define KRPC_OFED_ABI_VERSION 2
 
 struct sockaddr;
 struct krpc_ofed_conn;     /* one RC connection: cm id, PD, CQ, QP, FRWR MR pool */
@@ -119,6 +122,28 @@ struct krpc_reg_out {
 #define KRPC_ACC_REMOTE_WRITE	0x2
 #define KRPC_ACC_LOCAL_WRITE	0x4
 
+/*
+ * The wrappers' objects live now and their work since load (krpc_ofed_get_counts; every
+ * field a uint64_t, relaxed atomics). The *_live counts are what the teardown must bring
+ * back to zero.
+ */
+struct krpc_ofed_counts {
+	uint64_t cm_ids_live;	/* rdma_cm ids we own (created, or accepted requests) */
+	uint64_t pds_live;
+	uint64_t cqs_live;
+	uint64_t qps_live;
+	uint64_t mrs_live;	/* ib_alloc_mr'd FRWR MRs */
+	uint64_t dma_maps_live;	/* ib_dma_map_page'd SGEs of posted, not yet polled requests */
+	uint64_t reg_mrs;	/* IB_WR_REG_MR posted */
+	uint64_t local_invs;	/* IB_WR_LOCAL_INV posted */
+	uint64_t send_invs;	/* IB_WR_SEND_WITH_INV posted */
+	uint64_t recv_invs;	/* receive completions with IB_WC_WITH_INVALIDATE */
+	uint64_t sends_active;	/* Sends (with or without invalidate) of connecting sides */
+	uint64_t sends_passive;	/* of accepting sides */
+	uint64_t completions;	/* work completions polled */
+	uint64_t mr_resets;	/* MRs deregistered and reallocated (krpc_ofed_mr_reset) */
+};
+
 /* Allocation flags of krpc_ofed_malloc (malloc(9)). */
 #define KRPC_M_NOWAIT	0x1
 #define KRPC_M_ZERO	0x2
@@ -169,6 +194,9 @@ int krpc_ofed_reg_mr(struct krpc_ofed_conn *c, uint32_t mr, const struct krpc_sg
 void krpc_ofed_mr_unmap(struct krpc_ofed_conn *c, uint32_t mr);
 int krpc_ofed_mr_reset(struct krpc_ofed_conn *c, uint32_t mr, uint32_t *rkey);
 
+/* --- accounting --- */
+void krpc_ofed_get_counts(struct krpc_ofed_counts *out);
+
 #ifdef __cplusplus
 }
 #endif
@@ -191,6 +219,8 @@ _Static_assert(__builtin_offsetof(struct krpc_ofed_params, timeout_ms) == 24, "p
 _Static_assert(sizeof(struct krpc_cm_event) == 68, "krpc_cm_event size");
 _Static_assert(__builtin_offsetof(struct krpc_cm_event, private_data) == 12, "ev.pdata");
 _Static_assert(sizeof(struct krpc_reg_out) == 24, "krpc_reg_out size");
+_Static_assert(sizeof(struct krpc_ofed_counts) == 112, "krpc_ofed_counts size");
+_Static_assert(__builtin_offsetof(struct krpc_ofed_counts, reg_mrs) == 48, "counts.reg_mrs");
 _Static_assert(__builtin_offsetof(struct krpc_reg_out, rkey) == 8, "reg_out.rkey");
 _Static_assert(__builtin_offsetof(struct krpc_reg_out, nmapped) == 16, "reg_out.nmapped");
 

@@ -584,6 +584,38 @@ ib_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents,
 	(void)direction;
 }
 
+/* The mapping-error address (what ib_dma_mapping_error recognises). */
+#define KRPC_EMU_DMA_ERROR	(~(u64)0)
+
+u64
+ib_dma_map_page(struct ib_device *dev, struct vm_page *page, unsigned long offset,
+    size_t size, enum dma_data_direction direction)
+{
+	(void)dev;
+	(void)direction;
+	if (page == NULL || page != krpc_emu_phys_to_vm_page(page->phys_addr) ||
+	    offset + size > PAGE_SIZE)
+		return (KRPC_EMU_DMA_ERROR);
+	return (page->phys_addr + offset);
+}
+
+void
+ib_dma_unmap_page(struct ib_device *dev, u64 addr, size_t size,
+    enum dma_data_direction direction)
+{
+	(void)dev;
+	(void)addr;
+	(void)size;
+	(void)direction;
+}
+
+int
+ib_dma_mapping_error(struct ib_device *dev, u64 dma_addr)
+{
+	(void)dev;
+	return (dma_addr == KRPC_EMU_DMA_ERROR);
+}
+
 /*
  * A window covers one virtually contiguous range of the arena: map the longest prefix of
  * `sg` that continues the previous entry, within max_num_sg pages. (The kernel's FRWR maps

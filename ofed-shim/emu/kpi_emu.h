@@ -527,6 +527,17 @@ int ib_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents,
 void ib_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents,
     enum dma_data_direction direction);
 
+/*
+ * ib_dma_map_page / ib_dma_unmap_page / ib_dma_mapping_error (static inlines in ib_verbs.h):
+ * a page fragment's DMA address is its "physical" (= virtual) address here. A page that is
+ * not the arena's is a mapping error (the wrapper counts its live mappings itself).
+ */
+u64 ib_dma_map_page(struct ib_device *dev, struct vm_page *page, unsigned long offset,
+    size_t size, enum dma_data_direction direction);
+void ib_dma_unmap_page(struct ib_device *dev, u64 addr, size_t size,
+    enum dma_data_direction direction);
+int ib_dma_mapping_error(struct ib_device *dev, u64 dma_addr);
+
 static inline u32
 ib_inc_rkey(u32 rkey)
 {

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * krpc_rdma.ko, Linux glue: module init/exit, the hooks the Rust staticlib (ofed-shim, made
- * relocation-clean by `cargo xtask kobj`) calls, and the in-kernel self-test's triggers.
+ * relocation-clean by `cargo xtask kobj`) and the shared verbs wrapper (../c/krpc_rdma_ofed.c,
+ * compiled here against Linux's in-kernel verbs through krpc_ofed_kpi_linux.h) call, and the
+ * in-kernel self-test's triggers.
  *
  * Hooks (declared in ../c/krpc_rdma_ofed.h, the same boundary as FreeBSD's
  * krpc_rdma_ofed.c):
@@ -16,14 +18,23 @@
  *                           VM_PAGE_TO_PHYS, and what the verbs wrappers put into SGEs;
  *                           references are get_page/put_page; the bytes are reached through
  *                           the direct map (page_address; every page is lowmem on x86_64).
+ *   krpc_ofed_wake/wake_gen/wait_gen
+ *                           the self-test's sleeping wait (Linux module only): the CQ
+ *                           completion and CM upcalls bump a generation and wake a wait
+ *                           queue; the waiter sleeps until the generation moves or a timeout.
  *
- * Every allocation and page reference is counted; unload reports what is left (pr_err).
+ * Every allocation and page reference is counted, and so are the verbs objects the wrapper
+ * owns (cm ids, PDs, CQs, QPs, MRs, DMA mappings); unload reports what is left (pr_err).
  *
  * Self-test (ofed-shim/src/selftest.rs, built by `cargo xtask kmod`):
- *   insmod krpc_rdma.ko selftest=1      run it at load; the report line goes to the kernel
- *                                       log; a failure fails the load (-EIO)
+ *   insmod krpc_rdma.ko selftest=1 rdma_addr=10.0.2.15
+ *                                       run it at load; the report lines go to the kernel
+ *                                       log; a failure fails the load (-EIO). rdma_addr: the
+ *                                       IPv4 address of an RDMA device's netdev (rxe0's):
+ *                                       the suite also runs over the kernel's verbs there
+ *                                       (loopback through rdma_cm); empty: soft provider only
  *   cat /sys/kernel/debug/krpc_rdma/selftest
- *                                       run it again; the report line is the file's content
+ *                                       run it again; the report lines are the file's content
  *
  * The stack: the core does not fit a 16 KiB kernel stack today (checkstack: single frames of
  * 27 KiB in Requester::marshal, 16 KiB in Responder::reply, 9.5 KiB in HeaderRepr::parse, all
@@ -35,6 +46,9 @@
  */
 #include <linux/atomic.h>
 #include <linux/debugfs.h>
+#include <linux/delay.h>
+#include <linux/inet.h>
+#include <linux/wait.h>
 #include <linux/fs.h>
 #include <linux/kernel.h>
 #include <linux/mm.h>
@@ -51,9 +65,16 @@
 
 /* Exported by the Rust object (ofed-shim/src/lib.rs, ofed-shim/src/selftest.rs). */
 uint32_t krpc_rdma_shim_abi_version(void);
-int krpc_rdma_selftest(char *report, size_t len);
+int krpc_rdma_selftest(char *report, size_t len, uint32_t rdma_addr_be);
 
-#define KRPC_REPORT_LEN 1024
+/* The self-test's sleeping wait (ofed-shim/src/selftest/kverbs.rs). */
+void krpc_ofed_wake(void *arg);
+uint64_t krpc_ofed_wake_gen(void);
+int krpc_ofed_wait_gen(uint64_t gen, uint32_t ms);
+void krpc_selftest_log(int verbose, const uint8_t *msg, size_t len);
+
+/* Lines of at most ~900 bytes each (printk's limit is 1024 with the prefix). */
+#define KRPC_REPORT_LEN 4096
 
 static bool selftest;
 module_param(selftest, bool, 0444);
@@ -63,6 +84,15 @@ static unsigned int selftest_stack_kib = 256;
 module_param(selftest_stack_kib, uint, 0644);
 MODULE_PARM_DESC(selftest_stack_kib,
     "KiB of the private stack the self-test runs on (0: the task's own 16 KiB stack)");
+
+static bool selftest_verbose;
+module_param(selftest_verbose, bool, 0644);
+MODULE_PARM_DESC(selftest_verbose, "log every scenario of the kernel-verbs fixture as it starts");
+
+static char *rdma_addr = "";
+module_param(rdma_addr, charp, 0644);
+MODULE_PARM_DESC(rdma_addr,
+    "IPv4 address of an RDMA device (rxe0's netdev): the self-test also runs over the kernel's verbs there");
 
 /* Counters: live allocations and page references now, totals since load. */
 static atomic_long_t krpc_allocs_live = ATOMIC_LONG_INIT(0);
@@ -181,6 +211,39 @@ uint8_t *krpc_ofed_page_kva(uint64_t pa)
 	return pg ? page_address(pg) : NULL;
 }
 
+/* ---- sleeping wait ------------------------------------------------------------------ */
+
+static DECLARE_WAIT_QUEUE_HEAD(krpc_wait_queue);
+static atomic64_t krpc_wake_generation = ATOMIC64_INIT(0);
+
+/* Any context (CQ completion handler: softirq or hardirq; CM handler: process). */
+void krpc_ofed_wake(void *arg)
+{
+	atomic64_inc(&krpc_wake_generation);
+	wake_up_all(&krpc_wait_queue);
+}
+
+uint64_t krpc_ofed_wake_gen(void)
+{
+	return (uint64_t)atomic64_read(&krpc_wake_generation);
+}
+
+/* Process context: sleep until the generation is not `gen` or `ms` passed; 1 if woken. */
+int krpc_ofed_wait_gen(uint64_t gen, uint32_t ms)
+{
+	return wait_event_timeout(krpc_wait_queue,
+	    (uint64_t)atomic64_read(&krpc_wake_generation) != gen,
+	    msecs_to_jiffies(ms)) > 0;
+}
+
+/* A line of the self-test's log (a failed scenario; with verbose, progress). */
+void krpc_selftest_log(int verbose, const uint8_t *msg, size_t len)
+{
+	if (verbose && !selftest_verbose)
+		return;
+	pr_info("krpc_rdma selftest: %.*s\n", (int)min_t(size_t, len, 900), (const char *)msg);
+}
+
 /* ---- self-test ---------------------------------------------------------------------- */
 
 static DEFINE_MUTEX(krpc_selftest_lock);
@@ -192,11 +255,12 @@ static DEFINE_MUTEX(krpc_selftest_lock);
  * the old RSP is stored at tos, the call runs below it, `popq %rsp` restores it. The same
  * sequence as the kernel's call_on_stack (arch/x86/include/asm/irq_stack.h).
  */
-static int krpc_selftest_on_stack(void *tos, char *buf, size_t len)
+static int krpc_selftest_on_stack(void *tos, char *buf, size_t len, uint32_t addr)
 {
 	register void *t asm("r11") = tos;
 	register char *a1 asm("rdi") = buf;
 	register size_t a2 asm("rsi") = len;
+	register uint64_t a3 asm("rdx") = addr;
 	int rc;
 
 	asm volatile(
@@ -204,15 +268,16 @@ static int krpc_selftest_on_stack(void *tos, char *buf, size_t len)
 		"movq	%[tos], %%rsp\n\t"
 		"call	krpc_rdma_selftest\n\t"
 		"popq	%%rsp\n\t"
-		: "=a" (rc), [tos] "+r" (t), "+D" (a1), "+S" (a2), ASM_CALL_CONSTRAINT
+		: "=a" (rc), [tos] "+r" (t), "+D" (a1), "+S" (a2), "+d" (a3),
+		  ASM_CALL_CONSTRAINT
 		:
-		: "cc", "rcx", "rdx", "r8", "r9", "r10", "memory");
+		: "cc", "rcx", "r8", "r9", "r10", "memory");
 	return rc;
 }
 
 /* Run the Rust self-test on a private stack of selftest_stack_kib KiB (or on ours for 0);
  * `*peak` gets the bytes of the private stack the run touched (0 without one). */
-static int krpc_selftest_call(char *buf, size_t *peak, size_t *size)
+static int krpc_selftest_call(char *buf, size_t *peak, size_t *size, uint32_t addr)
 {
 	size_t sz = (size_t)selftest_stack_kib * 1024;
 	unsigned char *stack;
@@ -222,14 +287,14 @@ static int krpc_selftest_call(char *buf, size_t *peak, size_t *size)
 	*peak = 0;
 	*size = sz;
 	if (sz == 0)
-		return krpc_rdma_selftest(buf, KRPC_REPORT_LEN);
+		return krpc_rdma_selftest(buf, KRPC_REPORT_LEN, addr);
 	if (sz < PAGE_SIZE)
 		return -EINVAL;
 	stack = vmalloc(sz);
 	if (!stack)
 		return -ENOMEM;
 	memset(stack, KRPC_STACK_FILL, sz);
-	rc = krpc_selftest_on_stack(stack + sz - 16, buf, KRPC_REPORT_LEN);
+	rc = krpc_selftest_on_stack(stack + sz - 16, buf, KRPC_REPORT_LEN, addr);
 	for (i = 0; i < sz && stack[i] == KRPC_STACK_FILL; i++)
 		;
 	*peak = sz - i;
@@ -243,10 +308,18 @@ static int krpc_run_selftest(char *buf)
 	long allocs = atomic_long_read(&krpc_allocs_live);
 	long refs = atomic_long_read(&krpc_page_refs_live);
 	size_t peak, size, n;
+	uint32_t addr = 0;
+	char *line, *rest;
 	int rc;
 
+	if (rdma_addr && rdma_addr[0] && !in4_pton(rdma_addr, -1, (u8 *)&addr, -1, NULL)) {
+		snprintf(buf, KRPC_REPORT_LEN, "krpc_rdma selftest: FAIL: rdma_addr=%s is not an IPv4 address",
+		    rdma_addr);
+		pr_err("%s\n", buf);
+		return -EINVAL;
+	}
 	mutex_lock(&krpc_selftest_lock);
-	rc = krpc_selftest_call(buf, &peak, &size);
+	rc = krpc_selftest_call(buf, &peak, &size, addr);
 	mutex_unlock(&krpc_selftest_lock);
 	buf[KRPC_REPORT_LEN - 1] = '\0';
 	n = strnlen(buf, KRPC_REPORT_LEN);
@@ -262,10 +335,18 @@ static int krpc_run_selftest(char *buf)
 		    atomic_long_read(&krpc_page_refs_live) - refs);
 		rc = -EIO;
 	}
-	if (rc == 0)
-		pr_info("%s\n", buf);
-	else
-		pr_err("%s (rc %d)\n", buf, rc);
+	/* One printk per line of the report (the buffer is restored afterwards). */
+	for (line = buf; line; line = rest) {
+		rest = strchr(line, '\n');
+		if (rest)
+			*rest = '\0';
+		if (rc == 0)
+			pr_info("%s\n", line);
+		else
+			pr_err("%s (rc %d)\n", line, rc);
+		if (rest)
+			*rest++ = '\n';
+	}
 	return rc;
 }
 
@@ -317,16 +398,24 @@ static void krpc_report_counters(const char *when)
 	long refs = atomic_long_read(&krpc_page_refs_live);
 	long bad = atomic_long_read(&krpc_page_bad);
 	long misaligned = atomic_long_read(&krpc_allocs_misaligned);
+	struct krpc_ofed_counts v;
+	uint64_t verbs;
 
-	if (allocs || refs || bad || misaligned)
-		pr_err("krpc_rdma: %s: LEAK/MISUSE: %ld allocations and %ld page references outstanding, %ld bad page operations, %ld misaligned allocations\n",
-		    when, allocs, refs, bad, misaligned);
+	krpc_ofed_get_counts(&v);
+	verbs = v.cm_ids_live | v.pds_live | v.cqs_live | v.qps_live | v.mrs_live |
+	    v.dma_maps_live;
+	if (allocs || refs || bad || misaligned || verbs)
+		pr_err("krpc_rdma: %s: LEAK/MISUSE: %ld allocations and %ld page references outstanding, %ld bad page operations, %ld misaligned allocations; verbs objects live: cm ids %lld, pds %lld, cqs %lld, qps %lld, mrs %lld, dma maps %lld\n",
+		    when, allocs, refs, bad, misaligned, (long long)v.cm_ids_live,
+		    (long long)v.pds_live, (long long)v.cqs_live, (long long)v.qps_live,
+		    (long long)v.mrs_live, (long long)v.dma_maps_live);
 	else
-		pr_info("krpc_rdma: %s: 0 allocations and 0 page references outstanding (%ld allocations, %ld atomic, %ld failed, %ld pages since load)\n",
+		pr_info("krpc_rdma: %s: 0 allocations and 0 page references outstanding, 0 cm ids, pds, cqs, qps, mrs and dma maps live (%ld allocations, %ld atomic, %ld failed, %ld pages, %llu REG_MR, %llu LOCAL_INV since load)\n",
 		    when, atomic_long_read(&krpc_allocs_total),
 		    atomic_long_read(&krpc_allocs_atomic),
 		    atomic_long_read(&krpc_allocs_failed),
-		    atomic_long_read(&krpc_pages_total));
+		    atomic_long_read(&krpc_pages_total),
+		    (unsigned long long)v.reg_mrs, (unsigned long long)v.local_invs);
 }
 
 static int __init krpc_rdma_init(void)

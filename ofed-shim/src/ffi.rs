@@ -8,7 +8,7 @@ use core::mem::{offset_of, size_of};
 use static_assertions::const_assert_eq;
 
 /// ABI version of `krpc_rdma_ofed.h` this crate was written against.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 
 /// `struct krpc_sge`: a kernel page address plus offset, and a length.
 #[repr(C)]
@@ -168,6 +168,40 @@ pub struct KrpcRegOut {
     pub reserved: u32,
 }
 
+/// `struct krpc_ofed_counts`: the C wrappers' objects live now and their work since load.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KrpcCounts {
+    /// rdma_cm ids owned.
+    pub cm_ids_live: u64,
+    /// Protection domains.
+    pub pds_live: u64,
+    /// Completion queues.
+    pub cqs_live: u64,
+    /// Queue pairs.
+    pub qps_live: u64,
+    /// FRWR MRs.
+    pub mrs_live: u64,
+    /// SGE DMA mappings of posted, not yet polled work requests.
+    pub dma_maps_live: u64,
+    /// `IB_WR_REG_MR` posted.
+    pub reg_mrs: u64,
+    /// `IB_WR_LOCAL_INV` posted.
+    pub local_invs: u64,
+    /// `IB_WR_SEND_WITH_INV` posted.
+    pub send_invs: u64,
+    /// Receive completions with `IB_WC_WITH_INVALIDATE`.
+    pub recv_invs: u64,
+    /// Sends of connecting sides.
+    pub sends_active: u64,
+    /// Sends of accepting sides.
+    pub sends_passive: u64,
+    /// Work completions polled.
+    pub completions: u64,
+    /// MRs deregistered and reallocated.
+    pub mr_resets: u64,
+}
+
 /// `KRPC_ACC_REMOTE_READ`.
 pub const ACC_REMOTE_READ: u32 = 1;
 /// `KRPC_ACC_REMOTE_WRITE`.
@@ -196,6 +230,8 @@ const_assert_eq!(offset_of!(KrpcCmEvent, private_data), 12);
 const_assert_eq!(size_of::<KrpcRegOut>(), 24);
 const_assert_eq!(offset_of!(KrpcRegOut, rkey), 8);
 const_assert_eq!(offset_of!(KrpcRegOut, nmapped), 16);
+const_assert_eq!(size_of::<KrpcCounts>(), 112);
+const_assert_eq!(offset_of!(KrpcCounts, reg_mrs), 48);
 
 /// Opaque `struct krpc_ofed_conn`.
 #[repr(C)]
@@ -291,4 +327,6 @@ extern "C" {
     pub fn krpc_ofed_mr_unmap(c: *mut KrpcConn, mr: u32);
     /// Deregister and reallocate an MR that could not be invalidated (its rkey dies).
     pub fn krpc_ofed_mr_reset(c: *mut KrpcConn, mr: u32, rkey: *mut u32) -> i32;
+    /// The wrappers' counts (live objects, work since load).
+    pub fn krpc_ofed_get_counts(out: *mut KrpcCounts);
 }

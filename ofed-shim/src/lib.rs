@@ -27,6 +27,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod ffi;
+pub mod loopback;
 pub mod pages;
 pub mod qp;
 mod runtime;

@@ -1,14 +1,21 @@
 //! The in-kernel self-test (feature `selftest`): the krpc-rdma core's Requester and Responder
-//! run RPC round trips over the software RC provider (`krpc_rdma::soft`) with their page data
-//! in kernel pages ([`KernelPages`](crate::KernelPages)), inside the kernel.
+//! run RPC round trips inside the kernel over two fixtures, reported separately:
 //!
-//! It runs every scenario of the provider-conformance suite (`krpc-rdma-scenarios`, `no_std`
-//! and panic-free by design) over a [`Fixture`] of soft queue pairs, then two checks of its
-//! own that count the bytes they verify: a 1 MiB DDP WRITE (read chunk, RDMA Read by the
-//! responder) and a 1 MiB DDP READ (write chunk, RDMA Write by the responder), every byte
-//! compared. After each connection the fixture checks that no registration is live and that
-//! every page reference the connection took was dropped (counted by [`Counted`] around each
-//! side's page provider; the kernel glue counts its pages too and reports them at unload).
+//! * **soft provider**: the software RC provider (`krpc_rdma::soft`) with the page data in
+//!   kernel pages ([`KernelPages`](crate::KernelPages)) — [`SoftKernel`];
+//! * **kernel verbs** (kernel builds, when the glue passes an RDMA device's IPv4 address):
+//!   [`OfedQp`](crate::OfedQp) over the kernel's own verbs through the C wrappers, connected
+//!   through rdma_cm to that address (loopback on rxe0 in the project's VM): FRWR
+//!   (`IB_WR_REG_MR`), `IB_WR_LOCAL_INV`, Send With Invalidate, completions handled in kernel
+//!   context — `kverbs::KVerbs`.
+//!
+//! Over each it runs every scenario of the provider-conformance suite (`krpc-rdma-scenarios`,
+//! `no_std` and panic-free by design; [`run_suite`]), then two checks of its own that count
+//! the bytes they verify: a 1 MiB DDP WRITE (read chunk, RDMA Read by the responder) and a
+//! 1 MiB DDP READ (write chunk, RDMA Write by the responder), every byte compared. After each
+//! connection the fixture checks that no registration is live and that every page reference
+//! the connection took was dropped (counted by [`Counted`] around each side's page provider;
+//! the kernel glue counts its pages and verbs objects too and reports them at unload).
 //!
 //! Nothing here panics: every failure is a returned [`Failure`], reported in the report line.
 //! Kernel stacks are 16 KiB: the endpoints live in the scenarios' `Pair` (about 1.5 KiB), the
@@ -152,6 +159,9 @@ impl Drop for Qp {
 
 krpc_rdma::forward_provider!(Qp => inner);
 
+#[cfg(target_os = "none")]
+pub mod kverbs;
+
 /// Makes the page provider of one side of a connection.
 pub type MakePages = fn() -> Result<Arc<dyn PageProvider>, String>;
 
@@ -181,11 +191,30 @@ impl SoftKernel {
     }
 
     fn retire_sides(&mut self) {
-        for s in self.sides.drain(..) {
-            self.pages_left += s.outstanding();
-            self.pages_allocated += s.allocs();
-        }
+        retire(
+            &mut self.sides,
+            &mut self.pages_left,
+            &mut self.pages_allocated,
+        );
     }
+}
+
+/// Add what the page providers of a finished connection still hold (must be 0) and how many
+/// pages they allocated, and forget them.
+fn retire(sides: &mut Vec<Arc<Counted>>, left: &mut u64, allocated: &mut u64) {
+    for s in sides.drain(..) {
+        *left += s.outstanding();
+        *allocated += s.allocs();
+    }
+}
+
+/// Two fresh counted page providers from `make`, kept in `sides` for the leak check.
+fn counted_pair(make: MakePages, sides: &mut Vec<Arc<Counted>>) -> Result<PagePair, String> {
+    let a = Arc::new(Counted::new(make()?));
+    let b = Arc::new(Counted::new(make()?));
+    sides.push(a.clone());
+    sides.push(b.clone());
+    Ok((a, b))
 }
 
 fn config(l: &Limits) -> SoftConfig {
@@ -204,11 +233,7 @@ impl Fixture for SoftKernel {
 
     fn page_providers(&mut self) -> Result<PagePair, String> {
         self.retire_sides();
-        let a = Arc::new(Counted::new((self.make)()?));
-        let b = Arc::new(Counted::new((self.make)()?));
-        self.sides.push(a.clone());
-        self.sides.push(b.clone());
-        Ok((a, b))
+        counted_pair(self.make, &mut self.sides)
     }
 
     fn resources(&self, limits: &Limits) -> Resources {
@@ -268,13 +293,74 @@ impl Fixture for SoftKernel {
     }
 }
 
-/// What a run did.
+/// How the suite went over one fixture.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SuiteCount {
+    /// Scenarios that passed (a scenario the fixture marks as a known deviation passes when
+    /// it fails as expected).
+    pub passed: u32,
+    /// Scenarios not run (the fixture's skip list).
+    pub skipped: u32,
+    /// Scenarios that failed, and the own DDP check if it failed.
+    pub failed: u32,
+}
+
+impl core::fmt::Display for SuiteCount {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{} passed, {} skipped, {} failed",
+            self.passed, self.skipped, self.failed
+        )
+    }
+}
+
+/// Every scenario of the suite over `fx` but those `skip` names (counted as skipped), then
+/// the own 1 MiB DDP checks; the counts, the bytes the DDP checks verified and the first
+/// failure. Runs everything even after a failure (each scenario is bounded).
+///
+/// `note(verbose, line)` is told of each scenario as it starts (`verbose`) and of each
+/// failure and skip.
+pub fn run_suite<F: Fixture>(
+    fx: &mut F,
+    skip: fn(&str) -> Option<&'static str>,
+    note: fn(bool, &str),
+) -> (SuiteCount, u64, Option<Failure>) {
+    let mut count = SuiteCount::default();
+    let mut first = None;
+    for (name, f) in krpc_rdma_scenarios::all::<F>() {
+        if let Some(why) = skip(name) {
+            note(false, &format!("{name}: skipped ({why})"));
+            count.skipped += 1;
+            continue;
+        }
+        note(true, name);
+        match krpc_rdma_scenarios::run(fx, name, f) {
+            Ok(()) => count.passed += 1,
+            Err(e) => {
+                note(false, &format!("{e}"));
+                count.failed += 1;
+                first.get_or_insert(e);
+            }
+        }
+    }
+    note(true, "ddp_1mib_both_ways");
+    let mut verified = 0;
+    if let Err(e) = ddp_1mib_both_ways(fx, &mut verified) {
+        count.failed += 1;
+        first.get_or_insert(Failure {
+            scenario: "ddp_1mib_both_ways",
+            ..e
+        });
+    }
+    (count, verified, first)
+}
+
+/// What a run over the soft provider did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Summary {
-    /// Scenarios of the suite that passed.
-    pub scenarios_passed: u32,
-    /// Scenarios of the suite run.
-    pub scenarios: u32,
+    /// The suite's counts.
+    pub suite: SuiteCount,
     /// Calls (side A's Sends) and replies (side B's Sends).
     pub calls: u64,
     /// Replies.
@@ -305,12 +391,11 @@ impl core::fmt::Display for Summary {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(
             f,
-            "{}/{} scenarios + 1 MiB DDP WRITE/READ; calls {}, replies {}, bytes verified {}, \
-             moved: send {} RDMA Read {} RDMA Write {}; registrations {} (send-with-invalidate \
-             {}), live at a queue pair's drop {}; pages allocated {}, page references not \
-             returned {}",
-            self.scenarios_passed,
-            self.scenarios,
+            "soft provider: {} + 1 MiB DDP WRITE/READ; calls {}, replies {}, bytes verified \
+             {}, moved: send {} RDMA Read {} RDMA Write {}; registrations {} \
+             (send-with-invalidate {}), live at a queue pair's drop {}; pages allocated {}, \
+             page references not returned {}",
+            self.suite,
             self.calls,
             self.replies,
             self.bytes_verified,
@@ -328,7 +413,7 @@ impl core::fmt::Display for Summary {
 
 /// 1 MiB through a read chunk (DDP WRITE), then 1 MiB (+3, the XDR pad) through a write
 /// chunk (DDP READ), every byte compared; the bytes compared are added to `verified`.
-fn ddp_1mib_both_ways(fx: &mut SoftKernel, verified: &mut u64) -> Outcome {
+fn ddp_1mib_both_ways<F: Fixture>(fx: &mut F, verified: &mut u64) -> Outcome {
     let mut p = Pair::with(fx, TransportConfig::default())?;
     let size = 1usize << 20;
     // WRITE: the call, as the responder's upper layer receives it.
@@ -374,28 +459,14 @@ pub struct Run {
     pub failure: Option<Failure>,
 }
 
-/// Run the self-test over page providers made by `make`: the suite, then the own DDP
-/// checks, stopping at the first failure; then the leak check.
+/// Run the self-test over the soft provider with page providers made by `make`: the suite,
+/// then the own DDP checks; then the leak check.
 pub fn run(make: MakePages) -> Run {
     let mut fx = SoftKernel::new(make);
     let mut s = Summary::default();
-    let mut verified = 0u64;
-    let mut result: Outcome = Ok(());
-    let all = krpc_rdma_scenarios::all::<SoftKernel>();
-    s.scenarios = all.len() as u32;
-    for (name, f) in all {
-        result = krpc_rdma_scenarios::run(&mut fx, name, f);
-        if result.is_err() {
-            break;
-        }
-        s.scenarios_passed += 1;
-    }
-    if result.is_ok() {
-        result = ddp_1mib_both_ways(&mut fx, &mut verified).map_err(|e| Failure {
-            scenario: "ddp_1mib_both_ways",
-            ..e
-        });
-    }
+    let (suite, verified, first) = run_suite(&mut fx, |_| None, |_, _| {});
+    s.suite = suite;
+    let mut result: Outcome = first.map_or(Ok(()), Err);
     fx.retire_sides();
     let t = &fx.totals;
     let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -450,22 +521,41 @@ impl core::fmt::Write for Line<'_> {
     }
 }
 
-/// Write the outcome of a run as one line into `buf` (NUL-terminated, truncated); 0 on
-/// success, `-EIO` (-5) on failure.
-pub fn report(run: &Run, buf: &mut [u8]) -> i32 {
+/// One fixture's part of the report: its summary line and its first failure.
+pub struct Part<'a> {
+    /// The summary (one line).
+    pub summary: &'a dyn core::fmt::Display,
+    /// The first failure, if any.
+    pub failure: Option<&'a Failure>,
+}
+
+/// Write the outcome of a run into `buf` (NUL-terminated, truncated): a first line
+/// `krpc_rdma selftest: PASS: ...` or `... FAIL: <first failure>`, then one line per part
+/// (`\n`-separated); `note` ends the first line. 0 on success, `-EIO` (-5) on failure.
+pub fn report(parts: &[Part<'_>], note: &str, buf: &mut [u8]) -> i32 {
     use core::fmt::Write;
     let mut line = Line { buf, len: 0 };
-    let s = &run.summary;
-    let rc = match &run.failure {
+    let failed = parts.iter().find_map(|p| p.failure);
+    let rc = match failed {
         None => {
-            let _ = write!(line, "krpc_rdma selftest: PASS: {s}");
+            let _ = write!(
+                line,
+                "krpc_rdma selftest: PASS: {} fixture(s){note}",
+                parts.len()
+            );
             0
         }
         Some(e) => {
-            let _ = write!(line, "krpc_rdma selftest: FAIL: {e}; so far: {s}");
+            let _ = write!(line, "krpc_rdma selftest: FAIL: {e}{note}");
             -5
         }
     };
+    for p in parts {
+        let _ = write!(line, "\nkrpc_rdma selftest: {}", p.summary);
+        if let Some(e) = p.failure {
+            let _ = write!(line, "; first failure: {e}");
+        }
+    }
     let n = line.len;
     if let Some(nul) = line.buf.get_mut(n) {
         *nul = 0;
@@ -473,23 +563,43 @@ pub fn report(run: &Run, buf: &mut [u8]) -> i32 {
     rc
 }
 
-/// The C entry point: run the self-test over kernel pages and write its report line into
-/// `report` (`len` bytes, NUL-terminated, truncated). Returns 0 when everything passed,
-/// `-EIO` otherwise (the line says what failed), `-EINVAL` for a NULL or empty buffer.
+/// The C entry point: run the self-test over kernel pages — the soft provider, then (kernel
+/// builds, `rdma_addr_be` not 0) the kernel's verbs through rdma_cm to that IPv4 address
+/// (network byte order) — and write its report lines into `report` (`len` bytes,
+/// NUL-terminated, truncated, `\n` between lines). Returns 0 when everything passed, `-EIO`
+/// otherwise (the lines say what failed), `-EINVAL` for a NULL or empty buffer.
 ///
 /// # Safety
-/// `report` must be valid for writes of `len` bytes. Process context (the self-test sleeps
-/// nowhere, but allocates up to a few MiB).
+/// `report` must be valid for writes of `len` bytes. Process context: the kernel-verbs
+/// fixture sleeps (bounded waits for completions and CM events).
 #[cfg(any(target_os = "none", feature = "emu"))]
 #[no_mangle]
-pub unsafe extern "C" fn krpc_rdma_selftest(report_buf: *mut u8, len: usize) -> i32 {
+pub unsafe extern "C" fn krpc_rdma_selftest(
+    report_buf: *mut u8,
+    len: usize,
+    rdma_addr_be: u32,
+) -> i32 {
     if report_buf.is_null() || len == 0 {
         return -22;
     }
     // SAFETY: the caller gives `len` writable bytes at `report_buf`.
     let buf = unsafe { core::slice::from_raw_parts_mut(report_buf, len) };
-    let outcome = run(kernel_pages);
-    report(&outcome, buf)
+    let soft = run(kernel_pages);
+    let soft_part = Part {
+        summary: &soft.summary,
+        failure: soft.failure.as_ref(),
+    };
+    #[cfg(target_os = "none")]
+    if rdma_addr_be != 0 {
+        let kv = kverbs::run(rdma_addr_be.to_ne_bytes());
+        let kv_part = Part {
+            summary: &kv.summary,
+            failure: kv.failure.as_ref(),
+        };
+        return report(&[soft_part, kv_part], "", buf);
+    }
+    let _ = rdma_addr_be;
+    report(&[soft_part], " (kernel verbs not run: no rdma_addr)", buf)
 }
 
 #[cfg(test)]
@@ -510,13 +620,25 @@ mod tests {
     #[test]
     fn the_selftest_passes_over_heap_pages() {
         let out = run(heap);
-        let mut buf = [0u8; 512];
-        let rc = report(&out, &mut buf);
+        let mut buf = [0u8; 1024];
+        let part = Part {
+            summary: &out.summary,
+            failure: out.failure.as_ref(),
+        };
+        let rc = report(&[part], "", &mut buf);
         let line = std::ffi::CStr::from_bytes_until_nul(&buf).unwrap();
         println!("{}", line.to_string_lossy());
         assert_eq!(rc, 0, "{out:?}");
         let s = out.summary;
-        assert_eq!(s.scenarios_passed, s.scenarios);
+        let all = krpc_rdma_scenarios::all::<SoftKernel>().len() as u32;
+        assert_eq!(
+            s.suite,
+            SuiteCount {
+                passed: all,
+                skipped: 0,
+                failed: 0
+            }
+        );
         assert!(s.bytes_verified > 2 << 20);
         assert!(s.calls > 256);
         assert!(s.registrations > 0);
@@ -524,12 +646,12 @@ mod tests {
 
     #[test]
     fn the_report_is_truncated_and_terminated() {
-        let out = Run {
-            summary: Summary::default(),
+        let part = Part {
+            summary: &Summary::default(),
             failure: None,
         };
         let mut buf = [0xffu8; 16];
-        assert_eq!(report(&out, &mut buf), 0);
+        assert_eq!(report(&[part], "", &mut buf), 0);
         assert_eq!(buf[15], 0);
         assert_eq!(&buf[..15], b"krpc_rdma selft");
     }

@@ -17,14 +17,15 @@
 
 use std::ffi::c_void;
 use std::net::SocketAddrV4;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use krpc_rdma::provider::{Access, Provider, Resources, WcStatus};
 use krpc_rdma::transport::TransportConfig;
 use krpc_rdma_scenarios::{Connect, Fixture, Limits, Link, PagePair, Pair, Side};
 use mbuf::{PageFragment, PageProvider};
+use ofed_shim::loopback::{self, Sleep, SockaddrIn};
 use ofed_shim::{KernelPages, OfedConfig, OfedListener, OfedQp};
 
 /// `struct krpc_emu_stats` of `emu/kpi_emu.h`.
@@ -64,15 +65,6 @@ fn emu() -> Option<Emu> {
     })
 }
 
-/// `struct sockaddr_in` (Linux layout).
-#[repr(C)]
-struct SockaddrIn {
-    family: u16,
-    port_be: u16,
-    addr: [u8; 4],
-    zero: [u8; 8],
-}
-
 /// A fresh port per connection.
 static NEXT_PORT: AtomicU16 = AtomicU16::new(20300);
 
@@ -80,30 +72,43 @@ fn sockaddr() -> SockaddrIn {
     let ip = std::env::var("RXE_IP").unwrap_or_else(|_| "10.0.2.15".into());
     let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed);
     let a: SocketAddrV4 = format!("{ip}:{port}").parse().unwrap();
-    SockaddrIn {
-        family: 2,
-        port_be: a.port().to_be(),
-        addr: a.ip().octets(),
-        zero: [0; 8],
-    }
+    SockaddrIn::new(a.ip().octets(), a.port())
 }
 
 // ---- waiting: the CQ completion handler / CM handler upcall wakes the test thread ---------
 
-static WOKEN: Mutex<bool> = Mutex::new(false);
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+static LOCK: Mutex<()> = Mutex::new(());
 static WAKE: Condvar = Condvar::new();
 
 extern "C" fn upcall(_arg: *mut c_void) {
-    *WOKEN.lock().unwrap() = true;
+    let _g = LOCK.lock().unwrap();
+    GENERATION.fetch_add(1, Ordering::SeqCst);
     WAKE.notify_all();
 }
 
+/// Sleeping on the upcall's condition variable.
+struct CondSleep;
+
+impl Sleep for CondSleep {
+    fn upcall(&self) -> extern "C" fn(*mut c_void) {
+        upcall
+    }
+    fn generation(&self) -> u64 {
+        GENERATION.load(Ordering::SeqCst)
+    }
+    fn sleep(&self, gen: u64, ms: u32) {
+        let g = LOCK.lock().unwrap();
+        let _ = WAKE
+            .wait_timeout_while(g, Duration::from_millis(ms.into()), |_| {
+                GENERATION.load(Ordering::SeqCst) == gen
+            })
+            .unwrap();
+    }
+}
+
 fn ocfg(l: &Limits) -> OfedConfig {
-    let d = OfedConfig {
-        num_mrs: 256,
-        ..OfedConfig::default()
-    };
-    krpc_rdma_scenarios::limited_config!(OfedConfig, l, d)
+    krpc_rdma_scenarios::limited_config!(OfedConfig, l, loopback::config())
 }
 
 struct Emu {
@@ -127,58 +132,28 @@ impl Fixture for Emu {
     fn connect(&mut self, c: Connect<'_, OfedQp>) -> Result<(OfedQp, OfedQp), String> {
         let cfg = ocfg(c.limits);
         let sa = sockaddr();
-        let sa_ptr = (&sa as *const SockaddrIn).cast::<c_void>();
-        // SAFETY: NULL vnet (one stack in the emulation); `sa` is a valid sockaddr_in.
-        let mut listener = unsafe { OfedListener::bind(std::ptr::null_mut(), sa_ptr, &cfg) }
-            .map_err(|e| e.to_string())?;
-        // SAFETY: as above.
-        let mut qa = unsafe { OfedQp::connect(std::ptr::null_mut(), sa_ptr, &cfg, c.a_private) }
-            .map_err(|e| e.to_string())?;
-        // SAFETY: `upcall` only touches statics; callable from any thread at any time.
-        unsafe { qa.set_upcall(upcall, std::ptr::null_mut()) };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let qb = loop {
-            if Instant::now() > deadline {
-                return Err("no connection request".into());
-            }
-            if let Some(q) = listener.next_request() {
-                let mut q = q.map_err(|e| e.to_string())?;
-                // SAFETY: as above.
-                unsafe { q.set_upcall(upcall, std::ptr::null_mut()) };
-                (c.before_accept)(&mut q);
-                q.accept(c.b_private).map_err(|e| e.to_string())?;
-                break q;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        };
-        self.listener = Some(listener);
-        Ok((qa, qb))
+        // SAFETY: NULL vnet (one stack in the emulation); `sa` is a valid sockaddr_in;
+        // `upcall` only touches statics (callable from any thread at any time). 15,000 polls
+        // of at most 2 ms: 30 s.
+        let p = unsafe {
+            loopback::connect(
+                &CondSleep,
+                std::ptr::null_mut(),
+                sa.as_ptr(),
+                &cfg,
+                c.a_private,
+                c.b_private,
+                c.before_accept,
+                15_000,
+            )
+        }?;
+        self.listener = Some(p.listener);
+        Ok((p.a, p.b))
     }
 
-    /// Until one of the queue pairs has completions or events, or 100 ms.
+    /// Until one of the queue pairs has new completions or events, or 100 ms.
     fn wait(&mut self, a: &mut OfedQp, b: &mut OfedQp) {
-        // Only new completions or events end the wait early. Work already queued (say the
-        // other side's unread Disconnected) does not: else a scenario waiting for one side
-        // would spin through its idle budget while the other side's backlog sits there, and
-        // a CM event that takes longer to arrive (the peer's DREQ in a loaded TCG guest)
-        // would be given up on after milliseconds instead of the budget's 60 s.
-        let had = [a.has_work(), b.has_work()];
-        let news = |q: &mut OfedQp, had: bool| q.reap() > 0 || (!had && q.has_work());
-        if news(a, had[0]) || news(b, had[1]) {
-            return;
-        }
-        *WOKEN.lock().unwrap() = false;
-        for q in [&mut *a, &mut *b] {
-            q.arm();
-        }
-        // Completions that arrived before the notification was armed raise no upcall.
-        if news(a, had[0]) || news(b, had[1]) {
-            return;
-        }
-        let g = WOKEN.lock().unwrap();
-        let _ = WAKE
-            .wait_timeout_while(g, Duration::from_millis(100), |w| !*w)
-            .unwrap();
+        loopback::wait(&CondSleep, a, b, 100);
     }
 
     krpc_rdma_scenarios::verbs_binding_probes!(OfedQp);

@@ -4,8 +4,9 @@
 //!    x86_64-unknown-none -p ofed-shim --features selftest`.
 //! 2. Its relocation-clean object ([`kobj::build_named`]) from the module's entry points
 //!    [`EXPORTS`]: `target/kmod/krpc_rdma_rs_linux.o`.
-//! 3. A kbuild directory `target/kmod/linux/`: `ofed-shim/linux/` (the Linux glue and its
-//!    `Kbuild`), the C boundary header `ofed-shim/c/krpc_rdma_ofed.h`, the object as
+//! 3. A kbuild directory `target/kmod/linux/`: `ofed-shim/linux/` (the Linux glue, its KPI
+//!    header and its `Kbuild`), the shared verbs wrapper `ofed-shim/c/krpc_rdma_ofed.c` with
+//!    the C boundary header `krpc_rdma_ofed.h` and `krpc_ofed_kpi.h`, the object as
 //!    `krpc_rdma_rs.o_shipped` and the `.krpc_rdma_rs.o.cmd` that kbuild 6.1's modpost reads
 //!    beside every object of a module (symbol versions are looked up there).
 //! 4. `make -C /usr/src/linux-headers-KVER M=target/kmod/linux modules`, KVER being the VM's
@@ -31,8 +32,14 @@ pub const EXPORTS: &[&str] = &["krpc_rdma_shim_abi_version", "krpc_rdma_selftest
 const FILES: &[(&str, &str)] = &[
     ("ofed-shim/linux/Kbuild", "Kbuild"),
     ("ofed-shim/linux/krpc_rdma_linux.c", "krpc_rdma_linux.c"),
+    (
+        "ofed-shim/linux/krpc_ofed_kpi_linux.h",
+        "krpc_ofed_kpi_linux.h",
+    ),
     ("ofed-shim/linux/compat/sys/types.h", "compat/sys/types.h"),
     ("ofed-shim/c/krpc_rdma_ofed.h", "krpc_rdma_ofed.h"),
+    ("ofed-shim/c/krpc_rdma_ofed.c", "krpc_rdma_ofed.c"),
+    ("ofed-shim/c/krpc_ofed_kpi.h", "krpc_ofed_kpi.h"),
 ];
 
 /// The kbuild tree of `kver` (Debian's `linux-headers-KVER`).

@@ -1,0 +1,138 @@
+//! Two [`OfedQp`]s connected to each other through one address — a listener and a connect on
+//! the same RDMA device (rdma_cm loopback) — and waiting on both: what the fixtures that run
+//! the scenario suite over a real device share, the userspace emulation's
+//! (`tests/emu_rxe.rs`) and the in-kernel self-test's (`src/selftest/kverbs.rs`). How to
+//! sleep is theirs ([`Sleep`]).
+
+use alloc::format;
+use alloc::string::String;
+use core::ffi::c_void;
+
+use crate::{OfedConfig, OfedListener, OfedQp};
+
+/// `struct sockaddr_in` (Linux's layout; the userspace emulation and the Linux module).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SockaddrIn {
+    family: u16,
+    port_be: u16,
+    addr: [u8; 4],
+    zero: [u8; 8],
+}
+
+impl SockaddrIn {
+    /// `AF_INET`, `addr`:`port`.
+    pub fn new(addr: [u8; 4], port: u16) -> Self {
+        SockaddrIn {
+            family: 2,
+            port_be: port.to_be(),
+            addr,
+            zero: [0; 8],
+        }
+    }
+
+    /// As the `const struct sockaddr *` the C side takes.
+    pub fn as_ptr(&self) -> *const c_void {
+        (self as *const SockaddrIn).cast()
+    }
+}
+
+/// The configuration the loopback fixtures start from: the default, with 256 FRWR MRs per
+/// queue pair (two queue pairs per connection on one device).
+pub fn config() -> OfedConfig {
+    OfedConfig {
+        num_mrs: 256,
+        ..OfedConfig::default()
+    }
+}
+
+/// How a fixture sleeps until an upcall (CQ completion or CM event) or a timeout.
+pub trait Sleep {
+    /// The upcall registered on every queue pair; it must bump the generation and wake the
+    /// sleeper, and be callable from any context (completion and CM handlers).
+    fn upcall(&self) -> extern "C" fn(*mut c_void);
+    /// The current wake generation.
+    fn generation(&self) -> u64;
+    /// Sleep until the generation is no longer `gen` or `ms` milliseconds passed.
+    fn sleep(&self, gen: u64, ms: u32);
+}
+
+/// A connected pair and the listener side B came from (keep it until B is dropped).
+pub struct Connected {
+    /// The listener.
+    pub listener: OfedListener,
+    /// Side A (connected through rdma_cm).
+    pub a: OfedQp,
+    /// Side B (accepted).
+    pub b: OfedQp,
+}
+
+/// Listen on `addr`, connect side A to it, take the connection request as side B (looked
+/// for `polls` times, sleeping up to 2 ms in between), run `before_accept` on B (it posts
+/// receives) and accept with `b_private`. Both report `Established` through their event
+/// polls once rdma_cm has connected them.
+///
+/// # Safety
+/// `net` and `addr` as for [`OfedQp::connect`] (`addr` a valid `struct sockaddr` for the
+/// calls; the C side copies it). `s.upcall()` must be callable from any context until both
+/// queue pairs are dropped.
+///
+/// # Errors
+/// What failed, as text.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn connect(
+    s: &impl Sleep,
+    net: *mut c_void,
+    addr: *const c_void,
+    cfg: &OfedConfig,
+    a_private: &[u8],
+    b_private: &[u8],
+    before_accept: &mut dyn FnMut(&mut OfedQp),
+    polls: u32,
+) -> Result<Connected, String> {
+    // SAFETY: the caller vouches for `net` and `addr`.
+    let mut listener =
+        unsafe { OfedListener::bind(net, addr, cfg) }.map_err(|e| format!("listen: {e}"))?;
+    // SAFETY: as above.
+    let mut a = unsafe { OfedQp::connect(net, addr, cfg, a_private) }
+        .map_err(|e| format!("connect: {e}"))?;
+    // SAFETY: the caller vouches for the upcall.
+    unsafe { a.set_upcall(s.upcall(), core::ptr::null_mut()) };
+    let mut b = None;
+    for _ in 0..polls {
+        let gen = s.generation();
+        if let Some(q) = listener.next_request() {
+            b = Some(q.map_err(|e| format!("connection request: {e}"))?);
+            break;
+        }
+        s.sleep(gen, 2);
+    }
+    let mut b = b.ok_or(format!("no connection request in {polls} polls"))?;
+    // SAFETY: as above.
+    unsafe { b.set_upcall(s.upcall(), core::ptr::null_mut()) };
+    before_accept(&mut b);
+    b.accept(b_private).map_err(|e| format!("accept: {e}"))?;
+    Ok(Connected { listener, a, b })
+}
+
+/// Until one of the queue pairs has new completions or events, or `ms` milliseconds.
+///
+/// Only new completions or events end the wait early, not work already queued (say the other
+/// side's unread Disconnected): else a scenario waiting for one side would spin through its
+/// idle budget while the other side's backlog sits there, and a CM event that takes longer
+/// to arrive (the peer's DREQ in a loaded TCG guest) would be given up on after milliseconds.
+pub fn wait(s: &impl Sleep, a: &mut OfedQp, b: &mut OfedQp, ms: u32) {
+    let had = [a.has_work(), b.has_work()];
+    let news = |q: &mut OfedQp, had: bool| q.reap() > 0 || (!had && q.has_work());
+    if news(a, had[0]) || news(b, had[1]) {
+        return;
+    }
+    let gen = s.generation();
+    a.arm();
+    b.arm();
+    // Completions that arrived before the notification was armed raise no upcall.
+    if news(a, had[0]) || news(b, had[1]) {
+        return;
+    }
+    s.sleep(gen, ms);
+}

@@ -1,0 +1,320 @@
+//! The self-test's kernel-verbs fixture (kernel builds): the scenario suite over
+//! [`OfedQp`]s on the kernel's own verbs, through the C wrappers of `c/krpc_rdma_ofed.c`
+//! compiled into the module. Side A connects through rdma_cm to side B's listener on the
+//! same address (loopback on rxe0 in the project's VM), as `tests/emu_rxe.rs` does in
+//! userspace over the KPI emulation. One expectation is stronger than there: the
+//! emulation's registrations are memory windows, whose bounds rxe (Linux 6.1) does not check
+//! (`krpc_rdma_scenarios::fixture::rxe_supports`); here they are real FRWR MRs, whose bounds
+//! it does, so [`Feature::RangeChecks`] is supported (an RDMA one byte past a registration's
+//! end must be refused).
+//!
+//! Completions are handled in kernel context: the CQ completion handler (softirq on rxe) and
+//! the CM handler (the CM's work queue) call the upcall, which bumps a generation and wakes
+//! a wait queue in the glue (`krpc_ofed_wake`); [`Fixture::wait`] polls both queue pairs,
+//! arms their CQs, polls again, and sleeps until the generation moves or 100 ms pass
+//! ([`loopback::wait`], shared with the emulation's fixture, as is [`loopback::connect`]).
+//! Every wait is bounded; 600 waits without progress fail the scenario (the suite's idle
+//! limit).
+//!
+//! The figures (REG_MR, LOCAL_INV, Send With Invalidate sent and received, completions,
+//! Sends per side) are the C wrappers' counters ([`KrpcCounts`]) over the run; after the run
+//! every verbs object the wrappers count (cm ids, PDs, CQs, QPs, MRs, DMA mappings) must be
+//! gone and every page reference returned.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicU16, Ordering};
+
+use krpc_rdma::provider::Resources;
+use krpc_rdma_scenarios::check::fail;
+use krpc_rdma_scenarios::{Connect, Failure, Feature, Fixture, Limits, PagePair};
+
+use super::{counted_pair, retire, run_suite, Counted, SuiteCount};
+use crate::ffi::{self, KrpcCounts};
+use crate::loopback::{self, Sleep, SockaddrIn};
+use crate::{KernelPages, OfedConfig, OfedListener, OfedQp};
+
+extern "C" {
+    /// Bump the wake generation and wake the waiters (any context).
+    fn krpc_ofed_wake(arg: *mut c_void);
+    /// The wake generation.
+    fn krpc_ofed_wake_gen() -> u64;
+    /// Sleep until the generation is not `gen` or `ms` passed (process context).
+    fn krpc_ofed_wait_gen(gen: u64, ms: u32) -> i32;
+    /// A line of the self-test's log (`verbose`: only with the module's selftest_verbose).
+    fn krpc_selftest_log(verbose: i32, msg: *const u8, len: usize);
+}
+
+/// Log `line`, prefixed with "kernel verbs: ".
+fn note(verbose: bool, line: &str) {
+    let line = format!("kernel verbs: {line}");
+    // SAFETY: `line` is valid for `len` bytes during the call; the glue copies it (printk).
+    unsafe { krpc_selftest_log(i32::from(verbose), line.as_ptr(), line.len()) };
+}
+
+/// The upcall of every queue pair: wake the thread that waits.
+extern "C" fn upcall(arg: *mut c_void) {
+    // SAFETY: the glue's wake touches only its wait queue and counter; any context.
+    unsafe { krpc_ofed_wake(arg) }
+}
+
+/// The glue's wait queue.
+struct GlueSleep;
+
+impl Sleep for GlueSleep {
+    fn upcall(&self) -> extern "C" fn(*mut c_void) {
+        upcall
+    }
+    fn generation(&self) -> u64 {
+        // SAFETY: reads an atomic of the glue.
+        unsafe { krpc_ofed_wake_gen() }
+    }
+    fn sleep(&self, gen: u64, ms: u32) {
+        // SAFETY: process context (the self-test runs from insmod or a debugfs read).
+        unsafe { krpc_ofed_wait_gen(gen, ms) };
+    }
+}
+
+fn counts() -> KrpcCounts {
+    let mut c = KrpcCounts::default();
+    // SAFETY: `c` is a valid out-pointer of the C struct's layout.
+    unsafe { ffi::krpc_ofed_get_counts(&mut c) };
+    c
+}
+
+/// Listening ports: a fresh one per connection, cycling through 1,000.
+static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
+const PORT_BASE: u16 = 20800;
+
+fn ocfg(l: &Limits) -> OfedConfig {
+    krpc_rdma_scenarios::limited_config!(OfedConfig, l, loopback::config())
+}
+
+/// The fixture (see the module documentation).
+pub struct KVerbs {
+    addr: [u8; 4],
+    listener: Option<OfedListener>,
+    sides: Vec<Arc<Counted>>,
+    pages_left: u64,
+    pages_allocated: u64,
+}
+
+impl KVerbs {
+    fn sockaddr(&self) -> SockaddrIn {
+        let n = NEXT_PORT.fetch_add(1, Ordering::Relaxed) % 1000;
+        SockaddrIn::new(self.addr, PORT_BASE + n)
+    }
+}
+
+/// Connection requests are looked for every 2 ms, at most this many times (30 s).
+const ACCEPT_POLLS: u32 = 15_000;
+
+impl Fixture for KVerbs {
+    type Qp = OfedQp;
+
+    fn page_providers(&mut self) -> Result<PagePair, String> {
+        self.listener = None;
+        retire(
+            &mut self.sides,
+            &mut self.pages_left,
+            &mut self.pages_allocated,
+        );
+        counted_pair(
+            || Ok(Arc::new(KernelPages::new()) as Arc<dyn mbuf::PageProvider>),
+            &mut self.sides,
+        )
+    }
+
+    fn resources(&self, limits: &Limits) -> Resources {
+        ocfg(limits).resources()
+    }
+
+    fn connect(&mut self, c: Connect<'_, OfedQp>) -> Result<(OfedQp, OfedQp), String> {
+        let cfg = ocfg(c.limits);
+        let sa = self.sockaddr();
+        // SAFETY: NULL net is &init_net in the Linux glue; `sa` is a valid sockaddr_in that
+        // lives through the call; `upcall` only wakes the glue's wait queue (any context).
+        let p = unsafe {
+            loopback::connect(
+                &GlueSleep,
+                core::ptr::null_mut(),
+                sa.as_ptr(),
+                &cfg,
+                c.a_private,
+                c.b_private,
+                c.before_accept,
+                ACCEPT_POLLS,
+            )
+        }?;
+        self.listener = Some(p.listener);
+        Ok((p.a, p.b))
+    }
+
+    /// Until one of the queue pairs has new completions or events, or 100 ms.
+    fn wait(&mut self, a: &mut OfedQp, b: &mut OfedQp) {
+        loopback::wait(&GlueSleep, a, b, 100);
+    }
+
+    fn idle_limit(&self) -> u32 {
+        600
+    }
+
+    fn live_registrations(&self, q: &OfedQp) -> u32 {
+        q.live_registrations()
+    }
+
+    fn sq_outstanding(&self, q: &OfedQp) -> usize {
+        q.sq_outstanding()
+    }
+
+    fn is_connected(&self, q: &OfedQp) -> bool {
+        q.is_connected()
+    }
+
+    fn healthy(&self, q: &OfedQp) -> Result<(), String> {
+        let st = q.stats();
+        (st.errors == 0)
+            .then_some(())
+            .ok_or(format!("error completions: {st:?}"))
+    }
+
+    /// Everything, [`Feature::RangeChecks`] included (FRWR MRs, see the module docs).
+    fn supports(&self, _feature: Feature) -> bool {
+        true
+    }
+
+    fn pages_in_use(&self) -> usize {
+        self.sides.iter().map(|s| s.outstanding() as usize).sum()
+    }
+
+    fn audit(&mut self) -> Result<(), String> {
+        self.listener = None;
+        Ok(())
+    }
+
+    fn log(&mut self, line: &str) {
+        note(false, line);
+    }
+}
+
+/// What the kernel-verbs run did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// The address connected to.
+    pub addr: [u8; 4],
+    /// The suite's counts.
+    pub suite: SuiteCount,
+    /// Bytes compared byte for byte by the own DDP checks.
+    pub bytes_verified: u64,
+    /// The C wrappers' counters over the run (the `*_live` fields: what is left after it).
+    pub verbs: KrpcCounts,
+    /// Pages allocated by the scenarios' page providers.
+    pub pages_allocated: u64,
+    /// Page references not returned (must be 0).
+    pub pages_left: u64,
+}
+
+impl core::fmt::Display for Summary {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let [a, b, c, d] = self.addr;
+        let v = &self.verbs;
+        write!(
+            f,
+            "kernel verbs, rdma_cm loopback on {a}.{b}.{c}.{d}: {} + 1 MiB DDP WRITE/READ; \
+             calls {}, replies {}, bytes verified {}; FRWR registrations (IB_WR_REG_MR) {}, \
+             LOCAL_INV {}, send-with-invalidate sent {} received {}, MR resets {}; \
+             completions {}; left after the run: cm ids {}, pds {}, cqs {}, qps {}, mrs {}, \
+             dma maps {}, page references {} (of {} pages allocated)",
+            self.suite,
+            v.sends_active,
+            v.sends_passive,
+            self.bytes_verified,
+            v.reg_mrs,
+            v.local_invs,
+            v.send_invs,
+            v.recv_invs,
+            v.mr_resets,
+            v.completions,
+            v.cm_ids_live,
+            v.pds_live,
+            v.cqs_live,
+            v.qps_live,
+            v.mrs_live,
+            v.dma_maps_live,
+            self.pages_left,
+            self.pages_allocated,
+        )
+    }
+}
+
+/// The run's outcome.
+pub struct Run {
+    /// Its figures.
+    pub summary: Summary,
+    /// Its first failure.
+    pub failure: Option<Failure>,
+}
+
+/// Scenarios not run over the kernel's verbs, with the reason (none today: the userspace
+/// rxe fixture over the KPI emulation skips none either).
+fn skip(_name: &str) -> Option<&'static str> {
+    None
+}
+
+/// Run the suite over the kernel's verbs, connecting to `addr` (IPv4).
+pub fn run(addr: [u8; 4]) -> Run {
+    let before = counts();
+    let mut fx = KVerbs {
+        addr,
+        listener: None,
+        sides: Vec::new(),
+        pages_left: 0,
+        pages_allocated: 0,
+    };
+    let (suite, bytes_verified, mut failure) = run_suite(&mut fx, skip, note);
+    fx.listener = None;
+    retire(&mut fx.sides, &mut fx.pages_left, &mut fx.pages_allocated);
+    let after = counts();
+    let d = |f: fn(&KrpcCounts) -> u64| f(&after).wrapping_sub(f(&before));
+    let verbs = KrpcCounts {
+        reg_mrs: d(|c| c.reg_mrs),
+        local_invs: d(|c| c.local_invs),
+        send_invs: d(|c| c.send_invs),
+        recv_invs: d(|c| c.recv_invs),
+        sends_active: d(|c| c.sends_active),
+        sends_passive: d(|c| c.sends_passive),
+        completions: d(|c| c.completions),
+        mr_resets: d(|c| c.mr_resets),
+        ..after
+    };
+    let left = [
+        verbs.cm_ids_live,
+        verbs.pds_live,
+        verbs.cqs_live,
+        verbs.qps_live,
+        verbs.mrs_live,
+        verbs.dma_maps_live,
+        fx.pages_left,
+    ];
+    if failure.is_none() && left.iter().any(|&n| n != 0) {
+        failure = Some(fail(
+            "end of the kernel-verbs run",
+            "no verbs object or page reference left",
+            format!("{left:?} (cm ids, pds, cqs, qps, mrs, dma maps, pages)"),
+        ));
+    }
+    Run {
+        summary: Summary {
+            addr,
+            suite,
+            bytes_verified,
+            verbs,
+            pages_allocated: fx.pages_allocated,
+            pages_left: fx.pages_left,
+        },
+        failure,
+    }
+}
