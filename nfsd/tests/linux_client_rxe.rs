@@ -48,7 +48,14 @@ fn ip() -> String {
 
 /// Run `cmd` with sh; its status and output.
 fn sh(cmd: &str) -> (bool, String) {
-    let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
+    let t = std::time::Instant::now();
+    let o = Command::new("timeout")
+        .args(["600", "sh", "-c", cmd])
+        .output()
+        .unwrap();
+    if t.elapsed() > Duration::from_secs(5) {
+        println!("{:.1} s: {cmd}", t.elapsed().as_secs_f64());
+    }
     let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
     s.push_str(&String::from_utf8_lossy(&o.stderr));
     (o.status.success(), s)
@@ -202,11 +209,104 @@ fn linux_client_over_rdma() {
         }
     }
 
-    ok(&format!("umount {}", d.mnt.display()));
-    let (clean, lines) = server.stop();
+    trees_and_names(&d);
+    directory_of_5000(&d);
+    parallel_writers(&d);
+
+    // The server is restarted under the mounted client: its handles stay valid.
+    let (clean, mut lines) = server.stop();
     assert!(clean, "nfsd exit status");
+    let server = Server::start(&d.export);
+    std::fs::write(d.export.join("after-restart"), b"again\n").unwrap();
+    let cat = ok(&format!(
+        "timeout 300 cat {}/hello {}/after-restart",
+        d.mnt.display(),
+        d.mnt.display()
+    ));
+    assert_eq!(cat, "hi\nagain\n");
+    ok(&format!(
+        "timeout 300 dd if=/dev/zero of={}/post bs=64k count=4 status=none",
+        d.mnt.display()
+    ));
+    ok(&format!(
+        "cmp -n 262144 /dev/zero {}/post",
+        d.export.display()
+    ));
+
+    ok(&format!("umount {}", d.mnt.display()));
+    let (clean, more) = server.stop();
+    assert!(clean, "nfsd exit status");
+    lines.extend(more);
     let all = lines.join("\n");
     assert!(all.contains("nfsd transport: "), "{all}");
-    assert!(all.contains(" reply errors"), "{all}");
+    assert!(all.contains(" 0 reply errors"), "{all}");
+    assert!(
+        !all.contains("err_chunk_sent") && !all.contains("err_vers_sent"),
+        "RDMA_ERROR sent: {all}"
+    );
     let _ = std::fs::remove_dir_all(&d.base);
+}
+
+/// A tree of 2,000 small files (some owned by uid 1000) by `cp -a` and by `tar x`, compared
+/// with `diff -r`; rename, hard link, symlink, chmod, truncate; `rm -r`.
+fn trees_and_names(d: &Dirs) {
+    let (s, m, e) = (d.scratch.display(), d.mnt.display(), d.export.display());
+    ok(&format!(
+        "cd {s} && for i in $(seq 20); do mkdir -p tree/d$i; for j in $(seq 100); do \
+         echo file $i $j > tree/d$i/f$j; done; done && chown -R 1000:1000 tree/d7 && \
+         ln -s d1/f1 tree/link && tar cf tree.tar tree"
+    ));
+    ok(&format!("cp -a {s}/tree {m}/tree"));
+    ok(&format!("diff -r {s}/tree {e}/tree"));
+    ok(&format!("diff -r {s}/tree {m}/tree"));
+    assert_eq!(ok(&format!("stat -c %u:%g {e}/tree/d7/f3")), "1000:1000\n");
+    assert_eq!(ok(&format!("readlink {e}/tree/link")), "d1/f1\n");
+    ok(&format!(
+        "mkdir {m}/untar && tar xf {s}/tree.tar -C {m}/untar"
+    ));
+    ok(&format!("diff -r {s}/tree {e}/untar/tree"));
+
+    ok(&format!("mv {m}/tree/d1/f1 {m}/tree/d2/moved"));
+    assert!(!Path::new(&format!("{e}/tree/d1/f1")).exists());
+    assert_eq!(ok(&format!("cat {e}/tree/d2/moved")), "file 1 1\n");
+    ok(&format!("ln {m}/tree/d2/moved {m}/tree/hard"));
+    assert_eq!(ok(&format!("stat -c %h {e}/tree/d2/moved")), "2\n");
+    ok(&format!("ln -s ../d2/moved {m}/tree/d3/sym"));
+    assert_eq!(ok(&format!("readlink {m}/tree/d3/sym")), "../d2/moved\n");
+    assert_eq!(ok(&format!("readlink {e}/tree/d3/sym")), "../d2/moved\n");
+    assert_eq!(ok(&format!("cat {m}/tree/d3/sym")), "file 1 1\n");
+    ok(&format!("chmod 640 {m}/tree/hard"));
+    assert_eq!(ok(&format!("stat -c %a {e}/tree/d2/moved")), "640\n");
+    ok(&format!("truncate -s 3 {m}/tree/hard"));
+    assert_eq!(ok(&format!("cat {e}/tree/d2/moved")), "fil");
+    ok(&format!("rm -r {m}/tree {m}/untar"));
+    assert!(!Path::new(&format!("{e}/tree")).exists());
+    assert!(!Path::new(&format!("{e}/untar")).exists());
+}
+
+/// A directory of 5,000 entries (made in the backing directory) listed exactly.
+fn directory_of_5000(d: &Dirs) {
+    let (s, m, e) = (d.scratch.display(), d.mnt.display(), d.export.display());
+    ok(&format!(
+        "mkdir {e}/big && cd {e}/big && for i in $(seq 5000); do : > entry-$i; done"
+    ));
+    assert_eq!(ok(&format!("ls {m}/big | wc -l")).trim(), "5000");
+    ok(&format!(
+        "ls {e}/big > {s}/want && ls {m}/big > {s}/got && cmp {s}/want {s}/got"
+    ));
+    ok(&format!("rm -r {m}/big"));
+    assert!(!Path::new(&format!("{e}/big")).exists());
+}
+
+/// Four writers in parallel, each on its own file.
+fn parallel_writers(d: &Dirs) {
+    let src = random_file(d, "par", 8 << 20);
+    let (m, e) = (d.mnt.display(), d.export.display());
+    ok(&format!(
+        "for i in 1 2 3 4; do dd if={} of={m}/par$i bs=1M conv=fsync status=none & done; wait",
+        src.display()
+    ));
+    for i in 1..=4 {
+        ok(&format!("cmp {} {e}/par{i}", src.display()));
+    }
 }
