@@ -35,6 +35,8 @@ pub struct ConnStats {
     pub dropped: u64,
     /// Replies with an NFS status other than NFS3_OK.
     pub nfs_errors: u64,
+    /// Of those, by NFSv3 procedure number (0..=21).
+    pub nfs_errors_by_proc: [u64; 22],
     /// Replies the transport refused.
     pub reply_errors: u64,
 }
@@ -46,18 +48,29 @@ impl ConnStats {
         self.replays += o.replays;
         self.dropped += o.dropped;
         self.nfs_errors += o.nfs_errors;
+        for (a, b) in self.nfs_errors_by_proc.iter_mut().zip(o.nfs_errors_by_proc) {
+            *a += b;
+        }
         self.reply_errors += o.reply_errors;
     }
 
     /// One line.
     pub fn summary(&self) -> String {
+        let by: Vec<String> = self
+            .nfs_errors_by_proc
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n != 0)
+            .map(|(p, n)| format!("proc {p}: {n}"))
+            .collect();
         format!(
-            "{} calls, {} replies ({} replays), {} dropped, {} NFS errors, {} reply errors",
+            "{} calls, {} replies ({} replays), {} dropped, {} NFS errors [{}], {} reply errors",
             self.calls,
             self.replies,
             self.replays,
             self.dropped,
             self.nfs_errors,
+            by.join(", "),
             self.reply_errors
         )
     }
@@ -147,6 +160,12 @@ fn serve_call<B: Backend>(
         Ok(d) => {
             if d.status.is_some_and(|s| s != nfs_glue::nfs3::Nfsstat3::OK) {
                 st.nfs_errors += 1;
+                let slot = d
+                    .proc_
+                    .and_then(|p| st.nfs_errors_by_proc.get_mut(p as usize));
+                if let Some(n) = slot {
+                    *n += 1;
+                }
             }
             if let Some(k) = &key {
                 lock().finish(k, &d.reply);
