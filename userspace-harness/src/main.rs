@@ -74,6 +74,9 @@ enum Command {
         #[command(flatten)]
         load: LoadArgs,
     },
+    /// Serve a local directory over NFSv3 on RPC-over-RDMA, MOUNT v3 over TCP (crate
+    /// krpc-rdma-nfsd); one line per connection and the totals at SIGINT / SIGTERM.
+    Nfsd(krpc_rdma_nfsd::NfsdArgs),
     /// Server and client in one run: WRITE and READ with DDP at several sizes, NULL, a Long
     /// Call / Long Reply, throughput, and which chunk types were used.
     Demo {
@@ -348,6 +351,21 @@ fn main() -> ExitCode {
                 Err(e) => fail(&e, e.exit_code()),
             }
         }
+        Command::Nfsd(a) => match open_trace(a.trace.as_ref()) {
+            Ok(t) => {
+                let wrap = userspace_harness::trace::Traced::new;
+                let inner = userspace_harness::trace::Traced::inner_mut;
+                let tw = t.clone();
+                let qpw = krpc_rdma_nfsd::QpWrap {
+                    wrap: Box::new(move |q, p| wrap(q, tw.clone(), p)),
+                    inner,
+                };
+                let r = krpc_rdma_nfsd::run(&a, qpw);
+                let _ = t.map(|t| t.flush());
+                r.map_or_else(|e| fail(&e, 1), |()| ExitCode::SUCCESS)
+            }
+            Err(e) => fail(&e, 1),
+        },
         Command::Demo { addr, trace } => {
             let addr = match addr.map_or_else(default_addr, Ok) {
                 Ok(a) => a,

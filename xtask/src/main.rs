@@ -172,9 +172,23 @@ fn test() -> Result<(), String> {
 /// Soft-RoCE `rxe0`, inside the VM (or on the host when it has an RDMA device).
 /// `KRPC_RDMA_SKIP_VM=1` skips them, loudly, for machines without qemu.
 fn rxe_tests() -> Result<(), String> {
-    // The test binaries of userspace-harness that need rxe0 (and, for the last two, knfsd).
-    const TESTS: &[&str] = &["verbs_rxe", "cli_rxe", "knfsd_rxe", "nfs3_rxe"];
-    let mut test_args: Vec<&str> = vec!["test", "--release", "-p", "userspace-harness"];
+    // The test binaries that need rxe0: userspace-harness's (the last two also knfsd) and
+    // krpc-rdma-nfsd's (the Linux kernel NFS client mounting our server).
+    const TESTS: &[&str] = &[
+        "verbs_rxe",
+        "cli_rxe",
+        "knfsd_rxe",
+        "nfs3_rxe",
+        "linux_client_rxe",
+    ];
+    let mut test_args: Vec<&str> = vec![
+        "test",
+        "--release",
+        "-p",
+        "userspace-harness",
+        "-p",
+        "krpc-rdma-nfsd",
+    ];
     for t in TESTS {
         test_args.extend(["--test", t]);
     }

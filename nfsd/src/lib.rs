@@ -1,0 +1,157 @@
+//! `nfsd`: an NFSv3 server over RPC-over-RDMA serving a local directory (issue 13 parts 2–3).
+//!
+//! * [`localfs`]: [`LocalFs`], nfs-glue's `Backend` over a directory with `std::fs`;
+//!   [`handle`]: its file handles (valid across a restart); [`attr`]: attributes and
+//!   permission checks.
+//! * [`server`]: the verbs listener, one thread and one Responder per connection, the shared
+//!   reply cache, nfs-glue's `Nfs3Service`.
+//! * [`mountd`] and [`exports`]: MOUNT v3 over TCP for the one export.
+//! * [`run`]: the `userspace-harness nfsd` command.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod attr;
+pub mod exports;
+pub mod handle;
+pub mod localfs;
+pub mod mountd;
+pub mod server;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use krpc_rdma::provider::Provider;
+use krpc_rdma_verbs::arena::VerbsArena;
+use krpc_rdma_verbs::cm::VerbsListener;
+use krpc_rdma_verbs::device::Device;
+use mbuf::{PageProvider, PAGE_SIZE};
+use nfs_glue::mount::MountService;
+use nfs_glue::nfsd::drc::ReplyCache;
+use nfs_glue::nfsd::{Nfs3Config, Nfs3Service};
+use nfs_glue::svc::{AuthPolicy, Squash, NOBODY};
+
+pub use localfs::LocalFs;
+pub use server::{plain, QpWrap};
+
+/// The default RPC-over-RDMA port (RFC 8267).
+pub const NFS_RDMA_PORT: u16 = 20049;
+
+/// `IP[:PORT]`, port 20049 when left out.
+///
+/// # Errors
+/// Not an address.
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    (s, NFS_RDMA_PORT)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("not an address: {s}"))
+}
+
+/// The options of `userspace-harness nfsd`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct NfsdArgs {
+    /// Address to listen on for RPC-over-RDMA: IP[:PORT] (port 20049 by default).
+    #[arg(long, value_name = "IP[:PORT]", value_parser = parse_listen)]
+    pub listen: SocketAddr,
+    /// The directory to serve.
+    #[arg(long, value_name = "DIR")]
+    pub export: PathBuf,
+    /// TCP port of the MOUNT v3 service (on the --listen address; 0: any free port).
+    #[arg(long, value_name = "N", default_value_t = 20048)]
+    pub mount_port: u16,
+    /// Map uid 0 / gid 0 to nobody (65534).
+    #[arg(long)]
+    pub root_squash: bool,
+    /// Registered page arena shared by the connections, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    pub arena_mib: u32,
+    /// Write every transport header sent and received to FILE (JSON lines).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+}
+
+/// Set by SIGINT / SIGTERM.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(
+                sig,
+                on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
+    }
+}
+
+/// Run the server until SIGINT / SIGTERM: bind the RDMA listener and the MOUNT service,
+/// serve, print one line per connection and the totals with the transport counters.
+///
+/// # Errors
+/// No RDMA device, the export is not a directory, an address cannot be bound.
+pub fn run<Q: Provider + Send + 'static>(a: &NfsdArgs, qpw: QpWrap<Q>) -> Result<(), String> {
+    let fs = Arc::new(
+        LocalFs::new(&a.export).map_err(|e| format!("export {}: {e}", a.export.display()))?,
+    );
+    let dev = Device::open(None).map_err(|e| format!("RDMA device: {e}"))?;
+    let pages = (a.arena_mib as usize) << 20;
+    let arena = VerbsArena::new(&dev, pages.div_ceil(PAGE_SIZE))
+        .map_err(|e| format!("registering a {} MiB arena: {e}", a.arena_mib))?;
+    let mut listener = VerbsListener::bind(&arena, a.listen)
+        .map_err(|e| format!("cannot listen on {}: {e}", a.listen))?;
+    let maddr = SocketAddr::new(a.listen.ip(), a.mount_port);
+    let mountd = mountd::Mountd::bind(maddr).map_err(|e| format!("mountd on {maddr}: {e}"))?;
+    let maddr = mountd.local_addr().map_err(|e| e.to_string())?;
+    let squash = if a.root_squash {
+        Squash::Root {
+            uid: NOBODY,
+            gid: NOBODY,
+        }
+    } else {
+        Squash::None
+    };
+    let cfg = Nfs3Config {
+        squash,
+        ..Nfs3Config::default()
+    };
+    let provider: Arc<dyn PageProvider> = arena.clone();
+    let sh = Arc::new(server::Shared {
+        svc: Nfs3Service::new(fs.clone(), provider, cfg),
+        drc: Mutex::new(ReplyCache::new(server::DRC_CAPACITY).ok_or("reply cache: no memory")?),
+        stop: &STOP,
+    });
+    let export = exports::OneExport::new(fs.clone(), a.export.as_os_str().as_bytes());
+    let msvc = Arc::new(MountService::new(export, AuthPolicy::AllowNone));
+    install_signal_handlers();
+    let mthread = mountd.spawn(msvc, &STOP).map_err(|e| e.to_string())?;
+    println!(
+        "nfsd: serving {} on {} (RPC-over-RDMA), MOUNT v3 on tcp {maddr}{}",
+        fs.root_path().display(),
+        a.listen,
+        if a.root_squash { ", root squash" } else { "" }
+    );
+    let totals = server::serve(&sh, &arena, &mut listener, qpw)?;
+    let _ = mthread.join();
+    println!(
+        "nfsd: {} connections, {}, {} reply cache replays",
+        totals.connections,
+        totals.stats.summary(),
+        sh.drc.lock().map(|d| d.replays()).unwrap_or(0)
+    );
+    println!(
+        "nfsd transport: {}",
+        server::counters_line(&totals.counters)
+    );
+    Ok(())
+}

@@ -1,0 +1,305 @@
+//! The RPC-over-RDMA side: a verbs listener accepting connections, one thread and one
+//! [`Responder`] per connection, every call through the shared reply cache into
+//! [`Nfs3Service::dispatch`], the reply back through the Responder (READ data by RDMA Write
+//! into the client's write chunk, long replies by reply chunk).
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use krpc_rdma::provider::Provider;
+use krpc_rdma::transport::{Counters, ReplyError, Responder, ResponderEvent, TransportConfig};
+use krpc_rdma_verbs::arena::VerbsArena;
+use krpc_rdma_verbs::cm::VerbsListener;
+use krpc_rdma_verbs::qp::VerbsQp;
+use krpc_rdma_verbs::{wait, VerbsConfig, VerbsError};
+use mbuf::{Chain, PageProvider};
+use nfs_glue::nfsd::drc::{Begin, CallKey, ReplyCache};
+use nfs_glue::nfsd::{Backend, Nfs3Service};
+
+/// Replies the shared reply cache keeps.
+pub const DRC_CAPACITY: usize = 1024;
+
+/// What one connection (or all of them) did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnStats {
+    /// Calls received.
+    pub calls: u64,
+    /// Replies sent (replays included).
+    pub replies: u64,
+    /// Replies sent again from the reply cache.
+    pub replays: u64,
+    /// Calls dropped (retransmissions in progress, messages that are not calls).
+    pub dropped: u64,
+    /// Replies with an NFS status other than NFS3_OK.
+    pub nfs_errors: u64,
+    /// Of those, by NFSv3 procedure number (0..=21).
+    pub nfs_errors_by_proc: [u64; 22],
+    /// Replies the transport refused.
+    pub reply_errors: u64,
+}
+
+impl ConnStats {
+    fn add(&mut self, o: &ConnStats) {
+        self.calls += o.calls;
+        self.replies += o.replies;
+        self.replays += o.replays;
+        self.dropped += o.dropped;
+        self.nfs_errors += o.nfs_errors;
+        for (a, b) in self.nfs_errors_by_proc.iter_mut().zip(o.nfs_errors_by_proc) {
+            *a += b;
+        }
+        self.reply_errors += o.reply_errors;
+    }
+
+    /// One line.
+    pub fn summary(&self) -> String {
+        let by: Vec<String> = self
+            .nfs_errors_by_proc
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n != 0)
+            .map(|(p, n)| format!("proc {p}: {n}"))
+            .collect();
+        format!(
+            "{} calls, {} replies ({} replays), {} dropped, {} NFS errors [{}], {} reply errors",
+            self.calls,
+            self.replies,
+            self.replays,
+            self.dropped,
+            self.nfs_errors,
+            by.join(", "),
+            self.reply_errors
+        )
+    }
+}
+
+/// The counters as one line of `name value` pairs (zeros left out).
+pub fn counters_line(c: &Counters) -> String {
+    let v: Vec<String> = c
+        .fields()
+        .iter()
+        .filter(|(_, v)| *v != 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    v.join(", ")
+}
+
+/// What the server did, at exit.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Totals {
+    /// Connections served.
+    pub connections: u64,
+    /// Calls and replies.
+    pub stats: ConnStats,
+    /// Responder counters, summed.
+    pub counters: Counters,
+}
+
+/// How connections are wrapped (`--trace`) and how the verbs QP is found again in the
+/// wrapper (to wait on its completion queue).
+pub struct QpWrap<Q> {
+    /// Wrap an accepted QP, given the peer's name.
+    pub wrap: Box<dyn Fn(VerbsQp, String) -> Q + Send + Sync>,
+    /// The verbs QP inside.
+    pub inner: fn(&mut Q) -> &mut VerbsQp,
+}
+
+/// No wrapping.
+pub fn plain() -> QpWrap<VerbsQp> {
+    QpWrap {
+        wrap: Box::new(|qp, _| qp),
+        inner: |q| q,
+    }
+}
+
+/// The reply cache's name of a peer.
+fn client_id(peer: Option<SocketAddr>) -> u64 {
+    match peer.map(|a| a.ip()) {
+        Some(IpAddr::V4(a)) => u64::from(u32::from(a)),
+        Some(IpAddr::V6(a)) => {
+            let b = a.octets();
+            b.iter().fold(0u64, |h, x| h.rotate_left(8) ^ u64::from(*x))
+        }
+        None => 0,
+    }
+}
+
+/// Everything the connections share.
+pub struct Shared<B> {
+    /// The service.
+    pub svc: Nfs3Service<B>,
+    /// The reply cache.
+    pub drc: Mutex<ReplyCache>,
+    /// Set to stop every connection.
+    pub stop: &'static AtomicBool,
+}
+
+/// Serve one call: through the reply cache into the service; the reply, if any.
+fn serve_call<B: Backend>(
+    sh: &Shared<B>,
+    client: u64,
+    call: &Chain,
+    st: &mut ConnStats,
+) -> Option<Chain> {
+    let key = CallKey::of(client, call);
+    let lock = || sh.drc.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(k) = &key {
+        match lock().begin(k) {
+            Begin::New => {}
+            Begin::Replay(r) => {
+                st.replays += 1;
+                return Some(r);
+            }
+            Begin::InProgress => return None,
+        }
+    }
+    match sh.svc.dispatch(call) {
+        Ok(d) => {
+            if d.status.is_some_and(|s| s != nfs_glue::nfs3::Nfsstat3::OK) {
+                st.nfs_errors += 1;
+                let slot = d
+                    .proc_
+                    .and_then(|p| st.nfs_errors_by_proc.get_mut(p as usize));
+                if let Some(n) = slot {
+                    *n += 1;
+                }
+            }
+            if let Some(k) = &key {
+                lock().finish(k, &d.reply);
+            }
+            Some(d.reply)
+        }
+        Err(_) => {
+            if let Some(k) = &key {
+                lock().abandon(k);
+            }
+            None
+        }
+    }
+}
+
+/// Serve one connection until it is lost or stopped; its statistics and counters.
+pub fn serve_connection<B: Backend, Q: Provider>(
+    sh: &Shared<B>,
+    mut qp: Q,
+    inner: fn(&mut Q) -> &mut VerbsQp,
+    mut resp: Responder,
+    client: u64,
+) -> (ConnStats, Counters, &'static str) {
+    let mut st = ConnStats::default();
+    let mut pending: VecDeque<(krpc_rdma::transport::ReplyCtx, Chain)> = VecDeque::new();
+    let mut calls = Vec::new();
+    let how = loop {
+        let mut lost = false;
+        resp.poll(&mut qp, &mut |e| match e {
+            ResponderEvent::Call(c) => calls.push(c),
+            ResponderEvent::ConnectionLost => lost = true,
+            ResponderEvent::Connected(_) => {}
+        });
+        let progressed = !calls.is_empty();
+        for c in calls.drain(..) {
+            st.calls += 1;
+            match serve_call(sh, client, &c.call, &mut st) {
+                Some(r) => pending.push_back((c.ctx, r)),
+                None => {
+                    st.dropped += 1;
+                    if resp.drop_call(&mut qp, c.ctx, &mut |_| {}).is_err() {
+                        st.reply_errors += 1;
+                    }
+                }
+            }
+        }
+        while let Some((ctx, reply)) = pending.pop_front() {
+            match resp.reply(&mut qp, ctx, reply) {
+                Ok(()) => st.replies += 1,
+                Err(ReplyError::WouldBlock { ctx, reply }) => {
+                    pending.push_front((ctx, reply));
+                    break;
+                }
+                Err(ReplyError::ConnectionLost) => {
+                    lost = true;
+                    break;
+                }
+                Err(_) => st.reply_errors += 1,
+            }
+        }
+        if lost {
+            break "closed";
+        }
+        if sh.stop.load(Ordering::SeqCst) {
+            qp.disconnect();
+            break "stopped";
+        }
+        if pending.is_empty() && !progressed {
+            wait::wait(inner(&mut qp), Duration::from_millis(100));
+        }
+    };
+    (st, *resp.counters(), how)
+}
+
+/// Accept connections on `listener` until `stop`; serve each on its own thread.
+///
+/// # Errors
+/// A Responder or a thread cannot be created.
+pub fn serve<B, Q>(
+    sh: &Arc<Shared<B>>,
+    arena: &Arc<VerbsArena>,
+    listener: &mut VerbsListener,
+    qpw: QpWrap<Q>,
+) -> Result<Totals, String>
+where
+    B: Backend + Send + Sync + 'static,
+    Q: Provider + Send + 'static,
+{
+    let vcfg = VerbsConfig::default();
+    let accept_cfg = VerbsConfig {
+        timeout_ms: 1000,
+        ..vcfg.clone()
+    };
+    let tcfg = TransportConfig::default();
+    let pages: Arc<dyn PageProvider> = arena.clone();
+    let mut threads = Vec::new();
+    while !sh.stop.load(Ordering::SeqCst) {
+        let mut resp = Responder::new(tcfg, vcfg.resources(), pages.clone())
+            .map_err(|e| format!("responder: {e}"))?;
+        let pd = resp.private_data();
+        match listener.accept_with(&pd, &accept_cfg, |qp| resp.post_receives(qp)) {
+            Ok(qp) => {
+                let addr = qp.peer_addr();
+                let peer = addr.map_or_else(|| "?".to_string(), |a| a.to_string());
+                let q = (qpw.wrap)(qp, peer.clone());
+                let inner = qpw.inner;
+                let sh = sh.clone();
+                let t = std::thread::Builder::new()
+                    .name(format!("conn {peer}"))
+                    .spawn(move || {
+                        let start = Instant::now();
+                        let (st, c, how) = serve_connection(&sh, q, inner, resp, client_id(addr));
+                        println!(
+                            "connection from {peer} {how} after {:.1} s: {}; transport: {}",
+                            start.elapsed().as_secs_f64(),
+                            st.summary(),
+                            counters_line(&c)
+                        );
+                        (st, c)
+                    })
+                    .map_err(|e| format!("spawning a thread: {e}"))?;
+                threads.push(t);
+            }
+            Err(VerbsError::Timeout { .. }) => {}
+            Err(e) => println!("accept: {e}"),
+        }
+    }
+    let mut totals = Totals::default();
+    for t in threads {
+        if let Ok((st, c)) = t.join() {
+            totals.connections += 1;
+            totals.stats.add(&st);
+            totals.counters = totals.counters.add(&c);
+        }
+    }
+    Ok(totals)
+}

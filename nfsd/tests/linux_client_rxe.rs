@@ -1,0 +1,312 @@
+//! The Linux kernel NFS client (xprtrdma) against our server, in the project's VM over
+//! Soft-RoCE: `CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER=$PWD/xtask/vm/runner.sh cargo
+//! test --release -p krpc-rdma-nfsd --test linux_client_rxe -- --nocapture`. Needs root (to
+//! mount) and an RDMA device; without them it prints why and passes (unless
+//! `KRPC_RDMA_REQUIRE_RDMA=1`).
+//!
+//! One server and one mount; every workload is checked against the backing directory.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    missing_docs
+)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_nfsd");
+const PORT: u16 = 20249;
+const MOUNT_PORT: u16 = 20248;
+
+fn skip() -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout == b"0\n");
+    let why = if !krpc_rdma_verbs::rdma_present() {
+        "no RDMA device"
+    } else if !root.unwrap_or(false) {
+        "not root"
+    } else {
+        return false;
+    };
+    if std::env::var_os("KRPC_RDMA_REQUIRE_RDMA").is_some_and(|v| v == "1") {
+        panic!("{why}, and KRPC_RDMA_REQUIRE_RDMA=1");
+    }
+    println!("skipped: {why}");
+    true
+}
+
+fn ip() -> String {
+    std::env::var("RXE_IP").unwrap_or_else(|_| "10.0.2.15".into())
+}
+
+/// Run `cmd` with sh; its status and output.
+fn sh(cmd: &str) -> (bool, String) {
+    let t = std::time::Instant::now();
+    let o = Command::new("timeout")
+        .args(["600", "sh", "-c", cmd])
+        .output()
+        .unwrap();
+    if t.elapsed() > Duration::from_secs(5) {
+        println!("{:.1} s: {cmd}", t.elapsed().as_secs_f64());
+    }
+    let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
+    s.push_str(&String::from_utf8_lossy(&o.stderr));
+    (o.status.success(), s)
+}
+
+/// `cmd` must succeed.
+fn ok(cmd: &str) -> String {
+    let (good, out) = sh(cmd);
+    if !good {
+        let (_, dmesg) = sh("dmesg | tail -30");
+        panic!("`{cmd}` failed:\n{out}\ndmesg:\n{dmesg}");
+    }
+    out
+}
+
+struct Server {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Server {
+    fn start(export: &Path) -> Server {
+        let mut child = Command::new(BIN)
+            .args(["--listen", &format!("{}:{PORT}", ip())])
+            .arg("--export")
+            .arg(export)
+            .args(["--mount-port", &MOUNT_PORT.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                println!("server: {l}");
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut s = Server {
+            child,
+            lines: rx,
+            seen: Vec::new(),
+        };
+        let first = s.lines.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert!(first.starts_with("nfsd: serving "), "{first}");
+        s.seen.push(first);
+        s
+    }
+
+    /// SIGTERM; the lines printed until exit, and whether it exited with success.
+    fn stop(mut self) -> (bool, Vec<String>) {
+        ok(&format!("kill -TERM {}", self.child.id()));
+        let st = self.child.wait().unwrap();
+        self.seen.extend(self.lines.try_iter());
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(500)) {
+            self.seen.push(l);
+        }
+        (st.success(), self.seen)
+    }
+}
+
+struct Dirs {
+    base: PathBuf,
+    export: PathBuf,
+    mnt: PathBuf,
+    scratch: PathBuf,
+}
+
+fn dirs() -> Dirs {
+    let base = PathBuf::from(format!("/tmp/nfsd-linux-{}", std::process::id()));
+    let d = Dirs {
+        export: base.join("export"),
+        mnt: base.join("mnt"),
+        scratch: base.join("scratch"),
+        base,
+    };
+    for p in [&d.export, &d.mnt, &d.scratch] {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    d
+}
+
+/// A random file of `len` bytes in scratch.
+fn random_file(d: &Dirs, name: &str, len: u64) -> PathBuf {
+    let p = d.scratch.join(name);
+    ok(&format!("head -c {len} /dev/urandom > {}", p.display()));
+    p
+}
+
+/// Write `src` through the mount with dd (`flags`: extra dd flags) and compare the backing
+/// file; put it in the backing directory and read it back through the mount.
+fn both_ways(d: &Dirs, src: &Path, name: &str, flags: &str) {
+    let (m, e) = (d.mnt.join(name), d.export.join(name));
+    ok(&format!(
+        "dd if={} of={} bs=1M {flags} conv=fsync status=none",
+        src.display(),
+        m.display()
+    ));
+    ok(&format!("cmp {} {}", src.display(), e.display()));
+    let r = format!("r-{name}");
+    let (mr, er) = (d.mnt.join(&r), d.export.join(&r));
+    ok(&format!("cp {} {}", src.display(), er.display()));
+    let back = d.scratch.join(format!("back-{name}"));
+    let iflag = if flags.contains("direct") {
+        "iflag=direct"
+    } else {
+        ""
+    };
+    ok(&format!(
+        "dd if={} of={} bs=1M {iflag} status=none",
+        mr.display(),
+        back.display()
+    ));
+    ok(&format!("cmp {} {}", src.display(), back.display()));
+}
+
+#[test]
+fn linux_client_over_rdma() {
+    if skip() {
+        return;
+    }
+    let d = dirs();
+    let server = Server::start(&d.export);
+    ok("modprobe rpcrdma");
+    let opts =
+        format!("vers=3,proto=rdma,port={PORT},mountport={MOUNT_PORT},mountproto=tcp,nolock");
+    ok(&format!(
+        "mount -t nfs -o {opts} {}:{} {}",
+        ip(),
+        d.export.display(),
+        d.mnt.display()
+    ));
+    std::fs::write(d.export.join("hello"), b"hi\n").unwrap();
+    let ls = ok(&format!("ls -la {}", d.mnt.display()));
+    println!("{ls}");
+    assert!(ls.contains("hello"), "{ls}");
+
+    // Files both ways, buffered then O_DIRECT.
+    for (i, len) in [0u64, 1, 4095, 4096, (1 << 20) + 3, 64 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let src = random_file(&d, &format!("src{i}"), len);
+        println!("dd {len} bytes both ways");
+        both_ways(&d, &src, &format!("f{i}"), "");
+        if len % 512 == 0 && len > 0 {
+            both_ways(&d, &src, &format!("direct{i}"), "oflag=direct");
+        }
+    }
+
+    trees_and_names(&d);
+    directory_of_5000(&d);
+    parallel_writers(&d);
+
+    // The server is restarted under the mounted client: its handles stay valid.
+    let (clean, mut lines) = server.stop();
+    assert!(clean, "nfsd exit status");
+    let server = Server::start(&d.export);
+    std::fs::write(d.export.join("after-restart"), b"again\n").unwrap();
+    let cat = ok(&format!(
+        "timeout 300 cat {}/hello {}/after-restart",
+        d.mnt.display(),
+        d.mnt.display()
+    ));
+    assert_eq!(cat, "hi\nagain\n");
+    ok(&format!(
+        "timeout 300 dd if=/dev/zero of={}/post bs=64k count=4 status=none",
+        d.mnt.display()
+    ));
+    ok(&format!(
+        "cmp -n 262144 /dev/zero {}/post",
+        d.export.display()
+    ));
+
+    ok(&format!("umount {}", d.mnt.display()));
+    let (clean, more) = server.stop();
+    assert!(clean, "nfsd exit status");
+    lines.extend(more);
+    let all = lines.join("\n");
+    assert!(all.contains("nfsd transport: "), "{all}");
+    assert!(all.contains(" 0 reply errors"), "{all}");
+    assert!(
+        !all.contains("err_chunk_sent") && !all.contains("err_vers_sent"),
+        "RDMA_ERROR sent: {all}"
+    );
+    let _ = std::fs::remove_dir_all(&d.base);
+}
+
+/// A tree of 2,000 small files (some owned by uid 1000) by `cp -a` and by `tar x`, compared
+/// with `diff -r`; rename, hard link, symlink, chmod, truncate; `rm -r`.
+fn trees_and_names(d: &Dirs) {
+    let (s, m, e) = (d.scratch.display(), d.mnt.display(), d.export.display());
+    ok(&format!(
+        "cd {s} && for i in $(seq 20); do mkdir -p tree/d$i; for j in $(seq 100); do \
+         echo file $i $j > tree/d$i/f$j; done; done && chown -R 1000:1000 tree/d7 && \
+         ln -s d1/f1 tree/link && tar cf tree.tar tree"
+    ));
+    ok(&format!("cp -a {s}/tree {m}/tree"));
+    ok(&format!("diff -r {s}/tree {e}/tree"));
+    ok(&format!("diff -r {s}/tree {m}/tree"));
+    assert_eq!(ok(&format!("stat -c %u:%g {e}/tree/d7/f3")), "1000:1000\n");
+    assert_eq!(ok(&format!("readlink {e}/tree/link")), "d1/f1\n");
+    ok(&format!(
+        "mkdir {m}/untar && tar xf {s}/tree.tar -C {m}/untar"
+    ));
+    ok(&format!("diff -r {s}/tree {e}/untar/tree"));
+
+    ok(&format!("mv {m}/tree/d1/f1 {m}/tree/d2/moved"));
+    assert!(!Path::new(&format!("{e}/tree/d1/f1")).exists());
+    assert_eq!(ok(&format!("cat {e}/tree/d2/moved")), "file 1 1\n");
+    ok(&format!("ln {m}/tree/d2/moved {m}/tree/hard"));
+    assert_eq!(ok(&format!("stat -c %h {e}/tree/d2/moved")), "2\n");
+    ok(&format!("ln -s ../d2/moved {m}/tree/d3/sym"));
+    assert_eq!(ok(&format!("readlink {m}/tree/d3/sym")), "../d2/moved\n");
+    assert_eq!(ok(&format!("readlink {e}/tree/d3/sym")), "../d2/moved\n");
+    assert_eq!(ok(&format!("cat {m}/tree/d3/sym")), "file 1 1\n");
+    ok(&format!("chmod 640 {m}/tree/hard"));
+    assert_eq!(ok(&format!("stat -c %a {e}/tree/d2/moved")), "640\n");
+    ok(&format!("truncate -s 3 {m}/tree/hard"));
+    assert_eq!(ok(&format!("cat {e}/tree/d2/moved")), "fil");
+    ok(&format!("rm -r {m}/tree {m}/untar"));
+    assert!(!Path::new(&format!("{e}/tree")).exists());
+    assert!(!Path::new(&format!("{e}/untar")).exists());
+}
+
+/// A directory of 5,000 entries (made in the backing directory) listed exactly.
+fn directory_of_5000(d: &Dirs) {
+    let (s, m, e) = (d.scratch.display(), d.mnt.display(), d.export.display());
+    ok(&format!(
+        "mkdir {e}/big && cd {e}/big && for i in $(seq 5000); do : > entry-$i; done"
+    ));
+    assert_eq!(ok(&format!("ls {m}/big | wc -l")).trim(), "5000");
+    ok(&format!(
+        "ls {e}/big > {s}/want && ls {m}/big > {s}/got && cmp {s}/want {s}/got"
+    ));
+    ok(&format!("rm -r {m}/big"));
+    assert!(!Path::new(&format!("{e}/big")).exists());
+}
+
+/// Four writers in parallel, each on its own file.
+fn parallel_writers(d: &Dirs) {
+    let src = random_file(d, "par", 8 << 20);
+    let (m, e) = (d.mnt.display(), d.export.display());
+    ok(&format!(
+        "for i in 1 2 3 4; do dd if={} of={m}/par$i bs=1M conv=fsync status=none & done; wait",
+        src.display()
+    ));
+    for i in 1..=4 {
+        ok(&format!("cmp {} {e}/par{i}", src.display()));
+    }
+}
