@@ -41,23 +41,28 @@ fn killed_server_is_reported_as_a_lost_connection() {
     }
     let addr = format!("{}:20151", ip());
     let mut server = start_server(&addr);
-    let client = write_client(&addr, &["--duration", "60"]);
-    std::thread::sleep(Duration::from_secs(4));
+    let mut client = write_client(&addr, &["--duration", "60"]);
+    // Kill the server once the client is connected and its calls complete (its first progress
+    // line), not after a fixed sleep: one lost CM packet delays a connection set-up by the
+    // CM's ~4.3 s retry, which in a loaded VM made a 4 s sleep kill the server mid-handshake
+    // (the client then reported "refused", not a lost connection).
+    let (lines, stderr_all) = stderr_lines(&mut client);
+    let first = lines.recv_timeout(Duration::from_secs(60));
+    assert!(
+        first.as_deref().is_ok_and(|l| l.contains(" ops")),
+        "no progress line from the client within 60 s: {first:?}"
+    );
     server.kill().unwrap();
     server.wait().unwrap();
     let t = Instant::now();
-    let got = client.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&got.stderr);
+    let status = client.wait().unwrap();
+    let stderr = stderr_all.join().unwrap();
     println!(
         "client exit {:?} after {:?}; stderr:\n{stderr}",
-        got.status.code(),
+        status.code(),
         t.elapsed()
     );
-    assert_eq!(
-        got.status.code(),
-        Some(3),
-        "exit status of a lost connection"
-    );
+    assert_eq!(status.code(), Some(3), "exit status of a lost connection");
     let last = stderr.lines().last().unwrap_or("");
     assert!(
         last.starts_with("userspace-harness: connection to ")
@@ -178,6 +183,28 @@ fn client(addr: &str, workload: &str, more: &[&str]) -> std::process::Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// The child's stderr, line by line as it comes (the receiver) and whole at its end (the
+/// handle's result).
+fn stderr_lines(
+    child: &mut std::process::Child,
+) -> (
+    std::sync::mpsc::Receiver<String>,
+    std::thread::JoinHandle<String>,
+) {
+    let err = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let all = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in err.lines().map_while(Result::ok) {
+            all.push_str(&line);
+            all.push('\n');
+            let _ = tx.send(line);
+        }
+        all
+    });
+    (rx, all)
 }
 
 /// A server on `addr`, once it says "listening on".

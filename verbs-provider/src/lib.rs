@@ -76,7 +76,8 @@ pub struct VerbsConfig {
 
 impl Default for VerbsConfig {
     /// 64 + 64 buffers of 4096 bytes, 256 + 128 send-queue entries, 16 SGEs, 256
-    /// registrations, 1024 windows, 16 Reads, memory windows, 5 s timeouts.
+    /// registrations, 1024 windows, 16 Reads, memory windows, 15 s timeouts (above the
+    /// IB CM's ~4.3 s retry of a lost REQ/REP/RTU, twice over).
     fn default() -> Self {
         VerbsConfig {
             send_bufs: 64,
@@ -90,7 +91,7 @@ impl Default for VerbsConfig {
             max_mws: 1024,
             max_rd_atomic: 16,
             reg_mode: RegMode::MemoryWindow,
-            timeout_ms: 5000,
+            timeout_ms: 15_000,
         }
     }
 }
