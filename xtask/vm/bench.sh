@@ -301,11 +301,12 @@ small_archive() {
     per=$((SMALL_FILES / 10))
     k=0
     while [ "$k" -lt 10 ]; do
-        n=$per
-        [ "$k" = 9 ] && n=$((SMALL_FILES - 9 * per))
-        b=$((700 * (k + 1)))
+        nf=$per
+        [ "$k" = 9 ] && nf=$((SMALL_FILES - 9 * per))
+        fsize=$((700 * (k + 1)))
         mkdir -p "$tmp/small/d$k" || return 1
-        head -c $((n * b)) /dev/urandom | split -b "$b" -a 5 -d - "$tmp/small/d$k/f" || return 1
+        head -c $((nf * fsize)) /dev/urandom | split -b "$fsize" -a 5 -d - "$tmp/small/d$k/f" ||
+            return 1
         k=$((k + 1))
     done
     got=$(find "$tmp/small" -type f | wc -l)
@@ -315,6 +316,7 @@ small_archive() {
 
 # tar_rate KEY WHAT MNT BACKING: `tar x` of the archive into MNT/small (caches dropped first);
 # files/s; the tree in BACKING/small must equal the archive's, then it is removed there.
+# (sh has no locals: small_archive must not use these names.)
 tar_rate() {
     key=$1 what=$2 m=$3 b=$4
     if ! small_archive; then

@@ -43,9 +43,11 @@ summarise() {
         jq -r 'select(.dir == "tx") | .payload_len' "$t" | sort -n | tail -1
         echo "== RDMA_ERROR either way"
         jq -c 'select(.proc_name == "RDMA_ERROR")' "$t" | head -5
+        echo "== the client's RPC-over-RDMA settings (what it puts in its RFC 8797 private data)"
+        cat "$d/client-sysctl.txt"
         echo "== client tracepoints: connect / inline thresholds / chunk shapes"
         grep -E 'xprtrdma_(inline_thresh|connect|createmrs|op_connect)' "$d/client-trace.txt" | head -10
-        grep -oE 'xprtrdma_marshal: .*' "$d/client-trace.txt" | sed 's/task:[0-9]*@[0-9]* xid=0x[0-9a-f]* //' |
+        grep -oE 'xprtrdma_marshal: .*' "$d/client-trace.txt" | sed 's/task:[0-9a-f]*@[0-9a-f]* xid=0x[0-9a-f]* //' |
             sort | uniq -c | sort -rn | head -20
     } >"$d/summary.txt" 2>&1
     cat "$d/summary.txt"
@@ -66,6 +68,8 @@ mnt=/mnt/neg
 mkdir -p "$exp" "$mnt"
 mountpoint -q "$exp" || mount -t tmpfs -o size=64m tmpfs "$exp" || exit 1
 modprobe -a nfsv3 rpcrdma || exit 1
+# xprtrdma's inline sizes (cp_send_size / cp_recv_size of its private data) and slot count.
+for f in /proc/sys/sunrpc/rdma_*; do echo "$f: $(cat "$f")"; done >"$OUT/client-sysctl.txt"
 
 tr=/sys/kernel/tracing
 mountpoint -q "$tr" || mount -t tracefs tracefs "$tr"
