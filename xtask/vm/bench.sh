@@ -222,10 +222,12 @@ run() {
 }
 
 # nfs_server: knfsd with RDMA on 20049 exporting a tmpfs /export (knfsd.sh), and the NFS client.
+# The tmpfs holds 3 x NFS_MB + 64 MiB: knfsd's file cache may keep the harness's deleted file
+# open (its space in use) while the kernel client writes its own copy.
 nfs_server() {
     run modprobe -a nfsv3 || return 1
     mkdir -p /mnt/bench-nfs || return 1
-    run env EXPORT_SIZE=$((NFS_MB + 64))m sh "$(dirname "$0")/knfsd.sh" || return 1
+    run env EXPORT_SIZE=$((NFS_MB * 3 + 64))m sh "$(dirname "$0")/knfsd.sh" || return 1
     logfile portlist /proc/fs/nfsd/portlist
 }
 
@@ -411,7 +413,7 @@ opid=
 start_ours() {
     mkdir -p "$ours" "$omnt" || return 1
     if ! mountpoint -q "$ours"; then
-        run mount -t tmpfs -o "size=$((NFS_MB + 64))m" tmpfs "$ours" || return 1
+        run mount -t tmpfs -o "size=$((NFS_MB * 3 + 64))m" tmpfs "$ours" || return 1
     fi
     log "+ $HARNESS nfsd --listen $RXE_IP:$oport --export $ours --mount-port $omport"
     "$HARNESS" nfsd --listen "$RXE_IP:$oport" --export "$ours" --mount-port "$omport" \
