@@ -348,6 +348,27 @@ tar_rate() {
     rm -rf "${b:?}/small"
 }
 
+# client_rows W R T WHO MNT BACKING: the kernel client's rows against one server (WHO), mounted
+# on MNT and serving BACKING: dd write of $src (compared with BACKING/bench), dd read of it,
+# tar x of the archive; results in W, R and T.
+client_rows() {
+    cw=$1 cr=$2 ct=$3 who=$4 cm=$5 cb=$6
+    dd_rate "$cw" "kernel NFS/RDMA to $who: dd write ${NFS_MB} MiB" \
+        if="$src" of="$cm/bench" bs=1M count="$NFS_MB" oflag=direct
+    if [ "$(result "$cw")" != FAILED ] && ! cmp -s "$src" "$cb/bench"; then
+        fail "$cw" "kernel NFS/RDMA to $who: dd write: $cb/bench differs from the source"
+    fi
+    if [ "$(result "$cw")" = FAILED ]; then
+        set_result "$cr" FAILED
+        say "FAILED: kernel NFS/RDMA to $who: dd read: nothing to read"
+    else
+        dd_rate "$cr" "kernel NFS/RDMA to $who: dd read ${NFS_MB} MiB" \
+            if="$cm/bench" of=/dev/null bs=1M iflag=direct
+    fi
+    rm -f "$cm/bench"
+    tar_rate "$ct" "kernel NFS/RDMA to $who: tar x of $SMALL_FILES files" "$cm" "$cb"
+}
+
 log ""
 log "== NFSv3 over RDMA to knfsd (tmpfs export), ${NFS_MB} MiB: harness nfs3 put/get, kernel dd bs=1M O_DIRECT"
 mnt=/mnt/bench-nfs
@@ -376,21 +397,7 @@ else
     else
         say "kernel NFS/RDMA: knfsd up, mounted over RDMA ($(since "$t") s)"
         grep " $mnt " /proc/mounts >>"$LOG"
-        dd_rate nw "kernel NFS/RDMA dd write ${NFS_MB} MiB" \
-            if="$src" of="$mnt/bench" bs=1M count="$NFS_MB" oflag=direct
-        size=$(stat -c %s "$mnt/bench" 2>/dev/null)
-        if [ "$(result nw)" != FAILED ] && [ "$size" != $((NFS_MB * 1048576)) ]; then
-            fail nw "kernel NFS/RDMA dd write: the file has ${size:-no} bytes"
-        fi
-        if [ "$(result nw)" = FAILED ]; then
-            set_result nr FAILED
-            say "FAILED: kernel NFS/RDMA dd read: nothing to read"
-        else
-            dd_rate nr "kernel NFS/RDMA dd read ${NFS_MB} MiB" \
-                if="$mnt/bench" of=/dev/null bs=1M iflag=direct
-        fi
-        rm -f "$mnt/bench"
-        tar_rate kt "kernel NFS/RDMA to knfsd: tar x of $SMALL_FILES files" "$mnt" /export
+        client_rows nw nr kt knfsd "$mnt" /export
         mountstats "$RXE_IP:/export"
         run umount "$mnt"
     fi
@@ -458,20 +465,7 @@ else
     else
         say "kernel NFS/RDMA: our nfsd up, mounted over RDMA ($(since "$t") s)"
         grep " $omnt " /proc/mounts >>"$LOG"
-        dd_rate lw "kernel NFS/RDMA to our nfsd: dd write ${NFS_MB} MiB" \
-            if="$src" of="$omnt/bench" bs=1M count="$NFS_MB" oflag=direct
-        if [ "$(result lw)" != FAILED ] && ! cmp -s "$src" "$ours/bench"; then
-            fail lw "kernel NFS/RDMA to our nfsd: dd write: $ours/bench differs from the source"
-        fi
-        if [ "$(result lw)" = FAILED ]; then
-            set_result lr FAILED
-            say "FAILED: kernel NFS/RDMA to our nfsd: dd read: nothing to read"
-        else
-            dd_rate lr "kernel NFS/RDMA to our nfsd: dd read ${NFS_MB} MiB" \
-                if="$omnt/bench" of=/dev/null bs=1M iflag=direct
-        fi
-        rm -f "$omnt/bench"
-        tar_rate lt "kernel NFS/RDMA to our nfsd: tar x of $SMALL_FILES files" "$omnt" "$ours"
+        client_rows lw lr lt "our nfsd" "$omnt" "$ours"
         mountstats "$RXE_IP:$ours"
         run umount "$omnt"
     fi
