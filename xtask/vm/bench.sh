@@ -8,7 +8,12 @@
 #      call (`--workload null --depth 1`), `--duration 5 --json`, one JSON line each;
 #   3. NFSv3 over RDMA to knfsd in the same VM (a tmpfs export), one file of NFS_MB MiB of
 #      random bytes: the harness's `nfs3 put` / `nfs3 get` (to /dev/null) vs the Linux kernel
-#      client (dd O_DIRECT write from the same file, read to /dev/null, bs=1M).
+#      client (dd O_DIRECT write from the same file, read to /dev/null, bs=1M);
+#   4. the same Linux kernel client against our server (`BIN nfsd`, a tmpfs export like
+#      knfsd's, RDMA port 20249, MOUNT on tcp 20248) vs against knfsd: dd write and read of
+#      that file (O_DIRECT, bs=1M, caches dropped before each dd), and `tar x` of one archive
+#      of SMALL_FILES small files into the mount (files/s; the result is compared with the
+#      archive's tree by diff -r on the backing directory).
 # Everything each tool prints goes to the log (--log, default target/bench-rxe/bench.log);
 # stdout gets one line per step and then a Markdown table comparing the harness with the
 # references, also written to --table (default target/bench-rxe/table.md). A step that fails
@@ -16,7 +21,8 @@
 # MB = 10^6 bytes everywhere (perftest's MiB/s are converted; the harness's and dd's rates are
 # recomputed from bytes and seconds).
 # Env: DURATION (harness seconds per run, 5), BW64_ITERS (3000), BW1M_ITERS (200),
-#      LAT_ITERS (20000), NFS_MB (64), HARNESS_DEPTH (4), NFS_DEPTH (8: nfs3 --depth).
+#      LAT_ITERS (20000), NFS_MB (64), HARNESS_DEPTH (4), NFS_DEPTH (8: nfs3 --depth),
+#      SMALL_FILES (2000: files in the tar x archive).
 export LC_ALL=C
 : "${RXE_DEV:?run me with cargo xtask vm (or cargo xtask bench-rxe)}" "${RXE_GID_INDEX:?}" "${RXE_IP:?}"
 
@@ -46,6 +52,7 @@ LAT_ITERS=${LAT_ITERS:-20000}
 NFS_MB=${NFS_MB:-64}
 DEPTH=${HARNESS_DEPTH:-4}
 NFS_DEPTH=${NFS_DEPTH:-8}
+SMALL_FILES=${SMALL_FILES:-2000}
 
 mkdir -p "$(dirname "$LOG")" "$(dirname "$TABLE")" || exit 2
 : >"$LOG" || exit 2
@@ -215,10 +222,12 @@ run() {
 }
 
 # nfs_server: knfsd with RDMA on 20049 exporting a tmpfs /export (knfsd.sh), and the NFS client.
+# The tmpfs holds 3 x NFS_MB + 64 MiB: knfsd's file cache may keep the harness's deleted file
+# open (its space in use) while the kernel client writes its own copy.
 nfs_server() {
     run modprobe -a nfsv3 || return 1
     mkdir -p /mnt/bench-nfs || return 1
-    run env EXPORT_SIZE=$((NFS_MB + 64))m sh "$(dirname "$0")/knfsd.sh" || return 1
+    run env EXPORT_SIZE=$((NFS_MB * 3 + 64))m sh "$(dirname "$0")/knfsd.sh" || return 1
     logfile portlist /proc/fs/nfsd/portlist
 }
 
@@ -226,6 +235,8 @@ nfs_server() {
 dd_rate() {
     key=$1 what=$2
     shift 2
+    sync
+    echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || log "   (cannot drop caches)"
     log "+ dd $*"
     timeout 300 dd "$@" >"$tmp/dd" 2>&1
     rc=$?
@@ -279,6 +290,85 @@ nfs3_runs() {
     return $rc
 }
 
+# mountstats DEVICE: the client's xprt: line for DEVICE (counts of calls, bad XIDs) into the log.
+mountstats() {
+    awk -v d="device $1 " 'index($0, d) { f = 1 } f && /xprt:/ { print; exit }' \
+        /proc/self/mountstats >>"$LOG"
+}
+
+# small_archive: $tmp/small.tar, SMALL_FILES files of 700 to 7,000 random bytes in 10
+# directories (the tree stays in $tmp/small to compare with); made once.
+small_archive() {
+    [ -s "$tmp/small.tar" ] && return 0
+    per=$((SMALL_FILES / 10))
+    k=0
+    while [ "$k" -lt 10 ]; do
+        nf=$per
+        [ "$k" = 9 ] && nf=$((SMALL_FILES - 9 * per))
+        fsize=$((700 * (k + 1)))
+        mkdir -p "$tmp/small/d$k" || return 1
+        head -c $((nf * fsize)) /dev/urandom | split -b "$fsize" -a 5 -d - "$tmp/small/d$k/f" ||
+            return 1
+        k=$((k + 1))
+    done
+    got=$(find "$tmp/small" -type f | wc -l)
+    [ "$got" = "$SMALL_FILES" ] || { log "small archive: $got files, not $SMALL_FILES"; return 1; }
+    tar cf "$tmp/small.tar" -C "$tmp/small" . || return 1
+}
+
+# tar_rate KEY WHAT MNT BACKING: `tar x` of the archive into MNT/small (caches dropped first);
+# files/s; the tree in BACKING/small must equal the archive's, then it is removed there.
+# (sh has no locals: small_archive must not use these names.)
+tar_rate() {
+    key=$1 what=$2 m=$3 b=$4
+    if ! small_archive; then
+        fail "$key" "$what: cannot make the archive (see $LOG)"
+        return
+    fi
+    mkdir -p "$m/small" || { fail "$key" "$what: mkdir $m/small"; return; }
+    sync
+    echo 3 >/proc/sys/vm/drop_caches 2>/dev/null
+    log "+ tar xf $tmp/small.tar -C $m/small"
+    t0=$(now)
+    timeout 900 tar xf "$tmp/small.tar" -C "$m/small" >"$tmp/tar" 2>&1
+    rc=$?
+    t1=$(now)
+    logfile tar "$tmp/tar"
+    secs=$(echo "$t0 $t1" | awk '{printf "%.3f", $2 - $1}')
+    if [ "$rc" != 0 ]; then
+        fail "$key" "$what: tar exit $rc$(tail -1 "$tmp/tar" | sed 's/^/: /')"
+    elif ! diff -r "$tmp/small" "$b/small" >"$tmp/diff" 2>&1; then
+        logfile diff "$tmp/diff"
+        fail "$key" "$what: $b/small differs from the archive's tree (see $LOG)"
+    else
+        value=$(awk -v n="$SMALL_FILES" -v s="$secs" 'BEGIN { printf "%.1f", n / s }')
+        set_result "$key" "$value"
+        say "$what: $value files/s ($secs s)"
+    fi
+    rm -rf "${b:?}/small"
+}
+
+# client_rows W R T WHO MNT BACKING: the kernel client's rows against one server (WHO), mounted
+# on MNT and serving BACKING: dd write of $src (compared with BACKING/bench), dd read of it,
+# tar x of the archive; results in W, R and T.
+client_rows() {
+    cw=$1 cr=$2 ct=$3 who=$4 cm=$5 cb=$6
+    dd_rate "$cw" "kernel NFS/RDMA to $who: dd write ${NFS_MB} MiB" \
+        if="$src" of="$cm/bench" bs=1M count="$NFS_MB" oflag=direct
+    if [ "$(result "$cw")" != FAILED ] && ! cmp -s "$src" "$cb/bench"; then
+        fail "$cw" "kernel NFS/RDMA to $who: dd write: $cb/bench differs from the source"
+    fi
+    if [ "$(result "$cw")" = FAILED ]; then
+        set_result "$cr" FAILED
+        say "FAILED: kernel NFS/RDMA to $who: dd read: nothing to read"
+    else
+        dd_rate "$cr" "kernel NFS/RDMA to $who: dd read ${NFS_MB} MiB" \
+            if="$cm/bench" of=/dev/null bs=1M iflag=direct
+    fi
+    rm -f "$cm/bench"
+    tar_rate "$ct" "kernel NFS/RDMA to $who: tar x of $SMALL_FILES files" "$cm" "$cb"
+}
+
 log ""
 log "== NFSv3 over RDMA to knfsd (tmpfs export), ${NFS_MB} MiB: harness nfs3 put/get, kernel dd bs=1M O_DIRECT"
 mnt=/mnt/bench-nfs
@@ -307,23 +397,83 @@ else
     else
         say "kernel NFS/RDMA: knfsd up, mounted over RDMA ($(since "$t") s)"
         grep " $mnt " /proc/mounts >>"$LOG"
-        dd_rate nw "kernel NFS/RDMA dd write ${NFS_MB} MiB" \
-            if="$src" of="$mnt/bench" bs=1M count="$NFS_MB" oflag=direct
-        size=$(stat -c %s "$mnt/bench" 2>/dev/null)
-        if [ "$(result nw)" != FAILED ] && [ "$size" != $((NFS_MB * 1048576)) ]; then
-            fail nw "kernel NFS/RDMA dd write: the file has ${size:-no} bytes"
-        fi
-        if [ "$(result nw)" = FAILED ]; then
-            set_result nr FAILED
-            say "FAILED: kernel NFS/RDMA dd read: nothing to read"
-        else
-            dd_rate nr "kernel NFS/RDMA dd read ${NFS_MB} MiB" \
-                if="$mnt/bench" of=/dev/null bs=1M iflag=direct
-        fi
-        awk -v d="device $RXE_IP:/export " 'index($0, d) { f = 1 } f && /xprt:/ { print; exit }' \
-            /proc/self/mountstats >>"$LOG"
-        rm -f "$mnt/bench"
+        client_rows nw nr kt knfsd "$mnt" /export
+        mountstats "$RXE_IP:/export"
         run umount "$mnt"
+    fi
+fi
+
+# ---- 4. the same kernel client against our server ------------------------------------------
+# `$HARNESS nfsd` (krpc-rdma-nfsd) serving its own tmpfs, /export-ours, sized like knfsd's; RDMA
+# port 20249 (knfsd holds 20049), MOUNT v3 on tcp 20248. Same mount options as for knfsd plus
+# the MOUNT port; the same source file and archive.
+
+log ""
+log "== NFSv3 over RDMA to our nfsd (tmpfs export), ${NFS_MB} MiB dd O_DIRECT and tar x of $SMALL_FILES files"
+ours=/export-ours
+omnt=/mnt/bench-ours
+oport=20249
+omport=20248
+oopts=vers=3,proto=rdma,port=$oport,mountport=$omport,mountproto=tcp,nolock,soft,timeo=150,retrans=2
+opid=
+# start_ours: the tmpfs and the server, up when it printed "nfsd: serving".
+start_ours() {
+    mkdir -p "$ours" "$omnt" || return 1
+    if ! mountpoint -q "$ours"; then
+        run mount -t tmpfs -o "size=$((NFS_MB * 3 + 64))m" tmpfs "$ours" || return 1
+    fi
+    log "+ $HARNESS nfsd --listen $RXE_IP:$oport --export $ours --mount-port $omport"
+    "$HARNESS" nfsd --listen "$RXE_IP:$oport" --export "$ours" --mount-port "$omport" \
+        >"$tmp/nfsd" 2>&1 &
+    opid=$!
+    n=300
+    until grep -q '^nfsd: serving ' "$tmp/nfsd" || [ "$n" -le 0 ]; do
+        kill -0 "$opid" 2>/dev/null || break
+        sleep 0.1
+        n=$((n - 1))
+    done
+    grep -q '^nfsd: serving ' "$tmp/nfsd"
+}
+# stop_ours: SIGTERM; its lines (per connection, totals, transport counters) into the log.
+stop_ours() {
+    [ -n "$opid" ] || return 0
+    kill -TERM "$opid" 2>/dev/null
+    wait "$opid"
+    rc=$?
+    logfile nfsd "$tmp/nfsd"
+    [ "$rc" = 0 ] || log "   (nfsd exit $rc)"
+    say "our nfsd: $(grep '^nfsd: [0-9]' "$tmp/nfsd" | tail -1 | sed 's/^nfsd: //')"
+    say "our nfsd transport: $(sed -n 's/^nfsd transport: //p' "$tmp/nfsd" | tail -1)"
+}
+
+if [ ! -e /run/krpc-vm/cmd.sh ]; then
+    for k in lw lr lt; do set_result $k n/a; done
+    say "kernel NFS/RDMA to our nfsd: skipped (not in the VM)"
+elif [ -z "$harness_ok" ]; then
+    for k in lw lr lt; do set_result $k n/a; done
+    say "kernel NFS/RDMA to our nfsd: not available ($harness_why)"
+else
+    t=$(now)
+    if ! { [ -s "$src" ] || head -c $((NFS_MB * 1048576)) /dev/urandom >"$src"; }; then
+        fail lw "source file $src"
+    elif ! start_ours; then
+        fail lw "our nfsd did not start (see $LOG)"
+        logfile nfsd "$tmp/nfsd"
+    elif ! run modprobe -a nfsv3 rpcrdma ||
+        ! run mount -t nfs -o "$oopts" "$RXE_IP:$ours" "$omnt"; then
+        fail lw "mount -t nfs -o $oopts $RXE_IP:$ours $omnt (see $LOG)"
+    else
+        say "kernel NFS/RDMA: our nfsd up, mounted over RDMA ($(since "$t") s)"
+        grep " $omnt " /proc/mounts >>"$LOG"
+        client_rows lw lr lt "our nfsd" "$omnt" "$ours"
+        mountstats "$RXE_IP:$ours"
+        run umount "$omnt"
+    fi
+    [ "$(result lw)" = FAILED ] && [ "$(result lr)" = n/a ] && set_result lr FAILED
+    [ "$(result lw)" = FAILED ] && [ "$(result lt)" = n/a ] && set_result lt FAILED
+    stop_ours
+    if grep -q 'err_chunk_sent\|err_vers_sent' "$tmp/nfsd"; then
+        fail lw "our nfsd sent RDMA_ERROR (see $LOG)"
     fi
 fi
 
@@ -385,6 +535,9 @@ row() {
     row "NFSv3 get ${NFS_MB} MiB: harness nfs3 vs kernel client dd read O_DIRECT, MB/s" hget nr ">=1"
     row "DDP WRITE 1 MiB vs kernel NFSv3/RDMA dd write ${NFS_MB} MiB O_DIRECT, MB/s" hw1m nw ref
     row "DDP READ 1 MiB vs kernel NFSv3/RDMA dd read ${NFS_MB} MiB O_DIRECT, MB/s" hr1m nr ref
+    row "Linux client dd write ${NFS_MB} MiB O_DIRECT bs=1M: our nfsd vs knfsd, MB/s" lw nw ">=1"
+    row "Linux client dd read ${NFS_MB} MiB O_DIRECT bs=1M: our nfsd vs knfsd, MB/s" lr nr ">=1"
+    row "Linux client tar x of $SMALL_FILES files: our nfsd vs knfsd, files/s" lt kt ">=0.8"
     echo
     echo "MB = 10^6 bytes. ratio = harness / reference. Harness: \`bench --depth $DEPTH --duration $DURATION\`"
     echo "(null call: depth 1), MB/s from ops x size / secs. A DDP WRITE has the server RDMA-Read the"
@@ -394,6 +547,9 @@ row() {
     echo "knfsd exporting a tmpfs, rsize/wsize as negotiated). Targets: >= 0.8 of raw bandwidth at 1 MiB,"
     echo "small round trip <= 2x ib_send_lat; the harness's NFS client (nfs3 --depth $NFS_DEPTH, rsize/wsize"
     echo "from FSINFO, get to /dev/null) at least matches the kernel client on the same file and knfsd."
+    echo "The last three rows: the Linux kernel client against our server (userspace-harness nfsd, a"
+    echo "tmpfs export) in the harness column, against knfsd (a tmpfs export) as the reference; the"
+    echo "knfsd dd figures are the kernel-client rows above. Targets: >= 1.0 for dd, >= 0.8 for tar x."
     echo "Soft-RoCE under qemu (TCG unless KVM was usable) is"
     echo "noisy (+-30%): only ratios within one boot mean anything. Raw output: $LOG."
 } >"$tmp/table"
