@@ -260,8 +260,8 @@ pub struct Run {
 
 /// Scenarios not run over the kernel's verbs, with the reason. The soak: its first run over
 /// kernel verbs (2026-11-25) saw one connection lost where the scenario had not broken it
-/// ("connection 4: … lost only where planned", the same in every run, idle host or not); the other 52
-/// scenarios passed, the soak passes over the same rxe from userspace (emu_rxe, verbs_rxe).
+/// ("connection 4: … lost only where planned", the same in every run, idle host or not);
+/// the other 52 scenarios passed, the soak passes over the same rxe from userspace (emu_rxe, verbs_rxe).
 /// Skipped, and reported as skipped, until that loss is explained.
 fn skip(name: &str) -> Option<&'static str> {
     (name == "soak_mixed_calls_across_connection_losses")
