@@ -19,13 +19,13 @@ pub mod server;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use krpc_rdma::provider::Provider;
 use krpc_rdma_verbs::arena::VerbsArena;
 use krpc_rdma_verbs::cm::VerbsListener;
 use krpc_rdma_verbs::device::Device;
+use krpc_rdma_verbs::signals::{self, STOP};
 use mbuf::{PageProvider, PAGE_SIZE};
 use nfs_glue::mount::MountService;
 use nfs_glue::nfsd::drc::ReplyCache;
@@ -76,25 +76,6 @@ pub struct NfsdArgs {
     pub trace: Option<PathBuf>,
 }
 
-/// Set by SIGINT / SIGTERM.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(
-                sig,
-                on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
-            )
-        };
-    }
-}
-
 /// Run the server until SIGINT / SIGTERM: bind the RDMA listener and the MOUNT service,
 /// serve, print one line per connection and the totals with the transport counters.
 ///
@@ -133,7 +114,7 @@ pub fn run<Q: Provider + Send + 'static>(a: &NfsdArgs, qpw: QpWrap<Q>) -> Result
     });
     let export = exports::OneExport::new(fs.clone(), a.export.as_os_str().as_bytes());
     let msvc = Arc::new(MountService::new(export, AuthPolicy::AllowNone));
-    install_signal_handlers();
+    signals::install();
     let mthread = mountd.spawn(msvc, &STOP).map_err(|e| e.to_string())?;
     println!(
         "nfsd: serving {} on {} (RPC-over-RDMA), MOUNT v3 on tcp {maddr}{}",

@@ -36,6 +36,7 @@ use crate::verbs::arena::VerbsArena;
 use crate::verbs::cm::VerbsListener;
 use crate::verbs::device::Device;
 use crate::verbs::qp::VerbsQp;
+use crate::verbs::signals::{self, STOP};
 use crate::verbs::{self, VerbsConfig, VerbsError};
 
 /// The message for a machine without an RDMA device.
@@ -70,25 +71,6 @@ fn open_device() -> Result<Arc<Device>, RunError> {
 fn arena(dev: &Arc<Device>, bytes: usize) -> Result<Arc<VerbsArena>, RunError> {
     VerbsArena::new(dev, bytes.div_ceil(PAGE_SIZE))
         .map_err(|e| RunError::Failed(format!("registering a {} MiB arena: {e}", bytes >> 20)))
-}
-
-/// Set by SIGINT / SIGTERM (server only).
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(
-                sig,
-                on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
-            )
-        };
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -204,7 +186,7 @@ pub fn serve(
         mut listener,
     } = bound;
     if signals {
-        install_signal_handlers();
+        signals::install();
     }
     let start = Instant::now();
     let vcfg = VerbsConfig::default();

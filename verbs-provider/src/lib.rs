@@ -22,6 +22,7 @@ pub mod arena;
 pub mod cm;
 pub mod device;
 pub mod qp;
+pub mod signals;
 pub mod wait;
 
 use std::fmt;
