@@ -1048,6 +1048,17 @@ pub fn pages_are_all_returned_after_a_busy_session<F: Fixture>(fx: &mut F) -> Ou
             Access::REMOTE_WRITE | Access::REMOTE_READ,
         )?;
         let s = *reg.segments.first().at("segment")?;
+        // The peer learns the handle from a message B sends after registering, as the
+        // transport does: a registration is only guaranteed for work requests posted after
+        // it on B's own queue (a kernel FRWR's REG_MR runs when B's send queue gets to it;
+        // used before that, A's Write failed with a remote access error under load).
+        l.a.post_recv(&[0]).at("post receive (A)")?;
+        post_ok(&mut l, Side::B, [send_inv(3, 0, 4, None)], &step)?;
+        eq(
+            format!("{step}: the handle's announcement received"),
+            1,
+            l.completions(Side::A, 1, &step)?.len(),
+        )?;
         let n = s.length as usize;
         let mut src = Chain::alloc_pages(&l.pa, n).at("pages")?;
         let data = pattern(n, round);

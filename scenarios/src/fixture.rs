@@ -137,6 +137,12 @@ pub trait Fixture {
         Ok(())
     }
 
+    /// Why `q`'s connection went down, as the provider saw it (for failure messages), or
+    /// `None` while it is up or where the provider does not say.
+    fn down_cause(&self, _q: &Self::Qp) -> Option<String> {
+        None
+    }
+
     /// Whether the provider supports `feature` (all do by default).
     fn supports(&self, _feature: Feature) -> bool {
         true
@@ -186,6 +192,9 @@ macro_rules! verbs_binding_probes {
             (st.errors == 0)
                 .then_some(())
                 .ok_or(format!("error completions: {st:?}"))
+        }
+        fn down_cause(&self, q: &$qp) -> Option<String> {
+            q.down_cause().map(|c| format!("{c:?}"))
         }
         fn supports(&self, feature: $crate::Feature) -> bool {
             $crate::fixture::rxe_supports(feature)

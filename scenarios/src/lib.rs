@@ -53,7 +53,10 @@ pub mod scenarios {
         hostile_read_chunks_beyond_the_call_budget, hostile_segment_offsets_near_2_64,
         rfc8166_s4_3_2_3_empty_write_chunk_returns_the_item_inline,
     };
-    pub use crate::liveness::a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes;
+    pub use crate::liveness::{
+        a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes,
+        a_reply_built_while_reads_stall_leaves_the_reads_alone,
+    };
     pub use crate::loss::{
         loss_after_hand_up, loss_before_send, loss_during_rdma_read, loss_during_reply,
     };
@@ -123,6 +126,7 @@ macro_rules! __with_scenarios {
             hostile_junk_after_a_valid_header,
             drop_call_returns_the_context_and_the_credit,
             a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes,
+            a_reply_built_while_reads_stall_leaves_the_reads_alone,
             abandon_revokes_at_once_and_drops_the_late_reply,
             close_fails_every_pending_call_and_hands_the_pages_back,
             stale_handles_refused_after_rpc,

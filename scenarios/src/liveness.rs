@@ -5,7 +5,7 @@
 use alloc::format;
 use alloc::vec::Vec;
 
-use krpc_rdma::transport::{Incoming, ReplySpec, ResponderEvent, TransportConfig};
+use krpc_rdma::transport::{Incoming, ReplyError, ReplySpec, ResponderEvent, TransportConfig};
 
 use crate::check::{bytes_eq, ensure, eq, fail, At, Outcome};
 use crate::data::Kind;
@@ -137,5 +137,134 @@ pub fn a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes<F: Fixt
     }
     ensure(held.is_empty(), "calls held", "none")?;
     p.check_clean("after the stall")?;
+    p.finish()
+}
+
+/// A reply built while another call's RDMA Reads are under way leaves those Reads alone.
+/// The Responder once planned both in the same scratch: the reply's RDMA Writes replaced the
+/// Read plan, and the stalled Reads resumed from the reply's segments — an RDMA Read from the
+/// requester's write chunk (refused by rxe as a remote access error, which broke the
+/// connection in the kernel soak), or a call handed up with pages never read.
+///
+/// `Limits::max_send_wr` 3: a READ call (write chunk) is handed up and held; a 1 MiB+3 WRITE
+/// (read chunk) follows and is taken with exactly one completion, so its Reads fill the
+/// responder's send queue and stall. The READ's reply is offered then (refused for now, or
+/// posted), and offered again until it goes; the WRITE must be handed up byte-exact and
+/// both calls get their replies.
+pub fn a_reply_built_while_reads_stall_leaves_the_reads_alone<F: Fixture>(fx: &mut F) -> Outcome {
+    const SLOTS: u32 = 3;
+    let setup = Setup {
+        limits: Limits {
+            max_send_wr: Some(SLOTS),
+            ..Limits::default()
+        },
+        ..Setup::both(TransportConfig::default())
+    };
+    let mut p = Pair::new(fx, &setup)?;
+    // A first round trip, for the credits beyond the first.
+    let (call, spec) = Kind::Small.call(&p.l.pa, 0xffff).at("warm-up call")?;
+    let pb = p.l.pb.clone();
+    p.rpc(call, spec, &mut |c| {
+        Kind::Small.reply(&pb, c.xid).at("reply")
+    })?;
+    let (mut held, mut ended) = (Vec::new(), Vec::new());
+    let read = Kind::Read(100);
+    let (call, spec) = read.call(&p.l.pa, 1).at("READ call")?;
+    p.call(call, spec, "READ call")?;
+    until(
+        &mut p,
+        &mut held,
+        &mut ended,
+        "READ call handed up",
+        &|p, h, _| {
+            h == 1 && p.l.fx.sq_outstanding(&p.l.a) == 0 && p.l.fx.sq_outstanding(&p.l.b) == 0
+        },
+    )?;
+    let write = Kind::Write(1024 * 1024 + 3);
+    let (call, spec): (_, ReplySpec) = write.call(&p.l.pa, 2).at("WRITE call")?;
+    let want = call.to_vec().at("WRITE bytes")?;
+    p.call(call, spec, "WRITE call")?;
+    let mut idle = 0;
+    while p.l.fx.sq_outstanding(&p.l.a) > 0 {
+        let progress = p.poll_ends(&mut ended)?;
+        p.l.idle(&mut idle, progress, "the WRITE's Send completes")?;
+    }
+    // Exactly one completion: the WRITE's Receive. Its Reads take every slot and stall.
+    let mut idle = 0;
+    while p.resp.counters().read_chunks == 0 {
+        let progress = take_calls(&mut p, &mut held, 1);
+        p.l.idle(&mut idle, progress, "the WRITE taken")?;
+    }
+    eq(
+        "responder's send queue (the WRITE's Reads)",
+        SLOTS as usize,
+        p.l.fx.sq_outstanding(&p.l.b),
+    )?;
+    ensure(
+        p.resp.counters().rdma_read_bytes < want.len() as u64,
+        "bytes read before the stall",
+        "fewer than the WRITE carries",
+    )?;
+    // The READ's reply while the Reads wait.
+    let x = held.pop().at("the READ call")?;
+    let reply = read.reply(&p.l.pb, x.xid).at("READ reply")?;
+    drop(x.call);
+    let mut pending = Some((x.ctx, reply));
+    let mut idle = 0;
+    let mut write_call = None;
+    while pending.is_some() || write_call.is_none() {
+        let mut progress = false;
+        if let Some((ctx, reply)) = pending.take() {
+            match p.resp.reply(&mut p.l.b, ctx, reply) {
+                Ok(()) => progress = true,
+                Err(ReplyError::WouldBlock { ctx, reply }) => pending = Some((ctx, reply)),
+                Err(e) => {
+                    return Err(fail(
+                        "READ reply",
+                        "posted or refused for now",
+                        format!("{e:?}"),
+                    ))
+                }
+            }
+        }
+        progress |= take_calls(&mut p, &mut held, usize::MAX);
+        progress |= p.poll_ends(&mut ended)?;
+        if write_call.is_none() {
+            write_call = held.pop();
+        }
+        p.l.idle(
+            &mut idle,
+            progress,
+            "the WRITE handed up and the READ answered",
+        )?;
+    }
+    let w = write_call.at("the WRITE")?;
+    bytes_eq("the WRITE's call", &want, &w.call.to_vec().at("bytes")?)?;
+    let reply = write.reply(&p.l.pb, w.xid).at("WRITE reply")?;
+    drop(w.call);
+    let mut pending = Some((w.ctx, reply));
+    let mut idle = 0;
+    while pending.is_some() || ended.len() < 2 {
+        let mut progress = false;
+        if let Some((ctx, reply)) = pending.take() {
+            match p.resp.reply(&mut p.l.b, ctx, reply) {
+                Ok(()) => progress = true,
+                Err(ReplyError::WouldBlock { ctx, reply }) => pending = Some((ctx, reply)),
+                Err(e) => return Err(fail("WRITE reply", "posted", format!("{e:?}"))),
+            }
+        }
+        progress |= take_calls(&mut p, &mut held, usize::MAX);
+        progress |= p.poll_ends(&mut ended)?;
+        p.l.idle(&mut idle, progress, "both replies")?;
+    }
+    for (xid, end) in ended {
+        let expect = if xid == 2 { write } else { read }.expected(xid);
+        match end {
+            End::Reply(c) => bytes_eq(format!("reply {xid}"), &expect, &c.to_vec().at("bytes")?)?,
+            End::Failed(e, _) => return Err(fail(format!("call {xid}"), "a reply", e)),
+        }
+    }
+    ensure(held.is_empty(), "calls held", "none")?;
+    p.check_clean("after the stalled Reads")?;
     p.finish()
 }

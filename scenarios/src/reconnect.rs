@@ -316,7 +316,14 @@ fn life<F: Fixture>(
             broken = true;
         }
         if p.req.is_lost() {
-            ensure(broken, "connection", "lost only where planned")?;
+            if !broken {
+                let why = |q| p.l.fx.down_cause(q).unwrap_or_else(|| "?".into());
+                return Err(fail(
+                    "connection",
+                    "lost only where planned",
+                    format!("lost unplanned (A: {}; B: {})", why(&p.l.a), why(&p.l.b)),
+                ));
+            }
             return Ok(Life::Lost);
         }
         let step = format!(

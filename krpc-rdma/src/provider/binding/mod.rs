@@ -324,6 +324,32 @@ pub struct BindingStats {
     pub flushed: u64,
 }
 
+/// Why a binding's connection went down: the first cause seen (later ones are not kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DownCause {
+    /// Our side disconnected (`disconnect`).
+    Local,
+    /// The backend's connection manager reported the connection down (the peer
+    /// disconnected, or the CM saw an error).
+    Cm,
+    /// Polling the completion queue failed.
+    Poll,
+    /// A completion in error (a flush included) of the work
+    /// request of this kind ("recv", "send", "map", "local-inv") with this `wr_id`.
+    Completion {
+        /// Its status.
+        status: WcStatus,
+        /// The kind of work request.
+        kind: &'static str,
+        /// Its `wr_id` as posted to the backend.
+        wr_id: u64,
+    },
+    /// A completion could not be queued for the core (out of memory).
+    Stash,
+    /// A post was accepted only in part.
+    PartialPost,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Connecting,
@@ -349,6 +375,7 @@ pub struct Binding<B: Backend> {
     events: VecDeque<CmEvent>,
     state: State,
     disconnect_reported: bool,
+    down: Option<DownCause>,
     last_reap_empty: bool,
     stats: BindingStats,
     // Scratch, sized at construction.
@@ -410,6 +437,7 @@ impl<B: Backend> Binding<B> {
             events,
             state: State::Connecting,
             disconnect_reported: false,
+            down: None,
             last_reap_empty: true,
             stats: BindingStats::default(),
             wrs: with_capacity(sq_depth)?,
@@ -466,9 +494,14 @@ impl<B: Backend> Binding<B> {
         !self.stash.is_empty() || !self.events.is_empty()
     }
 
+    /// Why the connection went down (the first cause), or `None` while it is up.
+    pub fn down_cause(&self) -> Option<DownCause> {
+        self.down
+    }
+
     /// Disconnect (the peer gets `Disconnected`; our outstanding work is flushed).
     pub fn disconnect(&mut self) {
-        self.break_connection();
+        self.break_connection(DownCause::Local);
     }
 
     /// The connection is up with the peer's `private_data` (for a backend whose owner runs
@@ -501,7 +534,7 @@ impl<B: Backend> Binding<B> {
                 self.last_reap_empty = !matches!(n, Some(k) if k > 0);
             }
             let Some(n) = n else {
-                self.break_connection();
+                self.break_connection(DownCause::Poll);
                 return total;
             };
             if n == 0 {
@@ -518,7 +551,7 @@ impl<B: Backend> Binding<B> {
         while let Some(ev) = self.b.poll_cm(why) {
             match ev {
                 RawCm::Established(pd) => self.established(&pd),
-                RawCm::Down => self.break_connection(),
+                RawCm::Down => self.break_connection(DownCause::Cm),
             }
         }
     }
@@ -530,7 +563,8 @@ impl<B: Backend> Binding<B> {
         }
     }
 
-    fn break_connection(&mut self) {
+    fn break_connection(&mut self, why: DownCause) {
+        self.down.get_or_insert(why);
         if self.state != State::Broken {
             self.state = State::Broken;
             self.b.disconnect();
@@ -570,6 +604,7 @@ impl<B: Backend> Binding<B> {
             _ => self.stats.errors += 1,
         }
         let mut kept = true;
+        let mut kind = "recv";
         // Receives are told by their wr_id (the opcode of an error completion is undefined).
         if wc.wr_id & RECV_BIT != 0 {
             let buf = (wc.wr_id & !RECV_BIT) as u32;
@@ -611,6 +646,13 @@ impl<B: Backend> Binding<B> {
             let mut slots = 0u32;
             self.sq.retire_through(wc.wr_id, |e: SqEntry, own| {
                 let st = if own { status } else { WcStatus::Success };
+                if own {
+                    kind = match e.kind {
+                        SqKind::User(_) => "send",
+                        SqKind::Map => "map",
+                        SqKind::Inv { .. } => "local-inv",
+                    };
+                }
                 let report = match e.kind {
                     SqKind::User(id) => {
                         slots += 1;
@@ -636,8 +678,14 @@ impl<B: Backend> Binding<B> {
             // Retired under an internal completion: nothing for the core to poll.
             self.core_busy = self.core_busy.saturating_sub(slots);
         }
-        if status != WcStatus::Success || !kept {
-            self.break_connection();
+        if status != WcStatus::Success {
+            self.break_connection(DownCause::Completion {
+                status,
+                kind,
+                wr_id: wc.wr_id,
+            });
+        } else if !kept {
+            self.break_connection(DownCause::Stash);
         }
     }
 
@@ -711,7 +759,7 @@ impl<B: Backend> Binding<B> {
         if !p.ok {
             // Our accounting makes this unexpected; a partial post cannot be undone.
             if posted > 0 {
-                self.break_connection();
+                self.break_connection(DownCause::PartialPost);
                 return Err(ProviderError::NotConnected);
             }
             return Err(ProviderError::Busy);
@@ -969,7 +1017,7 @@ impl<B: Backend> Provider for Binding<B> {
                         Self::send_completion(id, WcStatus::Success),
                         1,
                     ) {
-                        self.break_connection();
+                        self.break_connection(DownCause::Stash);
                     }
                 }
             }
@@ -1010,7 +1058,7 @@ impl<B: Backend> Provider for Binding<B> {
             (true, _) => Ok(()),
             (false, 0) => Err(ProviderError::NotConnected),
             _ => {
-                self.break_connection();
+                self.break_connection(DownCause::PartialPost);
                 Err(ProviderError::NotConnected)
             }
         }
@@ -1205,7 +1253,7 @@ impl<B: Backend> Provider for Binding<B> {
     }
 
     fn disconnect(&mut self) {
-        self.break_connection();
+        self.break_connection(DownCause::Local);
     }
 }
 
