@@ -260,6 +260,12 @@ pub struct Responder {
     /// Calls waiting for their RDMA Reads, oldest first (never grows: one per context).
     read_queue: VecDeque<u32>,
     job: ReadJob,
+    /// The running read job's RDMA Reads (planned by `plan_reads`, posted by `pump_reads`
+    /// over several polls when they exceed `max_rd_atomic`): kept apart from a reply's
+    /// `pieces` / `wrs`, which a reply built meanwhile fills.
+    read_pieces: Vec<PageFragment>,
+    read_wrs: Vec<WrDesc>,
+    /// A reply's RDMA Writes, planned and posted within one `reply`.
     pieces: Vec<PageFragment>,
     wrs: Vec<WrDesc>,
     /// The work-request array a reply's RDMA Writes and Send are posted from: allocated
@@ -306,9 +312,12 @@ impl Responder {
             .try_reserve_exact(n as usize)
             .map_err(|_| CallError::NoMemory)?;
         let (mut pieces, mut wrs) = (Vec::new(), Vec::new());
+        let (mut read_pieces, mut read_wrs) = (Vec::new(), Vec::new());
         let nf = cfg.max_fragments as usize;
         reserve(&mut pieces, nf * 2)?;
         reserve(&mut wrs, nf * 2)?;
+        reserve(&mut read_pieces, nf * 2)?;
+        reserve(&mut read_wrs, nf * 2)?;
         let mut wr_array = Vec::new();
         reserve(&mut wr_array, nf * 2 + 1)?;
         let free_ctx = FreeList::new(n).map_err(|_| CallError::NoMemory)?;
@@ -323,6 +332,8 @@ impl Responder {
             free_ctx,
             read_queue,
             job: ReadJob::default(),
+            read_pieces,
+            read_wrs,
             pieces,
             wrs,
             wr_array,
@@ -867,10 +878,10 @@ impl Responder {
             };
             let max = self.ep.res.max_rd_atomic.max(1);
             while self.job.in_flight < max {
-                let Some(d) = self.wrs.get(self.job.next_wr) else {
+                let Some(d) = self.read_wrs.get(self.job.next_wr) else {
                     break;
                 };
-                let Some(local) = self.pieces.get(d.pieces.clone()) else {
+                let Some(local) = self.read_pieces.get(d.pieces.clone()) else {
                     break;
                 };
                 let wr = SendWr {
@@ -894,7 +905,7 @@ impl Responder {
                     Err(_) => return self.close(prov),
                 }
             }
-            if self.job.next_wr < self.wrs.len() || self.job.in_flight > 0 {
+            if self.job.next_wr < self.read_wrs.len() || self.job.in_flight > 0 {
                 return;
             }
             self.job = ReadJob::default();
@@ -950,7 +961,8 @@ impl Responder {
         None
     }
 
-    /// Plan the RDMA Reads of a built call into `pieces` / `wrs`; false if they do not fit.
+    /// Plan the RDMA Reads of a built call into `read_pieces` / `read_wrs`; false if they do
+    /// not fit.
     fn plan_reads(&mut self, idx: u32) -> bool {
         // The caller built the call in this context just before: both always hold (false
         // would refuse the call, not leak it).
@@ -962,8 +974,8 @@ impl Responder {
             debug_assert!(false, "read plan of a context without its call");
             return false;
         };
-        self.pieces.clear();
-        self.wrs.clear();
+        self.read_pieces.clear();
+        self.read_wrs.clear();
         for (seg, off) in ctx.reads.iter() {
             self.ep.frags.clear();
             let Ok(it) = call.page_fragments_in(*off..*off + seg.length as usize) else {
@@ -979,8 +991,8 @@ impl Responder {
                 &self.ep.frags,
                 core::iter::once(*seg),
                 self.ep.res.max_sge as usize,
-                &mut self.pieces,
-                &mut self.wrs,
+                &mut self.read_pieces,
+                &mut self.read_wrs,
             )
             .is_err()
             {
