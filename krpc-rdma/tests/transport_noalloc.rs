@@ -22,8 +22,6 @@
     clippy::panic
 )]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::Arc;
 
 use krpc_rdma::provider::{
@@ -37,62 +35,12 @@ use krpc_rdma::transport::{
 };
 use mbuf::{Chain, HeapPageArena, Mbuf, PageProvider};
 
-struct Counting;
+mod counting_alloc;
 
-thread_local! {
-    static ON: Cell<bool> = const { Cell::new(false) };
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-    static BYTES: Cell<u64> = const { Cell::new(0) };
-}
-
-fn note(size: usize) {
-    // `try_with`: the thread-locals may be gone while a thread exits.
-    let _ = ON.try_with(|on| {
-        if on.get() {
-            let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
-            let _ = BYTES.try_with(|b| b.set(b.get() + size as u64));
-        }
-    });
-}
-
-// SAFETY: forwards to `System`; the bookkeeping touches only const-initialised
-// thread-locals (no allocation, no re-entry).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use counting_alloc::{counting, snapshot, Counting, ON};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-/// Run `f` with counting set to `on`, restoring the previous state.
-fn counting<R>(on: bool, f: impl FnOnce() -> R) -> R {
-    let before = ON.with(|c| c.replace(on));
-    let r = f();
-    ON.with(|c| c.set(before));
-    r
-}
-
-fn snapshot() -> (u64, u64) {
-    (ALLOCS.with(Cell::get), BYTES.with(Cell::get))
-}
 
 /// A provider whose own work is not counted.
 struct Uncounted(SoftQp);

@@ -19,7 +19,16 @@ use crate::mbuf::Mbuf;
 
 /// Spare chain storage of one owner (see the [module docs](self)).
 pub struct ChainPool {
-    spare: spin::Mutex<Vec<VecDeque<Mbuf>>>,
+    spare: spin::Mutex<Spare>,
+}
+
+/// The buffers kept, and a lower bound of their capacities: a full pool offered a buffer no
+/// larger than that bound drops it at once, without looking for its smallest buffer (the
+/// steady state, where every buffer has the same capacity).
+struct Spare {
+    bufs: Vec<VecDeque<Mbuf>>,
+    /// At most the smallest capacity in `bufs` (taking buffers out only raises the minimum).
+    min_cap: usize,
 }
 
 impl ChainPool {
@@ -29,10 +38,10 @@ impl ChainPool {
     /// # Errors
     /// [`MbufError::Alloc`] if the table of spares cannot be allocated.
     pub fn new(max_spare: usize) -> Result<Arc<ChainPool>, MbufError> {
-        let mut spare = Vec::new();
-        spare.try_reserve_exact(max_spare)?;
+        let mut bufs = Vec::new();
+        bufs.try_reserve_exact(max_spare)?;
         Ok(Arc::new(ChainPool {
-            spare: spin::Mutex::new(spare),
+            spare: spin::Mutex::new(Spare { bufs, min_cap: 0 }),
         }))
     }
 
@@ -41,7 +50,7 @@ impl ChainPool {
         let mbufs = self
             .spare
             .try_lock()
-            .and_then(|mut s| s.pop())
+            .and_then(|mut s| s.bufs.pop())
             .unwrap_or_default();
         Chain::pooled(mbufs, Arc::clone(self))
     }
@@ -58,8 +67,8 @@ impl ChainPool {
     /// the pool's size), else as [`chain`](Self::chain).
     pub fn chain_with(self: &Arc<Self>, mbufs: usize) -> Chain {
         let found = self.spare.try_lock().and_then(|mut s| {
-            let i = s.iter().rposition(|d| d.capacity() >= mbufs)?;
-            Some(s.swap_remove(i))
+            let i = s.bufs.iter().rposition(|d| d.capacity() >= mbufs)?;
+            Some(s.bufs.swap_remove(i))
         });
         match found {
             Some(d) => Chain::pooled(d, Arc::clone(self)),
@@ -69,7 +78,7 @@ impl ChainPool {
 
     /// Buffers waiting for reuse.
     pub fn spare(&self) -> usize {
-        self.spare.try_lock().map_or(0, |s| s.len())
+        self.spare.try_lock().map_or(0, |s| s.bufs.len())
     }
 
     /// Take back the storage of a dropped chain (its mbufs already freed). When the pool is
@@ -81,17 +90,28 @@ impl ChainPool {
         let Some(mut s) = self.spare.try_lock() else {
             return;
         };
-        if s.len() < s.capacity() {
-            s.push(mbufs);
+        let cap = mbufs.capacity();
+        if s.bufs.len() < s.bufs.capacity() {
+            s.min_cap = if s.bufs.is_empty() {
+                cap
+            } else {
+                s.min_cap.min(cap)
+            };
+            s.bufs.push(mbufs);
+            return;
+        }
+        if cap <= s.min_cap {
             return;
         }
         let smallest = s
+            .bufs
             .iter_mut()
             .min_by_key(|d| d.capacity())
-            .filter(|d| d.capacity() < mbufs.capacity());
+            .filter(|d| d.capacity() < cap);
         if let Some(d) = smallest {
             *d = mbufs;
         }
+        s.min_cap = s.bufs.iter().map(VecDeque::capacity).min().unwrap_or(0);
     }
 }
 

@@ -18,62 +18,20 @@
 )]
 
 mod common;
+#[path = "../../krpc-rdma/tests/counting_alloc/mod.rs"]
+mod counting_alloc;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use common::memfs::{fh, MemFs, ROOT};
 use common::nfs_header;
+use counting_alloc::{Counting, ALLOCS, BYTES, LARGEST, ON};
 use mbuf::{Chain, HeapPageArena, PageProvider};
 use nfs_glue::chain::{data_pages_from_bytes, ddp_call};
 use nfs_glue::nfs3::*;
 use nfs_glue::nfsd::{Nfs3Config, Nfs3Service};
-
-struct Counting;
-
-thread_local! {
-    static ON: Cell<bool> = const { Cell::new(false) };
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-    static BYTES: Cell<u64> = const { Cell::new(0) };
-    static LARGEST: Cell<u64> = const { Cell::new(0) };
-}
-
-fn note(size: usize) {
-    // `try_with`: the thread-locals may be gone while a thread exits.
-    let _ = ON.try_with(|on| {
-        if on.get() {
-            let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
-            let _ = BYTES.try_with(|b| b.set(b.get() + size as u64));
-            let _ = LARGEST.try_with(|l| l.set(l.get().max(size as u64)));
-        }
-    });
-}
-
-// SAFETY: forwards to `System`; the bookkeeping touches only const-initialised
-// thread-locals (no allocation, no re-entry).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;

@@ -7,11 +7,11 @@
 //! exactly one byte-exact reply, the dead connection leaves no registration, and (where a
 //! scenario asks) no handle the dead connection advertised still gives access.
 
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
 use alloc::vec::Vec;
 
-use krpc_rdma::provider::{Provider, WcStatus};
+use krpc_rdma::provider::{Completion, Middleware, Provider, WcKind, WcStatus};
 use krpc_rdma::transport::{
     CallError, Incoming, Reconnect, ReplySpec, RequesterEvent, ResponderEvent, TransportConfig,
 };
@@ -75,6 +75,11 @@ pub(crate) struct Ran {
     pub retransmits: u64,
     /// Calls lost with their connection (owed a reply at a loss), summed over the losses.
     pub owed_at_losses: u64,
+    /// Replies that had arrived before a loss and were reaped after it (delivered, not
+    /// resent), summed over the losses.
+    pub answered_at_losses: u64,
+    /// Where each lost connection was broken.
+    pub lost_at: Vec<Point>,
     /// The handles advertised on connections that were then lost.
     pub dead_handles: Vec<Advertised>,
 }
@@ -88,7 +93,56 @@ struct Client {
     /// A call refused for now (no credit), to be offered again.
     parked: Option<(Chain, ReplySpec)>,
     handles: Vec<Advertised>,
+    /// Calls sent on the current connection (new or sent again).
+    sent_here: BTreeSet<u32>,
+    /// Calls whose reply the current connection delivered.
+    answered_here: BTreeSet<u32>,
+    /// Of those, the ones delivered after the connection was broken.
+    answered_after_break: u64,
+    /// Calls whose reply was delivered, on any connection: never to be handed up again.
+    delivered: BTreeSet<u32>,
+    /// Replies whose Receive had completed before the current connection was broken, reaped
+    /// after it (seen by [`Tap`]): each is delivered, its call not resent.
+    arrived_before_loss: BTreeSet<u32>,
 }
+
+/// Side A's provider as the requester polls it: records the XID of every reply whose
+/// Receive completed successfully (a flushed Receive carries nothing), while `record`.
+struct Tap<'q, Q> {
+    qp: &'q mut Q,
+    record: bool,
+    arrived: &'q mut BTreeSet<u32>,
+}
+
+impl<Q: Provider> Middleware for Tap<'_, Q> {
+    fn wrapped(&self) -> &impl Provider {
+        &*self.qp
+    }
+    fn wrapped_mut(&mut self) -> &mut impl Provider {
+        &mut *self.qp
+    }
+    fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
+        let n = self.qp.poll_cq(out);
+        if self.record {
+            for wc in out.iter().take(n) {
+                let WcKind::Recv { buf } = wc.kind else {
+                    continue;
+                };
+                let xid = self
+                    .qp
+                    .recv_buf(buf)
+                    .ok()
+                    .and_then(|d| d.get(..4))
+                    .and_then(|w| <[u8; 4]>::try_from(w).ok());
+                if let (WcStatus::Success, Some(w)) = (wc.status, xid) {
+                    self.arrived.insert(u32::from_be_bytes(w));
+                }
+            }
+        }
+        n
+    }
+}
+krpc_rdma::forward_provider!(middleware ['q, Q: Provider] Tap<'q, Q>);
 
 /// How one connection's life ended.
 enum Life {
@@ -118,6 +172,11 @@ pub(crate) fn run<F: Fixture>(
         next: FIRST_XID,
         parked: None,
         handles: Vec::new(),
+        sent_here: BTreeSet::new(),
+        answered_here: BTreeSet::new(),
+        answered_after_break: 0,
+        delivered: BTreeSet::new(),
+        arrived_before_loss: BTreeSet::new(),
     };
     let mut ran = Ran::default();
     let p = loop {
@@ -126,12 +185,43 @@ pub(crate) fn run<F: Fixture>(
         let n = ran.connections;
         let mut p = Pair::over(&mut *fx, &setup, (pages.0.clone(), pages.1.clone()))
             .map_err(|f| in_connection(n, f))?;
+        // Owed from the connections before: sent again on this one or still owed after it.
+        let owed_before: BTreeSet<u32> = c.rc.owed_xids().map(|(x, _)| x).collect();
         match life(&mut p, &mut c, plan, loss).map_err(|f| in_connection(n, f))? {
             Life::Done => break p,
             Life::Lost => {
                 ran.losses += 1;
                 ran.owed_at_losses += c.rc.unsent() as u64;
+                ran.answered_at_losses += c.answered_after_break;
+                ran.lost_at.extend(loss.map(|l| l.at));
                 let step = format!("connection {n} lost");
+                // Exactly the calls this connection did not answer are owed (to be sent
+                // again): none whose reply it delivered, even one reaped after the loss.
+                let want: Vec<u32> = owed_before
+                    .union(&c.sent_here)
+                    .filter(|x| !c.answered_here.contains(x))
+                    .copied()
+                    .collect();
+                let owed: BTreeSet<u32> = c.rc.owed_xids().map(|(x, _)| x).collect();
+                // A reply received before the loss is delivered, not resent.
+                let undelivered: Vec<u32> = c
+                    .arrived_before_loss
+                    .difference(&c.answered_here)
+                    .copied()
+                    .collect();
+                eq(
+                    format!(
+                        "{step}: replies received before it ({:?}) not delivered",
+                        c.arrived_before_loss
+                    ),
+                    Vec::<u32>::new(),
+                    undelivered,
+                )?;
+                eq(
+                    format!("{step}: calls owed (not answered by it)"),
+                    want,
+                    owed.into_iter().collect::<Vec<u32>>(),
+                )?;
                 let live = (
                     p.l.fx.live_registrations(&p.l.a),
                     p.l.fx.live_registrations(&p.l.b),
@@ -185,6 +275,10 @@ fn life<F: Fixture>(
     let (mut handed, mut replied) = (0u64, 0u64);
     let mut broken = false;
     let mut idle = 0;
+    c.sent_here.clear();
+    c.answered_here.clear();
+    c.answered_after_break = 0;
+    c.arrived_before_loss.clear();
     loop {
         // A connection broken after its last reply arrived is still seen to go (and is
         // checked for leaks) before the run ends on the next one.
@@ -204,6 +298,8 @@ fn life<F: Fixture>(
             ));
         }
         progress |= c.rc.stats().retransmits > before;
+        c.sent_here
+            .extend(c.rc.owed_xids().filter(|&(_, sent)| sent).map(|(x, _)| x));
         while c.next < end && c.rc.owed() < plan.depth && c.rc.unsent() == 0 && !p.req.is_lost() {
             let xid = c.next;
             let (call, spec) = match c.parked.take() {
@@ -217,6 +313,7 @@ fn life<F: Fixture>(
             match c.rc.call(&mut p.req, &mut p.l.a, call, spec) {
                 Ok(()) => {
                     c.next += 1;
+                    c.sent_here.insert(xid);
                     progress = true;
                     if plan.record_handles {
                         c.handles.extend(advertised_handles(&mut p.l.a, xid));
@@ -249,6 +346,12 @@ fn life<F: Fixture>(
         progress |= !done || !evs.is_empty();
         for e in evs {
             if let ResponderEvent::Call(call) = e {
+                // The server never executes again a call whose reply was delivered.
+                ensure(
+                    !c.delivered.contains(&call.xid),
+                    format!("call {:#x} handed up", call.xid),
+                    "never again once its reply was delivered",
+                )?;
                 handed += 1;
                 held.push(call);
             }
@@ -281,7 +384,12 @@ fn life<F: Fixture>(
             usize::MAX
         };
         let mut evs = Vec::new();
-        let done = p.req.poll_bounded(&mut p.l.a, budget, &mut |e| evs.push(e));
+        let mut tap = Tap {
+            qp: &mut p.l.a,
+            record: broken,
+            arrived: &mut c.arrived_before_loss,
+        };
+        let done = p.req.poll_bounded(&mut tap, budget, &mut |e| evs.push(e));
         progress |= !done || !evs.is_empty();
         for e in evs {
             match c.rc.on_event(e) {
@@ -303,6 +411,9 @@ fn life<F: Fixture>(
                         "one reply per call",
                     )?;
                     c.answered += 1;
+                    c.answered_here.insert(xid);
+                    c.delivered.insert(xid);
+                    c.answered_after_break += u64::from(broken);
                 }
                 Some(RequesterEvent::Failed { xid, error, .. }) => {
                     return Err(fail(format!("call {xid:#x}"), "a reply", error))
@@ -362,10 +473,11 @@ pub(crate) fn probe_dead<F: Fixture>(p: &mut Pair<'_, F>, dead: &[Advertised]) -
 }
 
 /// `kinds` over a first connection that `side` breaks at the first `at`, then a second one:
-/// every call gets one verified reply; the calls lost are sent again exactly once (at least
-/// one, unless the loss came from side B after the replies were on their way, where the
-/// requester may have got them first); no registration of the dead connection is left and
-/// none of its handles gives access.
+/// every call gets one verified reply; the calls the first connection did not answer, and
+/// only those, are sent again exactly once (at least one when the loss came before any
+/// reply was sent, at `Read` or `HandedUp`; after the replies were posted, a reply that
+/// arrived before the loss is delivered and its call not resent); no registration of the
+/// dead connection is left and none of its handles gives access.
 fn reconnect_at<F: Fixture>(
     fx: &mut F,
     kinds: &[Kind],
@@ -395,7 +507,7 @@ fn reconnect_at<F: Fixture>(
         conn: &mut conn,
         record_handles: true,
     };
-    let must_resend = side == Side::A || matches!(at, Point::Read | Point::HandedUp);
+    let must_resend = matches!(at, Point::Read | Point::HandedUp);
     run(fx, &mut plan, &mut |mut p, ran| {
         eq("connections", 2, ran.connections)?;
         eq(
@@ -403,6 +515,7 @@ fn reconnect_at<F: Fixture>(
             ran.owed_at_losses,
             ran.retransmits,
         )?;
+
         ensure(
             !must_resend || ran.retransmits >= 1,
             "retransmits",
@@ -649,15 +762,25 @@ pub fn soak_mixed_calls_across_connection_losses<F: Fixture>(fx: &mut F) -> Outc
     run(fx, &mut plan, &mut |mut p, ran| {
         figures = Some(format!(
             "soak: {total} calls answered once each over {} connections ({} lost), {} \
-             retransmits",
-            ran.connections, ran.losses, ran.retransmits
+             retransmits, {} replies delivered at a loss",
+            ran.connections, ran.losses, ran.retransmits, ran.answered_at_losses
         ));
         ensure(
             ran.losses >= planned.min(3),
             format!("connections lost ({} of {planned} planned)", ran.losses),
             "at least three",
         )?;
-        ensure(ran.retransmits >= 1, "retransmits", "some calls sent again")?;
+        // A loss before any reply was sent leaves at least its call owed.
+        let early = ran
+            .lost_at
+            .iter()
+            .filter(|at| matches!(at, Point::Read | Point::HandedUp))
+            .count() as u64;
+        ensure(
+            ran.retransmits >= early,
+            format!("retransmits ({early} losses before a reply was sent)"),
+            "at least one per such loss",
+        )?;
         p.check_clean("after the soak")?;
         p.finish()
     })?;

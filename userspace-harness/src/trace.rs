@@ -17,8 +17,7 @@ use std::io::{BufWriter, Write};
 use std::sync::{Arc, Mutex};
 
 use krpc_rdma::provider::{
-    Access, CmEvent, Completion, LocalFragment, Provider, ProviderError, RegId, Registration,
-    Resources, SendOp, SendWr, WcKind, WcStatus,
+    Completion, Middleware, Provider, ProviderError, SendOp, SendWr, WcKind, WcStatus,
 };
 use krpc_rdma::wire::MAX_HEADER_LEN;
 use serde_json::{json, Value};
@@ -125,17 +124,15 @@ impl<P: Provider> Traced<P> {
     }
 }
 
-impl<P: Provider> Provider for Traced<P> {
-    fn resources(&self) -> Resources {
-        self.inner.resources()
+/// Every `Provider` method forwards to the wrapped provider but the two that record: posted
+/// Sends and received messages.
+impl<P: Provider> Middleware for Traced<P> {
+    fn wrapped(&self) -> &impl Provider {
+        &self.inner
     }
 
-    fn send_buf(&mut self, buf: u32) -> Result<&mut [u8], ProviderError> {
-        self.inner.send_buf(buf)
-    }
-
-    fn recv_buf(&self, buf: u32) -> Result<&[u8], ProviderError> {
-        self.inner.recv_buf(buf)
+    fn wrapped_mut(&mut self) -> &mut impl Provider {
+        &mut self.inner
     }
 
     fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), ProviderError> {
@@ -182,27 +179,9 @@ impl<P: Provider> Provider for Traced<P> {
         }
         n
     }
-
-    fn register(
-        &mut self,
-        frags: &[LocalFragment],
-        access: Access,
-    ) -> Result<Registration, ProviderError> {
-        self.inner.register(frags, access)
-    }
-
-    fn release(&mut self, reg: RegId) -> Result<(), ProviderError> {
-        self.inner.release(reg)
-    }
-
-    fn poll_event(&mut self) -> Option<CmEvent> {
-        self.inner.poll_event()
-    }
-
-    fn disconnect(&mut self) {
-        self.inner.disconnect();
-    }
 }
+
+krpc_rdma::forward_provider!(middleware [P: Provider] Traced<P>);
 
 #[cfg(test)]
 mod tests {

@@ -91,6 +91,11 @@ impl Reconnect {
         self.owed.iter().filter(|o| !o.sent).count()
     }
 
+    /// The XIDs of the owed calls, each with whether it was sent on the current connection.
+    pub fn owed_xids(&self) -> impl Iterator<Item = (u32, bool)> + '_ {
+        self.owed.iter().map(|o| (o.xid, o.sent))
+    }
+
     /// Statistics.
     pub fn stats(&self) -> ReconnectStats {
         self.stats

@@ -195,6 +195,9 @@ pub struct Requester {
     xids: XidTable,
     recv_free: FreeList,
     recv_posted: u32,
+    /// The CM reported the connection gone; acted on once the completions already queued
+    /// are reaped (see [`poll_bounded`](Self::poll_bounded)).
+    disconnect_seen: bool,
 }
 
 impl core::fmt::Debug for Requester {
@@ -243,6 +246,7 @@ impl Requester {
             xids: XidTable::new(n as usize).map_err(|_| CallError::NoMemory)?,
             recv_free: FreeList::new(resources.recv_bufs).map_err(|_| CallError::NoMemory)?,
             recv_posted: 0,
+            disconnect_seen: false,
             ep: Endpoint::new(cfg, resources, pages)?,
         })
     }
@@ -711,6 +715,11 @@ impl Requester {
     /// [`poll`](Self::poll) with a work budget: connection events, then at most `budget`
     /// completions. True when everything pending was handled; false when the budget ran out
     /// (call again).
+    ///
+    /// A disconnection is acted on only once the completion queue is drained: a reply whose
+    /// Receive completed before the loss is delivered, not resent (as Linux xprtrdma does
+    /// with the successful receives it reaps before the flushed ones); a flushed (failed)
+    /// completion met first loses the connection at once.
     pub fn poll_bounded<P: Provider>(
         &mut self,
         prov: &mut P,
@@ -720,12 +729,16 @@ impl Requester {
         while let Some(ev) = self.ep.next_cm_event(prov) {
             match ev {
                 Cm::Connected(t) => events(RequesterEvent::Connected(t)),
-                Cm::Disconnected => self.lose(prov, events),
+                Cm::Disconnected => self.disconnect_seen = true,
             }
         }
-        drain_cq_bounded(prov, budget, |prov, wc| {
+        let done = drain_cq_bounded(prov, budget, |prov, wc| {
             self.on_completion(prov, wc, events)
-        })
+        });
+        if done && self.disconnect_seen {
+            self.lose(prov, events);
+        }
+        done
     }
 
     fn on_completion<P: Provider>(

@@ -260,11 +260,12 @@ pub struct Responder {
     /// Calls waiting for their RDMA Reads, oldest first (never grows: one per context).
     read_queue: VecDeque<u32>,
     job: ReadJob,
-    /// The RDMA Reads of the read job (`job`): its local pieces and work requests, kept
-    /// until the job ends. A reply built meanwhile plans into `pieces` / `wrs`, never here.
+    /// The running read job's RDMA Reads (planned by `plan_reads`, posted by `pump_reads`
+    /// over several polls when they exceed `max_rd_atomic`): kept apart from a reply's
+    /// `pieces` / `wrs`, which a reply built meanwhile fills.
     read_pieces: Vec<PageFragment>,
     read_wrs: Vec<WrDesc>,
-    /// A reply's RDMA Writes (local pieces and work requests), planned and posted at once.
+    /// A reply's RDMA Writes, planned and posted within one `reply`.
     pieces: Vec<PageFragment>,
     wrs: Vec<WrDesc>,
     /// The work-request array a reply's RDMA Writes and Send are posted from: allocated
@@ -311,10 +312,10 @@ impl Responder {
             .try_reserve_exact(n as usize)
             .map_err(|_| CallError::NoMemory)?;
         let (mut pieces, mut wrs) = (Vec::new(), Vec::new());
+        let (mut read_pieces, mut read_wrs) = (Vec::new(), Vec::new());
         let nf = cfg.max_fragments as usize;
         reserve(&mut pieces, nf * 2)?;
         reserve(&mut wrs, nf * 2)?;
-        let (mut read_pieces, mut read_wrs) = (Vec::new(), Vec::new());
         reserve(&mut read_pieces, nf * 2)?;
         reserve(&mut read_wrs, nf * 2)?;
         let mut wr_array = Vec::new();
@@ -960,7 +961,8 @@ impl Responder {
         None
     }
 
-    /// Plan the RDMA Reads of a built call into `pieces` / `wrs`; false if they do not fit.
+    /// Plan the RDMA Reads of a built call into `read_pieces` / `read_wrs`; false if they do
+    /// not fit.
     fn plan_reads(&mut self, idx: u32) -> bool {
         // The caller built the call in this context just before: both always hold (false
         // would refuse the call, not leak it).
