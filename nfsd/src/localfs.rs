@@ -5,12 +5,13 @@
 //!   caller's `AUTH_SYS` credential itself ([`crate::attr`]); created objects are given
 //!   the caller's uid and gid (`lchown` after the create). Root squash is the dispatcher's
 //!   ([`nfs_glue::svc::Squash`]).
-//! * WRITE: the received pages are gathered into one per-thread buffer and written with one
-//!   `pwrite`; READ: one `pread` into a per-thread buffer, copied into fresh pages of the
-//!   transport's provider. Writing straight from (reading straight into) the registered
-//!   pages with `pwritev` / `preadv` needs raw page pointers, which only the verbs shim may
-//!   hand out (a `VerbsArena` method doing the system call is the way; not done): here the
-//!   backend makes one copy each way, the transport none.
+//! * WRITE and READ without a copy: when the pages are those of the registered arena the
+//!   server runs on ([`LocalFs::with_file_pages`]), a WRITE's received pages go to the file
+//!   with one `pwritev` over them, and a READ is one `preadv` straight into fresh pages
+//!   ([`VerbsArena::write_pages_at`] / [`VerbsArena::read_pages_at`]: the system call with
+//!   the page pointers is the verbs shim's, this crate has no `unsafe`). Pages of any other
+//!   provider (tests over a heap arena) are copied once through a per-thread buffer, counted
+//!   in [`LocalFs::bounced_bytes`].
 //! * COMMIT is `fdatasync`; a FILE_SYNC WRITE `fsync`, DATA_SYNC `fdatasync`. The write
 //!   verifier is the server instance's start time.
 //! * READDIR cookies are a hash of the entry name (sorted by it), so they stay valid while
@@ -21,13 +22,16 @@ use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::fs::{self, File, FileTimes, OpenOptions};
 use std::io::ErrorKind;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mbuf::{Chain, PageProvider};
+use krpc_rdma_verbs::arena::VerbsArena;
+use mbuf::{Chain, PageFragment, PageProvider};
 use nfs_glue::nfs3::*;
 use nfs_glue::nfsd::{
     Backend, DirEnd, DirEntry, DirSink, NfsError, NfsResult, ReadData, WriteIov, Written,
@@ -37,6 +41,31 @@ use nfs_glue::svc::Cred;
 use crate::attr::{check, fattr, in_group, nfs_err, owns, perms, R, W, X};
 use crate::handle::{self, ino_of, Ino, InodeMap};
 
+/// READ of `want` bytes at `offset` of `f` by one `preadv` (resumed only after a short
+/// read) straight into fresh pages of `arena` (which `pages` is); the chain is trimmed to
+/// the bytes read.
+fn read_into_pages(
+    arena: &VerbsArena,
+    pages: &Arc<dyn PageProvider>,
+    f: &File,
+    offset: u64,
+    want: usize,
+) -> NfsResult<(Chain, usize)> {
+    let mut data = Chain::alloc_pages(pages, want).map_err(|_| NfsError::Jukebox)?;
+    let n = FRAGS.with(|v| {
+        let mut frags = v.borrow_mut();
+        frags.clear();
+        let all = data
+            .page_fragments_in(0..want)
+            .map_err(|_| NfsError::ServerFault)?;
+        frags.extend(all);
+        io(arena.read_pages_at(f.as_fd(), offset, &frags))
+    })?;
+    let short = i64::try_from(want - n.min(want)).map_err(|_| NfsError::ServerFault)?;
+    data.adj(-short).map_err(|_| NfsError::ServerFault)?;
+    Ok((data, n.min(want)))
+}
+
 /// Cookies of "." and "..": entries' hashed cookies are above them.
 const DOT: u64 = 1;
 const DOTDOT: u64 = 2;
@@ -44,6 +73,8 @@ const DOTDOT: u64 = 2;
 thread_local! {
     /// The per-thread READ / WRITE buffer (grown to the largest transfer once).
     static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// The per-thread page-fragment list of a READ's `preadv` (grown once).
+    static FRAGS: RefCell<Vec<PageFragment>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A local directory served over NFSv3.
@@ -52,6 +83,10 @@ pub struct LocalFs {
     map: InodeMap,
     root: Ino,
     verf: Writeverf3,
+    /// The registered arena whose pages are moved by `pwritev` / `preadv`.
+    file_pages: Option<Arc<VerbsArena>>,
+    /// Bytes copied through the per-thread buffer (pages of another provider).
+    bounced: AtomicU64,
 }
 
 fn name_ok(name: &[u8]) -> NfsResult<&OsStr> {
@@ -105,6 +140,64 @@ impl LocalFs {
             map: InodeMap::new(root, ino_of(&m)),
             root: ino_of(&m),
             verf: Writeverf3(verf),
+            file_pages: None,
+            bounced: AtomicU64::new(0),
+        })
+    }
+
+    /// Move WRITE and READ data of `arena`'s pages (the server's registered arena) between
+    /// the pages and the files with `pwritev` / `preadv`, without a copy.
+    #[must_use]
+    pub fn with_file_pages(mut self, arena: Arc<VerbsArena>) -> LocalFs {
+        self.file_pages = Some(arena);
+        self
+    }
+
+    /// Bytes of WRITE and READ data copied through a buffer because their pages were not the
+    /// [`LocalFs::with_file_pages`] arena's (0 on the server's data path).
+    pub fn bounced_bytes(&self) -> u64 {
+        self.bounced.load(Ordering::Relaxed)
+    }
+
+    /// The file-I/O arena, if `pages` is it.
+    fn arena_for(&self, pages: &Arc<dyn PageProvider>) -> Option<&VerbsArena> {
+        self.file_pages
+            .as_deref()
+            .filter(|a| std::ptr::addr_eq(Arc::as_ptr(pages), *a as *const VerbsArena))
+    }
+
+    fn bounced(&self, n: usize) {
+        self.bounced.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// READ through the per-thread buffer: `pread`s into it, then a copy into fresh pages.
+    fn read_bounced(
+        &self,
+        pages: &Arc<dyn PageProvider>,
+        f: &File,
+        offset: u64,
+        want: usize,
+    ) -> NfsResult<(Chain, usize)> {
+        BUF.with(|b| {
+            let mut buf = b.borrow_mut();
+            if buf.len() < want {
+                buf.resize(want, 0);
+            }
+            let dst = buf.get_mut(..want).ok_or(NfsError::ServerFault)?;
+            let mut n = 0;
+            while n < want {
+                let at = offset.checked_add(n as u64).ok_or(NfsError::Inval)?;
+                let got = io(f.read_at(dst.get_mut(n..).ok_or(NfsError::ServerFault)?, at))?;
+                if got == 0 {
+                    break;
+                }
+                n += got;
+            }
+            let mut data = Chain::alloc_pages(pages, n).map_err(|_| NfsError::Jukebox)?;
+            let src = dst.get(..n).ok_or(NfsError::ServerFault)?;
+            data.copyback(0, src).map_err(|_| NfsError::ServerFault)?;
+            self.bounced(n);
+            Ok((data, n))
         })
     }
 
@@ -350,29 +443,14 @@ impl Backend for LocalFs {
         let (p, m) = self.file(cred, fh, R)?;
         let f = io(File::open(p))?;
         let want = usize::try_from(count).map_err(|_| NfsError::Inval)?;
-        BUF.with(|b| {
-            let mut buf = b.borrow_mut();
-            if buf.len() < want {
-                buf.resize(want, 0);
-            }
-            let dst = buf.get_mut(..want).ok_or(NfsError::ServerFault)?;
-            let mut n = 0;
-            while n < want {
-                let at = offset.checked_add(n as u64).ok_or(NfsError::Inval)?;
-                let got = io(f.read_at(dst.get_mut(n..).ok_or(NfsError::ServerFault)?, at))?;
-                if got == 0 {
-                    break;
-                }
-                n += got;
-            }
-            let mut data = Chain::alloc_pages(pages, n).map_err(|_| NfsError::Jukebox)?;
-            let src = dst.get(..n).ok_or(NfsError::ServerFault)?;
-            data.copyback(0, src).map_err(|_| NfsError::ServerFault)?;
-            let end = offset.saturating_add(n as u64);
-            Ok(ReadData {
-                data,
-                eof: end >= m.size(),
-            })
+        let (data, n) = match self.arena_for(pages) {
+            Some(arena) => read_into_pages(arena, pages, &f, offset, want)?,
+            None => self.read_bounced(pages, &f, offset, want)?,
+        };
+        let end = offset.saturating_add(n as u64);
+        Ok(ReadData {
+            data,
+            eof: end >= m.size(),
         })
     }
 
@@ -390,7 +468,15 @@ impl Backend for LocalFs {
         let f = io(OpenOptions::new().write(true).open(p))?;
         match data {
             WriteIov::Bytes(b) => io(f.write_all_at(b, offset))?,
+            WriteIov::Pages { provider, slices } if self.arena_for(provider).is_some() => {
+                let arena = self.arena_for(provider).ok_or(NfsError::ServerFault)?;
+                let n = io(arena.write_pages_at(f.as_fd(), offset, slices))?;
+                if n != len {
+                    return Err(NfsError::Io);
+                }
+            }
             WriteIov::Pages { provider, slices } => BUF.with(|b| {
+                self.bounced(len);
                 let mut buf = b.borrow_mut();
                 if buf.len() < len {
                     buf.resize(len, 0);

@@ -10,11 +10,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use krpc_rdma::provider::Provider;
-use krpc_rdma::transport::{Counters, ReplyError, Responder, ResponderEvent, TransportConfig};
+use krpc_rdma::transport::{Counters, ReplyError, Responder, ResponderEvent};
+use krpc_rdma_verbs::accept::{accept_each, ServerConfig};
 use krpc_rdma_verbs::arena::VerbsArena;
 use krpc_rdma_verbs::cm::VerbsListener;
 use krpc_rdma_verbs::qp::VerbsQp;
-use krpc_rdma_verbs::{wait, VerbsConfig, VerbsError};
+use krpc_rdma_verbs::wait;
 use mbuf::{Chain, PageProvider};
 use nfs_glue::nfsd::drc::{Begin, CallKey, ReplyCache};
 use nfs_glue::nfsd::{Backend, Nfs3Service};
@@ -240,7 +241,8 @@ pub fn serve_connection<B: Backend, Q: Provider>(
     (st, *resp.counters(), how)
 }
 
-/// Accept connections on `listener` until `stop`; serve each on its own thread.
+/// Accept connections on `listener` until `stop`; serve each on its own thread
+/// (verbs-provider's [`accept_each`], advertising inline sizes equal to the 4 KiB buffers).
 ///
 /// # Errors
 /// A Responder or a thread cannot be created.
@@ -254,52 +256,36 @@ where
     B: Backend + Send + Sync + 'static,
     Q: Provider + Send + 'static,
 {
-    let vcfg = VerbsConfig::default();
-    let accept_cfg = VerbsConfig {
-        timeout_ms: 1000,
-        ..vcfg.clone()
-    };
-    let tcfg = TransportConfig::default();
     let pages: Arc<dyn PageProvider> = arena.clone();
-    let mut threads = Vec::new();
-    while !sh.stop.load(Ordering::SeqCst) {
-        let mut resp = Responder::new(tcfg, vcfg.resources(), pages.clone())
-            .map_err(|e| format!("responder: {e}"))?;
-        let pd = resp.private_data();
-        match listener.accept_with(&pd, &accept_cfg, |qp| resp.post_receives(qp)) {
-            Ok(qp) => {
-                let addr = qp.peer_addr();
-                let peer = addr.map_or_else(|| "?".to_string(), |a| a.to_string());
-                let q = (qpw.wrap)(qp, peer.clone());
-                let inner = qpw.inner;
-                let sh = sh.clone();
-                let t = std::thread::Builder::new()
-                    .name(format!("conn {peer}"))
-                    .spawn(move || {
-                        let start = Instant::now();
-                        let (st, c, how) = serve_connection(&sh, q, inner, resp, client_id(addr));
-                        println!(
-                            "connection from {peer} {how} after {:.1} s: {}; transport: {}",
-                            start.elapsed().as_secs_f64(),
-                            st.summary(),
-                            counters_line(&c)
-                        );
-                        (st, c)
-                    })
-                    .map_err(|e| format!("spawning a thread: {e}"))?;
-                threads.push(t);
-            }
-            Err(VerbsError::Timeout { .. }) => {}
-            Err(e) => println!("accept: {e}"),
-        }
-    }
+    let stop = sh.stop;
+    let sh = sh.clone();
+    let conns = accept_each(
+        listener,
+        &ServerConfig::default(),
+        &pages,
+        |_| stop.load(Ordering::SeqCst),
+        |e| println!("accept: {e}"),
+        move |a| {
+            let peer = a.peer_name();
+            let client = client_id(a.peer);
+            let q = (qpw.wrap)(a.qp, peer.clone());
+            let start = Instant::now();
+            let (st, c, how) = serve_connection(&sh, q, qpw.inner, a.responder, client);
+            println!(
+                "connection from {peer} {how} after {:.1} s: {}; transport: {}",
+                start.elapsed().as_secs_f64(),
+                st.summary(),
+                counters_line(&c)
+            );
+            (st, c)
+        },
+    )
+    .map_err(|e| e.to_string())?;
     let mut totals = Totals::default();
-    for t in threads {
-        if let Ok((st, c)) = t.join() {
-            totals.connections += 1;
-            totals.stats.add(&st);
-            totals.counters = totals.counters.add(&c);
-        }
+    for (st, c) in conns.join() {
+        totals.connections += 1;
+        totals.stats.add(&st);
+        totals.counters = totals.counters.add(&c);
     }
     Ok(totals)
 }

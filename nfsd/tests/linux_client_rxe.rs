@@ -240,6 +240,21 @@ fn linux_client_over_rdma() {
     let all = lines.join("\n");
     assert!(all.contains("nfsd transport: "), "{all}");
     assert!(all.contains(" 0 reply errors"), "{all}");
+    // No payload byte copied: not by the transport (zero counters are left out of the
+    // line), not by LocalFs (pwritev / preadv on the arena pages), in either instance.
+    assert!(!all.contains("ddp_payload_copied_bytes"), "{all}");
+    let backend: Vec<&str> = lines
+        .iter()
+        .map(String::as_str)
+        .filter(|l| l.starts_with("nfsd backend: "))
+        .collect();
+    assert_eq!(backend.len(), 2, "{all}");
+    assert!(
+        backend
+            .iter()
+            .all(|l| l.starts_with("nfsd backend: 0 bytes")),
+        "{all}"
+    );
     assert!(
         !all.contains("err_chunk_sent") && !all.contains("err_vers_sent"),
         "RDMA_ERROR sent: {all}"
@@ -309,4 +324,87 @@ fn parallel_writers(d: &Dirs) {
     for i in 1..=4 {
         ok(&format!("cmp {} {e}/par{i}", src.display()));
     }
+}
+
+/// LocalFs on the server's registered arena copies no WRITE or READ byte: a 1 MiB+3 WRITE
+/// from received-style pages (the first starting mid-page) goes to the file by `pwritev`
+/// over those pages, and a READ fills fresh arena pages by `preadv`. The arena counts every
+/// byte the CPU copies in or out of its pages (`read_page` / `write_page`, so also
+/// `copydata` / `copyback`): it must not move during the backend calls, and LocalFs's own
+/// bounce counter must stay 0. Reintroducing a copy on either path fails here.
+#[test]
+fn localfs_moves_arena_pages_without_a_copy() {
+    use krpc_rdma_nfsd::LocalFs;
+    use krpc_rdma_verbs::arena::VerbsArena;
+    use krpc_rdma_verbs::device::Device;
+    use mbuf::{PageFragment, PageProvider, PAGE_SIZE};
+    use nfs_glue::nfs3::{Createhow3, Sattr3, StableHow};
+    use nfs_glue::nfsd::{Backend, WriteIov};
+    use nfs_glue::svc::Cred;
+    use std::sync::Arc;
+
+    if skip() {
+        return;
+    }
+    let dir = PathBuf::from(format!("/tmp/nfsd-localfs-arena-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let dev = Device::open(None).unwrap();
+    let arena = VerbsArena::new(&dev, 1024).unwrap();
+    let fs = LocalFs::new(&dir).unwrap().with_file_pages(arena.clone());
+    let pages: Arc<dyn PageProvider> = arena.clone();
+    let root = Cred {
+        uid: 0,
+        gid: 0,
+        ..Cred::none()
+    };
+    let f = fs
+        .create(
+            &root,
+            &fs.root_fh(),
+            b"f",
+            &Createhow3::Unchecked(Sattr3::default()),
+        )
+        .unwrap();
+
+    let data: Vec<u8> = (0..(1 << 20) + 3).map(|i| (i * 7 % 251) as u8).collect();
+    let mut slices = Vec::new();
+    let mut at = 0;
+    while at < data.len() {
+        let addr = pages.alloc_page().unwrap();
+        let offset = if at == 0 { 100 } else { 0 };
+        let len = (PAGE_SIZE - offset).min(data.len() - at);
+        pages.write_page(addr, offset, &data[at..at + len]).unwrap();
+        slices.push(PageFragment { addr, offset, len });
+        at += len;
+    }
+    let copied = arena.copied_bytes();
+    let w = fs
+        .write(
+            &root,
+            &f,
+            5,
+            StableHow::Unstable,
+            WriteIov::Pages {
+                provider: &pages,
+                slices: &slices,
+            },
+        )
+        .unwrap();
+    assert_eq!(w.count as usize, data.len());
+    let r = fs.read(&root, &f, 5, 2 << 20, &pages).unwrap();
+    assert_eq!(arena.copied_bytes(), copied, "a backend call copied bytes");
+    assert_eq!(fs.bounced_bytes(), 0);
+    assert!(r.eof);
+    assert_eq!(r.data.len(), data.len());
+    assert_eq!(r.data.to_vec().unwrap(), data);
+    let on_disk = std::fs::read(dir.join("f")).unwrap();
+    assert_eq!(&on_disk[..5], &[0; 5]);
+    assert_eq!(&on_disk[5..], &data[..]);
+    for s in &slices {
+        pages.page_unref(s.addr);
+    }
+    drop(r);
+    assert_eq!(arena.in_use(), 0, "pages leaked");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -92,6 +92,8 @@ fn write_from_pages_read_into_pages_owned_by_the_caller() {
         )
         .unwrap();
     assert_eq!(w.count as usize, data.len());
+    // A heap arena is not the server's registered arena: LocalFs copies through its buffer.
+    assert_eq!(fs.bounced_bytes(), data.len() as u64);
     let on_disk = std::fs::read(dir.join("f")).unwrap();
     assert_eq!(&on_disk[..10], &[0; 10]);
     assert_eq!(&on_disk[10..], &data[..]);

@@ -32,12 +32,13 @@ use crate::report::{counters_human, Latency, Report};
 use crate::rpc::{self, ServerStats, Workload};
 use crate::session::{Conn, Dialer, VerbsDialer};
 use crate::trace::{Traced, Tracer};
+use crate::verbs::accept::{accept_each, ServerConfig};
 use crate::verbs::arena::VerbsArena;
 use crate::verbs::cm::VerbsListener;
 use crate::verbs::device::Device;
 use crate::verbs::qp::VerbsQp;
 use crate::verbs::signals::{self, STOP};
-use crate::verbs::{self, VerbsConfig, VerbsError};
+use crate::verbs::{self, VerbsError};
 
 /// The message for a machine without an RDMA device.
 pub const NO_DEVICE: &str =
@@ -189,56 +190,44 @@ pub fn serve(
         signals::install();
     }
     let start = Instant::now();
-    let vcfg = VerbsConfig::default();
-    let accept_cfg = VerbsConfig {
-        timeout_ms: 1000,
-        ..vcfg.clone()
-    };
-    let tcfg = TransportConfig::default();
     let pages: Arc<dyn PageProvider> = arena.clone();
-    let mut threads = Vec::new();
-    let mut accepted = 0u64;
-    let stopped = |accepted: u64| {
-        STOP.load(Ordering::SeqCst)
-            || stop.load(Ordering::SeqCst)
-            || opts.count.is_some_and(|n| accepted >= n)
-            || opts.duration.is_some_and(|d| start.elapsed() >= d)
-    };
-    while !stopped(accepted) {
-        let mut resp = Responder::new(tcfg, vcfg.resources(), pages.clone())
-            .map_err(|e| RunError::Failed(format!("responder: {e}")))?;
-        let pd = resp.private_data();
-        match listener.accept_with(&pd, &accept_cfg, |qp| resp.post_receives(qp)) {
-            Ok(qp) => {
-                accepted += 1;
-                let peer = qp
-                    .peer_addr()
-                    .map_or_else(|| "?".to_string(), |a| a.to_string());
-                let qp = Traced::new(qp, opts.trace.clone(), peer.clone());
-                let pages = pages.clone();
-                let stop = stop.clone();
-                let print = opts.print;
-                let t = std::thread::Builder::new()
-                    .name(format!("conn {peer}"))
-                    .spawn(move || serve_connection(qp, resp, pages, &stop, &peer, print))
-                    .map_err(|e| RunError::Failed(format!("spawning a thread: {e}")))?;
-                threads.push(t);
-            }
-            Err(VerbsError::Timeout { .. }) => {}
-            Err(e) => opts.print.line(&format!("accept: {e}")),
-        }
-    }
+    let conn_pages = pages.clone();
+    let conn_stop = stop.clone();
+    let (trace, print) = (opts.trace.clone(), opts.print);
+    let conns = accept_each(
+        &mut listener,
+        &ServerConfig::default(),
+        &pages,
+        |accepted| {
+            STOP.load(Ordering::SeqCst)
+                || stop.load(Ordering::SeqCst)
+                || opts.count.is_some_and(|n| accepted >= n)
+                || opts.duration.is_some_and(|d| start.elapsed() >= d)
+        },
+        |e| print.line(&format!("accept: {e}")),
+        move |a| {
+            let peer = a.peer_name();
+            let qp = Traced::new(a.qp, trace.clone(), peer.clone());
+            serve_connection(
+                qp,
+                a.responder,
+                conn_pages.clone(),
+                &conn_stop,
+                &peer,
+                print,
+            )
+        },
+    )
+    .map_err(|e| RunError::Failed(e.to_string()))?;
     // Stop live connections only when told to (count reached: let them finish).
     if STOP.load(Ordering::SeqCst) || opts.duration.is_some_and(|d| start.elapsed() >= d) {
         stop.store(true, Ordering::SeqCst);
     }
     let mut totals = ServerTotals::default();
-    for t in threads {
-        if let Ok((stats, counters)) = t.join() {
-            totals.connections += 1;
-            totals.stats.add(&stats);
-            totals.counters = totals.counters.add(&counters);
-        }
+    for (stats, counters) in conns.join() {
+        totals.connections += 1;
+        totals.stats.add(&stats);
+        totals.counters = totals.counters.add(&counters);
     }
     if let Some(t) = &opts.trace {
         t.flush()?;

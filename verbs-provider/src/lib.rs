@@ -18,6 +18,7 @@
 //! `// SAFETY:` comment, enforced by `clippy::undocumented_unsafe_blocks`).
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod accept;
 pub mod arena;
 pub mod cm;
 pub mod device;

@@ -1,0 +1,40 @@
+#!/bin/sh
+# The Linux client against knfsd and against our nfsd, interleaved in one VM boot, for each
+# mount-option variant: dd O_DIRECT read and write (bs=1M, MB MiB, twice each) and `tar x` of
+# an archive of FILES small files (700 to 6,700 random bytes). A quicker, narrower companion of
+# bench.sh's last rows (no perftest/harness steps before it), for comparing rsize/wsize:
+#   cargo build --release -p userspace-harness
+#   MB=32 FILES=500 cargo xtask vm -- sh xtask/vm/nfsd-vs-knfsd.sh
+# Env: MB (32), FILES (500), VARIANTS (extra mount options after the default mount,
+# default ",rsize=262144,wsize=262144"). Prints one line per step; no table, no verdict.
+export LC_ALL=C
+H=target/release/userspace-harness
+MB=${MB:-32}
+modprobe -a nfsv3 rpcrdma
+EXPORT_SIZE=256m sh xtask/vm/knfsd.sh >/dev/null 2>&1 || echo knfsd setup failed
+mkdir -p /export-ours /mnt/k /mnt/o
+mount -t tmpfs -o size=256m tmpfs /export-ours
+$H nfsd --listen $RXE_IP:20249 --export /export-ours --mount-port 20248 >/tmp/nfsd.out 2>&1 &
+pid=$!
+sleep 3
+head -c $((MB*1048576)) /dev/urandom >/tmp/src
+cp /tmp/src /export/bench; cp /tmp/src /export-ours/bench
+mkdir -p /tmp/small; i=0; while [ $i -lt ${FILES:-500} ]; do head -c $((700 + i * 13 % 6000)) /dev/urandom > /tmp/small/f$i; i=$((i+1)); done
+tar cf /tmp/small.tar -C /tmp small
+rd() { sync; echo 3 >/proc/sys/vm/drop_caches; echo "$1: $(dd if=$2/bench of=/dev/null bs=1M iflag=direct 2>&1 | tail -1)"; }
+wr() { sync; echo 3 >/proc/sys/vm/drop_caches; echo "$1: $(dd if=/tmp/src of=$2/bench2 bs=1M oflag=direct 2>&1 | tail -1)"; rm -f $2/bench2; }
+tx() { sync; echo 3 >/proc/sys/vm/drop_caches; s=$(date +%s.%N); tar xf /tmp/small.tar -C $2; e=$(date +%s.%N); echo "$1: tar x $(echo "$s $e" | awk '{print $2-$1}') s"; rm -rf $2/small; }
+K=vers=3,proto=rdma,port=20049,nolock
+O=vers=3,proto=rdma,port=20249,mountport=20248,mountproto=tcp,nolock
+for variant in "" ${VARIANTS:-,rsize=262144,wsize=262144}; do
+  mount -t nfs -o $K$variant $RXE_IP:/export /mnt/k
+  mount -t nfs -o $O$variant $RXE_IP:/export-ours /mnt/o
+  grep -E "/mnt/(k|o) " /proc/mounts | sed 's/.*\(rsize=[0-9]*,wsize=[0-9]*\).*/\1/'
+  for r in 1 2; do rd "knfsd$variant read" /mnt/k; rd "ours$variant read" /mnt/o; done
+  for r in 1 2; do wr "knfsd$variant write" /mnt/k; wr "ours$variant write" /mnt/o; done
+  tx "knfsd$variant" /mnt/k; tx "ours$variant" /mnt/o
+  umount /mnt/k; umount /mnt/o
+done
+kill -TERM $pid; wait $pid
+tail -4 /tmp/nfsd.out
+uptime
