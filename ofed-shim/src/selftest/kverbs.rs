@@ -61,8 +61,8 @@ extern "C" fn upcall(arg: *mut c_void) {
     unsafe { krpc_ofed_wake(arg) }
 }
 
-/// The glue's wait queue.
-struct GlueSleep;
+/// The glue's wait queue (also the peer runs', `peers.rs`).
+pub(super) struct GlueSleep;
 
 impl Sleep for GlueSleep {
     fn upcall(&self) -> extern "C" fn(*mut c_void) {
@@ -78,7 +78,8 @@ impl Sleep for GlueSleep {
     }
 }
 
-fn counts() -> KrpcCounts {
+/// The C wrappers' counters now.
+pub(super) fn counts() -> KrpcCounts {
     let mut c = KrpcCounts::default();
     // SAFETY: `c` is a valid out-pointer of the C struct's layout.
     unsafe { ffi::krpc_ofed_get_counts(&mut c) };
@@ -268,6 +269,22 @@ fn skip(name: &str) -> Option<&'static str> {
         .then_some("an unplanned connection loss over kernel verbs, not yet explained")
 }
 
+/// The work counters of `after` minus those of `before`, with the live counts of `after`.
+pub(super) fn delta(before: &KrpcCounts, after: &KrpcCounts) -> KrpcCounts {
+    let d = |f: fn(&KrpcCounts) -> u64| f(after).wrapping_sub(f(before));
+    KrpcCounts {
+        reg_mrs: d(|c| c.reg_mrs),
+        local_invs: d(|c| c.local_invs),
+        send_invs: d(|c| c.send_invs),
+        recv_invs: d(|c| c.recv_invs),
+        sends_active: d(|c| c.sends_active),
+        sends_passive: d(|c| c.sends_passive),
+        completions: d(|c| c.completions),
+        mr_resets: d(|c| c.mr_resets),
+        ..*after
+    }
+}
+
 /// Run the suite over the kernel's verbs, connecting to `addr` (IPv4).
 pub fn run(addr: [u8; 4]) -> Run {
     let before = counts();
@@ -282,18 +299,7 @@ pub fn run(addr: [u8; 4]) -> Run {
     fx.listener = None;
     retire(&mut fx.sides, &mut fx.pages_left, &mut fx.pages_allocated);
     let after = counts();
-    let d = |f: fn(&KrpcCounts) -> u64| f(&after).wrapping_sub(f(&before));
-    let verbs = KrpcCounts {
-        reg_mrs: d(|c| c.reg_mrs),
-        local_invs: d(|c| c.local_invs),
-        send_invs: d(|c| c.send_invs),
-        recv_invs: d(|c| c.recv_invs),
-        sends_active: d(|c| c.sends_active),
-        sends_passive: d(|c| c.sends_passive),
-        completions: d(|c| c.completions),
-        mr_resets: d(|c| c.mr_resets),
-        ..after
-    };
+    let verbs = delta(&before, &after);
     let left = [
         verbs.cm_ids_live,
         verbs.pds_live,

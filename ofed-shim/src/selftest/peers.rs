@@ -1,0 +1,630 @@
+//! The in-kernel peer runs (kernel builds): the core's Requester and Responder over the
+//! kernel's verbs ([`OfedQp`]) against real peers in the same machine, not against
+//! themselves:
+//!
+//! * [`harness_server`]: our **Requester** against `userspace-harness server` (its RPC
+//!   program, [`nfs_glue::harness`], the same code on both sides): NULL; WRITE then READ at
+//!   4 KiB, 4097 B, 64 KiB + 3 and 1 MiB (DDP: read chunk, RDMA Read by the server; write
+//!   chunk, RDMA Write by the server), every WRITE byte checked by the server against the
+//!   pattern of its offset (its reply says how many differ), every READ byte checked here;
+//!   a Long Call and a Long Reply (ECHO of 16 KiB, checked); 32 WRITEs then 32 READs in
+//!   flight (when the server grants 32 credits; the most seen in flight is reported and
+//!   must be 32).
+//! * [`harness_client`]: our **Responder** serving the harness program to `userspace-harness
+//!   client` (its workloads; the client verifies READ data, the server code here WRITE
+//!   data), for a given number of connections.
+//!
+//! Every wait is bounded: the sleeps are the glue's ([`GlueSleep`], at most 100 ms each)
+//! and a run fails after [`IDLE_LIMIT`] of them without progress, or after
+//! [`ACCEPT_WAITS`] without a connection (a missing peer is a FAIL line, not a hang).
+//! Each run reports one line: calls, bytes verified, REG_MR / LOCAL_INV / Send With
+//! Invalidate counts, and what is left (verbs objects, page references: must be none).
+
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use krpc_rdma::transport::{
+    CallError, DdpReply, ReplySpec, Requester, RequesterEvent, Responder, ResponderEvent,
+    TransportConfig,
+};
+use mbuf::{Chain, PageProvider};
+use nfs_glue::harness as prog;
+
+use super::kverbs::{counts, delta, GlueSleep};
+use super::Counted;
+use crate::ffi::KrpcCounts;
+use crate::loopback::{self, Sleep, SockaddrIn};
+use crate::{KernelPages, OfedConfig, OfedListener, OfedQp};
+
+/// Waits (of at most 100 ms) without progress before a run fails: 30 s.
+pub const IDLE_LIMIT: u32 = 300;
+/// Waits (of at most 100 ms) for a connection before a run fails: 60 s.
+pub const ACCEPT_WAITS: u32 = 600;
+
+/// What a peer run did.
+#[derive(Debug, Default, Clone)]
+pub struct Figures {
+    /// RPCs completed (replies received, or replies sent by the Responder).
+    pub calls: u64,
+    /// Bytes whose content was checked (by us or by the peer, which reports mismatches).
+    pub bytes_verified: u64,
+    /// Most calls in flight at once (Requester runs; 0 for the Responder's).
+    pub max_in_flight: u32,
+    /// Connections made.
+    pub connections: u32,
+    /// The transport's counters (the Requester's or the Responder's, summed).
+    pub read_chunks: u64,
+    /// Write chunks.
+    pub write_chunks: u64,
+    /// Reply chunks.
+    pub reply_chunks: u64,
+    /// Long Calls (sent or received).
+    pub long_calls: u64,
+    /// Long Replies.
+    pub long_replies: u64,
+    /// The C wrappers' counters over the run (`*_live`: after it).
+    pub verbs: KrpcCounts,
+    /// Page references not returned.
+    pub pages_left: u64,
+}
+
+/// A peer run's report line.
+pub struct Report {
+    /// "harness-server 10.0.2.15:20049" and the like.
+    pub what: String,
+    /// Its figures.
+    pub figures: Figures,
+    /// The first failure.
+    pub failure: Option<String>,
+}
+
+impl core::fmt::Display for Report {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let g = &self.figures;
+        let v = &g.verbs;
+        match &self.failure {
+            None => write!(f, "krpc_rdma peer {}: PASS: ", self.what)?,
+            Some(e) => write!(f, "krpc_rdma peer {}: FAIL: {e}; ", self.what)?,
+        }
+        write!(
+            f,
+            "connections {}, calls {}, bytes verified {}, most in flight {}; read chunks {}, \
+             write chunks {}, reply chunks {}, Long Calls {}, Long Replies {}; FRWR \
+             registrations (IB_WR_REG_MR) {}, LOCAL_INV {}, send-with-invalidate sent {} \
+             received {}, MR resets {}, completions {}; left after the run: cm ids {}, pds {}, \
+             cqs {}, qps {}, mrs {}, dma maps {}, page references {}",
+            g.connections,
+            g.calls,
+            g.bytes_verified,
+            g.max_in_flight,
+            g.read_chunks,
+            g.write_chunks,
+            g.reply_chunks,
+            g.long_calls,
+            g.long_replies,
+            v.reg_mrs,
+            v.local_invs,
+            v.send_invs,
+            v.recv_invs,
+            v.mr_resets,
+            v.completions,
+            v.cm_ids_live,
+            v.pds_live,
+            v.cqs_live,
+            v.qps_live,
+            v.mrs_live,
+            v.dma_maps_live,
+            g.pages_left
+        )
+    }
+}
+
+fn config() -> OfedConfig {
+    loopback::config()
+}
+
+fn kernel_pages() -> Arc<Counted> {
+    Arc::new(Counted::new(Arc::new(KernelPages::new())))
+}
+
+/// Finish a run: the verbs counters since `before`, and a failure if anything is left.
+fn finish(
+    what: String,
+    before: &KrpcCounts,
+    mut figures: Figures,
+    pages: &[Arc<Counted>],
+    result: Result<(), String>,
+) -> Report {
+    figures.verbs = delta(before, &counts());
+    figures.pages_left = pages.iter().map(|p| p.outstanding()).sum();
+    let v = &figures.verbs;
+    let left = [
+        v.cm_ids_live,
+        v.pds_live,
+        v.cqs_live,
+        v.qps_live,
+        v.mrs_live,
+        v.dma_maps_live,
+        figures.pages_left,
+    ];
+    let failure = match result {
+        Err(e) => Some(e),
+        Ok(()) if left.iter().any(|&n| n != 0) => Some(format!(
+            "left after the run: {left:?} (cm ids, pds, cqs, qps, mrs, dma maps, pages)"
+        )),
+        Ok(()) => None,
+    };
+    Report {
+        what,
+        figures,
+        failure,
+    }
+}
+
+fn add_counters(g: &mut Figures, c: &krpc_rdma::transport::Counters) {
+    g.read_chunks += c.read_chunks;
+    g.write_chunks += c.write_chunks;
+    g.reply_chunks += c.reply_chunks;
+    g.long_calls += c.long_calls;
+    g.long_replies += c.long_replies;
+}
+
+/// The Requester side: one connection, the calls in flight, the replies received.
+struct Client {
+    qp: OfedQp,
+    req: Requester,
+    pages: Arc<dyn PageProvider>,
+    next_xid: u32,
+    /// XIDs in flight.
+    inflight: Vec<u32>,
+    /// Replies received and not yet taken.
+    replies: Vec<(u32, Chain)>,
+    max_in_flight: u32,
+}
+
+impl Client {
+    fn connect(addr: &SockaddrIn, pages: Arc<dyn PageProvider>) -> Result<Client, String> {
+        let cfg = config();
+        let req = Requester::new(TransportConfig::default(), cfg.resources(), pages.clone())
+            .map_err(|e| format!("Requester::new: {e}"))?;
+        // SAFETY: NULL net is &init_net in the Linux glue; `addr` is a valid sockaddr_in
+        // that lives through the call.
+        let mut qp = unsafe {
+            OfedQp::connect(
+                core::ptr::null_mut(),
+                addr.as_ptr(),
+                &cfg,
+                &req.private_data(),
+            )
+        }
+        .map_err(|e| format!("connect: {e}"))?;
+        // SAFETY: the upcall only wakes the glue's wait queue (any context).
+        unsafe { qp.set_upcall(GlueSleep.upcall(), core::ptr::null_mut()) };
+        let mut c = Client {
+            qp,
+            req,
+            pages,
+            next_xid: 0x4b00_0001,
+            inflight: Vec::new(),
+            replies: Vec::new(),
+            max_in_flight: 0,
+        };
+        let mut up = false;
+        let mut waits = 0;
+        while !up {
+            let mut err = None;
+            c.req.poll(&mut c.qp, &mut |e| match e {
+                RequesterEvent::Connected(_) => up = true,
+                other => err = Some(format!("{other:?}")),
+            });
+            if let Some(e) = err {
+                return Err(format!("connecting: {e} (is the server listening?)"));
+            }
+            if !up {
+                waits += 1;
+                if waits > ACCEPT_WAITS {
+                    return Err("connecting: not connected in 60 s".into());
+                }
+                loopback::wait_any(&GlueSleep, &mut [&mut c.qp], 100);
+            }
+        }
+        Ok(c)
+    }
+
+    fn xid(&mut self) -> u32 {
+        let x = self.next_xid;
+        self.next_xid = x.wrapping_add(1);
+        x
+    }
+
+    /// Poll once; wait (bounded) when nothing came. Whether anything came.
+    fn pump(&mut self) -> Result<bool, String> {
+        let mut evs = Vec::new();
+        self.req.poll(&mut self.qp, &mut |e| evs.push(e));
+        let progress = !evs.is_empty();
+        for e in evs {
+            match e {
+                RequesterEvent::Reply { xid, reply } => {
+                    self.inflight.retain(|&x| x != xid);
+                    self.replies.push((xid, reply));
+                }
+                RequesterEvent::Failed { xid, error, .. } => {
+                    return Err(format!("call {xid:#x} failed: {error}"))
+                }
+                RequesterEvent::ConnectionLost => return Err("the connection was lost".into()),
+                RequesterEvent::Connected(_) => {}
+            }
+        }
+        if !progress {
+            loopback::wait_any(&GlueSleep, &mut [&mut self.qp], 100);
+        }
+        Ok(progress)
+    }
+
+    /// Send `call` (waiting for a credit, bounded).
+    fn send(&mut self, xid: u32, call: Chain, spec: ReplySpec) -> Result<(), String> {
+        let (mut call, mut spec) = (call, spec);
+        let mut idle = 0;
+        loop {
+            match self.req.call(&mut self.qp, call, spec) {
+                Ok(()) => {
+                    self.inflight.push(xid);
+                    self.max_in_flight = self.max_in_flight.max(self.req.outstanding());
+                    return Ok(());
+                }
+                Err(r) if matches!(r.error, CallError::NoCredit | CallError::WouldBlock) => {
+                    call = r.call;
+                    spec = r.reply;
+                    let progress = self.pump()?;
+                    idle = if progress { 0 } else { idle + 1 };
+                    if idle > IDLE_LIMIT {
+                        return Err(format!("call {xid:#x}: no credit in 30 s"));
+                    }
+                }
+                Err(r) => return Err(format!("call {xid:#x} refused: {}", r.error)),
+            }
+        }
+    }
+
+    /// Until every call in flight has its reply (bounded); the replies, taken.
+    fn settle(&mut self) -> Result<Vec<(u32, Chain)>, String> {
+        let mut idle = 0;
+        while !self.inflight.is_empty() {
+            let progress = self.pump()?;
+            idle = if progress { 0 } else { idle + 1 };
+            if idle > IDLE_LIMIT {
+                return Err(format!(
+                    "{} calls without a reply for 30 s",
+                    self.inflight.len()
+                ));
+            }
+        }
+        Ok(core::mem::take(&mut self.replies))
+    }
+
+    fn reply_of(replies: &[(u32, Chain)], xid: u32) -> Result<&Chain, String> {
+        replies
+            .iter()
+            .find(|(x, _)| *x == xid)
+            .map(|(_, c)| c)
+            .ok_or(format!("no reply to {xid:#x}"))
+    }
+
+    /// WRITE `len` pattern bytes at each of `offsets`, all in flight; the server checks
+    /// every byte. Bytes verified.
+    fn writes(&mut self, offsets: &[u64], len: usize) -> Result<u64, String> {
+        let mut xids = Vec::new();
+        for &off in offsets {
+            let xid = self.xid();
+            let call = prog::write_call(&self.pages, xid, off, len)?;
+            self.send(xid, call, ReplySpec::inline(256))?;
+            xids.push((xid, off));
+        }
+        let replies = self.settle()?;
+        for (xid, off) in xids {
+            match prog::write_result(Self::reply_of(&replies, xid)?, xid)? {
+                (prog::STATUS_OK, 0, n) if n as usize == len => {}
+                (st, bad, n) => {
+                    return Err(format!(
+                        "WRITE {xid:#x} of {len} B at {off}: server status {st}, {bad} \
+                         mismatched bytes, {n} written"
+                    ))
+                }
+            }
+        }
+        Ok(len as u64 * offsets.len() as u64)
+    }
+
+    /// READ `len` bytes at each of `offsets` (DDP into a write chunk), all in flight; every
+    /// byte checked against the pattern. Bytes verified.
+    fn reads(&mut self, offsets: &[u64], len: usize) -> Result<u64, String> {
+        let mut xids = Vec::new();
+        let count = u32::try_from(len).map_err(|_| "READ size")?;
+        for &off in offsets {
+            let xid = self.xid();
+            let pages = Chain::alloc_pages(&self.pages, len)
+                .map_err(|e| format!("page allocation: {e}"))?;
+            let spec = ReplySpec {
+                max_reply: len + 256,
+                ddp: Some(DdpReply {
+                    pages,
+                    locate: prog::locate_read,
+                }),
+            };
+            self.send(xid, prog::read_call(xid, off, count)?, spec)?;
+            xids.push((xid, off));
+        }
+        let replies = self.settle()?;
+        for (xid, off) in xids {
+            let r = Self::reply_of(&replies, xid)?;
+            match prog::verify_read(r, xid, off, len, &*self.pages)? {
+                0 => {}
+                bad => {
+                    return Err(format!(
+                        "READ {xid:#x} of {len} B at {off}: {bad} bytes differ"
+                    ))
+                }
+            }
+        }
+        Ok(len as u64 * offsets.len() as u64)
+    }
+}
+
+/// Our Requester against `userspace-harness server` at `addr`:`port` (see the module docs).
+pub fn harness_server(addr: [u8; 4], port: u16) -> Report {
+    let [a, b, c, d] = addr;
+    let what = format!("harness-server {a}.{b}.{c}.{d}:{port} (kernel Requester)");
+    let before = counts();
+    let pages = kernel_pages();
+    let mut g = Figures::default();
+    let r = harness_server_run(
+        &SockaddrIn::new(addr, port),
+        pages.clone() as Arc<dyn PageProvider>,
+        &mut g,
+    );
+    finish(what, &before, g, &[pages], r)
+}
+
+fn harness_server_run(
+    sa: &SockaddrIn,
+    pages: Arc<dyn PageProvider>,
+    g: &mut Figures,
+) -> Result<(), String> {
+    let mut c = Client::connect(sa, pages)?;
+    g.connections = 1;
+    let r = harness_server_calls(&mut c, g);
+    add_counters(g, c.req.counters());
+    g.max_in_flight = c.max_in_flight;
+    let mut idle = 0;
+    // Close: the Requester's registrations go; the connection is torn down by the drop.
+    c.req.close(&mut c.qp, &mut |_| {});
+    while c.qp.sq_outstanding() > 0 && idle < IDLE_LIMIT {
+        idle += 1;
+        loopback::wait_any(&GlueSleep, &mut [&mut c.qp], 100);
+    }
+    r
+}
+
+fn harness_server_calls(c: &mut Client, g: &mut Figures) -> Result<(), String> {
+    // NULL.
+    for _ in 0..4 {
+        let xid = c.xid();
+        c.send(xid, prog::null_call(xid)?, ReplySpec::inline(256))?;
+        let replies = c.settle()?;
+        prog::check_reply_header(Client::reply_of(&replies, xid)?, xid)?;
+        g.calls += 1;
+    }
+    // WRITE and READ with DDP at each size.
+    for len in [4096usize, 4097, (64 << 10) + 3, 1 << 20] {
+        g.bytes_verified += c.writes(&[0], len)?;
+        g.bytes_verified += c.reads(&[0], len)?;
+        g.calls += 2;
+    }
+    // Long Call and Long Reply: ECHO's argument and result are plain XDR (no DDP).
+    let len = 16 << 10;
+    let xid = c.xid();
+    c.send(
+        xid,
+        prog::echo_call(xid, len)?,
+        ReplySpec::inline(len + 256),
+    )?;
+    let replies = c.settle()?;
+    prog::verify_echo(Client::reply_of(&replies, xid)?, xid, len, &*c.pages)?;
+    g.calls += 1;
+    g.bytes_verified += 2 * len as u64;
+    // 32 in flight: WRITEs of 4097 B at 32 offsets, then READs of them.
+    let offsets: Vec<u64> = (0..32u64).map(|i| i * 8192).collect();
+    let credits = c.req.credits_granted();
+    g.bytes_verified += c.writes(&offsets, 4097)?;
+    g.bytes_verified += c.reads(&offsets, 4097)?;
+    g.calls += 64;
+    let cn = c.req.counters();
+    let checks = [
+        ("read chunks", cn.read_chunks),
+        ("write chunks", cn.write_chunks),
+        ("Long Calls", cn.long_calls),
+        ("Long Replies (reply chunks)", cn.reply_chunks),
+    ];
+    if let Some((what, _)) = checks.iter().find(|(_, n)| *n == 0) {
+        return Err(format!("no {what} used: {cn:?}"));
+    }
+    if c.max_in_flight < 32 {
+        return Err(format!(
+            "at most {} calls in flight (the server granted {credits} credits)",
+            c.max_in_flight
+        ));
+    }
+    Ok(())
+}
+
+/// Our Responder serving the harness program on `addr`:`port` to `conns` connections of
+/// `userspace-harness client` (see the module docs).
+pub fn harness_client(addr: [u8; 4], port: u16, conns: u32) -> Report {
+    let [a, b, c, d] = addr;
+    let what = format!("harness-client {a}.{b}.{c}.{d}:{port} (kernel Responder)");
+    let before = counts();
+    let mut g = Figures::default();
+    let mut pages = Vec::new();
+    let r = serve(&SockaddrIn::new(addr, port), conns, &mut g, &mut pages);
+    finish(what, &before, g, &pages, r)
+}
+
+fn serve(
+    sa: &SockaddrIn,
+    conns: u32,
+    g: &mut Figures,
+    all_pages: &mut Vec<Arc<Counted>>,
+) -> Result<(), String> {
+    let cfg = config();
+    // SAFETY: NULL net is &init_net in the Linux glue; `sa` is a valid sockaddr_in.
+    let mut l = unsafe { OfedListener::bind(core::ptr::null_mut(), sa.as_ptr(), &cfg) }
+        .map_err(|e| format!("listen: {e}"))?;
+    for _ in 0..conns {
+        let pages = kernel_pages();
+        all_pages.push(pages.clone());
+        serve_one(&mut l, &cfg, pages, g)?;
+    }
+    Ok(())
+}
+
+/// Accept one connection (within [`ACCEPT_WAITS`]) and serve it until the client goes.
+fn serve_one(
+    l: &mut OfedListener,
+    cfg: &OfedConfig,
+    pages: Arc<Counted>,
+    g: &mut Figures,
+) -> Result<(), String> {
+    let p: Arc<dyn PageProvider> = pages;
+    let mut resp = Responder::new(TransportConfig::default(), cfg.resources(), p.clone())
+        .map_err(|e| format!("Responder::new: {e}"))?;
+    let mut server = prog::Server::new(p);
+    let mut qp = None;
+    for _ in 0..ACCEPT_WAITS {
+        let gen = GlueSleep.generation();
+        if let Some(q) = l.next_request() {
+            qp = Some(q.map_err(|e| format!("connection request: {e}"))?);
+            break;
+        }
+        GlueSleep.sleep(gen, 100);
+    }
+    let mut qp = qp.ok_or("no client connected in 60 s")?;
+    // SAFETY: the upcall only wakes the glue's wait queue (any context).
+    unsafe { qp.set_upcall(GlueSleep.upcall(), core::ptr::null_mut()) };
+    resp.post_receives(&mut qp);
+    qp.accept(&resp.private_data())
+        .map_err(|e| format!("accept: {e}"))?;
+    g.connections += 1;
+    let r = serve_calls(&mut qp, &mut resp, &mut server, g);
+    add_counters(g, resp.counters());
+    let st = &server.stats;
+    g.bytes_verified += st.bytes_in;
+    r?;
+    if st.mismatches != 0 || st.errors != 0 {
+        return Err(format!("server: {}", st.summary()));
+    }
+    Ok(())
+}
+
+fn serve_calls(
+    qp: &mut OfedQp,
+    resp: &mut Responder,
+    server: &mut prog::Server,
+    g: &mut Figures,
+) -> Result<(), String> {
+    let mut idle = 0;
+    let mut calls = Vec::new();
+    let mut lost = false;
+    loop {
+        resp.poll(qp, &mut |e| match e {
+            ResponderEvent::Call(c) => calls.push(c),
+            ResponderEvent::ConnectionLost => lost = true,
+            ResponderEvent::Connected(_) => {}
+        });
+        let progress = !calls.is_empty();
+        for c in calls.drain(..) {
+            let reply = match server.handle(&c.call) {
+                Ok(r) => r,
+                Err(_) => server.system_error(c.xid)?,
+            };
+            drop(c.call);
+            match resp.reply(qp, c.ctx, reply) {
+                Ok(()) => g.calls += 1,
+                // The client went while we answered: the connection's end.
+                Err(krpc_rdma::transport::ReplyError::ConnectionLost) => lost = true,
+                Err(e) => return Err(format!("reply to {:#x}: {e:?}", c.xid)),
+            }
+        }
+        if lost {
+            // The client closed the connection (its run is over) or it broke: either way
+            // this connection is done; the client's exit status says whether its run passed.
+            return if g.calls > 0 {
+                Ok(())
+            } else {
+                Err("the connection ended before any call".into())
+            };
+        }
+        idle = if progress { 0 } else { idle + 1 };
+        if idle > IDLE_LIMIT {
+            return Err("no call for 30 s".into());
+        }
+        if !progress {
+            loopback::wait_any(&GlueSleep, &mut [&mut *qp], 100);
+        }
+    }
+}
+
+/// The C entry point of the peer runs: `kind` 1 [`harness_server`], 2 [`harness_client`]
+/// (`conns` connections), 3 knfsd (not implemented: reported as a FAIL line); the report
+/// line into `report` (`len` bytes, NUL-terminated). 0 on PASS, -EIO (-5) on FAIL, -EINVAL
+/// (-22) for bad arguments.
+///
+/// # Safety
+/// `report` valid for writes of `len` bytes; `fh` valid for reads of `fh_len` bytes (or
+/// `fh_len` 0). Process context (the runs sleep).
+#[no_mangle]
+pub unsafe extern "C" fn krpc_rdma_peer(
+    report_buf: *mut u8,
+    len: usize,
+    kind: u32,
+    addr_be: u32,
+    port: u32,
+    conns: u32,
+    fh: *const u8,
+    fh_len: usize,
+) -> i32 {
+    if report_buf.is_null() || len == 0 {
+        return -22;
+    }
+    // SAFETY: the caller gives `len` writable bytes at `report_buf`.
+    let buf = unsafe { core::slice::from_raw_parts_mut(report_buf, len) };
+    let _ = (fh, fh_len);
+    let Ok(port) = u16::try_from(port) else {
+        return -22;
+    };
+    let addr = addr_be.to_ne_bytes();
+    let rep = match kind {
+        1 => harness_server(addr, port),
+        2 => harness_client(addr, port, conns.max(1)),
+        _ => Report {
+            what: format!("kind {kind}"),
+            figures: Figures::default(),
+            failure: Some("not implemented in this module".into()),
+        },
+    };
+    let mut line = super::Line { buf, len: 0 };
+    {
+        use core::fmt::Write;
+        let _ = write!(line, "{rep}");
+    }
+    let n = line.len;
+    if let Some(nul) = line.buf.get_mut(n) {
+        *nul = 0;
+    }
+    if rep.failure.is_some() {
+        -5
+    } else {
+        0
+    }
+}
