@@ -18,7 +18,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod decode;
-mod hex;
+pub mod hex;
 pub mod nfs3;
 pub use krpc_rdma_oncrpc as oncrpc_tcp;
 pub use krpc_rdma_oncrpc::mount;

@@ -68,6 +68,8 @@ pub struct Figures {
     pub verbs: KrpcCounts,
     /// Page references not returned.
     pub pages_left: u64,
+    /// Anything else the run found worth saying.
+    pub note: Option<String>,
 }
 
 /// A peer run's report line.
@@ -117,7 +119,11 @@ impl core::fmt::Display for Report {
             v.mrs_live,
             v.dma_maps_live,
             g.pages_left
-        )
+        )?;
+        match &g.note {
+            Some(n) => write!(f, "; {n}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -231,6 +237,17 @@ impl Client {
             }
         }
         Ok(c)
+    }
+
+    /// Close: the Requester's registrations go; the connection is torn down by the drop
+    /// (after the send queue drained, bounded).
+    fn close(mut self) {
+        self.req.close(&mut self.qp, &mut |_| {});
+        let mut idle = 0;
+        while self.qp.sq_outstanding() > 0 && idle < IDLE_LIMIT {
+            idle += 1;
+            loopback::wait_any(&GlueSleep, &mut [&mut self.qp], 100);
+        }
     }
 
     fn xid(&mut self) -> u32 {
@@ -397,13 +414,7 @@ fn harness_server_run(
     let r = harness_server_calls(&mut c, g);
     add_counters(g, c.req.counters());
     g.max_in_flight = c.max_in_flight;
-    let mut idle = 0;
-    // Close: the Requester's registrations go; the connection is torn down by the drop.
-    c.req.close(&mut c.qp, &mut |_| {});
-    while c.qp.sq_outstanding() > 0 && idle < IDLE_LIMIT {
-        idle += 1;
-        loopback::wait_any(&GlueSleep, &mut [&mut c.qp], 100);
-    }
+    c.close();
     r
 }
 
@@ -575,8 +586,333 @@ fn serve_calls(
     }
 }
 
+/// Bytes knfsd's run moves: 1 MiB + 3 (more than one knfsd READ or WRITE may carry: the
+/// client continues where a short count stopped, as NFS clients do).
+pub const NFS_FILE_BYTES: usize = (1 << 20) + 3;
+
+/// Our Requester speaking NFSv3 to knfsd at `addr`:`port` (20049), with the export's root
+/// handle `root` (from userspace MOUNT): NULL; GETATTR of the root (a directory); LOOKUP of
+/// `krpc_src` and `krpc_dst` in it (made by the script: `krpc_src` 1 MiB + 3 random bytes,
+/// `krpc_dst` empty); READ of `krpc_src` (write chunks); WRITE of those bytes to
+/// `krpc_dst` (FILE_SYNC, read chunks); READ of `krpc_dst` back, compared byte for byte
+/// with what was read from `krpc_src`; GETATTR of `krpc_dst` (its size). The script then
+/// compares the two files from the shell (`cmp`). NFSv3 XDR: `nfs_glue::nfs3`.
+pub fn knfsd(addr: [u8; 4], port: u16, root: &[u8]) -> Report {
+    let [a, b, c, d] = addr;
+    let what = format!("knfsd {a}.{b}.{c}.{d}:{port} (kernel Requester, NFSv3)");
+    let before = counts();
+    let pages = kernel_pages();
+    let mut g = Figures::default();
+    let r = knfsd_run(
+        &SockaddrIn::new(addr, port),
+        pages.clone() as Arc<dyn PageProvider>,
+        root,
+        &mut g,
+    );
+    finish(what, &before, g, &[pages], r)
+}
+
+fn knfsd_run(
+    sa: &SockaddrIn,
+    pages: Arc<dyn PageProvider>,
+    root: &[u8],
+    g: &mut Figures,
+) -> Result<(), String> {
+    if root.is_empty() {
+        return Err("no root file handle (nfs_fh=)".into());
+    }
+    let mut c = Client::connect(sa, pages)?;
+    g.connections = 1;
+    let r = knfsd_calls(&mut c, root, g);
+    add_counters(g, c.req.counters());
+    g.max_in_flight = c.max_in_flight;
+    c.close();
+    r
+}
+
+mod nfs {
+    //! The NFSv3 calls of [`super::knfsd`], over nfs-glue's XDR.
+    use alloc::format;
+    use alloc::string::String;
+    use alloc::vec::Vec;
+
+    use krpc_rdma::transport::{DdpReply, ReplySpec};
+    use mbuf::Chain;
+    use nfs_glue::chain::{data_pages_from_bytes, ddp_call};
+    use nfs_glue::nfs3::{
+        locate_read_data, Diropargs3, Filename3, FsinfoArgs, FsinfoRes, Ftype3, GetattrArgs,
+        GetattrRes, LookupArgs, LookupRes, Nfs3Res, NfsFh3, ReadArgs, ReadRes, StableHow,
+        WriteHead, WriteRes, NFSPROC3_FSINFO, NFSPROC3_GETATTR, NFSPROC3_LOOKUP, NFSPROC3_NULL,
+        NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3,
+    };
+    use nfs_glue::rpc::{Auth, AuthSys, CallHeader, ReplyHeader};
+    use nfs_glue::xdr::{Decoder, Encoder};
+
+    use super::Client;
+
+    /// The most one READ or WRITE asks for (also capped by FSINFO's rtmax / wtmax).
+    const MAX_IO: usize = 1 << 20;
+    /// Room for a reply without data (the values of `krpc-rdma-session`'s NFSv3 client):
+    /// under knfsd's 1024-byte inline threshold (it sends no RFC 8797 private data), so no
+    /// reply chunk is registered for them.
+    const SMALL_REPLY: usize = 640;
+    /// READ's result besides its data: small enough for the transport to choose a write
+    /// chunk (the rest of the reply inline) over a reply chunk.
+    const REPLY_SLACK: usize = 256;
+
+    fn header(xid: u32, proc_: u32) -> Encoder {
+        let mut e = Encoder::new();
+        CallHeader {
+            xid,
+            prog: NFS_PROGRAM,
+            vers: NFS_V3,
+            proc_,
+            cred: Auth::Sys(AuthSys {
+                stamp: 0,
+                machine_name: b"krpc_rdma".to_vec(),
+                uid: 0,
+                gid: 0,
+                gids: Vec::new(),
+            }),
+            verf: Auth::None,
+        }
+        .encode(&mut e);
+        e
+    }
+
+    fn bytes(e: Encoder) -> Result<Vec<u8>, String> {
+        e.finish().map_err(|e| format!("encoding a call: {e}"))
+    }
+
+    /// One call, waited for: the reply's bytes and where the results start.
+    fn call(
+        c: &mut Client,
+        xid: u32,
+        msg: Chain,
+        spec: ReplySpec,
+    ) -> Result<(Vec<u8>, usize), String> {
+        c.send(xid, msg, spec)?;
+        let replies = c.settle()?;
+        let r = Client::reply_of(&replies, xid)?;
+        let mut b = Vec::new();
+        b.try_reserve(r.len()).map_err(|_| "reply buffer")?;
+        b.resize(r.len(), 0);
+        r.copydata(0, &mut b)
+            .map_err(|e| format!("reply {xid:#x}: {e}"))?;
+        let mut d = Decoder::new(&b);
+        let h = ReplyHeader::decode(&mut d).map_err(|e| format!("reply {xid:#x}: {e}"))?;
+        if h.xid() != xid || !h.is_success() {
+            return Err(format!("reply {xid:#x}: not accepted: {h:?}"));
+        }
+        let at = d.pos();
+        Ok((b, at))
+    }
+
+    fn inline_call(
+        c: &mut Client,
+        proc_: u32,
+        args: &dyn Fn(&mut Encoder),
+    ) -> Result<Vec<u8>, String> {
+        let xid = c.xid();
+        let mut e = header(xid, proc_);
+        args(&mut e);
+        let msg = Chain::from_bytes(&bytes(e)?).map_err(|e| format!("call: {e}"))?;
+        let (b, at) = call(c, xid, msg, ReplySpec::inline(SMALL_REPLY))?;
+        Ok(b.get(at..).unwrap_or(&[]).to_vec())
+    }
+
+    pub(super) fn null(c: &mut Client) -> Result<(), String> {
+        inline_call(c, NFSPROC3_NULL, &|_| {}).map(|_| ())
+    }
+
+    /// GETATTR: (type, size).
+    pub(super) fn getattr(c: &mut Client, fh: &NfsFh3) -> Result<(Ftype3, u64), String> {
+        let args = GetattrArgs { object: fh.clone() };
+        let r = inline_call(c, NFSPROC3_GETATTR, &|e| args.encode(e))?;
+        match GetattrRes::decode(&mut Decoder::new(&r)).map_err(|e| format!("GETATTR: {e}"))? {
+            Nfs3Res::Ok(ok) => Ok((ok.obj_attributes.type_, ok.obj_attributes.size)),
+            Nfs3Res::Fail { status, .. } => Err(format!("GETATTR: {status:?}")),
+        }
+    }
+
+    /// FSINFO: (rtmax, wtmax), each capped at [`MAX_IO`] and at least one page.
+    pub(super) fn fsinfo(c: &mut Client, root: &NfsFh3) -> Result<(usize, usize), String> {
+        let args = FsinfoArgs {
+            fsroot: root.clone(),
+        };
+        let r = inline_call(c, NFSPROC3_FSINFO, &|e| args.encode(e))?;
+        match FsinfoRes::decode(&mut Decoder::new(&r)).map_err(|e| format!("FSINFO: {e}"))? {
+            Nfs3Res::Ok(ok) => {
+                let cap = |n: u32| (n as usize).clamp(4096, MAX_IO);
+                Ok((cap(ok.rtmax), cap(ok.wtmax)))
+            }
+            Nfs3Res::Fail { status, .. } => Err(format!("FSINFO: {status:?}")),
+        }
+    }
+
+    pub(super) fn lookup(c: &mut Client, dir: &NfsFh3, name: &str) -> Result<NfsFh3, String> {
+        let args = LookupArgs {
+            what: Diropargs3 {
+                dir: dir.clone(),
+                name: Filename3(name.as_bytes().to_vec()),
+            },
+        };
+        let r = inline_call(c, NFSPROC3_LOOKUP, &|e| args.encode(e))?;
+        match LookupRes::decode(&mut Decoder::new(&r)).map_err(|e| format!("LOOKUP: {e}"))? {
+            Nfs3Res::Ok(ok) => Ok(ok.object),
+            Nfs3Res::Fail { status, .. } => Err(format!("LOOKUP {name}: {status:?}")),
+        }
+    }
+
+    /// READ `len` bytes from offset 0, at most `max` a call (write chunks; as many calls as
+    /// that and short counts need).
+    pub(super) fn read(
+        c: &mut Client,
+        fh: &NfsFh3,
+        len: usize,
+        max: usize,
+        calls: &mut u64,
+    ) -> Result<Vec<u8>, String> {
+        let mut out = Vec::new();
+        out.try_reserve(len).map_err(|_| "READ buffer")?;
+        while out.len() < len {
+            let n = (len - out.len()).min(max);
+            let xid = c.xid();
+            let args = ReadArgs {
+                file: fh.clone(),
+                offset: out.len() as u64,
+                count: n as u32,
+            };
+            let mut e = header(xid, NFSPROC3_READ);
+            args.encode(&mut e);
+            let msg = Chain::from_bytes(&bytes(e)?).map_err(|e| format!("call: {e}"))?;
+            let pages = Chain::alloc_pages(&c.pages, n).map_err(|e| format!("pages: {e}"))?;
+            let spec = ReplySpec {
+                max_reply: n + REPLY_SLACK,
+                ddp: Some(DdpReply {
+                    pages,
+                    locate: locate_read_data,
+                }),
+            };
+            let (b, at) = call(c, xid, msg, spec)?;
+            *calls += 1;
+            let mut d = Decoder::new(b.get(at..).unwrap_or(&[]));
+            let h = ReadRes::decode_head(&mut d).map_err(|e| format!("READ: {e}"))?;
+            if !h.status.is_ok() {
+                return Err(format!("READ at {}: {:?}", out.len(), h.status));
+            }
+            let from = at + d.pos();
+            let data = b.get(from..from + h.data_len as usize).ok_or(format!(
+                "READ at {}: {} data bytes missing",
+                out.len(),
+                h.data_len
+            ))?;
+            if data.is_empty() {
+                return Err(format!(
+                    "READ at {}: no data (eof {}), want {len} bytes",
+                    out.len(),
+                    h.eof
+                ));
+            }
+            out.extend_from_slice(data);
+        }
+        Ok(out)
+    }
+
+    /// WRITE `data` at offset 0, FILE_SYNC, at most `max` a call (read chunks; continuing
+    /// after short counts).
+    pub(super) fn write(
+        c: &mut Client,
+        fh: &NfsFh3,
+        data: &[u8],
+        max: usize,
+        calls: &mut u64,
+    ) -> Result<(), String> {
+        let mut done = 0usize;
+        while done < data.len() {
+            let all = data.get(done..).unwrap_or(&[]);
+            let rest = all.get(..max.min(all.len())).unwrap_or(&[]);
+            let xid = c.xid();
+            let head = WriteHead {
+                file: fh.clone(),
+                offset: done as u64,
+                count: rest.len() as u32,
+                stable: StableHow::FileSync,
+            };
+            let mut e = header(xid, NFSPROC3_WRITE);
+            head.encode_head(&mut e, rest.len() as u32);
+            let pages = data_pages_from_bytes(&c.pages, rest).map_err(|e| format!("pages: {e}"))?;
+            let msg = ddp_call(&bytes(e)?, pages, &[]).map_err(|e| format!("WRITE call: {e}"))?;
+            let (b, at) = call(c, xid, msg, ReplySpec::inline(SMALL_REPLY))?;
+            *calls += 1;
+            let res = WriteRes::decode(&mut Decoder::new(b.get(at..).unwrap_or(&[])))
+                .map_err(|e| format!("WRITE: {e}"))?;
+            match res {
+                Nfs3Res::Ok(ok) if ok.count > 0 && ok.committed == StableHow::FileSync => {
+                    done += ok.count as usize
+                }
+                Nfs3Res::Ok(ok) => {
+                    return Err(format!(
+                        "WRITE at {done}: count {}, committed {:?}",
+                        ok.count, ok.committed
+                    ))
+                }
+                Nfs3Res::Fail { status, .. } => return Err(format!("WRITE at {done}: {status:?}")),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn knfsd_calls(c: &mut Client, root: &[u8], g: &mut Figures) -> Result<(), String> {
+    use nfs_glue::nfs3::{Ftype3, NfsFh3};
+    let root = NfsFh3 {
+        data: root.to_vec(),
+    };
+    nfs::null(c)?;
+    g.calls += 1;
+    let (t, _) = nfs::getattr(c, &root)?;
+    g.calls += 1;
+    if t != Ftype3::Dir {
+        return Err(format!("GETATTR of the root: {t:?}, not a directory"));
+    }
+    let (rtmax, wtmax) = nfs::fsinfo(c, &root)?;
+    g.calls += 1;
+    let src = nfs::lookup(c, &root, "krpc_src")?;
+    let dst = nfs::lookup(c, &root, "krpc_dst")?;
+    g.calls += 2;
+    let data = nfs::read(c, &src, NFS_FILE_BYTES, rtmax, &mut g.calls)?;
+    nfs::write(c, &dst, &data, wtmax, &mut g.calls)?;
+    let back = nfs::read(c, &dst, NFS_FILE_BYTES, rtmax, &mut g.calls)?;
+    if back != data {
+        let first = back.iter().zip(&data).position(|(a, b)| a != b);
+        return Err(format!(
+            "krpc_dst read back differs from what was written ({} vs {} bytes, first difference at {first:?})",
+            back.len(),
+            data.len()
+        ));
+    }
+    g.bytes_verified += back.len() as u64;
+    let note = format!("knfsd: FSINFO rtmax {rtmax}, wtmax {wtmax} (capped at 1 MiB)");
+    g.note = Some(note);
+    let (_, size) = nfs::getattr(c, &dst)?;
+    g.calls += 1;
+    let cn = c.req.counters();
+    if cn.read_chunks == 0 || cn.write_chunks == 0 {
+        return Err(format!(
+            "WRITE data not through read chunks or READ data not through write chunks: {cn:?}"
+        ));
+    }
+    if size != NFS_FILE_BYTES as u64 {
+        return Err(format!(
+            "GETATTR of krpc_dst: size {size}, wrote {NFS_FILE_BYTES}"
+        ));
+    }
+    Ok(())
+}
+
 /// The C entry point of the peer runs: `kind` 1 [`harness_server`], 2 [`harness_client`]
-/// (`conns` connections), 3 knfsd (not implemented: reported as a FAIL line); the report
+/// (`conns` connections), 3 [`knfsd`] (root handle `fh`); the report
 /// line into `report` (`len` bytes, NUL-terminated). 0 on PASS, -EIO (-5) on FAIL, -EINVAL
 /// (-22) for bad arguments.
 ///
@@ -599,7 +935,12 @@ pub unsafe extern "C" fn krpc_rdma_peer(
     }
     // SAFETY: the caller gives `len` writable bytes at `report_buf`.
     let buf = unsafe { core::slice::from_raw_parts_mut(report_buf, len) };
-    let _ = (fh, fh_len);
+    let fh: &[u8] = if fh.is_null() || fh_len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller gives `fh_len` readable bytes at `fh`.
+        unsafe { core::slice::from_raw_parts(fh, fh_len) }
+    };
     let Ok(port) = u16::try_from(port) else {
         return -22;
     };
@@ -607,6 +948,7 @@ pub unsafe extern "C" fn krpc_rdma_peer(
     let rep = match kind {
         1 => harness_server(addr, port),
         2 => harness_client(addr, port, conns.max(1)),
+        3 => knfsd(addr, port, fh),
         _ => Report {
             what: format!("kind {kind}"),
             figures: Figures::default(),
