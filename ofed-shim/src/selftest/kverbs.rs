@@ -225,14 +225,33 @@ impl core::fmt::Display for Summary {
         write!(
             f,
             "kernel verbs, rdma_cm loopback on {a}.{b}.{c}.{d}: {} + 1 MiB DDP WRITE/READ; \
-             calls {}, replies {}, bytes verified {}; FRWR registrations (IB_WR_REG_MR) {}, \
-             LOCAL_INV {}, send-with-invalidate sent {} received {}, MR resets {}; \
-             completions {}; left after the run: cm ids {}, pds {}, cqs {}, qps {}, mrs {}, \
-             dma maps {}, page references {} (of {} pages allocated)",
+             calls {}, replies {}, bytes verified {}; {}, page references {} (of {} pages \
+             allocated)",
             self.suite,
             v.sends_active,
             v.sends_passive,
             self.bytes_verified,
+            VerbsLine(v),
+            self.pages_left,
+            self.pages_allocated,
+        )
+    }
+}
+
+/// The C wrappers' counters of a run as a report shows them: "FRWR registrations
+/// (IB_WR_REG_MR) …, LOCAL_INV …, send-with-invalidate sent … received …, MR resets …;
+/// completions …; left after the run: cm ids …, pds …, cqs …, qps …, mrs …, dma maps …"
+/// (the self-test's kernel-verbs line and the peer runs' lines).
+pub(super) struct VerbsLine<'a>(pub &'a KrpcCounts);
+
+impl core::fmt::Display for VerbsLine<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let v = self.0;
+        write!(
+            f,
+            "FRWR registrations (IB_WR_REG_MR) {}, LOCAL_INV {}, send-with-invalidate sent {} \
+             received {}, MR resets {}; completions {}; left after the run: cm ids {}, pds {}, \
+             cqs {}, qps {}, mrs {}, dma maps {}",
             v.reg_mrs,
             v.local_invs,
             v.send_invs,
@@ -245,8 +264,6 @@ impl core::fmt::Display for Summary {
             v.qps_live,
             v.mrs_live,
             v.dma_maps_live,
-            self.pages_left,
-            self.pages_allocated,
         )
     }
 }
@@ -285,6 +302,23 @@ pub(super) fn delta(before: &KrpcCounts, after: &KrpcCounts) -> KrpcCounts {
     }
 }
 
+/// What is left after a run (the live counts of `v`, `pages` page references), as text, if
+/// anything is.
+pub(super) fn left_over(v: &KrpcCounts, pages: u64) -> Option<String> {
+    let left = [
+        v.cm_ids_live,
+        v.pds_live,
+        v.cqs_live,
+        v.qps_live,
+        v.mrs_live,
+        v.dma_maps_live,
+        pages,
+    ];
+    left.iter()
+        .any(|&n| n != 0)
+        .then(|| format!("{left:?} (cm ids, pds, cqs, qps, mrs, dma maps, pages)"))
+}
+
 /// Run the suite over the kernel's verbs, connecting to `addr` (IPv4).
 pub fn run(addr: [u8; 4]) -> Run {
     let before = counts();
@@ -300,20 +334,11 @@ pub fn run(addr: [u8; 4]) -> Run {
     retire(&mut fx.sides, &mut fx.pages_left, &mut fx.pages_allocated);
     let after = counts();
     let verbs = delta(&before, &after);
-    let left = [
-        verbs.cm_ids_live,
-        verbs.pds_live,
-        verbs.cqs_live,
-        verbs.qps_live,
-        verbs.mrs_live,
-        verbs.dma_maps_live,
-        fx.pages_left,
-    ];
-    if failure.is_none() && left.iter().any(|&n| n != 0) {
+    if let (None, Some(left)) = (&failure, left_over(&verbs, fx.pages_left)) {
         failure = Some(fail(
             "end of the kernel-verbs run",
             "no verbs object or page reference left",
-            format!("{left:?} (cm ids, pds, cqs, qps, mrs, dma maps, pages)"),
+            left,
         ));
     }
     Run {

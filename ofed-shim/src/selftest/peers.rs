@@ -32,7 +32,7 @@ use krpc_rdma::transport::{
 use mbuf::{Chain, PageProvider};
 use nfs_glue::harness as prog;
 
-use super::kverbs::{counts, delta, GlueSleep};
+use super::kverbs::{counts, delta, left_over, GlueSleep, VerbsLine};
 use super::Counted;
 use crate::ffi::KrpcCounts;
 use crate::loopback::{self, Sleep, SockaddrIn};
@@ -85,7 +85,6 @@ pub struct Report {
 impl core::fmt::Display for Report {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let g = &self.figures;
-        let v = &g.verbs;
         match &self.failure {
             None => write!(f, "krpc_rdma peer {}: PASS: ", self.what)?,
             Some(e) => write!(f, "krpc_rdma peer {}: FAIL: {e}; ", self.what)?,
@@ -93,10 +92,8 @@ impl core::fmt::Display for Report {
         write!(
             f,
             "connections {}, calls {}, bytes verified {}, most in flight {}; read chunks {}, \
-             write chunks {}, reply chunks {}, Long Calls {}, Long Replies {}; FRWR \
-             registrations (IB_WR_REG_MR) {}, LOCAL_INV {}, send-with-invalidate sent {} \
-             received {}, MR resets {}, completions {}; left after the run: cm ids {}, pds {}, \
-             cqs {}, qps {}, mrs {}, dma maps {}, page references {}",
+             write chunks {}, reply chunks {}, Long Calls {}, Long Replies {}; {}, page \
+             references {}",
             g.connections,
             g.calls,
             g.bytes_verified,
@@ -106,18 +103,7 @@ impl core::fmt::Display for Report {
             g.reply_chunks,
             g.long_calls,
             g.long_replies,
-            v.reg_mrs,
-            v.local_invs,
-            v.send_invs,
-            v.recv_invs,
-            v.mr_resets,
-            v.completions,
-            v.cm_ids_live,
-            v.pds_live,
-            v.cqs_live,
-            v.qps_live,
-            v.mrs_live,
-            v.dma_maps_live,
+            VerbsLine(&g.verbs),
             g.pages_left
         )?;
         match &g.note {
@@ -145,22 +131,10 @@ fn finish(
 ) -> Report {
     figures.verbs = delta(before, &counts());
     figures.pages_left = pages.iter().map(|p| p.outstanding()).sum();
-    let v = &figures.verbs;
-    let left = [
-        v.cm_ids_live,
-        v.pds_live,
-        v.cqs_live,
-        v.qps_live,
-        v.mrs_live,
-        v.dma_maps_live,
-        figures.pages_left,
-    ];
     let failure = match result {
         Err(e) => Some(e),
-        Ok(()) if left.iter().any(|&n| n != 0) => Some(format!(
-            "left after the run: {left:?} (cm ids, pds, cqs, qps, mrs, dma maps, pages)"
-        )),
-        Ok(()) => None,
+        Ok(()) => left_over(&figures.verbs, figures.pages_left)
+            .map(|l| format!("left after the run: {l}")),
     };
     Report {
         what,
@@ -389,33 +363,36 @@ impl Client {
     }
 }
 
-/// Our Requester against `userspace-harness server` at `addr`:`port` (see the module docs).
-pub fn harness_server(addr: [u8; 4], port: u16) -> Report {
-    let [a, b, c, d] = addr;
-    let what = format!("harness-server {a}.{b}.{c}.{d}:{port} (kernel Requester)");
+/// A Requester run against the server at `addr`:`port`: connect, `calls`, close; the report.
+fn requester_run(
+    what: String,
+    addr: [u8; 4],
+    port: u16,
+    calls: &mut dyn FnMut(&mut Client, &mut Figures) -> Result<(), String>,
+) -> Report {
     let before = counts();
     let pages = kernel_pages();
     let mut g = Figures::default();
-    let r = harness_server_run(
-        &SockaddrIn::new(addr, port),
-        pages.clone() as Arc<dyn PageProvider>,
-        &mut g,
-    );
+    let sa = SockaddrIn::new(addr, port);
+    let r = Client::connect(&sa, pages.clone() as Arc<dyn PageProvider>).and_then(|mut c| {
+        g.connections = 1;
+        let r = calls(&mut c, &mut g);
+        add_counters(&mut g, c.req.counters());
+        g.max_in_flight = c.max_in_flight;
+        c.close();
+        r
+    });
     finish(what, &before, g, &[pages], r)
 }
 
-fn harness_server_run(
-    sa: &SockaddrIn,
-    pages: Arc<dyn PageProvider>,
-    g: &mut Figures,
-) -> Result<(), String> {
-    let mut c = Client::connect(sa, pages)?;
-    g.connections = 1;
-    let r = harness_server_calls(&mut c, g);
-    add_counters(g, c.req.counters());
-    g.max_in_flight = c.max_in_flight;
-    c.close();
-    r
+fn dotted([a, b, c, d]: [u8; 4]) -> String {
+    format!("{a}.{b}.{c}.{d}")
+}
+
+/// Our Requester against `userspace-harness server` at `addr`:`port` (see the module docs).
+pub fn harness_server(addr: [u8; 4], port: u16) -> Report {
+    let what = format!("harness-server {}:{port} (kernel Requester)", dotted(addr));
+    requester_run(what, addr, port, &mut harness_server_calls)
 }
 
 fn harness_server_calls(c: &mut Client, g: &mut Figures) -> Result<(), String> {
@@ -473,8 +450,7 @@ fn harness_server_calls(c: &mut Client, g: &mut Figures) -> Result<(), String> {
 /// Our Responder serving the harness program on `addr`:`port` to `conns` connections of
 /// `userspace-harness client` (see the module docs).
 pub fn harness_client(addr: [u8; 4], port: u16, conns: u32) -> Report {
-    let [a, b, c, d] = addr;
-    let what = format!("harness-client {a}.{b}.{c}.{d}:{port} (kernel Responder)");
+    let what = format!("harness-client {}:{port} (kernel Responder)", dotted(addr));
     let before = counts();
     let mut g = Figures::default();
     let mut pages = Vec::new();
@@ -598,36 +574,13 @@ pub const NFS_FILE_BYTES: usize = (1 << 20) + 3;
 /// with what was read from `krpc_src`; GETATTR of `krpc_dst` (its size). The script then
 /// compares the two files from the shell (`cmp`). NFSv3 XDR: `nfs_glue::nfs3`.
 pub fn knfsd(addr: [u8; 4], port: u16, root: &[u8]) -> Report {
-    let [a, b, c, d] = addr;
-    let what = format!("knfsd {a}.{b}.{c}.{d}:{port} (kernel Requester, NFSv3)");
-    let before = counts();
-    let pages = kernel_pages();
-    let mut g = Figures::default();
-    let r = knfsd_run(
-        &SockaddrIn::new(addr, port),
-        pages.clone() as Arc<dyn PageProvider>,
-        root,
-        &mut g,
-    );
-    finish(what, &before, g, &[pages], r)
-}
-
-fn knfsd_run(
-    sa: &SockaddrIn,
-    pages: Arc<dyn PageProvider>,
-    root: &[u8],
-    g: &mut Figures,
-) -> Result<(), String> {
+    let what = format!("knfsd {}:{port} (kernel Requester, NFSv3)", dotted(addr));
     if root.is_empty() {
-        return Err("no root file handle (nfs_fh=)".into());
+        let before = counts();
+        let none = Err("no root file handle (nfs_fh=)".into());
+        return finish(what, &before, Figures::default(), &[], none);
     }
-    let mut c = Client::connect(sa, pages)?;
-    g.connections = 1;
-    let r = knfsd_calls(&mut c, root, g);
-    add_counters(g, c.req.counters());
-    g.max_in_flight = c.max_in_flight;
-    c.close();
-    r
+    requester_run(what, addr, port, &mut |c, g| knfsd_calls(c, root, g))
 }
 
 mod nfs {
