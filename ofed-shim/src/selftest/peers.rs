@@ -486,7 +486,7 @@ fn serve_one(
     let p: Arc<dyn PageProvider> = pages;
     let mut resp = Responder::new(TransportConfig::default(), cfg.resources(), p.clone())
         .map_err(|e| format!("Responder::new: {e}"))?;
-    let mut server = prog::Server::new(p);
+    let mut server = prog::Server::new(p.clone());
     let mut qp = None;
     for _ in 0..ACCEPT_WAITS {
         let gen = GlueSleep.generation();
@@ -503,7 +503,7 @@ fn serve_one(
     qp.accept(&resp.private_data())
         .map_err(|e| format!("accept: {e}"))?;
     g.connections += 1;
-    let r = serve_calls(&mut qp, &mut resp, &mut server, g);
+    let r = serve_calls(&mut qp, &mut resp, &mut server, &*p, g);
     add_counters(g, resp.counters());
     let st = &server.stats;
     g.bytes_verified += st.bytes_in;
@@ -518,6 +518,7 @@ fn serve_calls(
     qp: &mut OfedQp,
     resp: &mut Responder,
     server: &mut prog::Server,
+    pages: &dyn PageProvider,
     g: &mut Figures,
 ) -> Result<(), String> {
     let mut idle = 0;
@@ -531,10 +532,14 @@ fn serve_calls(
         });
         let progress = !calls.is_empty();
         for c in calls.drain(..) {
+            let bad = server.stats.mismatches;
             let reply = match server.handle(&c.call) {
                 Ok(r) => r,
                 Err(_) => server.system_error(c.xid)?,
             };
+            if server.stats.mismatches != bad && g.note.is_none() {
+                g.note = Some(where_wrong(&c.call, pages));
+            }
             drop(c.call);
             match resp.reply(qp, c.ctx, reply) {
                 Ok(()) => g.calls += 1,
@@ -862,6 +867,42 @@ fn knfsd_calls(c: &mut Client, root: &[u8], g: &mut Figures) -> Result<(), Strin
         ));
     }
     Ok(())
+}
+
+/// Where a WRITE call's data differs from the pattern of its offset, page by page (4 KiB
+/// of the data each): for the report of the first mismatched WRITE.
+fn where_wrong(call: &Chain, pages: &dyn PageProvider) -> String {
+    let mut w = [0u8; 12];
+    if call.copydata(prog::CALL_HEADER_LEN, &mut w).is_err() {
+        return "a WRITE too short to say".into();
+    }
+    let [o0, o1, o2, o3, o4, o5, o6, o7, l0, l1, l2, l3] = w;
+    let off = u64::from_be_bytes([o0, o1, o2, o3, o4, o5, o6, o7]);
+    let len = u32::from_be_bytes([l0, l1, l2, l3]) as usize;
+    // Per 4 KiB piece of the data: bytes that differ.
+    let mut bad: Vec<(usize, u64)> = Vec::new();
+    let r = prog::walk(call, prog::WRITE_DATA_POS, len, pages, &mut |at, b| {
+        let n = prog::pattern_mismatches(off + at as u64, b);
+        if n > 0 {
+            let page = at / 4096;
+            match bad.last_mut() {
+                Some((p, m)) if *p == page => *m += n,
+                _ => bad.push((page, n)),
+            }
+        }
+    });
+    if let Err(e) = r {
+        return format!("WRITE data at {off}: {e}");
+    }
+    let first = bad.first().map_or(0, |b| b.0);
+    let last = bad.last().map_or(0, |b| b.0);
+    format!(
+        "first mismatched WRITE: {len} B at offset {off}, {} of its 4 KiB pieces differ (pieces \
+         {first}..={last}: data bytes {}..{})",
+        bad.len(),
+        first * 4096,
+        (last + 1) * 4096
+    )
 }
 
 /// The C entry point of the peer runs: `kind` 1 [`harness_server`], 2 [`harness_client`]
