@@ -17,6 +17,8 @@
 //! * [`nfsd`]: the NFSv3 service over a VFS-shaped [`nfsd::Backend`], with Macklem's DDP path
 //!   (WRITE data to the backend as the received pages, READ data out as page mbufs).
 //! * [`mount`]: the MOUNT v3 service over an [`mount::Exports`].
+//! * [`harness`]: the harness's own RPC program (NULL / WRITE / READ / ECHO with DDP), shared
+//!   by `userspace-harness` and the kernel module's peer runs.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -24,6 +26,7 @@ extern crate alloc;
 
 pub mod chain;
 pub mod ddp;
+pub mod harness;
 pub mod mount;
 pub mod nfs3;
 pub mod nfsd;

@@ -66,6 +66,8 @@
 /* Exported by the Rust object (ofed-shim/src/lib.rs, ofed-shim/src/selftest.rs). */
 uint32_t krpc_rdma_shim_abi_version(void);
 int krpc_rdma_selftest(char *report, size_t len, uint32_t rdma_addr_be);
+int krpc_rdma_peer(char *report, size_t len, uint32_t kind, uint32_t addr_be, uint32_t port,
+    uint32_t conns, const uint8_t *fh, size_t fh_len);
 
 /* The self-test's sleeping wait (ofed-shim/src/selftest/kverbs.rs). */
 void krpc_ofed_wake(void *arg);
@@ -93,6 +95,23 @@ static char *rdma_addr = "";
 module_param(rdma_addr, charp, 0644);
 MODULE_PARM_DESC(rdma_addr,
     "IPv4 address of an RDMA device (rxe0's netdev): the self-test also runs over the kernel's verbs there");
+
+static char *peer = "";
+module_param(peer, charp, 0644);
+MODULE_PARM_DESC(peer,
+    "a run against a real peer at load (a failure fails the load): harness-server (our Requester against `userspace-harness server` at rdma_addr:peer_port), harness-client (our Responder serving the harness program to `userspace-harness client` on rdma_addr:peer_port), knfsd (our Requester speaking NFSv3 to knfsd at rdma_addr:peer_port, root handle nfs_fh)");
+
+static unsigned int peer_port = 20049;
+module_param(peer_port, uint, 0644);
+MODULE_PARM_DESC(peer_port, "the peer run's port (the server's, or ours for harness-client)");
+
+static unsigned int peer_conns = 1;
+module_param(peer_conns, uint, 0644);
+MODULE_PARM_DESC(peer_conns, "harness-client: connections to serve before the run ends");
+
+static char *nfs_fh = "";
+module_param(nfs_fh, charp, 0644);
+MODULE_PARM_DESC(nfs_fh, "knfsd: the export's root file handle, in hex (from userspace MOUNT)");
 
 /* Counters: live allocations and page references now, totals since load. */
 static atomic_long_t krpc_allocs_live = ATOMIC_LONG_INIT(0);
@@ -250,34 +269,54 @@ static DEFINE_MUTEX(krpc_selftest_lock);
 
 #define KRPC_STACK_FILL 0x5a
 
+/* What runs on the private stack: the self-test or a peer run, with its arguments. */
+struct krpc_stack_call {
+	char *buf;
+	uint32_t addr;
+	uint32_t peer_kind; /* 0: the self-test */
+	uint32_t port;
+	uint32_t conns;
+	const uint8_t *fh;
+	size_t fh_len;
+};
+
+/* The function called on the private stack (one argument: the call); global, as the asm
+ * below calls it by name. */
+__visible int krpc_stack_entry(struct krpc_stack_call *c);
+__visible int krpc_stack_entry(struct krpc_stack_call *c)
+{
+	if (c->peer_kind == 0)
+		return krpc_rdma_selftest(c->buf, KRPC_REPORT_LEN, c->addr);
+	return krpc_rdma_peer(c->buf, KRPC_REPORT_LEN, c->peer_kind, c->addr, c->port, c->conns,
+	    c->fh, c->fh_len);
+}
+
 /*
- * krpc_rdma_selftest(buf, len) with RSP at `tos` (16-byte aligned, 8 writable bytes at it):
- * the old RSP is stored at tos, the call runs below it, `popq %rsp` restores it. The same
- * sequence as the kernel's call_on_stack (arch/x86/include/asm/irq_stack.h).
+ * krpc_stack_entry(c) with RSP at `tos` (16-byte aligned, 8 writable bytes at it): the old
+ * RSP is stored at tos, the call runs below it, `popq %rsp` restores it. The same sequence
+ * as the kernel's call_on_stack (arch/x86/include/asm/irq_stack.h).
  */
-static int krpc_selftest_on_stack(void *tos, char *buf, size_t len, uint32_t addr)
+static int krpc_selftest_on_stack(void *tos, struct krpc_stack_call *c)
 {
 	register void *t asm("r11") = tos;
-	register char *a1 asm("rdi") = buf;
-	register size_t a2 asm("rsi") = len;
-	register uint64_t a3 asm("rdx") = addr;
+	register struct krpc_stack_call *a1 asm("rdi") = c;
 	int rc;
 
 	asm volatile(
 		"movq	%%rsp, (%[tos])\n\t"
 		"movq	%[tos], %%rsp\n\t"
-		"call	krpc_rdma_selftest\n\t"
+		"call	krpc_stack_entry\n\t"
 		"popq	%%rsp\n\t"
-		: "=a" (rc), [tos] "+r" (t), "+D" (a1), "+S" (a2), "+d" (a3),
+		: "=a" (rc), [tos] "+r" (t), "+D" (a1),
 		  ASM_CALL_CONSTRAINT
 		:
-		: "cc", "rcx", "r8", "r9", "r10", "memory");
+		: "cc", "rcx", "rdx", "rsi", "r8", "r9", "r10", "memory");
 	return rc;
 }
 
-/* Run the Rust self-test on a private stack of selftest_stack_kib KiB (or on ours for 0);
- * `*peak` gets the bytes of the private stack the run touched (0 without one). */
-static int krpc_selftest_call(char *buf, size_t *peak, size_t *size, uint32_t addr)
+/* Run the call on a private stack of selftest_stack_kib KiB (or on ours for 0); `*peak`
+ * gets the bytes of the private stack the run touched (0 without one). */
+static int krpc_selftest_call(struct krpc_stack_call *c, size_t *peak, size_t *size)
 {
 	size_t sz = (size_t)selftest_stack_kib * 1024;
 	unsigned char *stack;
@@ -287,14 +326,14 @@ static int krpc_selftest_call(char *buf, size_t *peak, size_t *size, uint32_t ad
 	*peak = 0;
 	*size = sz;
 	if (sz == 0)
-		return krpc_rdma_selftest(buf, KRPC_REPORT_LEN, addr);
+		return krpc_stack_entry(c);
 	if (sz < PAGE_SIZE)
 		return -EINVAL;
 	stack = vmalloc(sz);
 	if (!stack)
 		return -ENOMEM;
 	memset(stack, KRPC_STACK_FILL, sz);
-	rc = krpc_selftest_on_stack(stack + sz - 16, buf, KRPC_REPORT_LEN, addr);
+	rc = krpc_selftest_on_stack(stack + sz - 16, c);
 	for (i = 0; i < sz && stack[i] == KRPC_STACK_FILL; i++)
 		;
 	*peak = sz - i;
@@ -302,9 +341,11 @@ static int krpc_selftest_call(char *buf, size_t *peak, size_t *size, uint32_t ad
 	return rc;
 }
 
-/* Run the self-test; the report line in `buf` (KRPC_REPORT_LEN bytes). */
-static int krpc_run_selftest(char *buf)
+/* Run the self-test (c->peer_kind 0) or a peer run; the report lines in c->buf
+ * (KRPC_REPORT_LEN bytes). */
+static int krpc_run_on_stack(struct krpc_stack_call *c)
 {
+	char *buf = c->buf;
 	long allocs = atomic_long_read(&krpc_allocs_live);
 	long refs = atomic_long_read(&krpc_page_refs_live);
 	size_t peak, size, n;
@@ -313,13 +354,14 @@ static int krpc_run_selftest(char *buf)
 	int rc;
 
 	if (rdma_addr && rdma_addr[0] && !in4_pton(rdma_addr, -1, (u8 *)&addr, -1, NULL)) {
-		snprintf(buf, KRPC_REPORT_LEN, "krpc_rdma selftest: FAIL: rdma_addr=%s is not an IPv4 address",
-		    rdma_addr);
+		snprintf(buf, KRPC_REPORT_LEN, "krpc_rdma %s: FAIL: rdma_addr=%s is not an IPv4 address",
+		    c->peer_kind ? "peer" : "selftest", rdma_addr);
 		pr_err("%s\n", buf);
 		return -EINVAL;
 	}
+	c->addr = addr;
 	mutex_lock(&krpc_selftest_lock);
-	rc = krpc_selftest_call(buf, &peak, &size, addr);
+	rc = krpc_selftest_call(c, &peak, &size);
 	mutex_unlock(&krpc_selftest_lock);
 	buf[KRPC_REPORT_LEN - 1] = '\0';
 	n = strnlen(buf, KRPC_REPORT_LEN);
@@ -330,7 +372,8 @@ static int krpc_run_selftest(char *buf)
 		snprintf(buf + n, KRPC_REPORT_LEN - n, "; on the task stack");
 	if (rc == 0 && (atomic_long_read(&krpc_allocs_live) != allocs ||
 	    atomic_long_read(&krpc_page_refs_live) != refs)) {
-		pr_err("krpc_rdma: self-test left %ld allocations, %ld page references\n",
+		pr_err("krpc_rdma: %s left %ld allocations, %ld page references\n",
+		    c->peer_kind ? "peer run" : "self-test",
 		    atomic_long_read(&krpc_allocs_live) - allocs,
 		    atomic_long_read(&krpc_page_refs_live) - refs);
 		rc = -EIO;
@@ -348,6 +391,14 @@ static int krpc_run_selftest(char *buf)
 			*rest++ = '\n';
 	}
 	return rc;
+}
+
+/* The self-test; its report lines in `buf` (KRPC_REPORT_LEN bytes). */
+static int krpc_run_selftest(char *buf)
+{
+	struct krpc_stack_call c = { .buf = buf };
+
+	return krpc_run_on_stack(&c);
 }
 
 static struct dentry *krpc_debugfs_dir;
@@ -390,6 +441,60 @@ static const struct file_operations krpc_selftest_fops = {
 	.llseek = default_llseek,
 };
 
+/* The run `peer=` asks for, at load; 0 when none or when it passed. */
+static int krpc_run_peer(void)
+{
+	struct krpc_stack_call c = { .port = peer_port, .conns = peer_conns };
+	uint8_t fh[64];
+	size_t n = 0, i;
+	int rc;
+
+	if (!peer || !peer[0])
+		return 0;
+	if (!strcmp(peer, "harness-server"))
+		c.peer_kind = 1;
+	else if (!strcmp(peer, "harness-client"))
+		c.peer_kind = 2;
+	else if (!strcmp(peer, "knfsd"))
+		c.peer_kind = 3;
+	else {
+		pr_err("krpc_rdma peer: FAIL: peer=%s: expected harness-server, harness-client or knfsd\n",
+		    peer);
+		return -EINVAL;
+	}
+	if (!rdma_addr || !rdma_addr[0] || peer_port == 0 || peer_port > 65535) {
+		pr_err("krpc_rdma peer: FAIL: peer=%s needs rdma_addr= and peer_port= (1..65535)\n",
+		    peer);
+		return -EINVAL;
+	}
+	if (nfs_fh) {
+		size_t len = strlen(nfs_fh);
+
+		if (len % 2 || len / 2 > sizeof(fh)) {
+			pr_err("krpc_rdma peer: FAIL: nfs_fh: an even number of hex digits, at most %zu bytes\n",
+			    sizeof(fh));
+			return -EINVAL;
+		}
+		for (i = 0; i < len; i += 2) {
+			int hi = hex_to_bin(nfs_fh[i]), lo = hex_to_bin(nfs_fh[i + 1]);
+
+			if (hi < 0 || lo < 0) {
+				pr_err("krpc_rdma peer: FAIL: nfs_fh is not hex\n");
+				return -EINVAL;
+			}
+			fh[n++] = (uint8_t)(hi << 4 | lo);
+		}
+	}
+	c.fh = fh;
+	c.fh_len = n;
+	c.buf = kzalloc(KRPC_REPORT_LEN, GFP_KERNEL);
+	if (!c.buf)
+		return -ENOMEM;
+	rc = krpc_run_on_stack(&c);
+	kfree(c.buf);
+	return rc;
+}
+
 /* ---- module ------------------------------------------------------------------------- */
 
 static void krpc_report_counters(const char *when)
@@ -421,7 +526,7 @@ static void krpc_report_counters(const char *when)
 static int __init krpc_rdma_init(void)
 {
 	char *buf;
-	int rc;
+	int rc = 0;
 
 	if (krpc_rdma_shim_abi_version() != KRPC_OFED_ABI_VERSION) {
 		pr_err("krpc_rdma: Rust shim ABI %u, C glue ABI %u: refusing to load\n",
@@ -438,6 +543,11 @@ static int __init krpc_rdma_init(void)
 			krpc_report_counters("failed load");
 			return -EIO;
 		}
+	}
+	rc = krpc_run_peer();
+	if (rc != 0) {
+		krpc_report_counters("failed load");
+		return rc == -EINVAL ? rc : -EIO;
 	}
 	krpc_debugfs_dir = debugfs_create_dir("krpc_rdma", NULL);
 	debugfs_create_file("selftest", 0400, krpc_debugfs_dir, NULL, &krpc_selftest_fops);

@@ -122,16 +122,31 @@ pub unsafe fn connect(
 /// idle budget while the other side's backlog sits there, and a CM event that takes longer
 /// to arrive (the peer's DREQ in a loaded TCG guest) would be given up on after milliseconds.
 pub fn wait(s: &impl Sleep, a: &mut OfedQp, b: &mut OfedQp, ms: u32) {
-    let had = [a.has_work(), b.has_work()];
-    let news = |q: &mut OfedQp, had: bool| q.reap() > 0 || (!had && q.has_work());
-    if news(a, had[0]) || news(b, had[1]) {
+    wait_any(s, &mut [a, b], ms);
+}
+
+/// [`wait`] over any number of queue pairs (at most 32; the in-kernel peer runs wait on one).
+pub fn wait_any(s: &impl Sleep, qps: &mut [&mut OfedQp], ms: u32) {
+    let had = qps
+        .iter()
+        .take(32)
+        .enumerate()
+        .fold(0u32, |m, (i, q)| m | (u32::from(q.has_work()) << i));
+    let news = |qps: &mut [&mut OfedQp]| {
+        qps.iter_mut().take(32).enumerate().any(|(i, q)| {
+            let had = (had >> i) & 1 == 1;
+            q.reap() > 0 || (!had && q.has_work())
+        })
+    };
+    if news(qps) {
         return;
     }
     let gen = s.generation();
-    a.arm();
-    b.arm();
+    for q in qps.iter_mut() {
+        q.arm();
+    }
     // Completions that arrived before the notification was armed raise no upcall.
-    if news(a, had[0]) || news(b, had[1]) {
+    if news(qps) {
         return;
     }
     s.sleep(gen, ms);

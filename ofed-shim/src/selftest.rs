@@ -161,6 +161,8 @@ krpc_rdma::forward_provider!(Qp => inner);
 
 #[cfg(target_os = "none")]
 pub mod kverbs;
+#[cfg(target_os = "none")]
+pub mod peers;
 
 /// Makes the page provider of one side of a connection.
 pub type MakePages = fn() -> Result<Arc<dyn PageProvider>, String>;

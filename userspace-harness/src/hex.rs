@@ -1,10 +1,15 @@
-//! Hex text to bytes and back, for the `decode` tool.
+//! Hex text to bytes and back, for the `decode` tool and `mount-fh`.
 
 /// Why a line is not hex.
 #[derive(Debug, PartialEq, Eq)]
 pub enum HexError {
     /// A character that is not a hex digit (nor ignorable whitespace or ':').
-    BadChar { index: usize, ch: char },
+    BadChar {
+        /// Its index in the line.
+        index: usize,
+        /// The character.
+        ch: char,
+    },
     /// An odd number of hex digits.
     OddLength(usize),
 }

@@ -133,6 +133,16 @@ enum Command {
         #[command(subcommand)]
         op: Nfs3Op,
     },
+    /// MOUNT v3 over TCP (rpcbind, mountd) and print the export's root file handle in hex
+    /// (for krpc_rdma.ko's `nfs_fh=`); then UMNT.
+    MountFh {
+        /// The server's IP address.
+        #[arg(long, value_name = "IP")]
+        server: IpAddr,
+        /// The export to mount.
+        #[arg(long, value_name = "PATH", default_value = "/export")]
+        export: String,
+    },
 }
 
 /// What `nfs3` does. Remote paths are relative to the export's root.
@@ -349,6 +359,16 @@ fn main() -> ExitCode {
             match run_nfs3(&o, trace, op) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(&e, e.exit_code()),
+            }
+        }
+        Command::MountFh { server, export } => {
+            match userspace_harness::mount::mount(server, &export) {
+                Ok(m) => {
+                    println!("{}", userspace_harness::hex::encode(&m.root_fh));
+                    let _ = userspace_harness::mount::umount(server, &export);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&format!("MOUNT {export}: {e}"), 1),
             }
         }
         Command::Nfsd(a) => match open_trace(a.trace.as_ref()) {

@@ -26,7 +26,11 @@ use crate::requirements::{self, Task};
 use crate::vm::Cache;
 
 /// The Rust object's entry points in the Linux module.
-pub const EXPORTS: &[&str] = &["krpc_rdma_shim_abi_version", "krpc_rdma_selftest"];
+pub const EXPORTS: &[&str] = &[
+    "krpc_rdma_shim_abi_version",
+    "krpc_rdma_selftest",
+    "krpc_rdma_peer",
+];
 
 /// What goes into the kbuild directory: (source in the repository, name there).
 const FILES: &[(&str, &str)] = &[

@@ -161,6 +161,7 @@ fn test() -> Result<(), String> {
     rxe_tests()?;
     ofed_shim_checks()?;
     kmod_selftest()?;
+    kmod_peers()?;
     println!(
         "==> all checks passed in {:.1} s",
         start.elapsed().as_secs_f64()
@@ -262,14 +263,19 @@ fn kmod_selftest() -> Result<(), String> {
     }
     kmod::kmod(&root())?;
     stack_frames()?;
-    println!("==> {name}");
-    let start = Instant::now();
-    std::env::set_current_dir(root()).map_err(|e| format!("{name}: cd: {e}"))?;
     let args: Vec<OsString> = ["sh", "ofed-shim/linux/selftest-vm.sh", KMOD_TEST_CYCLES]
         .iter()
         .map(OsString::from)
         .collect();
-    let code = vm::run::vm(&args);
+    vm_step(&name, &args)
+}
+
+/// Run `args` in the VM from the repository's root as the step `name`.
+fn vm_step(name: &str, args: &[OsString]) -> Result<(), String> {
+    println!("==> {name}");
+    let start = Instant::now();
+    std::env::set_current_dir(root()).map_err(|e| format!("{name}: cd: {e}"))?;
+    let code = vm::run::vm(args);
     let secs = start.elapsed().as_secs_f64();
     if code == 0 {
         println!("==> {name}: ok ({secs:.1} s)");
@@ -277,6 +283,36 @@ fn kmod_selftest() -> Result<(), String> {
     } else {
         Err(format!("{name}: failed (exit {code}) after {secs:.1} s"))
     }
+}
+
+/// The module against real peers in the VM (`ofed-shim/linux/peers-vm.sh`): the kernel
+/// Requester against `userspace-harness server`, the kernel Responder serving `userspace-harness
+/// client`, each one insmod, then `rdma resource show` and the kernel log checked. Runs after
+/// [`kmod_selftest`] (which built the module).
+fn kmod_peers() -> Result<(), String> {
+    let name = "krpc_rdma.ko against real peers (cargo xtask vm -- sh ofed-shim/linux/peers-vm.sh)";
+    if !vm_enabled() {
+        println!("==> {name}: SKIPPED (KRPC_RDMA_SKIP_VM=1)");
+        return Ok(());
+    }
+    let mut build = cargo();
+    build.args(["build", "--release", "-p", "userspace-harness"]);
+    step(
+        "cargo build --release -p userspace-harness (for peers-vm.sh)",
+        build,
+    )?;
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
+    let harness = target.join("release").join("userspace-harness");
+    let mut h = OsString::from("HARNESS=");
+    h.push(harness.as_os_str());
+    let args: Vec<OsString> = vec![
+        "env".into(),
+        h,
+        "sh".into(),
+        "ofed-shim/linux/peers-vm.sh".into(),
+    ];
+    vm_step(name, &args)
 }
 
 /// The module's stack frames: no function of the core (krpc_rdma::, mbuf::) above 1 KiB

@@ -61,8 +61,8 @@ extern "C" fn upcall(arg: *mut c_void) {
     unsafe { krpc_ofed_wake(arg) }
 }
 
-/// The glue's wait queue.
-struct GlueSleep;
+/// The glue's wait queue (also the peer runs', `peers.rs`).
+pub(super) struct GlueSleep;
 
 impl Sleep for GlueSleep {
     fn upcall(&self) -> extern "C" fn(*mut c_void) {
@@ -78,7 +78,8 @@ impl Sleep for GlueSleep {
     }
 }
 
-fn counts() -> KrpcCounts {
+/// The C wrappers' counters now.
+pub(super) fn counts() -> KrpcCounts {
     let mut c = KrpcCounts::default();
     // SAFETY: `c` is a valid out-pointer of the C struct's layout.
     unsafe { ffi::krpc_ofed_get_counts(&mut c) };
@@ -228,14 +229,33 @@ impl core::fmt::Display for Summary {
         write!(
             f,
             "kernel verbs, rdma_cm loopback on {a}.{b}.{c}.{d}: {} + 1 MiB DDP WRITE/READ; \
-             calls {}, replies {}, bytes verified {}; FRWR registrations (IB_WR_REG_MR) {}, \
-             LOCAL_INV {}, send-with-invalidate sent {} received {}, MR resets {}; \
-             completions {}; left after the run: cm ids {}, pds {}, cqs {}, qps {}, mrs {}, \
-             dma maps {}, page references {} (of {} pages allocated)",
+             calls {}, replies {}, bytes verified {}; {}, page references {} (of {} pages \
+             allocated)",
             self.suite,
             v.sends_active,
             v.sends_passive,
             self.bytes_verified,
+            VerbsLine(v),
+            self.pages_left,
+            self.pages_allocated,
+        )
+    }
+}
+
+/// The C wrappers' counters of a run as a report shows them: "FRWR registrations
+/// (IB_WR_REG_MR) …, LOCAL_INV …, send-with-invalidate sent … received …, MR resets …;
+/// completions …; left after the run: cm ids …, pds …, cqs …, qps …, mrs …, dma maps …"
+/// (the self-test's kernel-verbs line and the peer runs' lines).
+pub(super) struct VerbsLine<'a>(pub &'a KrpcCounts);
+
+impl core::fmt::Display for VerbsLine<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let v = self.0;
+        write!(
+            f,
+            "FRWR registrations (IB_WR_REG_MR) {}, LOCAL_INV {}, send-with-invalidate sent {} \
+             received {}, MR resets {}; completions {}; left after the run: cm ids {}, pds {}, \
+             cqs {}, qps {}, mrs {}, dma maps {}",
             v.reg_mrs,
             v.local_invs,
             v.send_invs,
@@ -248,8 +268,6 @@ impl core::fmt::Display for Summary {
             v.qps_live,
             v.mrs_live,
             v.dma_maps_live,
-            self.pages_left,
-            self.pages_allocated,
         )
     }
 }
@@ -260,6 +278,39 @@ pub struct Run {
     pub summary: Summary,
     /// Its first failure.
     pub failure: Option<Failure>,
+}
+
+/// The work counters of `after` minus those of `before`, with the live counts of `after`.
+pub(super) fn delta(before: &KrpcCounts, after: &KrpcCounts) -> KrpcCounts {
+    let d = |f: fn(&KrpcCounts) -> u64| f(after).wrapping_sub(f(before));
+    KrpcCounts {
+        reg_mrs: d(|c| c.reg_mrs),
+        local_invs: d(|c| c.local_invs),
+        send_invs: d(|c| c.send_invs),
+        recv_invs: d(|c| c.recv_invs),
+        sends_active: d(|c| c.sends_active),
+        sends_passive: d(|c| c.sends_passive),
+        completions: d(|c| c.completions),
+        mr_resets: d(|c| c.mr_resets),
+        ..*after
+    }
+}
+
+/// What is left after a run (the live counts of `v`, `pages` page references), as text, if
+/// anything is.
+pub(super) fn left_over(v: &KrpcCounts, pages: u64) -> Option<String> {
+    let left = [
+        v.cm_ids_live,
+        v.pds_live,
+        v.cqs_live,
+        v.qps_live,
+        v.mrs_live,
+        v.dma_maps_live,
+        pages,
+    ];
+    left.iter()
+        .any(|&n| n != 0)
+        .then(|| format!("{left:?} (cm ids, pds, cqs, qps, mrs, dma maps, pages)"))
 }
 
 /// Run the suite over the kernel's verbs, connecting to `addr` (IPv4).
@@ -276,32 +327,12 @@ pub fn run(addr: [u8; 4]) -> Run {
     fx.listener = None;
     retire(&mut fx.sides, &mut fx.pages_left, &mut fx.pages_allocated);
     let after = counts();
-    let d = |f: fn(&KrpcCounts) -> u64| f(&after).wrapping_sub(f(&before));
-    let verbs = KrpcCounts {
-        reg_mrs: d(|c| c.reg_mrs),
-        local_invs: d(|c| c.local_invs),
-        send_invs: d(|c| c.send_invs),
-        recv_invs: d(|c| c.recv_invs),
-        sends_active: d(|c| c.sends_active),
-        sends_passive: d(|c| c.sends_passive),
-        completions: d(|c| c.completions),
-        mr_resets: d(|c| c.mr_resets),
-        ..after
-    };
-    let left = [
-        verbs.cm_ids_live,
-        verbs.pds_live,
-        verbs.cqs_live,
-        verbs.qps_live,
-        verbs.mrs_live,
-        verbs.dma_maps_live,
-        fx.pages_left,
-    ];
-    if failure.is_none() && left.iter().any(|&n| n != 0) {
+    let verbs = delta(&before, &after);
+    if let (None, Some(left)) = (&failure, left_over(&verbs, fx.pages_left)) {
         failure = Some(fail(
             "end of the kernel-verbs run",
             "no verbs object or page reference left",
-            format!("{left:?} (cm ids, pds, cqs, qps, mrs, dma maps, pages)"),
+            left,
         ));
     }
     Run {

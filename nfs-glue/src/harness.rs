@@ -1,6 +1,10 @@
 //! The harness's RPC program: a tiny ONC RPC (RFC 5531) program carried by the RPC-over-RDMA
-//! transport, so the `server`, `client`, `bench` and `demo` commands move real RPCs with real
-//! DDP data, the way NFS does.
+//! transport, so the `server`, `client`, `bench` and `demo` commands of `userspace-harness`
+//! and the kernel module's peer runs (`ofed-shim/src/selftest/peers.rs`) move real RPCs with
+//! real DDP data, the way NFS does. `no_std`: the same code on both sides (it was the
+//! harness's `rpc.rs`; it lives here because it is built on this crate's ONC RPC and XDR
+//! codecs and Macklem-layout chains, and both the harness and the kernel module can reach it
+//! without a new crate).
 //!
 //! # Messages
 //!
@@ -40,11 +44,15 @@
 //! client verifies a READ and a server a WRITE exactly, 8 bytes per multiplication, with no
 //! copy of the expected data.
 
-use std::sync::Arc;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
 
-use mbuf::{Chain, Fragment, Mbuf, PageProvider, PAGE_SIZE};
-use nfs_glue::rpc::{AcceptStat, Auth, CallHeader, ReplyHeader};
-use nfs_glue::xdr::{Decoder, Encoder};
+use crate::rpc::{AcceptStat, Auth, CallHeader, ReplyHeader};
+use crate::xdr::{Decoder, Encoder};
+use mbuf::{Chain, Fragment, Mbuf, PageProvider};
 
 /// The program number (transient range): "KRPC".
 pub const PROGRAM: u32 = 0x4b52_5043;
@@ -205,14 +213,18 @@ pub fn walk(
                 pos += b.len();
             }
             Fragment::Page { addr, offset, len } => {
-                let mut buf = [0u8; PAGE_SIZE];
-                let b = buf
-                    .get_mut(..len)
-                    .ok_or_else(|| format!("page {addr:#x}: fragment of {len} B"))?;
+                let mut bad = true;
                 pages
-                    .read_page(addr, offset, b)
+                    .with_page(addr, &mut |pg| {
+                        if let Some(b) = pg.get(offset..offset + len) {
+                            f(pos, b);
+                            bad = false;
+                        }
+                    })
                     .map_err(|e| format!("page {addr:#x}: {e}"))?;
-                f(pos, b);
+                if bad {
+                    return Err(format!("page {addr:#x}: fragment {offset}+{len}"));
+                }
                 pos += len;
             }
         }
@@ -234,15 +246,19 @@ pub fn pattern_pages(pages: &Arc<dyn PageProvider>, off: u64, len: usize) -> Res
             Fragment::Bytes(_) => None,
         })
         .collect();
-    let mut buf = [0u8; PAGE_SIZE];
     for (addr, o, l) in frags {
-        let d = buf
-            .get_mut(..l)
-            .ok_or_else(|| format!("page {addr:#x}: fragment of {l} B"))?;
-        pattern_fill(off + done as u64, d);
+        let mut bad = true;
         pages
-            .write_page(addr, o, d)
+            .with_page_mut(addr, &mut |pg| {
+                if let Some(d) = pg.get_mut(o..o + l) {
+                    pattern_fill(off + done as u64, d);
+                    bad = false;
+                }
+            })
             .map_err(|e| format!("page {addr:#x}: {e}"))?;
+        if bad {
+            return Err(format!("page {addr:#x}: fragment {o}+{l}"));
+        }
         done += l;
     }
     Ok(c)
@@ -458,6 +474,17 @@ pub fn verify_echo(
     Ok(())
 }
 
+/// Bytes as decimal megabytes with one decimal, rounded (no floating point: this runs in
+/// kernels).
+struct Megabytes(u64);
+
+impl core::fmt::Display for Megabytes {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let tenths = self.0.saturating_add(50_000) / 100_000;
+        write!(f, "{}.{}", tenths / 10, tenths % 10)
+    }
+}
+
 /// Server-side statistics of one connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ServerStats {
@@ -489,15 +516,15 @@ impl ServerStats {
     /// bytes, E errors": the server's one-line summary, per connection and in total.
     pub fn summary(&self) -> String {
         format!(
-            "{} calls (null {}, write {}, read {}, echo {}), {:.1} MB written, {:.1} MB read, \
+            "{} calls (null {}, write {}, read {}, echo {}), {} MB written, {} MB read, \
              {} mismatched bytes, {} errors",
             self.calls(),
             self.nulls,
             self.writes,
             self.reads,
             self.echoes,
-            self.bytes_in as f64 / 1e6,
-            self.bytes_out as f64 / 1e6,
+            Megabytes(self.bytes_in),
+            Megabytes(self.bytes_out),
             self.mismatches,
             self.errors
         )
@@ -524,8 +551,8 @@ pub struct Server {
     pub stats: ServerStats,
 }
 
-impl std::fmt::Debug for Server {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for Server {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Server")
             .field("store", &self.store.len())
             .field("stats", &self.stats)
@@ -620,6 +647,9 @@ impl Server {
         match end {
             Some(end) if WRITE_DATA_POS + len <= call.len() => {
                 if self.store.len() < end {
+                    if self.store.try_reserve(end - self.store.len()).is_err() {
+                        return self.system_error(xid);
+                    }
                     self.store.resize(end, 0);
                 }
                 // One copy, from the call's pages into the store, then the check there.
@@ -712,7 +742,10 @@ impl Server {
         v.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
         let at = v.len();
         v.resize(at + len + xdr_pad(len), 0);
-        let mut data = Vec::with_capacity(len);
+        let mut data = Vec::new();
+        if data.try_reserve(len).is_err() {
+            return self.system_error(xid);
+        }
         walk(call, CALL_HEADER_LEN + 4, len, &*self.pages, &mut |_, b| {
             data.extend_from_slice(b)
         })?;
@@ -727,6 +760,7 @@ impl Server {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
+    use alloc::vec;
     use mbuf::HeapPageArena;
 
     fn arena() -> Arc<dyn PageProvider> {
