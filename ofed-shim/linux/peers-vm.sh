@@ -8,10 +8,9 @@
 #      WRITE and READ at 4 KiB, 4097 B, 64 KiB+3, 1 MiB with DDP; Long Call; Long Reply;
 #      32 calls in flight; the server checks WRITE data, the module READ data);
 #   2. peer=harness-client: the kernel Responder serving the harness program to two
-#      `userspace-harness client` runs (WRITE, then READ, CLIENT_SIZE (256k) each, 8 in
+#      `userspace-harness client` runs (WRITE, then READ, CLIENT_SIZE (1m) each, 8 in
 #      flight, 64 calls, DDP both ways; the client verifies READ data, the module WRITE
-#      data). With 1m and 4 or more in flight one WRITE in 64 arrives with 32 KiB wrong
-#      (known, see ofed-shim/README.md), so the default is 256k;
+#      data);
 #   3. peer=knfsd: the kernel Requester speaking NFSv3 to knfsd (xtask/vm/knfsd.sh; the root
 #      handle from `userspace-harness mount-fh`): NULL, GETATTR, LOOKUP, READ of a 1 MiB+3
 #      random file, WRITE of it to another (read chunk), READ back (write chunk), compared in
@@ -26,11 +25,11 @@
 #   cargo xtask vm -- sh ofed-shim/linux/peers-vm.sh
 #
 # PEERS="harness-server harness-client knfsd" (the default) picks the runs; CLIENT_SIZE
-# (256k), CLIENT_DEPTH (8) and CLIENT_COUNT (64) shape the client runs of harness-client.
+# (1m), CLIENT_DEPTH (8) and CLIENT_COUNT (64) shape the client runs of harness-client.
 set -u
 PEERS=${PEERS:-harness-server harness-client knfsd}
 DEPTH=${CLIENT_DEPTH:-8}
-SIZE=${CLIENT_SIZE:-256k}
+SIZE=${CLIENT_SIZE:-1m}
 COUNT=${CLIENT_COUNT:-64}
 KO=${KO:-target/kmod/linux/krpc_rdma.ko}
 BIN=${HARNESS:-${CARGO_TARGET_DIR:-target}/release/userspace-harness}
