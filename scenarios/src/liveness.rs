@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 
 use krpc_rdma::transport::{Incoming, ReplyError, ReplySpec, ResponderEvent, TransportConfig};
 
-use crate::check::{bytes_eq, ensure, eq, fail, At, Outcome};
+use crate::check::{bytes_eq, ensure, eq, fail, At, Failure, Outcome};
 use crate::data::Kind;
 use crate::fixture::{Fixture, Limits, Setup};
 use crate::pair::{End, Pair};
@@ -44,18 +44,12 @@ fn until<F: Fixture>(
     Ok(())
 }
 
-/// One send-queue slot per side (`Limits::max_send_wr` 1). A call is handed up; a WRITE
-/// (read chunk) arrives behind it; the first call's reply Send takes the responder's only
-/// slot before the WRITE's Receive is polled, so the WRITE's RDMA Read cannot be posted
-/// (checked after polling exactly that one completion). With no further message from the
-/// requester, the reply Send's completion must restart the Read: the WRITE is handed up
-/// byte-exact and both calls get their replies.
-pub fn a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes<F: Fixture>(
-    fx: &mut F,
-) -> Outcome {
+/// A pair whose queue pairs have `slots` send-queue slots each, after one round trip (for
+/// the credits beyond the first).
+fn warmed_pair<F: Fixture>(fx: &mut F, slots: u32) -> Result<Pair<'_, F>, Failure> {
     let setup = Setup {
         limits: Limits {
-            max_send_wr: Some(1),
+            max_send_wr: Some(slots),
             ..Limits::default()
         },
         ..Setup::both(TransportConfig::default())
@@ -66,6 +60,48 @@ pub fn a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes<F: Fixt
     p.rpc(call, spec, &mut |c| {
         Kind::Small.reply(&pb, c.xid).at("reply")
     })?;
+    Ok(p)
+}
+
+/// Send the call `kind` with `xid` and wait until its Send completed (delivered, not yet
+/// polled by the responder); returns the call's bytes.
+fn deliver<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    kind: Kind,
+    xid: u32,
+    ended: &mut Ended,
+) -> Result<Vec<u8>, Failure> {
+    let (call, spec): (_, ReplySpec) = kind.call(&p.l.pa, xid).at("call")?;
+    let want = call.to_vec().at("call bytes")?;
+    p.call(call, spec, "call")?;
+    let mut idle = 0;
+    while p.l.fx.sq_outstanding(&p.l.a) > 0 {
+        let progress = p.poll_ends(ended)?;
+        p.l.idle(&mut idle, progress, "the call's Send completes")?;
+    }
+    Ok(want)
+}
+
+/// Poll the responder one completion at a time until it took a call with a read chunk.
+fn take_the_read_call<F: Fixture>(p: &mut Pair<'_, F>, held: &mut Vec<Incoming>) -> Outcome {
+    let mut idle = 0;
+    while p.resp.counters().read_chunks == 0 {
+        let progress = take_calls(p, held, 1);
+        p.l.idle(&mut idle, progress, "the call with a read chunk taken")?;
+    }
+    Ok(())
+}
+
+/// One send-queue slot per side (`Limits::max_send_wr` 1). A call is handed up; a WRITE
+/// (read chunk) arrives behind it; the first call's reply Send takes the responder's only
+/// slot before the WRITE's Receive is polled, so the WRITE's RDMA Read cannot be posted
+/// (checked after polling exactly that one completion). With no further message from the
+/// requester, the reply Send's completion must restart the Read: the WRITE is handed up
+/// byte-exact and both calls get their replies.
+pub fn a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes<F: Fixture>(
+    fx: &mut F,
+) -> Outcome {
+    let mut p = warmed_pair(fx, 1)?;
     let (mut held, mut ended) = (Vec::new(), Vec::new());
     // The first call, handed up; both send queues empty again.
     let (call, spec) = Kind::Small.call(&p.l.pa, 1).at("first call")?;
@@ -81,14 +117,7 @@ pub fn a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes<F: Fixt
     )?;
     // The WRITE, delivered (its Send completed) but not yet polled by the responder.
     let kind = Kind::Write(8192);
-    let (call, spec): (_, ReplySpec) = kind.call(&p.l.pa, 2).at("WRITE call")?;
-    let want = call.to_vec().at("WRITE bytes")?;
-    p.call(call, spec, "WRITE call")?;
-    let mut idle = 0;
-    while p.l.fx.sq_outstanding(&p.l.a) > 0 {
-        let progress = p.poll_ends(&mut ended)?;
-        p.l.idle(&mut idle, progress, "the WRITE's Send completes")?;
-    }
+    let want = deliver(&mut p, kind, 2, &mut ended)?;
     // The first call's reply takes the responder's only slot.
     let first = held.pop().at("the first call")?;
     let reply = Kind::Small.reply(&p.l.pb, first.xid).at("reply")?;
@@ -98,11 +127,7 @@ pub fn a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes<F: Fixt
         .map_err(|e| fail("first reply", "sent", format!("{e:?}")))?;
     eq("responder's send queue", 1, p.l.fx.sq_outstanding(&p.l.b))?;
     // Exactly one completion: the WRITE's Receive (it came first). Its Read has no slot.
-    let mut idle = 0;
-    while p.resp.counters().read_chunks == 0 {
-        let progress = take_calls(&mut p, &mut held, 1);
-        p.l.idle(&mut idle, progress, "the WRITE taken")?;
-    }
+    take_the_read_call(&mut p, &mut held)?;
     eq("handed up while the Read waits", 0, held.len())?;
     eq(
         "responder's send queue (the reply Send, no Read)",
@@ -153,20 +178,7 @@ pub fn a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes<F: Fixt
 /// both calls get their replies.
 pub fn a_reply_built_while_reads_stall_leaves_the_reads_alone<F: Fixture>(fx: &mut F) -> Outcome {
     const SLOTS: u32 = 3;
-    let setup = Setup {
-        limits: Limits {
-            max_send_wr: Some(SLOTS),
-            ..Limits::default()
-        },
-        ..Setup::both(TransportConfig::default())
-    };
-    let mut p = Pair::new(fx, &setup)?;
-    // A first round trip, for the credits beyond the first.
-    let (call, spec) = Kind::Small.call(&p.l.pa, 0xffff).at("warm-up call")?;
-    let pb = p.l.pb.clone();
-    p.rpc(call, spec, &mut |c| {
-        Kind::Small.reply(&pb, c.xid).at("reply")
-    })?;
+    let mut p = warmed_pair(fx, SLOTS)?;
     let (mut held, mut ended) = (Vec::new(), Vec::new());
     let read = Kind::Read(100);
     let (call, spec) = read.call(&p.l.pa, 1).at("READ call")?;
@@ -181,20 +193,9 @@ pub fn a_reply_built_while_reads_stall_leaves_the_reads_alone<F: Fixture>(fx: &m
         },
     )?;
     let write = Kind::Write(1024 * 1024 + 3);
-    let (call, spec): (_, ReplySpec) = write.call(&p.l.pa, 2).at("WRITE call")?;
-    let want = call.to_vec().at("WRITE bytes")?;
-    p.call(call, spec, "WRITE call")?;
-    let mut idle = 0;
-    while p.l.fx.sq_outstanding(&p.l.a) > 0 {
-        let progress = p.poll_ends(&mut ended)?;
-        p.l.idle(&mut idle, progress, "the WRITE's Send completes")?;
-    }
+    let want = deliver(&mut p, write, 2, &mut ended)?;
     // Exactly one completion: the WRITE's Receive. Its Reads take every slot and stall.
-    let mut idle = 0;
-    while p.resp.counters().read_chunks == 0 {
-        let progress = take_calls(&mut p, &mut held, 1);
-        p.l.idle(&mut idle, progress, "the WRITE taken")?;
-    }
+    take_the_read_call(&mut p, &mut held)?;
     eq(
         "responder's send queue (the WRITE's Reads)",
         SLOTS as usize,
