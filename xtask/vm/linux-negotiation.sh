@@ -14,6 +14,12 @@
 # traces: see summarise below; `sh xtask/vm/linux-negotiation.sh --summarise OUTDIR` redoes it).
 export LC_ALL=C
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# The summary needs jq, which neither `cargo xtask test` nor `demo` installs (the guest uses
+# the host's binaries): say so in one line before anything runs.
+command -v jq >/dev/null 2>&1 || {
+    echo "linux-negotiation: needs jq on the host (the guest runs the host's binaries): apt-get install jq" >&2
+    exit 2
+}
 
 summarise() {
     d=$1
