@@ -713,14 +713,13 @@ impl Responder {
         // The inline part, copied out of the receive buffer (reposted right after) into a
         // chain of the pool.
         let body = if nomsg { &[][..] } else { payload };
-        let mut inline = self.ep.chains.chain();
-        if inline.append(body).is_err() {
+        let Ok(inline) = self.ep.chains.chain_from_bytes(body) else {
             // Out of memory for a few KiB: we cannot hold the call, and a refusal would tell
             // the requester its chunks were wrong; close (RFC 8166 §4.5.4), the requester
             // retransmits on a new connection.
             self.free_ctx.push(idx);
             return Received::Close;
-        }
+        };
         let Some(ctx) = self.ctxs.get_mut(idx as usize) else {
             debug_assert!(false, "free context index out of range");
             return Received::Discard;
