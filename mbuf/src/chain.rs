@@ -156,33 +156,30 @@ impl Chain {
         mbufs
     }
 
-    /// A chain over storage from `pool` that holds one emptied internal mbuf (see
-    /// [`Chain::take_primed`]), to be refilled at once by [`Chain::set_bytes`].
-    pub(crate) fn primed(mbufs: VecDeque<Mbuf>, pool: Arc<ChainPool>) -> Self {
-        Chain {
-            mbufs,
-            len: 0,
-            pool: Some(pool),
-        }
-    }
-
-    /// Take the chain's storage with its first mbuf kept, emptied, when that is a writable
-    /// internal mbuf (not a marker); every other mbuf is freed. `None` (the chain then
-    /// unchanged) when the first mbuf cannot be kept.
-    pub(crate) fn take_primed(&mut self) -> Option<VecDeque<Mbuf>> {
+    /// Empty the chain but keep its first mbuf, emptied, when that is a writable internal
+    /// mbuf (not a marker): every other mbuf is freed and the chain no longer belongs to a
+    /// pool. False (the chain unchanged) when the first mbuf cannot be kept.
+    pub(crate) fn prime(&mut self) -> bool {
         let keep = self.mbufs.front().is_some_and(|m| {
             m.kind() == crate::MbufKind::Internal && m.is_writable() && !m.is_ddp_marker()
         });
         if !keep {
-            return None;
+            return false;
         }
-        let mut mbufs = core::mem::take(&mut self.mbufs);
-        self.len = 0;
-        mbufs.truncate(1);
-        if let Some(m) = mbufs.front_mut() {
+        if self.mbufs.len() > 1 {
+            self.mbufs.truncate(1);
+        }
+        if let Some(m) = self.mbufs.front_mut() {
             m.reset_linear();
         }
-        Some(mbufs)
+        self.len = 0;
+        self.pool = None;
+        true
+    }
+
+    /// Make the chain's storage return to `pool` when it is dropped.
+    pub(crate) fn adopt(&mut self, pool: Arc<ChainPool>) {
+        self.pool = Some(pool);
     }
 
     /// Whether this chain's storage returns to a [`ChainPool`].
@@ -518,7 +515,9 @@ impl Chain {
         if !data.is_empty() {
             if let Some(m) = self.mbufs.front_mut() {
                 if m.is_writable() && !m.is_ddp_marker() && m.refill(data) {
-                    self.mbufs.truncate(1);
+                    if self.mbufs.len() > 1 {
+                        self.mbufs.truncate(1);
+                    }
                     self.len = data.len();
                     return Ok(());
                 }

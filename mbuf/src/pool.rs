@@ -29,10 +29,10 @@ struct Spare {
     bufs: Vec<VecDeque<Mbuf>>,
     /// At most the smallest capacity in `bufs` (taking buffers out only raises the minimum).
     min_cap: usize,
-    /// Storage of recycled chains that kept their first mbuf (an emptied internal one):
-    /// [`ChainPool::chain_from_bytes`] refills it in place instead of an mbuf being freed by
-    /// one chain and built again for the next.
-    primed: Vec<VecDeque<Mbuf>>,
+    /// Recycled chains that kept their first mbuf (an emptied internal one) and belong to no
+    /// pool: [`ChainPool::chain_from_bytes`] refills that mbuf in place instead of an mbuf
+    /// being freed by one chain and built again for the next.
+    primed: Vec<Chain>,
 }
 
 impl ChainPool {
@@ -61,7 +61,11 @@ impl ChainPool {
         let mbufs = self
             .spare
             .try_lock()
-            .and_then(|mut s| s.bufs.pop().or_else(|| s.primed.pop()))
+            .and_then(|mut s| {
+                s.bufs
+                    .pop()
+                    .or_else(|| s.primed.pop().map(|mut c| c.take_storage()))
+            })
             .unwrap_or_default();
         Chain::pooled(mbufs, Arc::clone(self))
     }
@@ -73,17 +77,15 @@ impl ChainPool {
     /// A chain whose first mbuf is a writable internal one keeps it (emptied) with its
     /// storage, for [`chain_from_bytes`](Self::chain_from_bytes) to refill.
     pub fn recycle(&self, mut chain: Chain) {
-        let Some(mut mbufs) = chain.take_primed() else {
-            return self.put(chain.take_storage());
-        };
-        if let Some(mut s) = self.spare.try_lock() {
-            if s.primed.len() < s.primed.capacity() {
-                s.primed.push(mbufs);
-                return;
+        if chain.prime() {
+            if let Some(mut s) = self.spare.try_lock() {
+                if s.primed.len() < s.primed.capacity() {
+                    s.primed.push(chain);
+                    return;
+                }
             }
         }
-        mbufs.clear();
-        self.put(mbufs);
+        self.put(chain.take_storage());
     }
 
     /// A chain of the pool holding a copy of `data` (like [`Chain::from_bytes`]): when `data`
@@ -100,7 +102,10 @@ impl ChainPool {
             self.spare.try_lock().and_then(|mut s| s.primed.pop())
         };
         let mut c = match primed {
-            Some(mbufs) => Chain::primed(mbufs, Arc::clone(self)),
+            Some(mut c) => {
+                c.adopt(Arc::clone(self));
+                c
+            }
             None => self.chain(),
         };
         c.set_bytes(data)?;

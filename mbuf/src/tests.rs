@@ -1608,6 +1608,10 @@ fn chain_pool_refills_a_recycled_mbuf_in_place() {
     assert_eq!(f.to_vec().unwrap(), b"abcd");
     assert!(f.mbufs().all(|m| !m.is_ddp_marker() && m.is_writable()));
     assert_eq!(pool.spare(), 0);
+    // A chain of the pool recycled into it is kept without its link to the pool (no cycle).
+    pool.recycle(f);
+    assert_eq!(pool.spare(), 1);
+    assert_eq!(Arc::strong_count(&pool), 1);
 }
 
 #[test]
