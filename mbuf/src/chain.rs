@@ -1028,6 +1028,7 @@ pub struct Fragments<'a> {
 
 impl<'a> Iterator for Fragments<'a> {
     type Item = Fragment<'a>;
+    #[inline]
     fn next(&mut self) -> Option<Fragment<'a>> {
         loop {
             if let Some(f) = self.cur.as_mut().and_then(Iterator::next) {
