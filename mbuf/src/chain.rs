@@ -19,11 +19,20 @@ use crate::pool::ChainPool;
 /// chain (or [`Chain::clear`]) frees every mbuf and releases every page reference (`m_freem`).
 /// A chain taken from a [`ChainPool`] gives its storage back to the pool when dropped; the
 /// chains [`split`](Chain::split) makes from it come from the same pool.
+///
+/// The chain keeps its length (`m_pkthdr.len`, kept up to date by every operation), so
+/// [`Chain::len`] does not walk the mbufs; only after [`Chain::mbufs_mut`] (which can change
+/// an mbuf's length) is it walked again, until the next operation that sets it.
 #[derive(Default)]
 pub struct Chain {
     pub(crate) mbufs: VecDeque<Mbuf>,
+    /// Total bytes of `mbufs`, or [`LEN_UNKNOWN`] after [`Chain::mbufs_mut`].
+    len: usize,
     pool: Option<Arc<ChainPool>>,
 }
+
+/// The cached length of a chain whose mbufs were handed out mutably: walk them.
+const LEN_UNKNOWN: usize = usize::MAX;
 
 impl Drop for Chain {
     fn drop(&mut self) {
@@ -105,6 +114,7 @@ impl Chain {
     pub const fn new() -> Self {
         Chain {
             mbufs: VecDeque::new(),
+            len: 0,
             pool: None,
         }
     }
@@ -117,6 +127,7 @@ impl Chain {
         }
         Chain {
             mbufs,
+            len: 0,
             pool: Some(pool),
         }
     }
@@ -130,6 +141,7 @@ impl Chain {
     }
 
     /// Mbufs the chain can hold without growing its storage.
+    #[inline]
     pub fn mbuf_capacity(&self) -> usize {
         self.mbufs.capacity()
     }
@@ -137,13 +149,41 @@ impl Chain {
     /// Take the chain's storage, emptied (its mbufs freed); the chain is left without any.
     pub(crate) fn take_storage(&mut self) -> VecDeque<Mbuf> {
         let mut mbufs = core::mem::take(&mut self.mbufs);
+        self.len = 0;
         if !mbufs.is_empty() {
             mbufs.clear();
         }
         mbufs
     }
 
+    /// Empty the chain but keep its first mbuf, emptied, when that is a writable internal
+    /// mbuf (not a marker): every other mbuf is freed and the chain no longer belongs to a
+    /// pool. False (the chain unchanged) when the first mbuf cannot be kept.
+    pub(crate) fn prime(&mut self) -> bool {
+        let keep = self.mbufs.front().is_some_and(|m| {
+            m.kind() == crate::MbufKind::Internal && m.is_writable() && !m.is_ddp_marker()
+        });
+        if !keep {
+            return false;
+        }
+        if self.mbufs.len() > 1 {
+            self.mbufs.truncate(1);
+        }
+        if let Some(m) = self.mbufs.front_mut() {
+            m.reset_linear();
+        }
+        self.len = 0;
+        self.pool = None;
+        true
+    }
+
+    /// Make the chain's storage return to `pool` when it is dropped.
+    pub(crate) fn adopt(&mut self, pool: Arc<ChainPool>) {
+        self.pool = Some(pool);
+    }
+
     /// Whether this chain's storage returns to a [`ChainPool`].
+    #[inline]
     pub fn is_pooled(&self) -> bool {
         self.pool.is_some()
     }
@@ -155,10 +195,13 @@ impl Chain {
     /// [`MbufError::Alloc`]; both chains are then unchanged.
     pub fn cat_from(&mut self, other: &mut Chain) -> Result<(), MbufError> {
         self.mbufs.try_reserve(other.mbufs.len())?;
+        let len = self.len().saturating_add(other.len());
         for m in other.mbufs.iter_mut() {
             m.remove_flags(MbufFlags::PKTHDR);
         }
         self.mbufs.append(&mut other.mbufs);
+        self.len = len;
+        other.len = 0;
         Ok(())
     }
 
@@ -183,22 +226,35 @@ impl Chain {
         Ok(c)
     }
 
-    /// Total bytes in the chain (`m_length`).
+    /// Total bytes in the chain (`m_pkthdr.len`; `m_length` after [`Chain::mbufs_mut`]).
+    #[inline]
     pub fn len(&self) -> usize {
+        if self.len == LEN_UNKNOWN {
+            return self.walk_len();
+        }
+        debug_assert_eq!(self.len, self.walk_len(), "cached chain length");
+        self.len
+    }
+
+    /// The length by walking the mbufs (`m_length`).
+    fn walk_len(&self) -> usize {
         self.mbufs.iter().map(Mbuf::len).sum()
     }
 
     /// True if the chain holds no bytes (it may still hold zero-length mbufs such as markers).
+    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.mbufs.iter().all(Mbuf::is_empty)
+        self.len() == 0
     }
 
     /// Number of mbufs, zero-length ones included.
+    #[inline]
     pub fn mbuf_count(&self) -> usize {
         self.mbufs.len()
     }
 
     /// The mbufs in order (with their flags via [`Mbuf::flags`]).
+    #[inline]
     pub fn mbufs(&self) -> vec_deque::Iter<'_, Mbuf> {
         self.mbufs.iter()
     }
@@ -206,15 +262,19 @@ impl Chain {
     /// The mbufs in order, mutably (flags, page header/trailer via [`Mbuf::set_epg_hdr`] /
     /// [`Mbuf::set_epg_trl`]; nothing else of an mbuf can change through this).
     pub fn mbufs_mut(&mut self) -> vec_deque::IterMut<'_, Mbuf> {
+        // An mbuf's length may change (page header/trailer, or the mbuf replaced).
+        self.len = LEN_UNKNOWN;
         self.mbufs.iter_mut()
     }
 
     /// First mbuf.
+    #[inline]
     pub fn first(&self) -> Option<&Mbuf> {
         self.mbufs.front()
     }
 
     /// Last mbuf.
+    #[inline]
     pub fn last(&self) -> Option<&Mbuf> {
         self.mbufs.back()
     }
@@ -238,6 +298,7 @@ impl Chain {
 
     /// Free every mbuf and release every page reference (`m_freem`); the chain stays usable.
     pub fn clear(&mut self) {
+        self.len = 0;
         if !self.mbufs.is_empty() {
             self.mbufs.clear();
         }
@@ -256,6 +317,7 @@ impl Chain {
         if !self.mbufs.is_empty() {
             m.remove_flags(MbufFlags::PKTHDR);
         }
+        self.len = self.len().saturating_add(m.len());
         self.mbufs.push_back(m);
         Ok(())
     }
@@ -267,12 +329,7 @@ impl Chain {
     /// # Errors
     /// [`MbufError::Alloc`]; `other` is then dropped and `self` is unchanged.
     pub fn cat(&mut self, mut other: Chain) -> Result<(), MbufError> {
-        self.mbufs.try_reserve(other.mbufs.len())?;
-        for m in other.mbufs.iter_mut() {
-            m.remove_flags(MbufFlags::PKTHDR);
-        }
-        self.mbufs.append(&mut other.mbufs);
-        Ok(())
+        self.cat_from(&mut other)
     }
 
     /// Find where chain offset `off` cuts the chain: returns `(i, r)` where mbufs `..i` lie
@@ -331,6 +388,8 @@ impl Chain {
         } else {
             right.mbufs.extend(self.mbufs.drain(i..));
         }
+        self.len = off;
+        right.len = len - off;
         self.fix_pkthdr(had);
         right.fix_pkthdr(had);
         Ok(right)
@@ -388,6 +447,7 @@ impl Chain {
             }
             pos += l;
         }
+        out.len = len;
         out.fix_pkthdr(self.has_pkthdr());
         Ok(out)
     }
@@ -420,6 +480,16 @@ impl Chain {
     /// [`MbufError::OutOfRange`] if `dst` is shorter than the chain (bytes before the end of
     /// `dst` may have been written); [`MbufError::Page`].
     pub fn copy_to_slice(&self, dst: &mut [u8]) -> Result<usize, MbufError> {
+        // One linear mbuf (every small message): one copy, no walk.
+        if let (1, Some(b)) = (self.mbufs.len(), self.mbufs.front().and_then(Mbuf::data)) {
+            return match dst.get_mut(..b.len()) {
+                Some(d) => {
+                    d.copy_from_slice(b);
+                    Ok(b.len())
+                }
+                None => Err(MbufError::range(0, b.len(), dst.len())),
+            };
+        }
         let mut at = 0usize;
         for m in &self.mbufs {
             let l = m.len();
@@ -442,16 +512,13 @@ impl Chain {
     /// # Errors
     /// As [`Chain::append`] (the chain is then empty).
     pub fn set_bytes(&mut self, data: &[u8]) -> Result<(), MbufError> {
-        let reuse = !data.is_empty()
-            && data.len() <= MLEN
-            && self.mbufs.front().is_some_and(|m| {
-                m.kind() == crate::MbufKind::Internal && m.is_writable() && !m.is_ddp_marker()
-            });
-        if reuse {
-            self.mbufs.truncate(1);
+        if !data.is_empty() {
             if let Some(m) = self.mbufs.front_mut() {
-                m.reset_linear();
-                if m.push_tail(data) {
+                if m.is_writable() && !m.is_ddp_marker() && m.refill(data) {
+                    if self.mbufs.len() > 1 {
+                        self.mbufs.truncate(1);
+                    }
+                    self.len = data.len();
                     return Ok(());
                 }
             }
@@ -553,11 +620,13 @@ impl Chain {
             .back()
             .map_or(0, Mbuf::trailing_space)
             .min(data.len());
+        let len = self.len().saturating_add(data.len());
         if let (Some(head), Some(rest)) = (data.get(..tail), data.get(tail..)) {
             if rest.len() <= MLEN {
                 if !rest.is_empty() {
                     self.mbufs.try_reserve(1)?;
                 }
+                self.len = len;
                 if let Some(last) = self.mbufs.back_mut() {
                     last.push_tail(head);
                 }
@@ -572,6 +641,7 @@ impl Chain {
         }
         let ext = self.prepare_extend(data)?;
         self.commit_extend(ext, data);
+        self.len = len;
         Ok(())
     }
 
@@ -622,6 +692,7 @@ impl Chain {
         match written {
             Ok(()) => {
                 self.commit_extend(ext, ext_bytes);
+                self.len = len + ext_bytes.len();
                 Ok(())
             }
             Err(e) => {
@@ -646,6 +717,7 @@ impl Chain {
             return Ok(&mut []);
         }
         let usable = self.mbufs.front().is_some_and(|m| m.leading_space() >= n);
+        let len = self.len().saturating_add(n);
         if usable {
             if let Some(m) = self.mbufs.front_mut() {
                 m.grow_front(n);
@@ -669,6 +741,7 @@ impl Chain {
             self.mbufs.push_front(m);
             self.fix_pkthdr(had);
         }
+        self.len = len;
         self.mbufs
             .front_mut()
             .and_then(Mbuf::data_mut)
@@ -708,6 +781,7 @@ impl Chain {
         if k > len {
             return Err(MbufError::range(0, k, len));
         }
+        self.len = len - k;
         if n > 0 {
             let had = self.has_pkthdr();
             trim_head(&mut self.mbufs, k);
@@ -875,6 +949,7 @@ impl Chain {
     ) -> Result<(), MbufError> {
         const PER_MBUF: usize = MAX_PGS_PER_MBUF * PAGE_SIZE;
         self.mbufs.try_reserve(len.div_ceil(PER_MBUF))?;
+        let total = self.len().saturating_add(len);
         let before = self.mbufs.len();
         let mut remaining = len;
         while remaining > 0 {
@@ -908,6 +983,7 @@ impl Chain {
                 .push_back(Mbuf::from_page_data(MbufFlags::empty(), pd));
             remaining -= bytes;
         }
+        self.len = total;
         Ok(())
     }
 
@@ -918,6 +994,9 @@ impl Chain {
     /// # Errors
     /// A description of the first violation.
     pub fn check_invariants(&self) -> Result<(), &'static str> {
+        if self.len != LEN_UNKNOWN && self.len != self.walk_len() {
+            return Err("cached chain length differs from the mbufs' lengths");
+        }
         for (i, m) in self.mbufs.iter().enumerate() {
             if i > 0 && m.flags().contains(MbufFlags::PKTHDR) {
                 return Err("PKTHDR on a mbuf other than the first");
@@ -949,6 +1028,7 @@ pub struct Fragments<'a> {
 
 impl<'a> Iterator for Fragments<'a> {
     type Item = Fragment<'a>;
+    #[inline]
     fn next(&mut self) -> Option<Fragment<'a>> {
         loop {
             if let Some(f) = self.cur.as_mut().and_then(Iterator::next) {

@@ -61,8 +61,10 @@
 //! `RDONLY` mbufs are never written: [`Chain::copyback`] fails with [`MbufError::ReadOnly`] and
 //! prepend/append/pullup never use their spare space. DDP markers never get bytes either.
 //!
-//! **Packet header.** There is no `m_pkthdr` structure (the chain computes its length); the
-//! `PKTHDR` flag is kept only on the first mbuf: operations that replace the first mbuf move it
+//! **Packet header.** There is no `m_pkthdr` structure: the chain keeps its length itself
+//! (`m_pkthdr.len`, so [`Chain::len`] does not walk the mbufs, except after
+//! [`Chain::mbufs_mut`], which may change an mbuf's length); the `PKTHDR` flag is kept only on
+//! the first mbuf: operations that replace the first mbuf move it
 //! (prepend, pullup, head trim), [`Chain::split`] gives it to both parts, [`Chain::cat`] and
 //! [`Chain::append_mbuf`] clear it on the appended mbufs.
 //!

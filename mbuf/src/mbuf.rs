@@ -38,18 +38,21 @@ enum Store {
 }
 
 impl Store {
+    #[inline]
     fn bytes(&self) -> &[u8] {
         match self {
             Store::Inline(a) => a,
             Store::Heap(v) => v,
         }
     }
+    #[inline]
     fn bytes_mut(&mut self) -> &mut [u8] {
         match self {
             Store::Inline(a) => a,
             Store::Heap(v) => v,
         }
     }
+    #[inline]
     fn cap(&self) -> usize {
         self.bytes().len()
     }
@@ -63,12 +66,14 @@ pub(crate) struct Linear {
 }
 
 impl Linear {
+    #[inline]
     fn data(&self) -> &[u8] {
         self.store
             .bytes()
             .get(self.off..self.off + self.len)
             .unwrap_or(&[])
     }
+    #[inline]
     fn data_mut(&mut self) -> &mut [u8] {
         let (off, len) = (self.off, self.len);
         self.store
@@ -76,6 +81,7 @@ impl Linear {
             .get_mut(off..off + len)
             .unwrap_or(&mut [])
     }
+    #[inline]
     fn trailing(&self) -> usize {
         self.store.cap() - self.off - self.len
     }
@@ -304,6 +310,7 @@ impl Mbuf {
     }
 
     /// Number of data bytes (`m_len`).
+    #[inline]
     pub fn len(&self) -> usize {
         match &self.data {
             Data::Linear(l) => l.len,
@@ -312,6 +319,7 @@ impl Mbuf {
     }
 
     /// True if the mbuf carries no bytes (e.g. a DDP marker).
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -324,6 +332,7 @@ impl Mbuf {
     }
 
     /// Storage kind.
+    #[inline]
     pub fn kind(&self) -> MbufKind {
         match &self.data {
             Data::Linear(Linear {
@@ -336,11 +345,13 @@ impl Mbuf {
     }
 
     /// True for a page mbuf (`M_EXTPG`).
+    #[inline]
     pub fn is_pages(&self) -> bool {
         matches!(self.data, Data::Pages(_))
     }
 
     /// Flags; [`MbufFlags::EXTPG`] is set exactly for page mbufs.
+    #[inline]
     pub fn flags(&self) -> MbufFlags {
         if self.is_pages() {
             self.flags | MbufFlags::EXTPG
@@ -355,27 +366,32 @@ impl Mbuf {
     }
 
     /// Set some flags ([`MbufFlags::EXTPG`] is ignored).
+    #[inline]
     pub fn insert_flags(&mut self, flags: MbufFlags) {
         self.flags |= flags - MbufFlags::EXTPG;
     }
 
     /// Clear some flags ([`MbufFlags::EXTPG`] is ignored).
+    #[inline]
     pub fn remove_flags(&mut self, flags: MbufFlags) {
         self.flags -= flags;
     }
 
     /// True if the mbuf carries [`MbufFlags::DDP_START`].
+    #[inline]
     pub fn is_ddp_marker(&self) -> bool {
         self.flags.contains(MbufFlags::DDP_START)
     }
 
     /// True unless [`MbufFlags::RDONLY`] is set (`M_WRITABLE`).
+    #[inline]
     pub fn is_writable(&self) -> bool {
         !self.flags.contains(MbufFlags::RDONLY)
     }
 
     /// True if prepend/append/pullup may put bytes into this mbuf's spare space: a writable
     /// linear mbuf that is not a DDP marker.
+    #[inline]
     fn space_usable(&self) -> bool {
         self.is_writable() && !self.is_ddp_marker() && !self.is_pages()
     }
@@ -391,6 +407,7 @@ impl Mbuf {
 
     /// Usable space after the data (`M_TRAILINGSPACE`): 0 for page mbufs, read-only mbufs
     /// and DDP markers.
+    #[inline]
     pub fn trailing_space(&self) -> usize {
         match &self.data {
             Data::Linear(l) if self.space_usable() => l.trailing(),
@@ -408,6 +425,7 @@ impl Mbuf {
     }
 
     /// The data of an internal or cluster mbuf (`mtod`); `None` for a page mbuf.
+    #[inline]
     pub fn data(&self) -> Option<&[u8]> {
         match &self.data {
             Data::Linear(l) => Some(l.data()),
@@ -416,6 +434,7 @@ impl Mbuf {
     }
 
     /// Writable data of an internal or cluster mbuf; `None` for page or read-only mbufs.
+    #[inline]
     pub fn data_mut(&mut self) -> Option<&mut [u8]> {
         let writable = self.is_writable();
         match &mut self.data {
@@ -645,7 +664,30 @@ impl Mbuf {
         }
     }
 
-    /// Commit `n` bytes written by [`Mbuf::room_after`].
+    /// Make an internal mbuf hold exactly `data` (at offset 0), in place; false (unchanged)
+    /// for other kinds or when `data` does not fit. Its flags are cleared.
+    #[inline]
+    pub(crate) fn refill(&mut self, data: &[u8]) -> bool {
+        let flags = &mut self.flags;
+        match &mut self.data {
+            Data::Linear(Linear {
+                store: Store::Inline(a),
+                off,
+                len,
+            }) => match a.get_mut(..data.len()) {
+                Some(d) => {
+                    d.copy_from_slice(data);
+                    *off = 0;
+                    *len = data.len();
+                    *flags = MbufFlags::empty();
+                    true
+                }
+                None => false,
+            },
+            _ => false,
+        }
+    }
+
     /// Empty a linear mbuf in place (data offset back to 0) and clear its flags.
     pub(crate) fn reset_linear(&mut self) {
         self.flags = MbufFlags::empty();
@@ -655,6 +697,7 @@ impl Mbuf {
         }
     }
 
+    /// Commit `n` bytes written by [`Mbuf::room_after`].
     pub(crate) fn set_len_after_room(&mut self, n: usize) {
         if let Data::Linear(l) = &mut self.data {
             if l.off + n <= l.store.cap() {

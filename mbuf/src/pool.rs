@@ -15,7 +15,7 @@ use alloc::vec::Vec;
 
 use crate::chain::Chain;
 use crate::error::MbufError;
-use crate::mbuf::Mbuf;
+use crate::mbuf::{Mbuf, MLEN};
 
 /// Spare chain storage of one owner (see the [module docs](self)).
 pub struct ChainPool {
@@ -29,19 +29,30 @@ struct Spare {
     bufs: Vec<VecDeque<Mbuf>>,
     /// At most the smallest capacity in `bufs` (taking buffers out only raises the minimum).
     min_cap: usize,
+    /// Recycled chains that kept their first mbuf (an emptied internal one) and belong to no
+    /// pool: [`ChainPool::chain_from_bytes`] refills that mbuf in place instead of an mbuf
+    /// being freed by one chain and built again for the next.
+    primed: Vec<Chain>,
 }
 
 impl ChainPool {
-    /// A pool keeping at most `max_spare` buffers. Buffers are not allocated here: they come
-    /// from the chains that return to the pool.
+    /// A pool keeping at most `max_spare` emptied buffers and `max_spare` recycled ones that
+    /// kept their first mbuf (see [`recycle`](Self::recycle)). Buffers are not allocated
+    /// here: they come from the chains that return to the pool.
     ///
     /// # Errors
     /// [`MbufError::Alloc`] if the table of spares cannot be allocated.
     pub fn new(max_spare: usize) -> Result<Arc<ChainPool>, MbufError> {
         let mut bufs = Vec::new();
         bufs.try_reserve_exact(max_spare)?;
+        let mut primed = Vec::new();
+        primed.try_reserve_exact(max_spare)?;
         Ok(Arc::new(ChainPool {
-            spare: spin::Mutex::new(Spare { bufs, min_cap: 0 }),
+            spare: spin::Mutex::new(Spare {
+                bufs,
+                min_cap: 0,
+                primed,
+            }),
         }))
     }
 
@@ -50,7 +61,11 @@ impl ChainPool {
         let mbufs = self
             .spare
             .try_lock()
-            .and_then(|mut s| s.bufs.pop())
+            .and_then(|mut s| {
+                s.bufs
+                    .pop()
+                    .or_else(|| s.primed.pop().map(|mut c| c.take_storage()))
+            })
             .unwrap_or_default();
         Chain::pooled(mbufs, Arc::clone(self))
     }
@@ -58,8 +73,43 @@ impl ChainPool {
     /// Keep the storage of `chain` (any chain: its mbufs are freed) if the pool has room: an
     /// endpoint that consumes chains (a reply it has sent) feeds the pool it builds chains
     /// from (the calls it hands up), so neither side allocates nor frees in steady state.
+    ///
+    /// A chain whose first mbuf is a writable internal one keeps it (emptied) with its
+    /// storage, for [`chain_from_bytes`](Self::chain_from_bytes) to refill.
     pub fn recycle(&self, mut chain: Chain) {
+        if chain.prime() {
+            if let Some(mut s) = self.spare.try_lock() {
+                if s.primed.len() < s.primed.capacity() {
+                    s.primed.push(chain);
+                    return;
+                }
+            }
+        }
         self.put(chain.take_storage());
+    }
+
+    /// A chain of the pool holding a copy of `data` (like [`Chain::from_bytes`]): when `data`
+    /// fits an internal mbuf and the pool has one kept by [`recycle`](Self::recycle), that
+    /// mbuf is refilled in place; otherwise as [`chain`](Self::chain) then
+    /// [`Chain::append`].
+    ///
+    /// # Errors
+    /// [`MbufError::Alloc`].
+    pub fn chain_from_bytes(self: &Arc<Self>, data: &[u8]) -> Result<Chain, MbufError> {
+        let primed = if data.is_empty() || data.len() > MLEN {
+            None
+        } else {
+            self.spare.try_lock().and_then(|mut s| s.primed.pop())
+        };
+        let mut c = match primed {
+            Some(mut c) => {
+                c.adopt(Arc::clone(self));
+                c
+            }
+            None => self.chain(),
+        };
+        c.set_bytes(data)?;
+        Ok(c)
     }
 
     /// An empty chain of the pool with room for at least `mbufs` mbufs if the pool has such a
@@ -76,9 +126,11 @@ impl ChainPool {
         }
     }
 
-    /// Buffers waiting for reuse.
+    /// Buffers waiting for reuse (with or without a kept mbuf).
     pub fn spare(&self) -> usize {
-        self.spare.try_lock().map_or(0, |s| s.bufs.len())
+        self.spare
+            .try_lock()
+            .map_or(0, |s| s.bufs.len() + s.primed.len())
     }
 
     /// Take back the storage of a dropped chain (its mbufs already freed). When the pool is

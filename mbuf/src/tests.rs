@@ -1548,9 +1548,70 @@ fn chain_pool_reuses_storage_and_keeps_the_larger_buffers() {
     assert!(found.mbuf_capacity() >= big_cap);
     assert_eq!(pool.spare(), 1);
     drop(found);
+    // A recycled chain starting with an internal mbuf is kept apart, with that mbuf.
     pool.recycle(Chain::from_bytes(b"x").unwrap());
-    assert_eq!(pool.spare(), 2);
+    assert_eq!(pool.spare(), 3);
     assert!(pool.chain_with(big_cap).mbuf_capacity() >= big_cap);
+}
+
+#[test]
+fn chain_pool_refills_a_recycled_mbuf_in_place() {
+    use crate::ChainPool;
+    let (a, p) = arena(4);
+    let pool = ChainPool::new(1).unwrap();
+    // A recycled chain keeps its first internal mbuf, emptied; the others are freed.
+    let mut c = Chain::from_bytes(&[1u8; 100]).unwrap();
+    c.append(&[2u8; 300]).unwrap();
+    c.cat(Chain::alloc_pages(&p, 5000).unwrap()).unwrap();
+    assert!(c.mbuf_count() > 2);
+    pool.recycle(c);
+    assert_eq!(
+        a.in_use(),
+        0,
+        "the recycled chain's pages are released at once"
+    );
+    assert_eq!(pool.spare(), 1);
+    let d = pool.chain_from_bytes(&[3u8; 50]).unwrap();
+    assert_eq!(pool.spare(), 0, "the kept mbuf was taken");
+    assert!(d.is_pooled());
+    assert_eq!((d.mbuf_count(), d.len()), (1, 50));
+    assert_eq!(d.to_vec().unwrap(), vec![3u8; 50]);
+    assert_eq!(d.first().unwrap().flags(), MbufFlags::empty());
+    assert_eq!(d.first().unwrap().kind(), MbufKind::Internal);
+    d.check_invariants().unwrap();
+    // Its storage comes back (empty) when it is dropped; a chain of bytes is then built anew.
+    drop(d);
+    assert_eq!(pool.spare(), 1);
+    let e = pool.chain_from_bytes(b"xyz").unwrap();
+    assert_eq!(e.to_vec().unwrap(), b"xyz");
+    assert!(e.is_pooled());
+    drop(e);
+    // More than an internal mbuf holds: clusters, as `append` makes them.
+    let big = pool.chain_from_bytes(&[4u8; 1000]).unwrap();
+    assert_eq!(big.to_vec().unwrap(), vec![4u8; 1000]);
+    assert_eq!(big.first().unwrap().kind(), MbufKind::Cluster);
+    drop(big);
+    // Nothing is kept of a chain starting with a marker, a page mbuf or a read-only mbuf.
+    let mut m = Chain::new();
+    m.append_mbuf(Mbuf::ddp_marker()).unwrap();
+    m.append(b"abc").unwrap();
+    pool.recycle(m);
+    pool.recycle(Chain::alloc_pages(&p, 100).unwrap());
+    let mut ro = Chain::from_bytes(b"ro").unwrap();
+    ro.mbufs_mut()
+        .next()
+        .unwrap()
+        .insert_flags(MbufFlags::RDONLY);
+    pool.recycle(ro);
+    assert_eq!(a.in_use(), 0);
+    let f = pool.chain_from_bytes(b"abcd").unwrap();
+    assert_eq!(f.to_vec().unwrap(), b"abcd");
+    assert!(f.mbufs().all(|m| !m.is_ddp_marker() && m.is_writable()));
+    assert_eq!(pool.spare(), 0);
+    // A chain of the pool recycled into it is kept without its link to the pool (no cycle).
+    pool.recycle(f);
+    assert_eq!(pool.spare(), 1);
+    assert_eq!(Arc::strong_count(&pool), 1);
 }
 
 #[test]

@@ -660,23 +660,27 @@ impl Responder {
             max_chunk_bytes: self.ep.cfg.max_chunk_bytes,
             max_call_ddp_bytes: self.ep.cfg.max_call_ddp_bytes,
         };
+        // Each list is looked at only when present (a small call has none).
         let has_reads = hdr.read_list().next().is_some();
-        for (pos, segs) in hdr.read_chunks().take_while(|_| has_reads) {
-            let Some(total) = budget.admit(&mut call_bytes, segs.total_length()) else {
-                return refuse;
-            };
-            if segs.clone().any(|s| s.end().is_none()) || chunks.push((pos, total)).is_err() {
-                return refuse;
+        if has_reads {
+            for (pos, segs) in hdr.read_chunks() {
+                let Some(total) = budget.admit(&mut call_bytes, segs.total_length()) else {
+                    return refuse;
+                };
+                if segs.clone().any(|s| s.end().is_none()) || chunks.push((pos, total)).is_err() {
+                    return refuse;
+                }
             }
         }
+        let has_writes = hdr.write_list().next().is_some();
+        let reply_chunk = hdr.reply_chunk();
         // The requester's write and reply chunks: a segment whose end overflows 64 bits can
         // never be written.
-        let bad_target = hdr
-            .write_list()
-            .any(|c| c.segments().any(|s| s.end().is_none()))
-            || hdr
-                .reply_chunk()
-                .is_some_and(|c| c.segments().any(|s| s.end().is_none()));
+        let bad_target = (has_writes
+            && hdr
+                .write_list()
+                .any(|c| c.segments().any(|s| s.end().is_none())))
+            || reply_chunk.is_some_and(|c| c.segments().any(|s| s.end().is_none()));
         if bad_target {
             return refuse;
         }
@@ -689,38 +693,16 @@ impl Responder {
             // not dropped, so its caller learns at once.
             return refuse;
         };
-        let inv_handle = if self.ep.thresholds.send_with_invalidate {
-            // The first chunk's first handle. (Linux's svc_rdma_get_inv_rkey is stricter: it
-            // uses Send With Invalidate only when every segment carries the same handle. Ours
-            // is also safe: the requester Local-Invalidates whatever the Send did not revoke.)
-            hdr.read_list()
-                .next()
-                .map(|r| r.segment.handle)
-                .or_else(|| {
-                    hdr.write_list()
-                        .next()
-                        .and_then(|c| c.segments().next())
-                        .map(|s| s.handle)
-                })
-                .or_else(|| {
-                    hdr.reply_chunk()
-                        .and_then(|c| c.segments().next())
-                        .map(|s| s.handle)
-                })
-        } else {
-            None
-        };
         // The inline part, copied out of the receive buffer (reposted right after) into a
         // chain of the pool.
         let body = if nomsg { &[][..] } else { payload };
-        let mut inline = self.ep.chains.chain();
-        if inline.append(body).is_err() {
+        let Ok(inline) = self.ep.chains.chain_from_bytes(body) else {
             // Out of memory for a few KiB: we cannot hold the call, and a refusal would tell
             // the requester its chunks were wrong; close (RFC 8166 §4.5.4), the requester
             // retransmits on a new connection.
             self.free_ctx.push(idx);
             return Received::Close;
-        }
+        };
         let Some(ctx) = self.ctxs.get_mut(idx as usize) else {
             debug_assert!(false, "free context index out of range");
             return Received::Discard;
@@ -735,28 +717,52 @@ impl Responder {
         // once all are read (`assemble_long_call`).
         let mut back_to_back = 0usize;
         let mut fits = true;
-        for (pos, segs) in hdr.read_chunks().take_while(|_| has_reads) {
-            let mut off = if nomsg { back_to_back } else { pos as usize };
-            for seg in segs {
-                fits &= ctx.reads.push((seg, off)).is_ok();
-                off += seg.length as usize;
+        if has_reads {
+            for (pos, segs) in hdr.read_chunks() {
+                let mut off = if nomsg { back_to_back } else { pos as usize };
+                for seg in segs {
+                    fits &= ctx.reads.push((seg, off)).is_ok();
+                    off += seg.length as usize;
+                }
+                back_to_back = off;
             }
-            back_to_back = off;
         }
-        for chunk in hdr.write_list().take(MAX_WRITE_CHUNKS) {
-            for seg in chunk.segments() {
-                fits &= ctx.write_segs.push(seg).is_ok();
+        if has_writes {
+            for chunk in hdr.write_list().take(MAX_WRITE_CHUNKS) {
+                for seg in chunk.segments() {
+                    fits &= ctx.write_segs.push(seg).is_ok();
+                }
+                fits &= ctx.write_ends.push(ctx.write_segs.len() as u8).is_ok();
             }
-            fits &= ctx.write_ends.push(ctx.write_segs.len() as u8).is_ok();
         }
         ctx.reply_segs.clear();
         ctx.has_reply = false;
-        if let Some(c) = hdr.reply_chunk() {
+        if let Some(c) = reply_chunk {
             ctx.has_reply = true;
             for seg in c.segments() {
                 fits &= ctx.reply_segs.push(seg).is_ok();
             }
         }
+        // Send With Invalidate of the first chunk's first handle, from the lists just stored.
+        // (Linux's svc_rdma_get_inv_rkey is stricter: it uses Send With Invalidate only when
+        // every segment carries the same handle. Ours is also safe: the requester
+        // Local-Invalidates whatever the Send did not revoke.)
+        let inv_handle = if self.ep.thresholds.send_with_invalidate {
+            ctx.reads
+                .first()
+                .map(|(s, _)| s.handle)
+                .or_else(|| {
+                    // The first Write chunk's first segment (none if that chunk is empty).
+                    let first_chunk_segs = ctx.write_ends.first().copied().unwrap_or(0);
+                    ctx.write_segs
+                        .first()
+                        .filter(|_| first_chunk_segs > 0)
+                        .map(|s| s.handle)
+                })
+                .or_else(|| ctx.reply_segs.first().map(|s| s.handle))
+        } else {
+            None
+        };
         if !fits {
             // The codec's limits bound every list: cannot happen for a checked header.
             debug_assert!(false, "checked header beyond the context's lists");
