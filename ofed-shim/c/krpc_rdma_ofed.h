@@ -224,4 +224,7 @@ _Static_assert(__builtin_offsetof(struct krpc_ofed_counts, reg_mrs) == 48, "coun
 _Static_assert(__builtin_offsetof(struct krpc_reg_out, rkey) == 8, "reg_out.rkey");
 _Static_assert(__builtin_offsetof(struct krpc_reg_out, nmapped) == 16, "reg_out.nmapped");
 
+/* The mbuf bridge's boundary (its own ABI version): one header for everything Rust sees. */
+#include "krpc_rdma_mbuf.h"
+
 #endif /* KRPC_RDMA_OFED_H */
