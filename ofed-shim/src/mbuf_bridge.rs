@@ -170,39 +170,69 @@ impl MbufBridge {
     /// # Errors
     /// [`BridgeError::Invalid`] for an insane M_EXTPG mbuf; [`BridgeError::NoMemory`].
     pub unsafe fn walk(&mut self, m: *const FbsdMbuf) -> Result<(), BridgeError> {
+        // SAFETY: forwarded contract.
+        unsafe { self.walk_parts(&[m]) }
+    }
+
+    /// Walk several chains one after the other, as if they were linked: what `cl_call` needs,
+    /// whose call is its own header/credential chain followed by the caller's `args` walked
+    /// directly (`m_copym` drops the marker's `M_PROTO1`; see ARCHITECTURE.md).
+    ///
+    /// # Safety
+    /// Each part is NULL or a valid chain, unchanged during the call.
+    ///
+    /// # Errors
+    /// As [`MbufBridge::walk`].
+    pub unsafe fn walk_parts(&mut self, parts: &[*const FbsdMbuf]) -> Result<(), BridgeError> {
         loop {
             let (nd, np) = (self.descs.capacity().max(8), self.pages.capacity().max(8));
-            grow(&mut self.descs, nd)?;
-            grow(&mut self.pages, np)?;
             self.descs.clear();
             self.descs.resize(nd, KrpcMdesc::default());
             self.pages.clear();
             self.pages.resize(np, 0);
-            let (mut dn, mut pn) = (0u32, 0u32);
-            // SAFETY: the arrays hold `nd` / `np` elements; `m` as the caller promised.
-            let rc = unsafe {
-                ffi::krpc_mbuf_walk(
-                    m,
-                    self.descs.as_mut_ptr(),
-                    u32_of(nd)?,
-                    self.pages.as_mut_ptr(),
-                    u32_of(np)?,
-                    &mut dn,
-                    &mut pn,
-                )
-            };
+            let (mut di, mut pi, mut rc) = (0usize, 0usize, 0);
+            for &m in parts {
+                let (Some(d), Some(p)) = (self.descs.get_mut(di..), self.pages.get_mut(pi..))
+                else {
+                    rc = E2BIG;
+                    break;
+                };
+                let (mut dn, mut pn) = (0u32, 0u32);
+                // SAFETY: `d` / `p` hold the lengths passed; `m` as the caller promised.
+                rc = unsafe {
+                    ffi::krpc_mbuf_walk(
+                        m,
+                        d.as_mut_ptr(),
+                        u32_of(d.len())?,
+                        p.as_mut_ptr(),
+                        u32_of(p.len())?,
+                        &mut dn,
+                        &mut pn,
+                    )
+                };
+                if rc != 0 {
+                    break;
+                }
+                let base = u32_of(pi)?;
+                for x in d.iter_mut().take(dn as usize) {
+                    if x.kind == ffi::MD_PAGES {
+                        x.pa_first = x.pa_first.checked_add(base).ok_or(BridgeError::Invalid)?;
+                    }
+                }
+                di += dn as usize;
+                pi += pn as usize;
+            }
             match rc {
                 0 => {
-                    self.descs.truncate(dn as usize);
-                    self.pages.truncate(pn as usize);
+                    self.descs.truncate(di);
+                    self.pages.truncate(pi);
                     return Ok(());
                 }
                 E2BIG => {
-                    let (nd2, np2) = (nd.saturating_mul(2), np.saturating_mul(2));
                     self.descs.clear();
                     self.pages.clear();
-                    grow(&mut self.descs, nd2)?;
-                    grow(&mut self.pages, np2)?;
+                    grow(&mut self.descs, nd.saturating_mul(2))?;
+                    grow(&mut self.pages, np.saturating_mul(2))?;
                 }
                 rc => {
                     self.descs.clear();
@@ -311,6 +341,26 @@ impl MbufBridge {
         // SAFETY: forwarded contract; the chain is unchanged between the two steps.
         unsafe {
             self.walk(m)?;
+            self.to_chain(pages)
+        }
+    }
+
+    /// Several FreeBSD chains, one after the other, become one [`Chain`]
+    /// ([`walk_parts`](Self::walk_parts), then [`to_chain`](Self::to_chain)).
+    ///
+    /// # Safety
+    /// As [`MbufBridge::walk_parts`].
+    ///
+    /// # Errors
+    /// As the two steps.
+    pub unsafe fn chain_from_mbuf_parts(
+        &mut self,
+        parts: &[*const FbsdMbuf],
+        pages: &Arc<dyn PageProvider>,
+    ) -> Result<Chain, BridgeError> {
+        // SAFETY: forwarded contract; the chains are unchanged between the two steps.
+        unsafe {
+            self.walk_parts(parts)?;
             self.to_chain(pages)
         }
     }

@@ -381,3 +381,67 @@ fn foreign_pages_are_refused_and_the_chain_handed_back() {
     assert_eq!(back.len(), len);
     assert_eq!(live(), before);
 }
+
+/// `cl_call`'s shape: the call header and credential in one chain, the caller's `args` (with
+/// the marker and the M_EXTPG data) in another, walked one after the other into one Chain:
+/// bytes concatenated, the DDP region behind the header, the page indices of the second part
+/// shifted past the first's pages.
+#[test]
+fn header_and_args_walked_as_one_call() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let kp = KernelPages::new();
+    let p = provider();
+    let mut br = MbufBridge::default();
+    let before = live();
+    let data_a = pattern(3 * PAGE_SIZE, 20);
+    let data_b = pattern(9 * PAGE_SIZE + 1, 21);
+    let rpc_head = pattern(40, 22);
+    let args_head = pattern(36, 23);
+    // The "header" part carries pages too, so the second part's indices must be shifted.
+    let hdr_chain = emu_mbuf::nfs_chain(
+        &kp,
+        &[
+            Part::Bytes(&rpc_head, 0),
+            Part::Pages {
+                data: &data_a,
+                first_off: 0,
+                hdr: &[],
+                trl: &[],
+            },
+        ],
+    );
+    let args = emu_mbuf::nfs_chain(
+        &kp,
+        &[
+            Part::Bytes(&args_head, 12),
+            Part::Marker,
+            Part::Pages {
+                data: &data_b,
+                first_off: 0,
+                hdr: &[],
+                trl: &[],
+            },
+            Part::Bytes(&[0, 0, 0], 0),
+        ],
+    );
+    let mut want = emu_mbuf::bytes(&hdr_chain);
+    want.extend(emu_mbuf::bytes(&args));
+    let mut want_pages = emu_mbuf::extpg_pages(&hdr_chain);
+    want_pages.extend(emu_mbuf::extpg_pages(&args));
+    // SAFETY: both chains live and unchanged during the call.
+    let c = unsafe { br.chain_from_mbuf_parts(&[hdr_chain.as_ptr(), args.as_ptr()], &p) }.unwrap();
+    c.check_invariants().unwrap();
+    assert_eq!(c.to_vec().unwrap(), want);
+    assert_eq!(
+        chain_pages(&c),
+        want_pages,
+        "page indices of the second part shifted"
+    );
+    let r = regions_of(&c);
+    let m = c.mbufs().position(|m| m.is_ddp_marker()).unwrap();
+    assert_eq!(r, vec![(m, 40 + data_a.len() + 36, data_b.len())]);
+    drop(c);
+    drop(args);
+    drop(hdr_chain);
+    assert_eq!(live(), before);
+}
