@@ -70,8 +70,9 @@ fn mbufs_live() -> (u64, u64, u64) {
 /// makes it a Chain whose page mbufs are the very M_EXTPG pages, the Requester sends it with
 /// the data as a read chunk, the Responder's RDMA Read fills its pages, and the handed-up call
 /// goes through the bridge into M_EXTPG mbufs over exactly those pages, bytes exact. The
-/// client's chain is freed (NFS's free routine: unwire and free unconditionally) only after
-/// the reply: no page may still be wired by the transport then.
+/// client's chain is freed (NFS's free routine: unwire and free unconditionally) as soon as
+/// the reply is handed up, as `cl_call` would: no page may still be wired by the transport
+/// then.
 #[test]
 fn nfs_write_extpg_out_as_a_read_chunk_and_up_as_extpg() {
     let Some(mut fx) = emu() else { return };
@@ -145,6 +146,16 @@ fn nfs_write_extpg_out_as_a_read_chunk_and_up_as_extpg() {
         })
         .unwrap();
     drop(reply);
+    // What cl_call would do once the Requester reported the reply: free the caller's NFS
+    // chain (its free routine unwires and frees every page outright). The Requester must
+    // hold no wiring on those pages by now (the emulation panics on freeing a wired page).
+    let freed = emu_mbuf::mbuf_stats().nfs_pages_freed;
+    drop(fb);
+    assert_eq!(
+        emu_mbuf::mbuf_stats().nfs_pages_freed - freed,
+        client_pages.len() as u64,
+        "the client's pages freed right after the reply"
+    );
     let (read_pages, up_pages, got, mark, nextpg, bridge_owned) = seen.into_inner().unwrap();
     println!(
         "WRITE {N}: server M_EXTPG mbufs {nextpg}, pages {}, marker {mark:?}; client pages {}",
@@ -171,13 +182,6 @@ fn nfs_write_extpg_out_as_a_read_chunk_and_up_as_extpg() {
     );
     assert!(read_pages.iter().all(|pa| !client_pages.contains(pa)));
     p.check_clean("after the WRITE").unwrap();
-    // The client's NFS chain goes last: its free routine frees every page outright.
-    let freed = emu_mbuf::mbuf_stats().nfs_pages_freed;
-    drop(fb);
-    assert_eq!(
-        emu_mbuf::mbuf_stats().nfs_pages_freed - freed,
-        client_pages.len() as u64
-    );
     p.finish().unwrap();
     assert_eq!(
         mbufs_live(),
