@@ -22,6 +22,10 @@ mod emu {
             "c/krpc_rdma_bsd.c",
             "c/krpc_rdma_ofed.h",
             "c/krpc_ofed_kpi.h",
+            "c/krpc_rdma_mbuf.c",
+            "c/krpc_rdma_mbuf.h",
+            "emu/kpi_emu_mbuf.h",
+            "emu/kpi_emu_mbuf.c",
             "emu/kpi_emu.h",
             "emu/kpi_emu.c",
             "emu/cm_glue.h",
@@ -34,6 +38,9 @@ mod emu {
             // FreeBSD's memory, page and panic hooks (over the emulated malloc/vm_page).
             .file("c/krpc_rdma_bsd.c")
             .file("emu/kpi_emu.c")
+            // The mbuf bridge over the emulated struct mbuf (M_EXTPG included).
+            .file("c/krpc_rdma_mbuf.c")
+            .file("emu/kpi_emu_mbuf.c")
             // librdmacm's API and the kernel rdma_cm KPI share names: separate file.
             .file("emu/cm_glue.c")
             .include("c")

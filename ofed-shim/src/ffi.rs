@@ -330,3 +330,109 @@ extern "C" {
     /// The wrappers' counts (live objects, work since load).
     pub fn krpc_ofed_get_counts(out: *mut KrpcCounts);
 }
+
+// ---- the mbuf bridge (`c/krpc_rdma_mbuf.h`, `c/krpc_rdma_mbuf.c`) ---------------------------
+
+/// ABI version of `krpc_rdma_mbuf.h` (`KRPC_MBUF_ABI_VERSION`).
+pub const MBUF_ABI_VERSION: u32 = 1;
+/// `KRPC_MD_BYTES`: bytes of an ordinary mbuf or cluster (or of an M_EXTPG header/trailer).
+pub const MD_BYTES: u32 = 1;
+/// `KRPC_MD_PAGES`: an M_EXTPG page run.
+pub const MD_PAGES: u32 = 2;
+/// `KRPC_MD_MARKER`: the zero-length M_PROTO1 DDP marker.
+pub const MD_MARKER: u32 = 3;
+/// `KRPC_MF_PKTHDR` (`M_PKTHDR`).
+pub const MF_PKTHDR: u32 = 0x2;
+/// `KRPC_MF_EOR` (`M_EOR`).
+pub const MF_EOR: u32 = 0x4;
+/// `KRPC_MF_PROTO1` (`M_PROTO1`).
+pub const MF_PROTO1: u32 = 0x2000;
+/// `KRPC_MD_HDR_MAX`: header bytes a PAGES descriptor may carry.
+pub const MD_HDR_MAX: u32 = 24;
+/// `KRPC_MD_TRL_MAX`: trailer bytes a PAGES descriptor may carry.
+pub const MD_TRL_MAX: u32 = 64;
+
+/// `struct krpc_mdesc`: one mbuf of a chain, flat (see `c/krpc_rdma_mbuf.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KrpcMdesc {
+    /// BYTES: address of the bytes; PAGES: of the header bytes.
+    pub kva: u64,
+    /// PAGES: address of the trailer bytes.
+    pub trl_kva: u64,
+    /// BYTES: bytes; PAGES: page bytes (no header/trailer).
+    pub len: u32,
+    /// `MD_*`.
+    pub kind: u32,
+    /// PAGES: index of the first page in the page array.
+    pub pa_first: u32,
+    /// `MF_*` of the mbuf.
+    pub mflags: u32,
+    /// PAGES: pages.
+    pub npgs: u16,
+    /// PAGES: offset of the first byte in the first page (`m_epg_1st_off`).
+    pub first_off: u16,
+    /// PAGES: bytes of the last page (`m_epg_last_len`).
+    pub last_len: u16,
+    /// PAGES: header bytes at `kva`.
+    pub hdrlen: u8,
+    /// PAGES: trailer bytes at `trl_kva`.
+    pub trllen: u8,
+}
+
+/// `struct krpc_mbuf_counts`: the bridge's counters since load.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KrpcMbufCounts {
+    /// Chains walked.
+    pub walks: u64,
+    /// Chains built.
+    pub builds: u64,
+    /// M_EXTPG mbufs built.
+    pub extpg_built: u64,
+    /// ... not yet freed.
+    pub extpg_live: u64,
+    /// Page wirings taken by built M_EXTPG mbufs.
+    pub page_refs: u64,
+    /// ... given back by their free routine.
+    pub page_unrefs: u64,
+}
+
+const_assert_eq!(size_of::<KrpcMdesc>(), 40);
+const_assert_eq!(offset_of!(KrpcMdesc, len), 16);
+const_assert_eq!(offset_of!(KrpcMdesc, npgs), 32);
+const_assert_eq!(offset_of!(KrpcMdesc, hdrlen), 38);
+const_assert_eq!(size_of::<KrpcMbufCounts>(), 48);
+
+/// Opaque `struct mbuf` (FreeBSD's, or the emulation's): only the C side reads it.
+#[repr(C)]
+pub struct FbsdMbuf {
+    _private: [u8; 0],
+}
+
+extern "C" {
+    /// Walk a chain into descriptors and page addresses; `E2BIG` if they do not fit.
+    pub fn krpc_mbuf_walk(
+        m: *const FbsdMbuf,
+        d: *mut KrpcMdesc,
+        nd: u32,
+        pa: *mut u64,
+        npa: u32,
+        nd_out: *mut u32,
+        npa_out: *mut u32,
+    ) -> i32;
+    /// Build a chain from descriptors (bytes copied, one page wiring per page per M_EXTPG).
+    pub fn krpc_mbuf_build(
+        d: *const KrpcMdesc,
+        nd: u32,
+        pa: *const u64,
+        npa: u32,
+        how: i32,
+        pkthdr: i32,
+        out: *mut *mut FbsdMbuf,
+    ) -> i32;
+    /// `m_freem`.
+    pub fn krpc_mbuf_freem(m: *mut FbsdMbuf);
+    /// The bridge's counters.
+    pub fn krpc_mbuf_get_counts(out: *mut KrpcMbufCounts);
+}

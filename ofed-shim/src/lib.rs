@@ -26,14 +26,18 @@ extern crate alloc;
 #[cfg(all(not(test), not(target_os = "none")))]
 extern crate std;
 
+#[cfg(feature = "emu")]
+pub mod emu_mbuf;
 pub mod ffi;
 pub mod loopback;
+pub mod mbuf_bridge;
 pub mod pages;
 pub mod qp;
 mod runtime;
 #[cfg(feature = "selftest")]
 pub mod selftest;
 
+pub use mbuf_bridge::{BridgeError, MbufBridge, MbufChain};
 pub use pages::KernelPages;
 pub use qp::{OfedConfig, OfedError, OfedListener, OfedQp, OfedStats};
 

@@ -255,3 +255,7 @@ fn discontiguous_pages_take_two_mrs() {
     }
     l.finish().unwrap();
 }
+
+/// FreeBSD-shaped NFS messages (emulated `struct mbuf`, M_EXTPG) through the mbuf bridge.
+#[path = "emu_rxe/mbuf_face.rs"]
+mod mbuf_face;
