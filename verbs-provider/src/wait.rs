@@ -3,12 +3,25 @@
 //! channel and CM event channel fds.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::qp::VerbsQp;
 
-/// How long to spin on the CQs before sleeping.
+/// How long to spin on the CQs before sleeping (`KRPC_RDMA_WAIT_SPIN_US` overrides it
+/// for the process, read once: an experiment knob, see [`spin`]).
 pub const SPIN: Duration = Duration::from_micros(50);
+
+/// The spin of this process: [`SPIN`], or `KRPC_RDMA_WAIT_SPIN_US` microseconds.
+pub fn spin() -> Duration {
+    static US: OnceLock<Option<u64>> = OnceLock::new();
+    US.get_or_init(|| {
+        std::env::var("KRPC_RDMA_WAIT_SPIN_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    })
+    .map_or(SPIN, Duration::from_micros)
+}
 
 /// Spin rounds between two clock reads.
 const CLOCK_EVERY: u32 = 16;
@@ -51,7 +64,7 @@ fn wait_until(qps: &mut [&mut VerbsQp], timeout: Duration, had: Option<&[bool]>)
     // HPET access in a TCG guest), so the clock is looked at once per `CLOCK_EVERY` rounds.
     // Connection events are not read here: the CM fd is in the `poll(2)` set below, which
     // returns at once when one is pending, and the caller's `poll` reads them too.
-    let spin = SPIN.min(timeout);
+    let spin = spin().min(timeout);
     let mut round = 0u32;
     loop {
         for (i, q) in qps.iter_mut().enumerate() {

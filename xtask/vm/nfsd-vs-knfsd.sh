@@ -10,7 +10,8 @@
 # per server and variant, interleaved), PERF (0; 1: `perf record -a -g` during each tar x,
 # reports into target/nfsd-vs-knfsd/). Prints one line per step and, after each tar x, the
 # client's per-op view of it from /proc/self/mountstats (calls, mean RTT and mean execute
-# time per call, in ms; the deltas over the tar x alone); at the end the server's totals with
+# time per call, in ms; the deltas over the tar x alone); SPIN_US (unset: a second server
+# of ours whose completion wait spins that long, see below); at the end the server's totals with
 # its per-procedure service times. No table, no verdict.
 export LC_ALL=C
 H=target/release/userspace-harness
@@ -21,6 +22,13 @@ mkdir -p /export-ours /mnt/k /mnt/o
 mount -t tmpfs -o size=256m tmpfs /export-ours
 $H nfsd --listen $RXE_IP:20249 --export /export-ours --mount-port 20248 >/tmp/nfsd.out 2>&1 &
 pid=$!
+# SPIN_US: a second server of ours ("ours-spin", RDMA 20349, MOUNT 20348, its own tmpfs)
+# whose wait spins SPIN_US microseconds before sleeping, interleaved with the other two.
+if [ -n "$SPIN_US" ]; then
+  mkdir -p /export-spin /mnt/s; mount -t tmpfs -o size=256m tmpfs /export-spin
+  KRPC_RDMA_WAIT_SPIN_US=$SPIN_US $H nfsd --listen $RXE_IP:20349 --export /export-spin --mount-port 20348 >/tmp/nfsd-spin.out 2>&1 &
+  spid=$!
+fi
 sleep 3
 head -c $((MB*1048576)) /dev/urandom >/tmp/src
 cp /tmp/src /export/bench; cp /tmp/src /export-ours/bench
@@ -48,14 +56,16 @@ O=vers=3,proto=rdma,port=20249,mountport=20248,mountproto=tcp,nolock
 for variant in "" ${VARIANTS:-,rsize=262144,wsize=262144}; do
   mount -t nfs -o $K$variant $RXE_IP:/export /mnt/k
   mount -t nfs -o $O$variant $RXE_IP:/export-ours /mnt/o
+  [ -n "$SPIN_US" ] && mount -t nfs -o vers=3,proto=rdma,port=20349,mountport=20348,mountproto=tcp,nolock$variant $RXE_IP:/export-spin /mnt/s
   grep -E "/mnt/(k|o) " /proc/mounts | sed 's/.*\(rsize=[0-9]*,wsize=[0-9]*\).*/\1/'
   if [ "${DD:-1}" = 1 ]; then
     for r in 1 2; do rd "knfsd$variant read" /mnt/k; rd "ours$variant read" /mnt/o; done
     for r in 1 2; do wr "knfsd$variant write" /mnt/k; wr "ours$variant write" /mnt/o; done
   fi
-  t=0; while [ $t -lt ${TARS:-1} ]; do tx "knfsd$variant" /mnt/k; tx "ours$variant" /mnt/o; t=$((t+1)); done
-  umount /mnt/k; umount /mnt/o
+  t=0; while [ $t -lt ${TARS:-1} ]; do tx "knfsd$variant" /mnt/k; tx "ours$variant" /mnt/o; [ -n "$SPIN_US" ] && tx "ours-spin$variant" /mnt/s; t=$((t+1)); done
+  umount /mnt/k; umount /mnt/o; [ -n "$SPIN_US" ] && umount /mnt/s
 done
 kill -TERM $pid; wait $pid
 tail -5 /tmp/nfsd.out
+if [ -n "$SPIN_US" ]; then kill -TERM $spid; wait $spid; echo "ours-spin ($SPIN_US us):"; tail -5 /tmp/nfsd-spin.out; fi
 uptime
