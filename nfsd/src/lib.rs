@@ -15,6 +15,7 @@ pub mod handle;
 pub mod localfs;
 pub mod mountd;
 pub mod server;
+pub mod service_time;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
@@ -135,6 +136,11 @@ pub fn run<Q: Provider + Send + 'static>(a: &NfsdArgs, qpw: QpWrap<Q>) -> Result
     println!(
         "nfsd transport: {}",
         server::counters_line(&totals.counters)
+    );
+    println!(
+        "nfsd service time per procedure (calls x (dispatch + reply) mean): {}; {} of the waits slept in poll(2)",
+        totals.stats.time.summary(),
+        krpc_rdma_verbs::wait::sleeps()
     );
     println!(
         "nfsd backend: {} bytes of READ/WRITE data copied (pwritev/preadv on the arena pages otherwise)",

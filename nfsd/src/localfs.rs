@@ -258,9 +258,8 @@ impl LocalFs {
         Ok(handle::encode(self.root, ino))
     }
 
-    /// A new object at `path` belongs to the caller.
-    fn own(&self, cred: &Cred<'_>, path: &Path) -> NfsResult<()> {
-        let m = io(fs::symlink_metadata(path))?;
+    /// A new object at `path`, whose metadata is `m`, belongs to the caller.
+    fn own(&self, cred: &Cred<'_>, path: &Path, m: &fs::Metadata) -> NfsResult<()> {
         if m.uid() == cred.uid && m.gid() == cred.gid {
             return Ok(());
         }
@@ -334,22 +333,20 @@ impl LocalFs {
         Ok(())
     }
 
-    /// Make an object with `make`, owned by the caller, attributes `attrs` applied.
+    /// Make the object `p` (a [`Self::child`] path) with `make`, owned by the caller,
+    /// attributes `attrs` applied. One `lstat` of the new object serves the ownership, the
+    /// attributes and the handle (its identity does not change).
     fn make(
         &self,
         cred: &Cred<'_>,
-        dir: &NfsFh3,
-        name: &[u8],
+        p: PathBuf,
         attrs: Option<&Sattr3>,
         make: impl FnOnce(&Path) -> std::io::Result<()>,
     ) -> NfsResult<NfsFh3> {
-        let name = name_ok(name)?;
-        let d = self.dir(cred, dir, W | X)?;
-        let p = d.join(name);
         io(make(&p))?;
-        self.own(cred, &p)?;
+        let m = io(fs::symlink_metadata(&p))?;
+        self.own(cred, &p, &m)?;
         if let Some(a) = attrs {
-            let m = io(fs::symlink_metadata(&p))?;
             let a = Sattr3 {
                 uid: None,
                 gid: None,
@@ -357,7 +354,9 @@ impl LocalFs {
             };
             self.apply(&Cred { uid: 0, ..*cred }, &p, &m, &a)?;
         }
-        self.handle_at(p)
+        let ino = ino_of(&m);
+        self.map.insert(ino, p);
+        Ok(handle::encode(self.root, ino))
     }
 
     fn child(&self, cred: &Cred<'_>, dir: &NfsFh3, name: &[u8]) -> NfsResult<PathBuf> {
@@ -516,14 +515,14 @@ impl Backend for LocalFs {
         let path = self.child(cred, dir, name)?;
         let new = |p: &Path| OpenOptions::new().write(true).create_new(true).open(p);
         match how {
-            Createhow3::Guarded(a) => self.make(cred, dir, name, Some(a), |p| new(p).map(drop)),
+            Createhow3::Guarded(a) => self.make(cred, path, Some(a), |p| new(p).map(drop)),
             Createhow3::Unchecked(a) => match fs::symlink_metadata(&path) {
                 Ok(m) if m.is_file() => {
                     self.apply(cred, &path, &m, a)?;
                     self.handle_at(path)
                 }
                 Ok(_) => Err(NfsError::Exist),
-                Err(_) => self.make(cred, dir, name, Some(a), |p| new(p).map(drop)),
+                Err(_) => self.make(cred, path, Some(a), |p| new(p).map(drop)),
             },
             Createhow3::Exclusive(v) => {
                 // The verifier is kept in atime / mtime (as knfsd and FreeBSD do); the
@@ -544,7 +543,7 @@ impl Backend for LocalFs {
                         Err(NfsError::Exist)
                     };
                 }
-                self.make(cred, dir, name, None, |p| {
+                self.make(cred, path, None, |p| {
                     let f = new(p)?;
                     f.set_permissions(fs::Permissions::from_mode(0o600))?;
                     f.set_times(
@@ -568,7 +567,8 @@ impl Backend for LocalFs {
             mode: Some(attrs.mode.unwrap_or(0o755)),
             ..attrs.clone()
         };
-        self.make(cred, dir, name, Some(&a), |p| fs::create_dir(p))
+        let p = self.child(cred, dir, name)?;
+        self.make(cred, p, Some(&a), |p| fs::create_dir(p))
     }
 
     fn symlink(
@@ -582,7 +582,8 @@ impl Backend for LocalFs {
         if target.is_empty() || target.contains(&0) {
             return Err(NfsError::Inval);
         }
-        self.make(cred, dir, name, None, |p| {
+        let p = self.child(cred, dir, name)?;
+        self.make(cred, p, None, |p| {
             std::os::unix::fs::symlink(OsStr::from_bytes(target), p)
         })
     }
@@ -596,7 +597,7 @@ impl Backend for LocalFs {
     ) -> NfsResult<NfsFh3> {
         match what {
             // A socket file is what binding a Unix socket leaves behind.
-            Mknoddata3::Sock(a) => self.make(cred, dir, name, Some(a), |p| {
+            Mknoddata3::Sock(a) => self.make(cred, self.child(cred, dir, name)?, Some(a), |p| {
                 std::os::unix::net::UnixListener::bind(p).map(drop)
             }),
             // FIFOs and devices need mknod(2), which std does not offer.

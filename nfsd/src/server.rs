@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use krpc_rdma::provider::Provider;
-use krpc_rdma::transport::{Counters, ReplyError, Responder, ResponderEvent};
+use krpc_rdma::transport::{Counters, ReplyCtx, ReplyError, Responder, ResponderEvent};
 use krpc_rdma_verbs::accept::{accept_each, ServerConfig};
 use krpc_rdma_verbs::arena::VerbsArena;
 use krpc_rdma_verbs::cm::VerbsListener;
@@ -19,6 +19,8 @@ use krpc_rdma_verbs::wait;
 use mbuf::{Chain, PageProvider};
 use nfs_glue::nfsd::drc::{Begin, CallKey, ReplyCache};
 use nfs_glue::nfsd::{Backend, Nfs3Service};
+
+use crate::service_time::ServiceTime;
 
 /// Replies the shared reply cache keeps.
 pub const DRC_CAPACITY: usize = 1024;
@@ -40,6 +42,8 @@ pub struct ConnStats {
     pub nfs_errors_by_proc: [u64; 22],
     /// Replies the transport refused.
     pub reply_errors: u64,
+    /// Where the time went, per procedure.
+    pub time: ServiceTime,
 }
 
 impl ConnStats {
@@ -53,6 +57,7 @@ impl ConnStats {
             *a += b;
         }
         self.reply_errors += o.reply_errors;
+        self.time.add(&o.time);
     }
 
     /// One line.
@@ -138,13 +143,15 @@ pub struct Shared<B> {
     pub stop: &'static AtomicBool,
 }
 
-/// Serve one call: through the reply cache into the service; the reply, if any.
-fn serve_call<B: Backend>(
+/// Serve one call: through the reply cache into the service; the reply, if any, and the
+/// procedure it ran (none for a replay, a drop, an RPC-level refusal). `st` counts replays
+/// and NFS errors.
+pub fn serve_call<B: Backend>(
     sh: &Shared<B>,
     client: u64,
     call: &Chain,
     st: &mut ConnStats,
-) -> Option<Chain> {
+) -> (Option<Chain>, Option<u32>) {
     let key = CallKey::of(client, call);
     let lock = || sh.drc.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(k) = &key {
@@ -152,9 +159,9 @@ fn serve_call<B: Backend>(
             Begin::New => {}
             Begin::Replay(r) => {
                 st.replays += 1;
-                return Some(r);
+                return (Some(r), None);
             }
-            Begin::InProgress => return None,
+            Begin::InProgress => return (None, None),
         }
     }
     match sh.svc.dispatch(call) {
@@ -171,15 +178,37 @@ fn serve_call<B: Backend>(
             if let Some(k) = &key {
                 lock().finish(k, &d.reply);
             }
-            Some(d.reply)
+            (Some(d.reply), d.status.and(d.proc_))
         }
         Err(_) => {
             if let Some(k) = &key {
                 lock().abandon(k);
             }
-            None
+            (None, None)
         }
     }
+}
+
+/// Post `reply` unless earlier replies wait for send credit (then queue it behind them).
+fn post_reply<Q: Provider>(
+    resp: &mut Responder,
+    qp: &mut Q,
+    pending: &mut VecDeque<(ReplyCtx, Chain)>,
+    ctx: ReplyCtx,
+    reply: Chain,
+    st: &mut ConnStats,
+) -> bool {
+    if !pending.is_empty() {
+        pending.push_back((ctx, reply));
+        return false;
+    }
+    match resp.reply(qp, ctx, reply) {
+        Ok(()) => st.replies += 1,
+        Err(ReplyError::WouldBlock { ctx, reply }) => pending.push_back((ctx, reply)),
+        Err(ReplyError::ConnectionLost) => return true,
+        Err(_) => st.reply_errors += 1,
+    }
+    false
 }
 
 /// Serve one connection until it is lost or stopped; its statistics and counters.
@@ -191,20 +220,26 @@ pub fn serve_connection<B: Backend, Q: Provider>(
     client: u64,
 ) -> (ConnStats, Counters, &'static str) {
     let mut st = ConnStats::default();
-    let mut pending: VecDeque<(krpc_rdma::transport::ReplyCtx, Chain)> = VecDeque::new();
+    let mut pending: VecDeque<(ReplyCtx, Chain)> = VecDeque::new();
     let mut calls = Vec::new();
+    let sched = crate::service_time::sched_now();
     let how = loop {
         let mut lost = false;
+        let t = Instant::now();
         resp.poll(&mut qp, &mut |e| match e {
             ResponderEvent::Call(c) => calls.push(c),
             ResponderEvent::ConnectionLost => lost = true,
             ResponderEvent::Connected(_) => {}
         });
+        st.time.polled(t);
         let progressed = !calls.is_empty();
         for c in calls.drain(..) {
             st.calls += 1;
-            match serve_call(sh, client, &c.call, &mut st) {
-                Some(r) => pending.push_back((c.ctx, r)),
+            let start = Instant::now();
+            let (reply, proc_) = serve_call(sh, client, &c.call, &mut st);
+            let built = Instant::now();
+            match reply {
+                Some(r) => lost |= post_reply(&mut resp, &mut qp, &mut pending, c.ctx, r, &mut st),
                 None => {
                     st.dropped += 1;
                     if resp.drop_call(&mut qp, c.ctx, &mut |_| {}).is_err() {
@@ -212,6 +247,7 @@ pub fn serve_connection<B: Backend, Q: Provider>(
                     }
                 }
             }
+            st.time.call(proc_, start, built, Instant::now());
         }
         while let Some((ctx, reply)) = pending.pop_front() {
             match resp.reply(&mut qp, ctx, reply) {
@@ -235,9 +271,12 @@ pub fn serve_connection<B: Backend, Q: Provider>(
             break "stopped";
         }
         if pending.is_empty() && !progressed {
+            let t = Instant::now();
             wait::wait(inner(&mut qp), Duration::from_millis(100));
+            st.time.waited(t);
         }
     };
+    st.time.sched_since(sched);
     (st, *resp.counters(), how)
 }
 

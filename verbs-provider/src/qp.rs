@@ -161,6 +161,8 @@ pub struct VerbsConn {
     cq: *mut ibv_cq,
     comp: *mut ibv_comp_channel,
     cq_events_unacked: u32,
+    /// A CQ notification was requested and its event not read yet.
+    notify_armed: bool,
     /// The CM channel is non-blocking (set once established): only then is it read.
     cm_nonblocking: bool,
     polls_since_cm: u32,
@@ -236,6 +238,7 @@ impl VerbsConn {
             cq: ptr::null_mut(),
             comp: ptr::null_mut(),
             cq_events_unacked: 0,
+            notify_armed: false,
             cm_nonblocking: false,
             polls_since_cm: 0,
             buf_base: ptr::null_mut(),
@@ -326,25 +329,42 @@ impl VerbsConn {
         })
     }
 
-    /// Arm the CQ notification after acknowledging delivered ones (used by the wait helper).
-    fn arm(&mut self) {
-        loop {
-            let mut cq = ptr::null_mut();
-            let mut ctx = ptr::null_mut();
-            // SAFETY: `comp` is live and non-blocking; out-pointers are valid.
-            let rc = unsafe { ibv_get_cq_event(self.comp, &mut cq, &mut ctx) };
-            if rc != 0 {
-                break;
-            }
-            self.cq_events_unacked += 1;
+    /// Read and acknowledge every CQ event the channel holds (before destroying the CQ).
+    fn drain_cq_events(&mut self) {
+        while self.take_cq_event() {}
+    }
+
+    /// Read one CQ event from the (non-blocking) channel and acknowledge it: whether there
+    /// was one. The notification it reports is used up, so the next [`Self::arm`] asks again.
+    fn take_cq_event(&mut self) -> bool {
+        let mut cq = ptr::null_mut();
+        let mut ctx = ptr::null_mut();
+        // SAFETY: `comp` is live and non-blocking; out-pointers are valid.
+        let rc = unsafe { ibv_get_cq_event(self.comp, &mut cq, &mut ctx) };
+        if rc != 0 {
+            return false;
         }
-        if self.cq_events_unacked > 0 {
-            // SAFETY: acknowledges exactly the events read above.
-            unsafe { ibv_ack_cq_events(self.cq, self.cq_events_unacked) };
-            self.cq_events_unacked = 0;
+        self.cq_events_unacked += 1;
+        // SAFETY: acknowledges exactly the event read above (no system call: a counter
+        // under the CQ's lock).
+        unsafe { ibv_ack_cq_events(self.cq, self.cq_events_unacked) };
+        self.cq_events_unacked = 0;
+        self.notify_armed = false;
+        true
+    }
+
+    /// Ask for a CQ event at the next completion (used by the wait helper), unless a request
+    /// is still outstanding: then either no completion came since (the request stands) or
+    /// its event is in the channel (whose fd `poll(2)` then finds readable at once). One
+    /// system call per sleep instead of reading the channel dry and re-arming every time.
+    fn arm(&mut self) {
+        if self.notify_armed {
+            return;
         }
         // SAFETY: `cq` is live.
-        unsafe { ibv_req_notify_cq(self.cq, 0) };
+        if unsafe { ibv_req_notify_cq(self.cq, 0) } == 0 {
+            self.notify_armed = true;
+        }
     }
 
     /// Post `self.wrs` (over `self.sges`) linked as one chain: how many were posted.
@@ -775,7 +795,7 @@ impl Drop for VerbsConn {
         }
         if !self.cq.is_null() {
             if !self.comp.is_null() {
-                self.arm();
+                self.drain_cq_events();
             }
             // SAFETY: the QP using it is gone and every notification is acknowledged.
             unsafe { ibv_destroy_cq(self.cq) };
@@ -884,9 +904,15 @@ impl VerbsQp {
         unsafe { ((*b.comp).fd, (*b.channel).fd) }
     }
 
-    /// Arm the CQ notification after acknowledging delivered ones (used by the wait helper).
+    /// Ask for a CQ event at the next completion unless a request is outstanding (used by
+    /// the wait helper).
     pub(crate) fn arm(&mut self) {
         self.inner.backend_mut().arm();
+    }
+
+    /// Read (and acknowledge) the CQ event `poll(2)` found on the completion channel.
+    pub(crate) fn take_cq_event(&mut self) {
+        self.inner.backend_mut().take_cq_event();
     }
 }
 
