@@ -14,6 +14,7 @@ use mbuf::{Chain, PageFragment, PageProvider};
 
 use crate::check::{eq, fail, At, Failure, Outcome};
 use crate::fixture::{Connect, Fixture, Limits, PagePair, Setup};
+use crate::heap::{try_boxed, Boxed};
 
 /// One side of a link: A (requester, raw peer) or B (responder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +48,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// The connection failed or was not established in time.
+    #[inline(never)]
     pub fn raw(
         fx: &'f mut F,
         limits: &Limits,
@@ -128,6 +130,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// Fewer arrived before the idle limit.
+    #[inline(never)]
     pub fn completions(
         &mut self,
         s: Side,
@@ -151,6 +154,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     }
 
     /// What side `s` has ready now, without waiting.
+    #[inline(never)]
     pub fn ready(&mut self, s: Side) -> Vec<Completion> {
         let mut out = Vec::new();
         let mut wcs = [Completion::EMPTY; 16];
@@ -220,6 +224,7 @@ impl<'f, F: Fixture> Link<'f, F> {
         self.probe(s, true, handle, offset, len)
     }
 
+    #[inline(never)]
     fn probe(
         &mut self,
         s: Side,
@@ -342,10 +347,10 @@ pub fn send_raw<P: Provider>(
 pub struct Pair<'f, F: Fixture> {
     /// The connection.
     pub l: Link<'f, F>,
-    /// The requester (side A).
-    pub req: Requester,
+    /// The requester (side A; on the heap, as the responder: 600 and 920 bytes).
+    pub req: Boxed<Requester>,
     /// The responder (side B).
-    pub resp: Responder,
+    pub resp: Boxed<Responder>,
 }
 
 /// How one call ended.
@@ -373,11 +378,16 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// As [`Pair::new`].
+    #[inline(never)]
     pub fn over(fx: &'f mut F, setup: &Setup, pages: PagePair) -> Result<Self, Failure> {
         let (pa, pb) = pages;
         let res = fx.resources(&setup.limits);
-        let req = Requester::new(setup.req, res, pa.clone()).at("Requester::new")?;
-        let mut resp = Responder::new(setup.resp, res, pb.clone()).at("Responder::new")?;
+        let req = try_boxed("Requester::new", || {
+            Requester::new(setup.req, res, pa.clone())
+        })?;
+        let mut resp = try_boxed("Responder::new", || {
+            Responder::new(setup.resp, res, pb.clone())
+        })?;
         let (ap, bp) = (req.private_data(), resp.private_data());
         let (a, b) = fx
             .connect(Connect {

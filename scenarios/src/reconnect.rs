@@ -20,6 +20,7 @@ use mbuf::Chain;
 use crate::check::{bytes_eq, ensure, eq, fail, At, Failure, Outcome};
 use crate::data::{Kind, Rng};
 use crate::fixture::{Fixture, PagePair, Setup};
+use crate::heap::{try_boxed, Boxed};
 use crate::pair::{Pair, Side};
 use crate::raw::{advertised_handles, Advertised};
 
@@ -165,19 +166,7 @@ pub(crate) fn run<F: Fixture>(
     last: &mut dyn FnMut(Pair<'_, F>, &Ran) -> Outcome,
 ) -> Outcome {
     let pages: PagePair = fx.page_providers().at("page providers")?;
-    let mut c = Client {
-        rc: Reconnect::new(&TransportConfig::default()).at("Reconnect::new")?,
-        kinds: BTreeMap::new(),
-        answered: 0,
-        next: FIRST_XID,
-        parked: None,
-        handles: Vec::new(),
-        sent_here: BTreeSet::new(),
-        answered_here: BTreeSet::new(),
-        answered_after_break: 0,
-        delivered: BTreeSet::new(),
-        arrived_before_loss: BTreeSet::new(),
-    };
+    let mut c = new_client()?;
     let mut ran = Ran::default();
     let p = loop {
         let (setup, loss) = (plan.conn)(ran.connections);
@@ -186,7 +175,7 @@ pub(crate) fn run<F: Fixture>(
         let mut p = Pair::over(&mut *fx, &setup, (pages.0.clone(), pages.1.clone()))
             .map_err(|f| in_connection(n, f))?;
         // Owed from the connections before: sent again on this one or still owed after it.
-        let owed_before: BTreeSet<u32> = c.rc.owed_xids().map(|(x, _)| x).collect();
+        let owed_before = xid_set(c.rc.owed_xids().map(|(x, _)| x));
         match life(&mut p, &mut c, plan, loss).map_err(|f| in_connection(n, f))? {
             Life::Done => break p,
             Life::Lost => {
@@ -202,7 +191,7 @@ pub(crate) fn run<F: Fixture>(
                     .filter(|x| !c.answered_here.contains(x))
                     .copied()
                     .collect();
-                let owed: BTreeSet<u32> = c.rc.owed_xids().map(|(x, _)| x).collect();
+                let owed = xid_set(c.rc.owed_xids().map(|(x, _)| x));
                 // A reply received before the loss is delivered, not resent.
                 let undelivered: Vec<u32> = c
                     .arrived_before_loss
@@ -242,6 +231,37 @@ pub(crate) fn run<F: Fixture>(
     eq("calls still owed", 0, c.rc.owed())?;
     drop(c);
     last(p, &ran)
+}
+
+/// A fresh [`Client`], on the heap (it holds the `Reconnect`).
+///
+/// # Errors
+/// `Reconnect::new` failed, or no memory.
+#[inline(never)]
+fn new_client() -> Result<Boxed<Client>, Failure> {
+    try_boxed("Reconnect::new", || {
+        Reconnect::new(&TransportConfig::default()).map(|rc| Client {
+            rc,
+            kinds: BTreeMap::new(),
+            answered: 0,
+            next: FIRST_XID,
+            parked: None,
+            handles: Vec::new(),
+            sent_here: BTreeSet::new(),
+            answered_here: BTreeSet::new(),
+            answered_after_break: 0,
+            delivered: BTreeSet::new(),
+            arrived_before_loss: BTreeSet::new(),
+        })
+    })
+}
+
+/// The set of `xids`, inserted one by one (`collect` into a `BTreeSet` sorts a vector first,
+/// with a stable sort whose 4 KiB scratch array is on the stack).
+fn xid_set(xids: impl Iterator<Item = u32>) -> BTreeSet<u32> {
+    let mut s = BTreeSet::new();
+    s.extend(xids);
+    s
 }
 
 fn in_connection(n: u32, f: Failure) -> Failure {
