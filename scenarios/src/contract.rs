@@ -18,6 +18,7 @@ use mbuf::{Chain, PageFragment, PAGE_SIZE};
 use crate::check::{bytes_eq, ensure, eq, fail, At, Failure, Outcome};
 use crate::data::pattern;
 use crate::fixture::{Feature, Fixture, Limits};
+use crate::heap::{try_boxed, Boxed};
 use crate::pair::{send_raw, Link, Side};
 use crate::wr::{local_inv, rdma, send_inv, send_wr};
 
@@ -44,8 +45,9 @@ fn register<F: Fixture>(
     s: Side,
     f: &[PageFragment],
     access: Access,
-) -> Result<Registration, Failure> {
-    l.qp(s).register(f, access).at("register")
+) -> Result<Boxed<Registration>, Failure> {
+    // On the heap: a registration is 400 bytes, and a scenario holds several.
+    try_boxed("register", || l.qp(s).register(f, access))
 }
 
 /// A zeroed page of side `s`, registered whole for `access`: the page, the registration,
@@ -54,7 +56,7 @@ fn exposed_page<F: Fixture>(
     l: &mut Link<'_, F>,
     s: Side,
     access: Access,
-) -> Result<(Chain, Registration, RegSegment), Failure> {
+) -> Result<(Chain, Boxed<Registration>, RegSegment), Failure> {
     let page = zeroed(l, s, PAGE_SIZE)?;
     let reg = register(l, s, &frags(&page, 0..PAGE_SIZE)?, access)?;
     let seg = *reg.segments.first().at("segment")?;

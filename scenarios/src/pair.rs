@@ -97,6 +97,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// No progress for too long.
+    #[inline(never)]
     pub fn idle(&mut self, idle: &mut u32, progress: bool, step: &str) -> Outcome {
         if progress {
             *idle = 0;
@@ -171,6 +172,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// Other statuses, or too few.
+    #[inline(never)]
     pub fn expect_statuses(&mut self, s: Side, expected: &[WcStatus], step: &str) -> Outcome {
         let got: Vec<_> = self
             .completions(s, expected.len(), step)?
@@ -184,6 +186,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// The provider refused.
+    #[inline(never)]
     pub fn send_bytes(
         &mut self,
         s: Side,
@@ -200,6 +203,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// The post was refused, or no completion came.
+    #[inline(never)]
     pub fn probe_read(
         &mut self,
         s: Side,
@@ -214,6 +218,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// As [`Link::probe_read`].
+    #[inline(never)]
     pub fn probe_write(
         &mut self,
         s: Side,
@@ -255,6 +260,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// It did not arrive within the idle limit.
+    #[inline(never)]
     pub fn completion_of(
         &mut self,
         s: Side,
@@ -276,6 +282,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// Any of it does not hold.
+    #[inline(never)]
     pub fn expect_disconnected(&mut self, s: Side, step: &str) -> Outcome {
         let mut idle = 0;
         loop {
@@ -310,6 +317,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// Pages still held, or the audit failed.
+    #[inline(never)]
     pub fn finish(self) -> Outcome {
         let Link { fx, a, b, pa, pb } = self;
         drop((a, b, pa, pb));
@@ -367,6 +375,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// Set-up or connection failed.
+    #[inline(never)]
     pub fn new(fx: &'f mut F, setup: &Setup) -> Result<Self, Failure> {
         let (pa, pb) = fx.page_providers().at("page providers")?;
         Pair::over(fx, setup, (pa, pb))
@@ -442,6 +451,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// As [`Pair::new`].
+    #[inline(never)]
     pub fn with(
         fx: &'f mut F,
         cfg: krpc_rdma::transport::TransportConfig,
@@ -450,6 +460,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     }
 
     /// Poll the responder, then the requester, once.
+    #[inline(never)]
     pub fn poll_once(&mut self) -> (Vec<RequesterEvent>, Vec<ResponderEvent>) {
         let mut eb = Vec::new();
         self.resp.poll(&mut self.l.b, &mut |e| eb.push(e));
@@ -462,6 +473,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// The requester refused it.
+    #[inline(never)]
     pub fn call(&mut self, call: Chain, spec: ReplySpec, step: &str) -> Outcome {
         self.req
             .call(&mut self.l.a, call, spec)
@@ -473,6 +485,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// As above, or no progress within the fixture's idle limit.
+    #[inline(never)]
     pub fn run(
         &mut self,
         want: usize,
@@ -519,6 +532,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// The requester lost the connection.
+    #[inline(never)]
     pub fn poll_ends(&mut self, out: &mut Vec<(u32, End)>) -> Result<bool, Failure> {
         let mut evs = Vec::new();
         self.req.poll(&mut self.l.a, &mut |e| evs.push(e));
@@ -546,6 +560,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// The call was refused or failed, or [`Pair::run`] failed.
+    #[inline(never)]
     pub fn rpc(
         &mut self,
         call: Chain,
@@ -569,6 +584,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// A call was handed up, the connection went, or it did not settle.
+    #[inline(never)]
     pub fn quiesce(&mut self) -> Outcome {
         let mut idle = 0;
         loop {
@@ -599,6 +615,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// A registration is left or a connection is unhealthy.
+    #[inline(never)]
     pub fn check_clean(&mut self, step: &str) -> Outcome {
         self.quiesce()?;
         let fx = &*self.l.fx;
@@ -625,6 +642,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// A call failed.
+    #[inline(never)]
     pub fn write_rpcs(&mut self, n: u32) -> Outcome {
         for xid in 0..n {
             let data = crate::data::pattern(1 << 20, xid as u8);
@@ -641,6 +659,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// The registration failed, or `release` did not revoke.
+    #[inline(never)]
     pub fn release_revokes(&mut self, revokes: fn(&F::Qp) -> u64) -> Outcome {
         let page = self.l.pa.alloc_page().at("page")?;
         let frag = PageFragment {
@@ -669,6 +688,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// As [`Link::finish`].
+    #[inline(never)]
     pub fn finish(self) -> Outcome {
         let Pair { l, req, resp } = self;
         drop((req, resp));

@@ -13,7 +13,7 @@ use mbuf::{Chain, PageFragment};
 
 use crate::check::{fail, At, Failure};
 use crate::fixture::{Fixture, Setup};
-use crate::heap::{chunk_lists, Boxed};
+use crate::heap::{chunk_lists, try_boxed, Boxed};
 use crate::pair::{send_raw, Pair};
 
 /// The work-request id of the raw Sends.
@@ -37,6 +37,7 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
     ///
     /// # Errors
     /// As [`Pair::new`].
+    #[inline(never)]
     pub fn new(fx: &'f mut F, resp_cfg: TransportConfig) -> Result<Self, Failure> {
         let setup = Setup {
             resp: resp_cfg,
@@ -50,6 +51,7 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
     ///
     /// # Errors
     /// As [`Pair::new`].
+    #[inline(never)]
     pub fn with(fx: &'f mut F, setup: &Setup) -> Result<Self, Failure> {
         let mut p = Pair::new(fx, setup)?;
         let n = p.l.a.resources().recv_bufs;
@@ -67,6 +69,7 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
     ///
     /// # Errors
     /// The Send was refused or failed, or nothing settled.
+    #[inline(never)]
     pub fn exchange(&mut self, msg: &[u8]) -> Result<Vec<Vec<u8>>, Failure> {
         send_raw(&mut self.p.l.a, RAW_WR, 0, msg).at("raw send")?;
         self.settle(true)
@@ -77,6 +80,7 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
     ///
     /// # Errors
     /// The raw Send failed, or no progress.
+    #[inline(never)]
     pub fn settle(&mut self, mut sent: bool) -> Result<Vec<Vec<u8>>, Failure> {
         let mut got = Vec::new();
         let (mut quiet, mut idle) = (0, 0);
@@ -120,18 +124,17 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
     ///
     /// # Errors
     /// No pages, or the registration failed.
+    #[inline(never)]
     pub fn exposed(&mut self, data: &[u8]) -> Result<(Chain, RegId, Vec<Segment>), Failure> {
         let src = crate::data::pages_with(&self.p.l.pa, data).at("exposed: pages")?;
         let frags: Vec<PageFragment> = src
             .page_fragments_in(0..data.len())
             .at("exposed: fragments")?
             .collect();
-        let reg = self
-            .p
-            .l
-            .a
-            .register(&frags, Access::REMOTE_READ)
-            .at("exposed: register")?;
+        let a = &mut self.p.l.a;
+        let reg = try_boxed("exposed: register", || {
+            a.register(&frags, Access::REMOTE_READ)
+        })?;
         let segs = reg
             .segments
             .iter()
@@ -144,6 +147,7 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
     ///
     /// # Errors
     /// A reply was refused.
+    #[inline(never)]
     pub fn answer_all(&mut self) -> Result<Vec<Vec<u8>>, Failure> {
         for c in core::mem::take(&mut self.held) {
             let reply = mbuf::Chain::from_bytes(&c.xid.to_be_bytes()).at("reply chain")?;
