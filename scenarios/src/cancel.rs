@@ -182,17 +182,24 @@ pub fn close_fails_every_pending_call_and_hands_the_pages_back<F: Fixture>(fx: &
     p.call(r, rs, "READ call")?;
     let mut evs = Vec::new();
     p.req.close(&mut p.l.a, &mut |e| evs.push(e));
-    let ends: Vec<(u32, CallError, Option<usize>)> = evs
-        .iter()
-        .filter_map(|e| match e {
-            RequesterEvent::Failed { xid, error, pages } => {
-                Some((*xid, *error, pages.as_ref().map(|c| c.len())))
-            }
-            _ => None,
-        })
+    // In XID order (duplicates kept): inserted into a map one by one, since a slice sort
+    // keeps a scratch array of the elements on the stack (1.2 KiB here).
+    let mut by_xid = alloc::collections::BTreeMap::new();
+    by_xid.extend(
+        evs.iter()
+            .filter_map(|e| match e {
+                RequesterEvent::Failed { xid, error, pages } => {
+                    Some((*xid, *error, pages.as_ref().map(|c| c.len())))
+                }
+                _ => None,
+            })
+            .enumerate()
+            .map(|(i, (xid, error, pages))| ((xid, i), (error, pages))),
+    );
+    let ends: Vec<(u32, CallError, Option<usize>)> = by_xid
+        .into_iter()
+        .map(|((xid, _), (error, pages))| (xid, error, pages))
         .collect();
-    let mut ends = ends;
-    ends.sort_unstable_by_key(|e| e.0);
     eq(
         "calls failed",
         &[

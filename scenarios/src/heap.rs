@@ -48,6 +48,7 @@ impl<T> Boxed<T> {
 }
 
 /// The heap slot for one `T`, reserved fallibly.
+#[inline(never)]
 fn slot<T>(what: &str) -> Result<Vec<T>, Failure> {
     let mut v = Vec::new();
     v.try_reserve_exact(1)
@@ -56,6 +57,7 @@ fn slot<T>(what: &str) -> Result<Vec<T>, Failure> {
 }
 
 /// The one-element vector `v` as a [`Boxed`] (its capacity is exactly 1: no reallocation).
+#[inline(never)]
 fn seal<T>(v: Vec<T>, what: &str) -> Result<Boxed<T>, Failure> {
     let b: Box<[T]> = v.into_boxed_slice();
     b.try_into()
@@ -77,8 +79,20 @@ pub fn try_boxed<T, E: core::fmt::Display>(
     make: impl FnOnce() -> Result<T, E>,
 ) -> Result<Boxed<T>, Failure> {
     let mut v = slot(what)?;
-    put(&mut v, make()).map_err(|e| fail(what, "made", e))?;
+    make_into(&mut v, make).map_err(|e| not_made(what, &e))?;
     seal(v, what)
+}
+
+/// `make()`'s value pushed into `v` (its slot reserved): the one frame that holds it.
+#[inline(never)]
+fn make_into<T, E>(v: &mut Vec<T>, make: impl FnOnce() -> Result<T, E>) -> Result<(), E> {
+    put(v, make())
+}
+
+#[cold]
+#[inline(never)]
+fn not_made(what: &str, e: &dyn core::fmt::Display) -> Failure {
+    fail(what, "made", e)
 }
 
 /// [`try_boxed`] of a value already made (`r`: its constructor's result, moved here by

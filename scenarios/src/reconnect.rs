@@ -284,6 +284,7 @@ fn due(loss: Option<Loss>, broken: bool, pt: Point, n: u64) -> Option<Side> {
 
 /// One connection's life: resend what is owed, make new calls, serve them, break the
 /// connection as `loss` says.
+#[inline(never)]
 fn life<F: Fixture>(
     p: &mut Pair<'_, F>,
     c: &mut Client,

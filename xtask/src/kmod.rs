@@ -112,6 +112,11 @@ pub fn kmod(root: &Path) -> Result<PathBuf, String> {
         .arg("modules");
     crate::step(&format!("kbuild krpc_rdma.ko for Linux {kver}"), make)?;
     let ko = ko_path(root);
+    // The C files' DWARF (and its relocations: a quarter of the module) is not needed to
+    // load or run it; stripped as `make modules_install INSTALL_MOD_STRIP=1` does.
+    let mut strip = Command::new("objcopy");
+    strip.arg("--strip-debug").arg(&ko);
+    crate::step("strip the debug sections (objcopy --strip-debug)", strip)?;
     let size = std::fs::metadata(&ko)
         .map_err(|e| format!("{}: {e}", ko.display()))?
         .len();
