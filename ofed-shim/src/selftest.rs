@@ -340,6 +340,7 @@ impl core::fmt::Display for SuiteCount {
 ///
 /// `note(verbose, line)` is told of each scenario as it starts (`verbose`) and of each
 /// failure and skip.
+#[inline(never)]
 pub fn run_suite<F: Fixture>(
     fx: &mut F,
     skip: fn(&str) -> Option<&'static str>,

@@ -17,6 +17,7 @@ use crate::raw::advertised_handles;
 use crate::reconnect::probe_dead;
 
 /// One small RPC, so the responder's grant (not the first single credit) bounds the calls.
+#[inline(never)]
 fn warm<F: Fixture>(p: &mut Pair<'_, F>) -> Outcome {
     let (call, spec) = Kind::Small.call(&p.l.pa, 0xffff).at("warm-up call")?;
     let pb = p.l.pb.clone();
@@ -28,6 +29,7 @@ fn warm<F: Fixture>(p: &mut Pair<'_, F>) -> Outcome {
 
 /// Poll the requester: any reply or failure among its events is a failure (nothing may be
 /// reported for an abandoned call).
+#[inline(never)]
 fn poll_silent<F: Fixture>(p: &mut Pair<'_, F>, step: &str) -> Result<bool, crate::Failure> {
     let mut evs = Vec::new();
     p.req.poll(&mut p.l.a, &mut |e| evs.push(e));

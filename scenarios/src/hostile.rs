@@ -20,6 +20,7 @@ use crate::raw::{call, error_of, header, read_chunk, seg, words, RawPeer};
 
 /// A raw peer whose side A refuses Send With Invalidate (the scenarios reuse or make up
 /// handles; a reply revoking one is not what they test), its responder configured `resp`.
+#[inline(never)]
 fn peer<F: Fixture>(fx: &mut F, resp: TransportConfig) -> Result<RawPeer<'_, F>, Failure> {
     RawPeer::with(
         fx,
@@ -36,6 +37,7 @@ fn peer<F: Fixture>(fx: &mut F, resp: TransportConfig) -> Result<RawPeer<'_, F>,
 
 /// `msg` is refused: exactly one answer, `RDMA_ERROR`/`ERR_CHUNK` for `xid` (version 1)
 /// carrying the grant; nothing handed up.
+#[inline(never)]
 fn refused<F: Fixture>(h: &mut RawPeer<'_, F>, step: &str, xid: u32, msg: &[u8]) -> Outcome {
     let grant = h.answer_grant();
     let held = h.held.len();
@@ -51,6 +53,7 @@ fn refused<F: Fixture>(h: &mut RawPeer<'_, F>, step: &str, xid: u32, msg: &[u8])
 }
 
 /// `RDMA_ERROR`s sent and messages refused, as the responder counts them.
+#[inline(never)]
 fn refusals<F: Fixture>(h: &RawPeer<'_, F>) -> (u64, u64) {
     let c = h.p.resp.counters();
     (c.err_chunk_sent, c.bad_messages)
@@ -58,6 +61,7 @@ fn refusals<F: Fixture>(h: &RawPeer<'_, F>) -> (u64, u64) {
 
 /// A valid small call is still handed up and answered (the connection works), then leak
 /// checks and teardown.
+#[inline(never)]
 fn still_works_and_finish<F: Fixture>(mut h: RawPeer<'_, F>, xid: u32) -> Outcome {
     let m = call(xid, &*chunk_lists()?, &xid.to_be_bytes())?;
     eq("valid call: answers", 0, h.exchange(&m)?.len())?;
@@ -257,6 +261,7 @@ pub fn hostile_one_handle_reused_within_the_ddp_budget<F: Fixture>(fx: &mut F) -
 
 /// RFC 8166 §4.3.2.3: an empty write chunk asks for the item inline. Not a refusal: the
 /// reply carries the DDP item inline (its XDR pad included) and echoes the chunk empty.
+#[inline(never)]
 pub fn rfc8166_s4_3_2_3_empty_write_chunk_returns_the_item_inline<F: Fixture>(
     fx: &mut F,
 ) -> Outcome {

@@ -160,6 +160,7 @@ enum Life {
 /// # Errors
 /// A call failed or got two replies or wrong bytes, a connection broke other than as
 /// planned, a dead connection left a registration, no progress, or `last` failed.
+#[inline(never)]
 pub(crate) fn run<F: Fixture>(
     fx: &mut F,
     plan: &mut Plan<'_>,
@@ -258,12 +259,14 @@ fn new_client() -> Result<Boxed<Client>, Failure> {
 
 /// The set of `xids`, inserted one by one (`collect` into a `BTreeSet` sorts a vector first,
 /// with a stable sort whose 4 KiB scratch array is on the stack).
+#[inline(never)]
 fn xid_set(xids: impl Iterator<Item = u32>) -> BTreeSet<u32> {
     let mut s = BTreeSet::new();
     s.extend(xids);
     s
 }
 
+#[inline(never)]
 fn in_connection(n: u32, f: Failure) -> Failure {
     Failure {
         step: format!("connection {n}: {}", f.step),
@@ -272,11 +275,13 @@ fn in_connection(n: u32, f: Failure) -> Failure {
 }
 
 /// Whether the connection is still to be broken at `pt`.
+#[inline(never)]
 fn pending(loss: Option<Loss>, broken: bool, pt: Point) -> bool {
     !broken && loss.is_some_and(|l| l.at == pt)
 }
 
 /// The side to disconnect now: the loss is at `pt` and its `nth` occurrence came (`n`).
+#[inline(never)]
 fn due(loss: Option<Loss>, broken: bool, pt: Point, n: u64) -> Option<Side> {
     loss.filter(|l| pending(loss, broken, pt) && n >= l.nth)
         .map(|l| l.side)
@@ -475,6 +480,7 @@ fn life<F: Fixture>(
 ///
 /// # Errors
 /// A handle of a dead connection (or an abandoned call) still gave access.
+#[inline(never)]
 pub(crate) fn probe_dead<F: Fixture>(p: &mut Pair<'_, F>, dead: &[Advertised]) -> Outcome {
     for &(h, off, write) in dead {
         let r = if write {
@@ -499,6 +505,7 @@ pub(crate) fn probe_dead<F: Fixture>(p: &mut Pair<'_, F>, dead: &[Advertised]) -
 /// reply was sent, at `Read` or `HandedUp`; after the replies were posted, a reply that
 /// arrived before the loss is delivered and its call not resent); no registration of the
 /// dead connection is left and none of its handles gives access.
+#[inline(never)]
 fn reconnect_at<F: Fixture>(
     fx: &mut F,
     kinds: &[Kind],
@@ -557,6 +564,7 @@ fn reconnect_at<F: Fixture>(
     })
 }
 
+#[inline(never)]
 fn both_sides<F: Fixture>(fx: &mut F, kinds: &[Kind], req: TransportConfig, at: Point) -> Outcome {
     reconnect_at(fx, kinds, req, at, Side::A)?;
     reconnect_at(fx, kinds, req, at, Side::B)
@@ -708,6 +716,7 @@ pub fn reconnect_resends_owed_calls_but_not_abandoned_ones<F: Fixture>(fx: &mut 
 /// DDP data lengths around the XDR pad and the page size, and larger.
 const DDP_SIZES: [usize; 9] = [1, 2, 3, 4, 4095, 4096, 4097, 65_539, 200_003];
 
+#[inline(never)]
 fn soak_kind(rng: &mut Rng) -> Kind {
     let size = |rng: &mut Rng| {
         DDP_SIZES

@@ -422,6 +422,7 @@ pub fn err_vers_and_err_chunk<F: Fixture>(fx: &mut F) -> Outcome {
 ///
 /// # Errors
 /// No header of that call was found.
+#[inline(never)]
 pub fn advertised<F: Fixture>(
     p: &mut Pair<'_, F>,
     xid: u32,
@@ -444,6 +445,7 @@ pub fn advertised<F: Fixture>(
 
 /// Probe the first advertised handle from the responder's side, after everything else was
 /// checked: an RDMA Read (or Write, for a writable handle) must fail.
+#[inline(never)]
 fn probe_stale<F: Fixture>(
     p: &mut Pair<'_, F>,
     handles: &[(u32, u64, bool)],

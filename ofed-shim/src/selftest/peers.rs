@@ -531,11 +531,17 @@ fn next_request(l: &mut OfedListener) -> Option<Result<Boxed<OfedQp>, String>> {
 /// is a copy of the `OfedQp`).
 #[inline(never)]
 fn boxed_some(q: Option<Result<OfedQp, OfedError>>) -> Option<Result<Boxed<OfedQp>, String>> {
-    q.map(|q| match try_boxed_result("connection request", q) {
+    q.map(boxed)
+}
+
+/// `q` on the heap (a frame of its own).
+#[inline(never)]
+fn boxed(q: Result<OfedQp, OfedError>) -> Result<Boxed<OfedQp>, String> {
+    match try_boxed_result("connection request", q) {
         Ok(Ok(q)) => Ok(q),
         Ok(Err(e)) => Err(format!("{e}")),
         Err(e) => Err(format!("{e}")),
-    })
+    }
 }
 
 fn serve_calls(
