@@ -11,7 +11,8 @@
 //!    beside every object of a module (symbol versions are looked up there).
 //! 4. `make -C /usr/src/linux-headers-KVER M=target/kmod/linux modules`, KVER being the VM's
 //!    kernel (`kver` of the VM cache); Debian's `linux-headers-KVER` is the kbuild tree, its
-//!    gcc 12 the compiler that kernel was built with.
+//!    gcc 12 the compiler that kernel was built with. Then the C files' DWARF is stripped
+//!    from the `.ko` (`objcopy --strip-debug`, as `INSTALL_MOD_STRIP=1` does at install).
 //!
 //! The module runs nothing at load unless asked: `insmod krpc_rdma.ko selftest=1` runs the
 //! self-test (report line in the kernel log, a failure fails the load), and reading

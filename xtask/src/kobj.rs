@@ -2,7 +2,10 @@
 //! kernel's module loader can relocate.
 //!
 //! The kernel staticlib (`ofed-shim` for `x86_64-unknown-none`) is linked with `ld -r` from
-//! the entry points ([`EXPORTS`]) with `--gc-sections`, so only what they reach is kept.
+//! the entry points ([`EXPORTS`]) with `--gc-sections`, so only what they reach is kept, and
+//! (for the module's object, [`Link::Entries`]) with a script that merges the per-function
+//! sections by kind ([`MERGE_SCRIPT`]): a section header, a name and a relocation table per
+//! function were a third of the module.
 //! The precompiled `core`/`alloc`/`compiler_builtins` of that target, and our crates' calls
 //! of `memcpy` & co, reach symbols through the GOT (`R_X86_64_GOTPCREL` and its `X` forms),
 //! which neither Linux's module loader ("Unknown rela relocation: 9") nor FreeBSD's amd64 kld
@@ -15,7 +18,9 @@
 //! * any other form reads a real GOT slot: an 8-byte entry of a `.data.krpc_got` section
 //!   holding `R_X86_64_64 sym`, reached `PC32`.
 //!
-//! Then every defined global but the entry points is made local (the Rust runtime's
+//! Then every `PC32`/`PLT32` relocation whose symbol lies in the section it patches is
+//! resolved in place, as a static linker does ([`resolve_local`]: after the merge, the calls
+//! between our own functions), every defined global but the entry points is made local (the Rust runtime's
 //! `memcpy`, `__rust_alloc`, ... must not clash with the kernel's), debug sections and the
 //! embedded LLVM bitcode (`.llvmbc`, `.llvmcmd`) are dropped, and [`check`] proves that
 //! allocated sections carry only `R_X86_64_NONE`, `64`,
