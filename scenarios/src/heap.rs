@@ -1,10 +1,11 @@
 //! Values on the heap, allocated fallibly: how the suite keeps its big values (the
 //! endpoints, chunk lists) off a kernel stack (16 KiB, frames of at most 1 KiB).
 //!
-//! `Box::new` aborts when the allocator refuses (a kernel panic in the module, whose
-//! allocator is `kmalloc` with `GFP_ATOMIC`/`M_NOWAIT`); [`try_boxed`] reserves the slot
-//! first and returns a [`Failure`] instead. The value is made inside `try_boxed`'s frame (not
-//! inlined), so it passes through no other frame on its way to the heap.
+//! `Box::new` aborts when the allocator refuses (a kernel panic in the module, whose global
+//! allocator is `krpc_ofed_malloc`: kvmalloc, `GFP_ATOMIC` in atomic context, `M_NOWAIT` on
+//! FreeBSD); [`try_boxed`] reserves the slot first and returns a [`Failure`] instead. The
+//! value is made in a frame of its own (not inlined) and moved to the heap by reference, so
+//! it exists once on the stack on its way there.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -96,10 +97,10 @@ fn not_made(what: &str, e: &dyn core::fmt::Display) -> Failure {
 }
 
 /// [`try_boxed`] of a value already made (`r`: its constructor's result, moved here by
-/// reference); `r`'s error is handed back as it is.
+/// reference): `Ok(Ok(boxed))`, or `Ok(Err(e))` with `r`'s own error handed back as it is.
 ///
 /// # Errors
-/// `r`'s error, or the allocation refused (`Ok(Err(..))`… see the outer `Result`).
+/// The allocation was refused (`r`'s value is dropped).
 #[inline(never)]
 pub fn try_boxed_result<T, E>(what: &str, r: Result<T, E>) -> Result<Result<Boxed<T>, E>, Failure> {
     let mut v = slot(what)?;
