@@ -63,6 +63,11 @@ fn warmed_pair<F: Fixture>(fx: &mut F, slots: u32) -> Result<Pair<'_, F>, Failur
     p.rpc(call, spec, &mut |c| {
         Kind::Small.reply(&pb, c.xid).at("reply")
     })?;
+    // The warm-up's Sends completed and polled on both sides: the reply can arrive before
+    // the call's Send completion is reaped (rxe under load), which would leave a slot taken
+    // and refuse the scenario's first call ("transport resources busy", seen once in 20
+    // in-kernel runs).
+    p.quiesce()?;
     Ok(p)
 }
 
