@@ -1,54 +1,114 @@
 #!/bin/sh
-# Stack frames of the core in the kernel module: `sh krpc-rdma/benches/stack.sh [KO] [LIMIT]`
+# Stack frames of every function of the kernel module: `sh krpc-rdma/benches/stack.sh [KO] [LIMIT]`
 # (KO defaults to target/kmod/linux/krpc_rdma.ko from `cargo xtask kmod`, LIMIT to 1024).
 #
-# For every function of krpc_rdma:: and mbuf:: (the scenario suite and the self-test
-# excluded) it prints the frame: the prologue's `sub $N,%rsp` plus 8 bytes per register
-# pushed before it plus the return address. It fails when one is above LIMIT, except
-# `wire::HeaderRepr::parse` (the owned 2 KiB header repr, used only by the scenario suite and
-# the fuzzers, never by the transport; listed, not counted).
+# For every function of the .ko (its symbols: `cargo xtask kmod` keeps the local ones) it
+# measures the frame: every `sub $N,%rsp` of the prologue (large frames are allocated in
+# page steps by LLVM's inline stack probes: `sub $0x1000,%rsp; movq $0,(%rsp)` repeated,
+# then the rest) plus 8 bytes per register pushed plus the return address, read from
+# `objdump -dr` up to the first call, jump or return (a leading `call __fentry__` of the C
+# functions is skipped). It fails when a function's frame is above LIMIT, unless the
+# function is in EXEMPT below with a ceiling it stays under.
+#
+# Functions are counted by where they come from: our crates (krpc_rdma, mbuf,
+# krpc_rdma_scenarios, ofed_shim, nfs_glue: their own functions, and core/alloc generics
+# whose symbol names one of our types, e.g. drop_in_place<krpc_rdma::...> or
+# <ofed_shim::qp::OfedQp as Provider>::register), other Rust (core/alloc/compiler_builtins,
+# precompiled or instantiated with types the symbol does not name), and unmangled (the C
+# glue and verbs wrapper compiled by kbuild, and compiler_builtins' memcpy & co). All are
+# held to LIMIT.
 #
 # Why not the kernel's scripts/checkstack.pl alone: its x86_64 pattern matches `add` as well as
 # `sub` of %rsp and adds up every match in a function, so a Rust function (no frame pointer:
 # its epilogues `add` the frame back instead of `leave`) is counted once per epilogue plus
-# once for the prologue: at least twice its frame. Both figures are printed.
+# once for the prologue: at least twice its frame. Its figure is printed beside ours.
 set -eu
 ko=${1:-target/kmod/linux/krpc_rdma.ko}
 limit=${2:-1024}
+
+# Exempt functions: "CEILING SYMBOL-PATH" (the legacy-mangled path up to the hash; every
+# instantiation). Each stays below its ceiling; the reasons:
+# * OfedQp::new (ofed-shim/src/qp.rs): OfedConn::new and krpc_rdma's Binding::new are
+#   inlined into it, and the 880-byte Binding is built there from its parts' results (the
+#   copy of it into the caller's queue pair is one; the rest are the parts). Called once per
+#   connection, from connect/accept paths a few frames deep. The fix is an in-place
+#   constructor of Binding (krpc-rdma/src/provider/binding, outside this change).
+# * Eight scenario functions of krpc-rdma-scenarios (test code: run in the kernel only by
+#   the self-test, never by the transport): long sequences of steps whose many small live
+#   values (chains, vectors, handles, call contexts, the fixture's queue pairs) add up to
+#   1.0-1.6 KiB; every big value is on the heap already. They run at the self-test's depth,
+#   measured in the VM as a whole (the report's "stack used N of 16384 bytes (task stack)").
+#   Splitting each into steps of their own would bring them under 1 KiB.
+EXEMPT='1400 _ZN9ofed_shim2qp6OfedQp3new
+1700 _ZN19krpc_rdma_scenarios6cancel48abandon_revokes_at_once_and_drops_the_late_reply
+1700 _ZN19krpc_rdma_scenarios9reconnect51reconnect_resends_owed_calls_but_not_abandoned_ones
+1700 _ZN19krpc_rdma_scenarios9reconnect3run
+1500 _ZN19krpc_rdma_scenarios9reconnect4life
+1400 _ZN19krpc_rdma_scenarios8liveness54a_reply_built_while_reads_stall_leaves_the_reads_alone
+1300 _ZN19krpc_rdma_scenarios4loss7loss_at
+1200 _ZN19krpc_rdma_scenarios8contract25max_registrations_is_busy
+1200 _ZN19krpc_rdma_scenarios8liveness65a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes'
+
 checkstack=$(ls /usr/src/linux-headers-*-common/scripts/checkstack.pl 2>/dev/null | head -n1)
 tmp=$(mktemp)
-trap 'rm -f "$tmp"' EXIT
-objdump -d --no-show-raw-insn "$ko" > "$tmp"
+trap 'rm -f "$tmp" "$tmp.cs" "$tmp.ex" "$tmp.out"' EXIT
+objdump -dr --no-show-raw-insn "$ko" > "$tmp"
 if [ -n "$checkstack" ]; then
 	perl "$checkstack" x86_64 < "$tmp" | awk '{n=$2; sub(/.*:/, "", $NF); print n, $NF}' > "$tmp.cs"
 else
 	: > "$tmp.cs"
 fi
+printf '%s\n' "$EXEMPT" > "$tmp.ex"
 perl -e '
 open(my $cs, "<", $ARGV[0]) or die;
 my %checkstack = map { split " " } <$cs>;
-my ($name, $pushes, $done);
+open(my $ex, "<", $ARGV[1]) or die;
+my @exempt = map { [split " "] } grep { /\S/ } <$ex>;
+my $limit = $ARGV[2];
+my ($name, $pushes, $sub, $r11, $done);
+sub kind {
+	my $n = shift;
+	return "ours" if $n =~ /krpc_rdma|mbuf|ofed_shim|nfs_glue/;
+	return "rust" if $n =~ /^_(ZN|R)/;
+	return "unmangled";
+}
+sub out {
+	return unless defined $name;
+	my $frame = $sub + 8 * $pushes + 8;
+	return if $frame == 8;
+	my $note = "";
+	for my $e (@exempt) {
+		next unless index($name, $e->[1]) == 0;
+		$note = $frame <= $e->[0] ? " (exempt, ceiling $e->[0])" : " (ABOVE its exemption ceiling $e->[0])";
+	}
+	printf "%6d %6s %-9s %s%s\n", $frame, $checkstack{$name} // "-", kind($name), $name, $note;
+}
 while (<STDIN>) {
-	if (/^[0-9a-f]+ <(.*)>:$/) { ($name, $pushes, $done) = ($1, 0, 0); next }
+	if (/^[0-9a-f]+ <(.*)>:$/) { out(); ($name, $pushes, $sub, $r11, $done) = ($1, 0, 0, 0, 0); next }
 	next if $done || !defined $name;
+	next if /^\s+[0-9a-f]+:\s+R_X86_64/;
 	if (/\tpush +%r/) { $pushes++; next }
-	if (/\tsub +\$0x([0-9a-f]+),%rsp$/) {
-		my $sub = hex($1);
+	if (/\tsub +\$0x([0-9a-f]+),%rsp$/) { my $v = hex($1); $sub += $v if $v < 0x80000000; next }
+	if (/\tsub +\$0x([0-9a-f]+),%r11$/) { my $v = hex($1); $r11 = $v if $v < 0x80000000; next }
+	# The C functions start with `call __fentry__` (ftrace), before their prologue.
+	if (/\tcall / && $pushes == 0 && $sub == 0) {
+		my $next = <STDIN>;
+		next if defined $next && $next =~ /R_X86_64_\w+\s+__fentry__/;
 		$done = 1;
-		next if $name !~ /krpc_rdma|mbuf/ || $name =~ /krpc_rdma_scenarios|selftest/;
-		# Outside the transport: listed, not held to the limit.
-		my $exempt = $name =~ /HeaderRepr5parse/ ? " (exempt)" : "";
-		printf "%6d %6s %s%s\n", $sub + 8 * $pushes + 8, $checkstack{$name} // "-", $name, $exempt;
 		next;
 	}
-	$done = 1 if /\t(call|ret|jmp)/;
-}' "$tmp.cs" < "$tmp" | sort -rn > "$tmp.out"
-rm -f "$tmp.cs"
-over=$(awk -v limit="$limit" '$1 > limit && !/\(exempt\)$/' "$tmp.out" | wc -l)
-echo "frame  checkstack.pl  function (krpc_rdma:: and mbuf::, frames >= 512 bytes; scenario suite and self-test excluded)"
+	if (/\t(call|ret|jmp|j[a-z]+ )/) { $sub = $r11 if $r11 > $sub; $done = 1 }
+}
+out();' "$tmp.cs" "$tmp.ex" "$limit" < "$tmp" | sort -rn > "$tmp.out"
+over=$(awk -v limit="$limit" '$1 > limit && !/\(exempt, ceiling [0-9]+\)$/' "$tmp.out" | wc -l)
+echo "frame  checkstack.pl  kind  function (every function of the .ko with a frame >= 512 bytes)"
 awk '$1 >= 512' "$tmp.out"
+for k in ours rust unmangled; do
+	n=$(awk -v k="$k" '$3 == k' "$tmp.out" | wc -l)
+	top=$(awk -v k="$k" '$3 == k && !/\(exempt/ {print $1, $4; exit}' "$tmp.out")
+	echo "stack.sh: $k: $n functions with a frame; largest not exempt: $top"
+done
 total=$(wc -l < "$tmp.out")
-largest=$(grep -v '(exempt)$' "$tmp.out" | head -n1 | awk '{print $1, $3}')
-rm -f "$tmp.out"
-echo "stack.sh: $total functions with a frame; largest (not exempt) $largest; $over above $limit bytes"
+exempt=$(awk -v limit="$limit" '$1 > limit && /\(exempt, ceiling [0-9]+\)$/' "$tmp.out" | wc -l)
+echo "stack.sh: $total functions with a frame; $exempt above $limit bytes exempt (listed above, each under its ceiling); $over above $limit bytes otherwise"
 [ "$over" -eq 0 ]

@@ -36,13 +36,14 @@
  *   cat /sys/kernel/debug/krpc_rdma/selftest
  *                                       run it again; the report lines are the file's content
  *
- * The stack: the core does not fit a 16 KiB kernel stack today (checkstack: single frames of
- * 27 KiB in Requester::marshal, 16 KiB in Responder::reply, 9.5 KiB in HeaderRepr::parse, all
- * from 2,136-byte HeaderRepr values held by value). Until those frames shrink, the self-test
- * runs on a private stack of selftest_stack_kib KiB (vmalloc'd, guard pages around it),
- * switched to as the kernel switches to its IRQ stacks (call_on_stack in
- * asm/irq_stack.h), and reports the deepest byte of it the run touched.
- * selftest_stack_kib=0 runs on the task's own stack (which overflows today).
+ * The stack: the self-test and the peer runs run on the calling task's own kernel stack
+ * (THREAD_SIZE, 16 KiB on x86-64): every frame of the Rust object is at most 1 KiB
+ * (krpc-rdma/benches/stack.sh). The run reports the deepest byte of that stack it touched:
+ * the free part below the current stack pointer (from just above the STACK_END_MAGIC word
+ * to 1 KiB below RSP) is filled with a pattern before the run and scanned after it, the
+ * kernel's stack_not_used() method without CONFIG_DEBUG_STACK_USAGE. selftest_stack_kib=N
+ * (N >= 4) runs it on a private vmalloc'd stack of N KiB instead, switched to as the kernel
+ * switches to its IRQ stacks (call_on_stack in asm/irq_stack.h), measured the same way.
  */
 #include <linux/atomic.h>
 #include <linux/debugfs.h>
@@ -55,6 +56,7 @@
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/preempt.h>
+#include <linux/sched/task_stack.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
@@ -82,10 +84,10 @@ static bool selftest;
 module_param(selftest, bool, 0444);
 MODULE_PARM_DESC(selftest, "run the in-kernel self-test at load (a failure fails the load)");
 
-static unsigned int selftest_stack_kib = 256;
+static unsigned int selftest_stack_kib;
 module_param(selftest_stack_kib, uint, 0644);
 MODULE_PARM_DESC(selftest_stack_kib,
-    "KiB of the private stack the self-test runs on (0: the task's own 16 KiB stack)");
+    "0 (default): run the self-test on the task's own kernel stack; N: on a private stack of N KiB");
 
 static bool selftest_verbose;
 module_param(selftest_verbose, bool, 0644);
@@ -314,8 +316,38 @@ static int krpc_selftest_on_stack(void *tos, struct krpc_stack_call *c)
 	return rc;
 }
 
-/* Run the call on a private stack of selftest_stack_kib KiB (or on ours for 0); `*peak`
- * gets the bytes of the private stack the run touched (0 without one). */
+/*
+ * Run the call on the task's own stack, measured: the free part of the stack (above the
+ * STACK_END_MAGIC word at its end, up to KRPC_STACK_MARGIN below our stack pointer: room
+ * for memset's own frame) is filled with KRPC_STACK_FILL first and scanned after the run;
+ * `*peak` gets the bytes from the stack's top to the deepest byte touched (the whole depth:
+ * the syscall entry, insmod's or read's path, and the run), `*size` THREAD_SIZE.
+ */
+#define KRPC_STACK_MARGIN 1024
+static noinline int krpc_selftest_on_task_stack(struct krpc_stack_call *c, size_t *peak,
+    size_t *size)
+{
+	unsigned char *base = task_stack_page(current);
+	unsigned char *lo = (unsigned char *)(end_of_stack(current) + 1);
+	unsigned char *hi = (unsigned char *)current_stack_pointer - KRPC_STACK_MARGIN;
+	unsigned char *p;
+	int rc;
+
+	*size = THREAD_SIZE;
+	*peak = 0;
+	if (hi <= lo)
+		return krpc_stack_entry(c);
+	memset(lo, KRPC_STACK_FILL, hi - lo);
+	rc = krpc_stack_entry(c);
+	for (p = lo; p < hi && *p == KRPC_STACK_FILL; p++)
+		;
+	*peak = base + THREAD_SIZE - p;
+	return rc;
+}
+
+/* Run the call on the task's stack (selftest_stack_kib 0) or on a private stack of
+ * selftest_stack_kib KiB; `*peak` gets the bytes of the stack the run touched, `*size` the
+ * stack's size. */
 static int krpc_selftest_call(struct krpc_stack_call *c, size_t *peak, size_t *size)
 {
 	size_t sz = (size_t)selftest_stack_kib * 1024;
@@ -326,7 +358,7 @@ static int krpc_selftest_call(struct krpc_stack_call *c, size_t *peak, size_t *s
 	*peak = 0;
 	*size = sz;
 	if (sz == 0)
-		return krpc_stack_entry(c);
+		return krpc_selftest_on_task_stack(c, peak, size);
 	if (sz < PAGE_SIZE)
 		return -EINVAL;
 	stack = vmalloc(sz);
@@ -365,11 +397,8 @@ static int krpc_run_on_stack(struct krpc_stack_call *c)
 	mutex_unlock(&krpc_selftest_lock);
 	buf[KRPC_REPORT_LEN - 1] = '\0';
 	n = strnlen(buf, KRPC_REPORT_LEN);
-	if (size)
-		snprintf(buf + n, KRPC_REPORT_LEN - n, "; stack used %zu of %zu bytes (private)",
-		    peak, size);
-	else
-		snprintf(buf + n, KRPC_REPORT_LEN - n, "; on the task stack");
+	snprintf(buf + n, KRPC_REPORT_LEN - n, "; stack used %zu of %zu bytes (%s)", peak, size,
+	    selftest_stack_kib ? "private" : "task stack");
 	if (rc == 0 && (atomic_long_read(&krpc_allocs_live) != allocs ||
 	    atomic_long_read(&krpc_page_refs_live) != refs)) {
 		pr_err("krpc_rdma: %s left %ld allocations, %ld page references\n",

@@ -6,9 +6,10 @@
 
 use alloc::format;
 use alloc::string::String;
+use core::borrow::BorrowMut;
 use core::ffi::c_void;
 
-use crate::{OfedConfig, OfedListener, OfedQp};
+use crate::{OfedConfig, OfedError, OfedListener, OfedQp};
 
 /// `struct sockaddr_in` (Linux's layout; the userspace emulation and the Linux module).
 #[repr(C)]
@@ -57,20 +58,24 @@ pub trait Sleep {
     fn sleep(&self, gen: u64, ms: u32);
 }
 
-/// A connected pair and the listener side B came from (keep it until B is dropped).
-pub struct Connected {
+/// A connected pair and the listener side B came from (keep it until B is dropped); `Q` is
+/// how the caller keeps an [`OfedQp`] (itself, or a box of it: 880 bytes).
+pub struct Connected<Q> {
     /// The listener.
     pub listener: OfedListener,
     /// Side A (connected through rdma_cm).
-    pub a: OfedQp,
+    pub a: Q,
     /// Side B (accepted).
-    pub b: OfedQp,
+    pub b: Q,
 }
 
 /// Listen on `addr`, connect side A to it, take the connection request as side B (looked
 /// for `polls` times, sleeping up to 2 ms in between), run `before_accept` on B (it posts
 /// receives) and accept with `b_private`. Both report `Established` through their event
-/// polls once rdma_cm has connected them.
+/// polls once rdma_cm has connected them. Each [`OfedQp`] is handed to `keep` as its
+/// constructor returned it (with its error: a `Result` is moved by reference, not copied),
+/// each in a frame of its own ([`side`], [`request`]), so no frame here holds one by value
+/// (kernel stack frames stay under 1 KiB when `keep` boxes it).
 ///
 /// # Safety
 /// `net` and `addr` as for [`OfedQp::connect`] (`addr` a valid `struct sockaddr` for the
@@ -80,39 +85,77 @@ pub struct Connected {
 /// # Errors
 /// What failed, as text.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn connect(
+pub unsafe fn connect<Q: BorrowMut<OfedQp>>(
     s: &impl Sleep,
     net: *mut c_void,
     addr: *const c_void,
     cfg: &OfedConfig,
     a_private: &[u8],
     b_private: &[u8],
-    before_accept: &mut dyn FnMut(&mut OfedQp),
+    before_accept: &mut dyn FnMut(&mut Q),
     polls: u32,
-) -> Result<Connected, String> {
+    keep: fn(Result<OfedQp, OfedError>) -> Result<Q, String>,
+) -> Result<Connected<Q>, String> {
     // SAFETY: the caller vouches for `net` and `addr`.
     let mut listener =
         unsafe { OfedListener::bind(net, addr, cfg) }.map_err(|e| format!("listen: {e}"))?;
     // SAFETY: as above.
-    let mut a = unsafe { OfedQp::connect(net, addr, cfg, a_private) }
-        .map_err(|e| format!("connect: {e}"))?;
+    let mut a = side(
+        || unsafe { OfedQp::connect(net, addr, cfg, a_private) },
+        keep,
+    )
+    .map_err(|e| format!("connect: {e}"))?;
     // SAFETY: the caller vouches for the upcall.
-    unsafe { a.set_upcall(s.upcall(), core::ptr::null_mut()) };
+    unsafe { a.borrow_mut().set_upcall(s.upcall(), core::ptr::null_mut()) };
     let mut b = None;
     for _ in 0..polls {
         let gen = s.generation();
-        if let Some(q) = listener.next_request() {
-            b = Some(q.map_err(|e| format!("connection request: {e}"))?);
+        if let Some(q) = request(&mut listener, keep) {
+            b = Some(q?);
             break;
         }
         s.sleep(gen, 2);
     }
     let mut b = b.ok_or(format!("no connection request in {polls} polls"))?;
     // SAFETY: as above.
-    unsafe { b.set_upcall(s.upcall(), core::ptr::null_mut()) };
+    unsafe { b.borrow_mut().set_upcall(s.upcall(), core::ptr::null_mut()) };
     before_accept(&mut b);
-    b.accept(b_private).map_err(|e| format!("accept: {e}"))?;
+    b.borrow_mut()
+        .accept(b_private)
+        .map_err(|e| format!("accept: {e}"))?;
     Ok(Connected { listener, a, b })
+}
+
+/// `make()`'s result, handed to `keep` as it is (a frame of its own: see [`connect`]).
+#[inline(never)]
+fn side<Q>(
+    make: impl FnOnce() -> Result<OfedQp, OfedError>,
+    keep: fn(Result<OfedQp, OfedError>) -> Result<Q, String>,
+) -> Result<Q, String> {
+    keep(make())
+}
+
+/// The listener's next connection request, handed to `keep` (a frame of its own).
+#[inline(never)]
+fn request<Q>(
+    listener: &mut OfedListener,
+    keep: fn(Result<OfedQp, OfedError>) -> Result<Q, String>,
+) -> Option<Result<Q, String>> {
+    // Called through an opaque pointer so that its body (an 880-byte `OfedQp` returned by
+    // value, see krpc-rdma/benches/stack.sh's exemptions) stays out of this frame.
+    let next: fn(&mut OfedListener) -> Option<Result<OfedQp, OfedError>> =
+        core::hint::black_box(OfedListener::next_request);
+    keep_some(next(listener), keep)
+}
+
+/// `q`'s request handed to `keep` (a frame of its own: taking the `Result` out of the
+/// `Option` is a copy of the `OfedQp`).
+#[inline(never)]
+fn keep_some<Q>(
+    q: Option<Result<OfedQp, OfedError>>,
+    keep: fn(Result<OfedQp, OfedError>) -> Result<Q, String>,
+) -> Option<Result<Q, String>> {
+    q.map(|q| keep(q).map_err(|e| format!("connection request: {e}")))
 }
 
 /// Until one of the queue pairs has new completions or events, or `ms` milliseconds.

@@ -563,11 +563,15 @@ impl OfedQp {
             invalidation: Invalidation::WorkRequest,
             map_uses_sq: true,
         };
-        let inner = Binding::new(conn, layout).map_err(|e| match e {
-            ProviderError::NoMemory => OfedError::NoMemory,
-            _ => OfedError::Config("buffer, registration or MR counts out of range"),
-        })?;
-        Ok(OfedQp { inner })
+        // One match, no `?` and rebinding: the 880-byte binding is copied once on its way
+        // to the caller (kernel stack frames stay under 1 KiB).
+        match Binding::new(conn, layout) {
+            Ok(inner) => Ok(OfedQp { inner }),
+            Err(ProviderError::NoMemory) => Err(OfedError::NoMemory),
+            Err(_) => Err(OfedError::Config(
+                "buffer, registration or MR counts out of range",
+            )),
+        }
     }
 
     fn conn(&self) -> *mut KrpcConn {
@@ -594,7 +598,12 @@ impl OfedQp {
         if private_data.len() > 56 {
             return Err(OfedError::Config("private data longer than 56 bytes"));
         }
-        let mut me = OfedQp::new(cfg)?;
+        // Connected in place, and returned as `new` made it (no copy of the 880-byte queue
+        // pair into a local and back out: kernel stack frames stay under 1 KiB).
+        let mut made = OfedQp::new(cfg);
+        let Ok(me) = &mut made else {
+            return made;
+        };
         let params = cfg.params();
         let mut conn = ptr::null_mut();
         // SAFETY: the caller vouches for `vnet` and `dst`; the other pointers are valid for
@@ -616,7 +625,7 @@ impl OfedQp {
             });
         }
         me.inner.backend_mut().conn = conn;
-        Ok(me)
+        made
     }
 
     /// Accept the pending connection this queue pair came from
@@ -727,18 +736,15 @@ impl OfedListener {
                 errno: rc,
             }));
         }
-        Some(match OfedQp::new(&self.cfg) {
-            Ok(mut qp) => {
-                qp.inner.backend_mut().conn = conn;
-                Ok(qp)
-            }
-            Err(e) => {
-                // SAFETY: the pending connection is ours and unused; destroying it rejects
-                // the request.
-                unsafe { ffi::krpc_ofed_conn_destroy(conn) };
-                Err(e)
-            }
-        })
+        // Set up in place (see `connect`).
+        let mut made = OfedQp::new(&self.cfg);
+        match &mut made {
+            Ok(qp) => qp.inner.backend_mut().conn = conn,
+            // SAFETY: the pending connection is ours and unused; destroying it rejects the
+            // request.
+            Err(_) => unsafe { ffi::krpc_ofed_conn_destroy(conn) },
+        }
+        Some(made)
     }
 }
 

@@ -31,13 +31,14 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use krpc_rdma::provider::Resources;
+use krpc_rdma::provider::{Middleware, Resources};
 use krpc_rdma::soft::{pair, SoftConfig, SoftQp, SoftStats};
 use krpc_rdma::transport::{ReplySpec, TransportConfig};
 use krpc_rdma_scenarios::check::{bytes_eq, eq, fail, At};
 use krpc_rdma_scenarios::data::{
     pattern, read_call, read_reply, read_reply_bytes, write_call, xdr_call,
 };
+use krpc_rdma_scenarios::heap::{try_boxed, Boxed};
 use krpc_rdma_scenarios::{Connect, Failure, Fixture, Limits, Outcome, PagePair, Pair};
 use mbuf::{AllocError, PageError, PageProvider};
 
@@ -140,9 +141,10 @@ impl Totals {
     }
 }
 
-/// A [`SoftQp`] that adds its statistics to the run's [`Totals`] when it is dropped.
+/// A [`SoftQp`] that adds its statistics to the run's [`Totals`] when it is dropped. The
+/// queue pair is on the heap: a scenario's frames hold a connection's two.
 pub struct Qp {
-    inner: SoftQp,
+    inner: Boxed<SoftQp>,
     a_side: bool,
     totals: Arc<Totals>,
 }
@@ -157,7 +159,22 @@ impl Drop for Qp {
     }
 }
 
-krpc_rdma::forward_provider!(Qp => inner);
+impl Middleware for Qp {
+    fn wrapped(&self) -> &impl krpc_rdma::provider::Provider {
+        &*self.inner
+    }
+    fn wrapped_mut(&mut self) -> &mut impl krpc_rdma::provider::Provider {
+        &mut *self.inner
+    }
+}
+
+krpc_rdma::forward_provider!(middleware [] Qp);
+
+/// `q` on the heap (fallibly).
+fn boxed_qp(q: SoftQp) -> Result<Boxed<SoftQp>, String> {
+    try_boxed("soft queue pair", || Ok::<_, core::convert::Infallible>(q))
+        .map_err(|e| format!("{e}"))
+}
 
 #[cfg(target_os = "none")]
 pub mod kverbs;
@@ -259,12 +276,12 @@ impl Fixture for SoftKernel {
         };
         let (a, b) = pair(side(a_private), pa, side(b_private), pb).map_err(|e| format!("{e}"))?;
         let a = Qp {
-            inner: a,
+            inner: boxed_qp(a)?,
             a_side: true,
             totals: self.totals.clone(),
         };
         let mut b = Qp {
-            inner: b,
+            inner: boxed_qp(b)?,
             a_side: false,
             totals: self.totals.clone(),
         };
@@ -323,6 +340,7 @@ impl core::fmt::Display for SuiteCount {
 ///
 /// `note(verbose, line)` is told of each scenario as it starts (`verbose`) and of each
 /// failure and skip.
+#[inline(never)]
 pub fn run_suite<F: Fixture>(
     fx: &mut F,
     skip: fn(&str) -> Option<&'static str>,

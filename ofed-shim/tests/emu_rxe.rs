@@ -145,6 +145,7 @@ impl Fixture for Emu {
                 c.b_private,
                 c.before_accept,
                 15_000,
+                |q| q.map_err(|e| format!("{e}")),
             )
         }?;
         self.listener = Some(p.listener);

@@ -17,6 +17,7 @@ use crate::raw::advertised_handles;
 use crate::reconnect::probe_dead;
 
 /// One small RPC, so the responder's grant (not the first single credit) bounds the calls.
+#[inline(never)]
 fn warm<F: Fixture>(p: &mut Pair<'_, F>) -> Outcome {
     let (call, spec) = Kind::Small.call(&p.l.pa, 0xffff).at("warm-up call")?;
     let pb = p.l.pb.clone();
@@ -28,6 +29,7 @@ fn warm<F: Fixture>(p: &mut Pair<'_, F>) -> Outcome {
 
 /// Poll the requester: any reply or failure among its events is a failure (nothing may be
 /// reported for an abandoned call).
+#[inline(never)]
 fn poll_silent<F: Fixture>(p: &mut Pair<'_, F>, step: &str) -> Result<bool, crate::Failure> {
     let mut evs = Vec::new();
     p.req.poll(&mut p.l.a, &mut |e| evs.push(e));
@@ -182,17 +184,24 @@ pub fn close_fails_every_pending_call_and_hands_the_pages_back<F: Fixture>(fx: &
     p.call(r, rs, "READ call")?;
     let mut evs = Vec::new();
     p.req.close(&mut p.l.a, &mut |e| evs.push(e));
-    let ends: Vec<(u32, CallError, Option<usize>)> = evs
-        .iter()
-        .filter_map(|e| match e {
-            RequesterEvent::Failed { xid, error, pages } => {
-                Some((*xid, *error, pages.as_ref().map(|c| c.len())))
-            }
-            _ => None,
-        })
+    // In XID order (duplicates kept): inserted into a map one by one, since a slice sort
+    // keeps a scratch array of the elements on the stack (1.2 KiB here).
+    let mut by_xid = alloc::collections::BTreeMap::new();
+    by_xid.extend(
+        evs.iter()
+            .filter_map(|e| match e {
+                RequesterEvent::Failed { xid, error, pages } => {
+                    Some((*xid, *error, pages.as_ref().map(|c| c.len())))
+                }
+                _ => None,
+            })
+            .enumerate()
+            .map(|(i, (xid, error, pages))| ((xid, i), (error, pages))),
+    );
+    let ends: Vec<(u32, CallError, Option<usize>)> = by_xid
+        .into_iter()
+        .map(|((xid, _), (error, pages))| (xid, error, pages))
         .collect();
-    let mut ends = ends;
-    ends.sort_unstable_by_key(|e| e.0);
     eq(
         "calls failed",
         &[

@@ -42,6 +42,15 @@ impl core::error::Error for Failure {}
 
 /// A failure of `step`.
 pub fn fail(step: impl Display, expected: impl Display, got: impl Display) -> Failure {
+    failure(&step, &expected, &got)
+}
+
+// The failure paths below are out of line (and cold): a scenario has hundreds of checks, and
+// the formatting of each, inlined, would be stack in the scenario's frame (kernel frames
+// stay under 1 KiB).
+#[cold]
+#[inline(never)]
+fn failure(step: &dyn Display, expected: &dyn Display, got: &dyn Display) -> Failure {
     Failure {
         scenario: "",
         step: step.to_string(),
@@ -50,12 +59,24 @@ pub fn fail(step: impl Display, expected: impl Display, got: impl Display) -> Fa
     }
 }
 
+#[cold]
+#[inline(never)]
+fn not_equal(step: &dyn Display, expected: &dyn Debug, got: &dyn Debug) -> Failure {
+    failure(step, &format!("{expected:?}"), &format!("{got:?}"))
+}
+
+#[cold]
+#[inline(never)]
+fn failed_with(step: &dyn Display, e: &dyn Debug) -> Failure {
+    failure(step, &"success", &format!("{e:?}"))
+}
+
 /// `cond` holds, or `step` failed expecting `expected`.
 pub fn ensure(cond: bool, step: impl Display, expected: impl Display) -> Outcome {
     if cond {
         Ok(())
     } else {
-        Err(fail(step, expected, "the opposite"))
+        Err(failure(&step, &expected, &"the opposite"))
     }
 }
 
@@ -64,7 +85,7 @@ pub fn eq<T: PartialEq + Debug>(step: impl Display, expected: T, got: T) -> Outc
     if got == expected {
         Ok(())
     } else {
-        Err(fail(step, format!("{expected:?}"), format!("{got:?}")))
+        Err(not_equal(&step, &expected, &got))
     }
 }
 
@@ -73,12 +94,18 @@ pub fn bytes_eq(step: impl Display, expected: &[u8], got: &[u8]) -> Outcome {
     if expected == got {
         return Ok(());
     }
+    Err(bytes_differ(&step, expected, got))
+}
+
+#[cold]
+#[inline(never)]
+fn bytes_differ(step: &dyn Display, expected: &[u8], got: &[u8]) -> Failure {
     let at = expected
         .iter()
         .zip(got)
         .position(|(a, b)| a != b)
         .unwrap_or(expected.len().min(got.len()));
-    Err(fail(
+    fail(
         step,
         format!("{} bytes", expected.len()),
         format!(
@@ -87,7 +114,7 @@ pub fn bytes_eq(step: impl Display, expected: &[u8], got: &[u8]) -> Outcome {
             got.get(at),
             expected.get(at)
         ),
-    ))
+    )
 }
 
 /// Turns a `Result` or an `Option` into an [`Outcome`] of a named step.
@@ -101,12 +128,12 @@ pub trait At<T> {
 
 impl<T, E: Debug> At<T> for Result<T, E> {
     fn at(self, step: impl Display) -> Result<T, Failure> {
-        self.map_err(|e| fail(step, "success", format!("{e:?}")))
+        self.map_err(|e| failed_with(&step, &e))
     }
 }
 
 impl<T> At<T> for Option<T> {
     fn at(self, step: impl Display) -> Result<T, Failure> {
-        self.ok_or_else(|| fail(step, "a value", "none"))
+        self.ok_or_else(|| failure(&step, &"a value", &"none"))
     }
 }

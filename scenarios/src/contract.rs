@@ -18,43 +18,50 @@ use mbuf::{Chain, PageFragment, PAGE_SIZE};
 use crate::check::{bytes_eq, ensure, eq, fail, At, Failure, Outcome};
 use crate::data::pattern;
 use crate::fixture::{Feature, Fixture, Limits};
+use crate::heap::{try_boxed, Boxed};
 use crate::pair::{send_raw, Link, Side};
 use crate::wr::{local_inv, rdma, send_inv, send_wr};
 
 const PD_A: &[u8] = &[0x41, 1, 2, 3, 4, 5, 6, 7];
 const PD_B: &[u8] = &[0x42, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0xff];
 
+#[inline(never)]
 fn link<'f, F: Fixture>(fx: &'f mut F, limits: &Limits) -> Result<Link<'f, F>, Failure> {
     Ok(Link::raw(fx, limits, PD_A, PD_B)?.0)
 }
 
 /// A chain of `len` bytes of fresh pages of side `s`, zeroed.
+#[inline(never)]
 fn zeroed<F: Fixture>(l: &Link<'_, F>, s: Side, len: usize) -> Result<Chain, Failure> {
     let mut c = Chain::alloc_pages(&l.pages(s), len).at("pages")?;
     c.copyback(0, &alloc::vec![0u8; len]).at("zero pages")?;
     Ok(c)
 }
 
+#[inline(never)]
 fn frags(c: &Chain, r: core::ops::Range<usize>) -> Result<Vec<PageFragment>, Failure> {
     Ok(c.page_fragments_in(r).at("fragments")?.collect())
 }
 
+#[inline(never)]
 fn register<F: Fixture>(
     l: &mut Link<'_, F>,
     s: Side,
     f: &[PageFragment],
     access: Access,
-) -> Result<Registration, Failure> {
-    l.qp(s).register(f, access).at("register")
+) -> Result<Boxed<Registration>, Failure> {
+    // On the heap: a registration is 400 bytes, and a scenario holds several.
+    try_boxed("register", || l.qp(s).register(f, access))
 }
 
 /// A zeroed page of side `s`, registered whole for `access`: the page, the registration,
 /// its first segment.
+#[inline(never)]
 fn exposed_page<F: Fixture>(
     l: &mut Link<'_, F>,
     s: Side,
     access: Access,
-) -> Result<(Chain, Registration, RegSegment), Failure> {
+) -> Result<(Chain, Boxed<Registration>, RegSegment), Failure> {
     let page = zeroed(l, s, PAGE_SIZE)?;
     let reg = register(l, s, &frags(&page, 0..PAGE_SIZE)?, access)?;
     let seg = *reg.segments.first().at("segment")?;
@@ -62,6 +69,7 @@ fn exposed_page<F: Fixture>(
 }
 
 /// A zeroed page of side `s` and the fragments of its first `n` bytes.
+#[inline(never)]
 fn local<F: Fixture>(
     l: &Link<'_, F>,
     s: Side,
@@ -73,6 +81,7 @@ fn local<F: Fixture>(
 }
 
 /// Side `s` posts the chain `wrs`; its (one) signaled request completes successfully.
+#[inline(never)]
 fn post_ok<F: Fixture, const N: usize>(
     l: &mut Link<'_, F>,
     s: Side,
@@ -84,6 +93,7 @@ fn post_ok<F: Fixture, const N: usize>(
 }
 
 /// Side `s` releases `reg`; then `chains` go and the link finishes.
+#[inline(never)]
 fn release_finish<F: Fixture, T>(mut l: Link<'_, F>, s: Side, reg: RegId, chains: T) -> Outcome {
     l.qp(s).release(reg).at("release")?;
     drop(chains);
@@ -92,6 +102,7 @@ fn release_finish<F: Fixture, T>(mut l: Link<'_, F>, s: Side, reg: RegId, chains
 
 /// Completions of side `s` until `want.len()` arrived: their ids and statuses are `want`,
 /// in order.
+#[inline(never)]
 fn expect_ids<F: Fixture>(
     l: &mut Link<'_, F>,
     s: Side,
@@ -106,6 +117,7 @@ fn expect_ids<F: Fixture>(
 
 /// Side `a` posts `wr`, which must fail with a remote access error; side B's posted receive
 /// is flushed, and both sides see the connection go.
+#[inline(never)]
 fn expect_remote_access<F: Fixture>(l: &mut Link<'_, F>, wr: SendWr<'_>, step: &str) -> Outcome {
     l.b.post_recv(&[0]).at(format!("{step}: post receive"))?;
     l.a.post_send(&[wr]).at(format!("{step}: post"))?;

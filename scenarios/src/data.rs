@@ -10,6 +10,7 @@ use mbuf::{Chain, Mbuf, MbufError, PageProvider};
 
 /// `n` bytes that differ from page to page and from seed to seed (a misplaced page or a
 /// shifted byte shows).
+#[inline(never)]
 pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ ((i >> 12) as u8))
@@ -20,6 +21,7 @@ pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
 ///
 /// # Errors
 /// Allocation failure.
+#[inline(never)]
 pub fn xdr_call(xid: u32, body: &[u8]) -> Result<Chain, MbufError> {
     let mut c = Chain::from_bytes(&xid.to_be_bytes())?;
     c.append(body)?;
@@ -30,6 +32,7 @@ pub fn xdr_call(xid: u32, body: &[u8]) -> Result<Chain, MbufError> {
 ///
 /// # Errors
 /// Allocation failure.
+#[inline(never)]
 pub fn pages_with(p: &Arc<dyn PageProvider>, data: &[u8]) -> Result<Chain, MbufError> {
     let mut c = Chain::alloc_pages(p, data.len())?;
     c.copyback(0, data)?;
@@ -37,6 +40,7 @@ pub fn pages_with(p: &Arc<dyn PageProvider>, data: &[u8]) -> Result<Chain, MbufE
 }
 
 /// The XDR roundup pad of an item of `n` bytes.
+#[inline(never)]
 pub fn pad(n: usize) -> usize {
     (4 - n % 4) % 4
 }
@@ -46,6 +50,7 @@ pub fn pad(n: usize) -> usize {
 ///
 /// # Errors
 /// Allocation failure.
+#[inline(never)]
 pub fn write_call(p: &Arc<dyn PageProvider>, xid: u32, data: &[u8]) -> Result<Chain, MbufError> {
     let mut c = xdr_call(xid, &[0xaa; 8])?;
     c.append(&(data.len() as u32).to_be_bytes())?;
@@ -60,6 +65,7 @@ pub fn write_call(p: &Arc<dyn PageProvider>, xid: u32, data: &[u8]) -> Result<Ch
 }
 
 /// Where the data item of [`read_reply`] is: after xid and status, at its length word.
+#[inline(never)]
 pub fn locate_read(c: &Chain) -> Option<usize> {
     (c.len() >= 12).then_some(12)
 }
@@ -68,6 +74,7 @@ pub fn locate_read(c: &Chain) -> Option<usize> {
 ///
 /// # Errors
 /// Allocation failure.
+#[inline(never)]
 pub fn read_reply(p: &Arc<dyn PageProvider>, xid: u32, data: &[u8]) -> Result<Chain, MbufError> {
     let mut rep = xdr_call(xid, &0u32.to_be_bytes())?;
     rep.append(&(data.len() as u32).to_be_bytes())?;
@@ -82,6 +89,7 @@ pub fn read_reply(p: &Arc<dyn PageProvider>, xid: u32, data: &[u8]) -> Result<Ch
 }
 
 /// The bytes [`read_reply`] must arrive as.
+#[inline(never)]
 pub fn read_reply_bytes(xid: u32, data: &[u8]) -> Vec<u8> {
     let mut v = Vec::new();
     v.extend_from_slice(&xid.to_be_bytes());
@@ -97,6 +105,7 @@ pub fn read_reply_bytes(xid: u32, data: &[u8]) -> Vec<u8> {
 ///
 /// # Errors
 /// Allocation failure.
+#[inline(never)]
 pub fn read_call(
     p: &Arc<dyn PageProvider>,
     xid: u32,
@@ -138,6 +147,7 @@ pub const WORKLOAD: &[Kind] = &[
     Kind::Small,
 ];
 
+#[inline(never)]
 fn tag(t: u8, n: usize) -> Vec<u8> {
     let mut v = vec![t, 0, 0, 0];
     v.extend_from_slice(&(n as u32).to_be_bytes());

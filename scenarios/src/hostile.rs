@@ -9,16 +9,18 @@ use alloc::vec::Vec;
 
 use krpc_rdma::provider::Provider;
 use krpc_rdma::transport::{ResponderEvent, TransportConfig};
-use krpc_rdma::wire::{Body, ChunkLists, ErrorBody, HeaderRepr, ReadSegment, WriteChunk};
+use krpc_rdma::wire::{ErrorBody, Header, Proc, ReadSegment, WriteChunk};
 use mbuf::{Chain, Mbuf};
 
 use crate::check::{bytes_eq, ensure, eq, fail, At, Failure, Outcome};
 use crate::data::{pages_with, pattern};
 use crate::fixture::{Fixture, Setup};
-use crate::raw::{call, error_of, read_chunk, seg, words, RawPeer};
+use crate::heap::chunk_lists;
+use crate::raw::{call, error_of, header, read_chunk, seg, words, RawPeer};
 
 /// A raw peer whose side A refuses Send With Invalidate (the scenarios reuse or make up
 /// handles; a reply revoking one is not what they test), its responder configured `resp`.
+#[inline(never)]
 fn peer<F: Fixture>(fx: &mut F, resp: TransportConfig) -> Result<RawPeer<'_, F>, Failure> {
     RawPeer::with(
         fx,
@@ -35,6 +37,7 @@ fn peer<F: Fixture>(fx: &mut F, resp: TransportConfig) -> Result<RawPeer<'_, F>,
 
 /// `msg` is refused: exactly one answer, `RDMA_ERROR`/`ERR_CHUNK` for `xid` (version 1)
 /// carrying the grant; nothing handed up.
+#[inline(never)]
 fn refused<F: Fixture>(h: &mut RawPeer<'_, F>, step: &str, xid: u32, msg: &[u8]) -> Outcome {
     let grant = h.answer_grant();
     let held = h.held.len();
@@ -50,6 +53,7 @@ fn refused<F: Fixture>(h: &mut RawPeer<'_, F>, step: &str, xid: u32, msg: &[u8])
 }
 
 /// `RDMA_ERROR`s sent and messages refused, as the responder counts them.
+#[inline(never)]
 fn refusals<F: Fixture>(h: &RawPeer<'_, F>) -> (u64, u64) {
     let c = h.p.resp.counters();
     (c.err_chunk_sent, c.bad_messages)
@@ -57,8 +61,9 @@ fn refusals<F: Fixture>(h: &RawPeer<'_, F>) -> (u64, u64) {
 
 /// A valid small call is still handed up and answered (the connection works), then leak
 /// checks and teardown.
+#[inline(never)]
 fn still_works_and_finish<F: Fixture>(mut h: RawPeer<'_, F>, xid: u32) -> Outcome {
-    let m = call(xid, ChunkLists::new(), &xid.to_be_bytes())?;
+    let m = call(xid, &*chunk_lists()?, &xid.to_be_bytes())?;
     eq("valid call: answers", 0, h.exchange(&m)?.len())?;
     eq("valid call: handed up", 1, h.held.len())?;
     eq("valid call: answered", 1, h.answer_all()?.len())?;
@@ -81,18 +86,18 @@ pub fn hostile_calls_beyond_the_grant<F: Fixture>(fx: &mut F) -> Outcome {
     let mut h = peer(fx, cfg)?;
     eq("grant", 4, h.p.resp.grant())?;
     for xid in 100..104 {
-        let m = call(xid, ChunkLists::new(), &xid.to_be_bytes())?;
+        let m = call(xid, &*chunk_lists()?, &xid.to_be_bytes())?;
         eq(format!("call {xid}: answers"), 0, h.exchange(&m)?.len())?;
     }
     eq("calls within the grant: handed up", 4, h.held.len())?;
     for xid in 104..106 {
-        let m = call(xid, ChunkLists::new(), &xid.to_be_bytes())?;
+        let m = call(xid, &*chunk_lists()?, &xid.to_be_bytes())?;
         refused(&mut h, &format!("call {xid} beyond the grant"), xid, &m)?;
     }
     eq("refusals counted (ERR_CHUNK, bad)", (2, 2), refusals(&h))?;
     eq("answers to the four", 4, h.answer_all()?.len())?;
     for xid in 200..204 {
-        let m = call(xid, ChunkLists::new(), &xid.to_be_bytes())?;
+        let m = call(xid, &*chunk_lists()?, &xid.to_be_bytes())?;
         eq(format!("call {xid}: answers"), 0, h.exchange(&m)?.len())?;
     }
     eq("four more: handed up", 4, h.held.len())?;
@@ -110,7 +115,7 @@ pub fn hostile_read_chunks_beyond_the_call_budget<F: Fixture>(fx: &mut F) -> Out
     let mut h = peer(fx, cfg)?;
     let pages = h.p.l.fx.pages_in_use();
     let big = cfg.max_chunk_bytes;
-    let mut l = ChunkLists::new();
+    let mut l = chunk_lists()?;
     for (i, pos) in [4u32, 8, 12, 16].into_iter().enumerate() {
         l.read_list
             .push(ReadSegment {
@@ -123,9 +128,9 @@ pub fn hostile_read_chunks_beyond_the_call_budget<F: Fixture>(fx: &mut F) -> Out
         &mut h,
         "4 read chunks of max_chunk_bytes",
         42,
-        &call(42, l, &[0; 20])?,
+        &call(42, &l, &[0; 20])?,
     )?;
-    let m = call(43, read_chunk(4, &[seg(9, big + 1, 0)])?, &[0; 8])?;
+    let m = call(43, &*read_chunk(4, &[seg(9, big + 1, 0)])?, &[0; 8])?;
     refused(&mut h, "a read chunk over max_chunk_bytes", 43, &m)?;
     eq("refusals counted (ERR_CHUNK, bad)", (2, 2), refusals(&h))?;
     eq("pages taken", pages, h.p.l.fx.pages_in_use())?;
@@ -140,17 +145,17 @@ pub fn hostile_segment_offsets_near_2_64<F: Fixture>(fx: &mut F) -> Outcome {
     let mut h = peer(fx, TransportConfig::default())?;
     let pages = h.p.l.fx.pages_in_use();
     for near in [u64::MAX - 100, u64::MAX - 4095, u64::MAX] {
-        let r = call(1, read_chunk(4, &[seg(7, 4096, near)])?, &[0; 8])?;
+        let r = call(1, &*read_chunk(4, &[seg(7, 4096, near)])?, &[0; 8])?;
         refused(&mut h, &format!("read chunk at {near:#x}"), 1, &r)?;
-        let mut w = ChunkLists::new();
+        let mut w = chunk_lists()?;
         w.write_list
             .push(WriteChunk::from_slice(&[seg(7, 4096, near)]).at("write chunk")?)
             .at("write list")?;
-        let m = call(2, w, &[0; 8])?;
+        let m = call(2, &w, &[0; 8])?;
         refused(&mut h, &format!("write chunk at {near:#x}"), 2, &m)?;
-        let mut rc = ChunkLists::new();
+        let mut rc = chunk_lists()?;
         rc.reply_chunk = Some(WriteChunk::from_slice(&[seg(7, 1 << 20, near)]).at("reply chunk")?);
-        let m = call(3, rc, &[0; 8])?;
+        let m = call(3, &rc, &[0; 8])?;
         refused(&mut h, &format!("reply chunk at {near:#x}"), 3, &m)?;
     }
     eq("refusals counted (ERR_CHUNK, bad)", (9, 9), refusals(&h))?;
@@ -180,7 +185,7 @@ pub fn hostile_one_handle_reused_within_the_ddp_budget<F: Fixture>(fx: &mut F) -
         // A word, the chunk at position 4, a 4-byte tail.
         let m = call(
             1000 + i,
-            read_chunk(4, &segs)?,
+            &*read_chunk(4, &segs)?,
             &[0, 0, 0, 1, 0xee, 0xee, 0xee, 0xee],
         )?;
         let step = format!("call {i} of {calls}");
@@ -256,13 +261,14 @@ pub fn hostile_one_handle_reused_within_the_ddp_budget<F: Fixture>(fx: &mut F) -
 
 /// RFC 8166 §4.3.2.3: an empty write chunk asks for the item inline. Not a refusal: the
 /// reply carries the DDP item inline (its XDR pad included) and echoes the chunk empty.
+#[inline(never)]
 pub fn rfc8166_s4_3_2_3_empty_write_chunk_returns_the_item_inline<F: Fixture>(
     fx: &mut F,
 ) -> Outcome {
     let mut h = peer(fx, TransportConfig::default())?;
-    let mut l = ChunkLists::new();
+    let mut l = chunk_lists()?;
     l.write_list.push(WriteChunk::new()).at("write list")?;
-    let m = call(21, l, b"\0\0\0\x15READ")?;
+    let m = call(21, &l, b"\0\0\0\x15READ")?;
     eq("call: answers", 0, h.exchange(&m)?.len())?;
     let c = h.held.pop().at("the call is handed up")?;
     // xid, a status word, the DDP item (101 bytes: a pad of 3), a trailer word.
@@ -283,16 +289,13 @@ pub fn rfc8166_s4_3_2_3_empty_write_chunk_returns_the_item_inline<F: Fixture>(
     let ans = h.settle(false)?;
     eq("answers", 1, ans.len())?;
     let a = ans.first().at("answer")?;
-    let hdr = HeaderRepr::parse(a).at("answer decodes")?;
-    let (xid, hlen) = (hdr.xid, hdr.buffer_len());
-    let lists = match hdr.body {
-        Body::Msg(l) => l,
-        other => return Err(fail("answer", "RDMA_MSG", format!("{other:?}"))),
-    };
+    let hdr = Header::new_checked(&a[..]).at("answer decodes")?;
+    let (xid, hlen) = (hdr.xid(), hdr.header_len());
+    eq("answer", Proc::Msg, hdr.proc_())?;
     eq("answer xid", 21, xid)?;
-    eq("write chunks echoed", 1, lists.write_list.len())?;
+    eq("write chunks echoed", 1, hdr.write_list().count())?;
     ensure(
-        lists.write_list.first().is_some_and(|w| w.is_empty()),
+        hdr.write_list().next().is_some_and(|w| w.is_empty()),
         "the echoed write chunk",
         "empty",
     )?;
@@ -349,9 +352,7 @@ pub fn hostile_junk_after_a_valid_header<F: Fixture>(fx: &mut F) -> Outcome {
     // A Long Call whose position-zero chunk is the whole call, then junk.
     let stream = [&[0, 0, 0, 6][..], b"long call, then junk"].concat();
     let (src, reg, segs) = h.exposed(&stream)?;
-    let hdr = HeaderRepr::new(6, 8, Body::NoMsg(read_chunk(0, &segs)?));
-    let mut m = alloc::vec![0u8; hdr.buffer_len()];
-    hdr.emit(&mut m).at("emit")?;
+    let mut m = header(6, true, &*read_chunk(0, &segs)?)?;
     m.extend_from_slice(&junk);
     eq("Long Call with junk: answers", 0, h.exchange(&m)?.len())?;
     let c = h.held.first().at("the Long Call is handed up")?;
@@ -387,7 +388,7 @@ pub fn drop_call_returns_the_context_and_the_credit<F: Fixture>(fx: &mut F) -> O
         )?;
         for _ in 0..4 {
             xid += 1;
-            let m = call(xid, ChunkLists::new(), &xid.to_be_bytes())?;
+            let m = call(xid, &*chunk_lists()?, &xid.to_be_bytes())?;
             eq(
                 format!("round {round}: call {xid:#x} answers"),
                 0,
@@ -396,7 +397,7 @@ pub fn drop_call_returns_the_context_and_the_credit<F: Fixture>(fx: &mut F) -> O
         }
         eq(format!("round {round}: handed up"), 4, h.held.len())?;
         xid += 1;
-        let m = call(xid, ChunkLists::new(), &xid.to_be_bytes())?;
+        let m = call(xid, &*chunk_lists()?, &xid.to_be_bytes())?;
         refused(&mut h, &format!("round {round}: a fifth call"), xid, &m)?;
         for c in core::mem::take(&mut h.held) {
             let mut evs = Vec::new();

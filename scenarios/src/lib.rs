@@ -27,6 +27,7 @@ pub mod check;
 mod contract;
 pub mod data;
 pub mod fixture;
+pub mod heap;
 mod hostile;
 mod liveness;
 mod loss;

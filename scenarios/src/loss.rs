@@ -78,6 +78,7 @@ impl Run {
     }
 }
 
+#[inline(never)]
 fn poll_resp<F: Fixture>(p: &mut Pair<'_, F>, budget: usize) -> Vec<ResponderEvent> {
     let mut evs = Vec::new();
     p.resp
@@ -85,6 +86,7 @@ fn poll_resp<F: Fixture>(p: &mut Pair<'_, F>, budget: usize) -> Vec<ResponderEve
     evs
 }
 
+#[inline(never)]
 fn poll_req<F: Fixture>(p: &mut Pair<'_, F>) -> Vec<RequesterEvent> {
     let mut evs = Vec::new();
     p.req.poll(&mut p.l.a, &mut |e| evs.push(e));
@@ -92,6 +94,7 @@ fn poll_req<F: Fixture>(p: &mut Pair<'_, F>) -> Vec<RequesterEvent> {
 }
 
 /// Answer the held calls; after the loss a reply may be refused (it is then dropped).
+#[inline(never)]
 fn answer<F: Fixture>(p: &mut Pair<'_, F>, run: &mut Run) -> Result<bool, Failure> {
     let progress = !run.held.is_empty();
     for c in core::mem::take(&mut run.held) {
@@ -102,6 +105,7 @@ fn answer<F: Fixture>(p: &mut Pair<'_, F>, run: &mut Run) -> Result<bool, Failur
     Ok(progress)
 }
 
+#[inline(never)]
 fn loss_at<F: Fixture>(fx: &mut F, step: Step, side: Side) -> Outcome {
     let what = format!("{side:?} disconnects {step:?}");
     let what = what.as_str();
@@ -245,6 +249,7 @@ fn loss_at<F: Fixture>(fx: &mut F, step: Step, side: Side) -> Outcome {
     })
 }
 
+#[inline(never)]
 fn both_sides<F: Fixture>(fx: &mut F, step: Step) -> Outcome {
     loss_at(fx, step, Side::A)?;
     loss_at(fx, step, Side::B)

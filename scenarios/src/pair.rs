@@ -14,6 +14,7 @@ use mbuf::{Chain, PageFragment, PageProvider};
 
 use crate::check::{eq, fail, At, Failure, Outcome};
 use crate::fixture::{Connect, Fixture, Limits, PagePair, Setup};
+use crate::heap::{try_boxed, Boxed};
 
 /// One side of a link: A (requester, raw peer) or B (responder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +48,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// The connection failed or was not established in time.
+    #[inline(never)]
     pub fn raw(
         fx: &'f mut F,
         limits: &Limits,
@@ -95,6 +97,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// No progress for too long.
+    #[inline(never)]
     pub fn idle(&mut self, idle: &mut u32, progress: bool, step: &str) -> Outcome {
         if progress {
             *idle = 0;
@@ -128,6 +131,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// Fewer arrived before the idle limit.
+    #[inline(never)]
     pub fn completions(
         &mut self,
         s: Side,
@@ -151,6 +155,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     }
 
     /// What side `s` has ready now, without waiting.
+    #[inline(never)]
     pub fn ready(&mut self, s: Side) -> Vec<Completion> {
         let mut out = Vec::new();
         let mut wcs = [Completion::EMPTY; 16];
@@ -167,6 +172,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// Other statuses, or too few.
+    #[inline(never)]
     pub fn expect_statuses(&mut self, s: Side, expected: &[WcStatus], step: &str) -> Outcome {
         let got: Vec<_> = self
             .completions(s, expected.len(), step)?
@@ -180,6 +186,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// The provider refused.
+    #[inline(never)]
     pub fn send_bytes(
         &mut self,
         s: Side,
@@ -196,6 +203,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// The post was refused, or no completion came.
+    #[inline(never)]
     pub fn probe_read(
         &mut self,
         s: Side,
@@ -210,6 +218,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// As [`Link::probe_read`].
+    #[inline(never)]
     pub fn probe_write(
         &mut self,
         s: Side,
@@ -220,6 +229,7 @@ impl<'f, F: Fixture> Link<'f, F> {
         self.probe(s, true, handle, offset, len)
     }
 
+    #[inline(never)]
     fn probe(
         &mut self,
         s: Side,
@@ -250,6 +260,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// It did not arrive within the idle limit.
+    #[inline(never)]
     pub fn completion_of(
         &mut self,
         s: Side,
@@ -271,6 +282,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// Any of it does not hold.
+    #[inline(never)]
     pub fn expect_disconnected(&mut self, s: Side, step: &str) -> Outcome {
         let mut idle = 0;
         loop {
@@ -305,6 +317,7 @@ impl<'f, F: Fixture> Link<'f, F> {
     ///
     /// # Errors
     /// Pages still held, or the audit failed.
+    #[inline(never)]
     pub fn finish(self) -> Outcome {
         let Link { fx, a, b, pa, pb } = self;
         drop((a, b, pa, pb));
@@ -342,10 +355,10 @@ pub fn send_raw<P: Provider>(
 pub struct Pair<'f, F: Fixture> {
     /// The connection.
     pub l: Link<'f, F>,
-    /// The requester (side A).
-    pub req: Requester,
+    /// The requester (side A; on the heap, as the responder: 600 and 920 bytes).
+    pub req: Boxed<Requester>,
     /// The responder (side B).
-    pub resp: Responder,
+    pub resp: Boxed<Responder>,
 }
 
 /// How one call ended.
@@ -362,6 +375,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// Set-up or connection failed.
+    #[inline(never)]
     pub fn new(fx: &'f mut F, setup: &Setup) -> Result<Self, Failure> {
         let (pa, pb) = fx.page_providers().at("page providers")?;
         Pair::over(fx, setup, (pa, pb))
@@ -373,11 +387,16 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// As [`Pair::new`].
+    #[inline(never)]
     pub fn over(fx: &'f mut F, setup: &Setup, pages: PagePair) -> Result<Self, Failure> {
         let (pa, pb) = pages;
         let res = fx.resources(&setup.limits);
-        let req = Requester::new(setup.req, res, pa.clone()).at("Requester::new")?;
-        let mut resp = Responder::new(setup.resp, res, pb.clone()).at("Responder::new")?;
+        let req = try_boxed("Requester::new", || {
+            Requester::new(setup.req, res, pa.clone())
+        })?;
+        let mut resp = try_boxed("Responder::new", || {
+            Responder::new(setup.resp, res, pb.clone())
+        })?;
         let (ap, bp) = (req.private_data(), resp.private_data());
         let (a, b) = fx
             .connect(Connect {
@@ -432,6 +451,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// As [`Pair::new`].
+    #[inline(never)]
     pub fn with(
         fx: &'f mut F,
         cfg: krpc_rdma::transport::TransportConfig,
@@ -440,6 +460,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     }
 
     /// Poll the responder, then the requester, once.
+    #[inline(never)]
     pub fn poll_once(&mut self) -> (Vec<RequesterEvent>, Vec<ResponderEvent>) {
         let mut eb = Vec::new();
         self.resp.poll(&mut self.l.b, &mut |e| eb.push(e));
@@ -452,6 +473,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// The requester refused it.
+    #[inline(never)]
     pub fn call(&mut self, call: Chain, spec: ReplySpec, step: &str) -> Outcome {
         self.req
             .call(&mut self.l.a, call, spec)
@@ -463,6 +485,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// As above, or no progress within the fixture's idle limit.
+    #[inline(never)]
     pub fn run(
         &mut self,
         want: usize,
@@ -509,6 +532,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// The requester lost the connection.
+    #[inline(never)]
     pub fn poll_ends(&mut self, out: &mut Vec<(u32, End)>) -> Result<bool, Failure> {
         let mut evs = Vec::new();
         self.req.poll(&mut self.l.a, &mut |e| evs.push(e));
@@ -536,6 +560,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// The call was refused or failed, or [`Pair::run`] failed.
+    #[inline(never)]
     pub fn rpc(
         &mut self,
         call: Chain,
@@ -559,6 +584,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// A call was handed up, the connection went, or it did not settle.
+    #[inline(never)]
     pub fn quiesce(&mut self) -> Outcome {
         let mut idle = 0;
         loop {
@@ -589,6 +615,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// A registration is left or a connection is unhealthy.
+    #[inline(never)]
     pub fn check_clean(&mut self, step: &str) -> Outcome {
         self.quiesce()?;
         let fx = &*self.l.fx;
@@ -615,6 +642,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// A call failed.
+    #[inline(never)]
     pub fn write_rpcs(&mut self, n: u32) -> Outcome {
         for xid in 0..n {
             let data = crate::data::pattern(1 << 20, xid as u8);
@@ -631,6 +659,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// The registration failed, or `release` did not revoke.
+    #[inline(never)]
     pub fn release_revokes(&mut self, revokes: fn(&F::Qp) -> u64) -> Outcome {
         let page = self.l.pa.alloc_page().at("page")?;
         let frag = PageFragment {
@@ -659,6 +688,7 @@ impl<'f, F: Fixture> Pair<'f, F> {
     ///
     /// # Errors
     /// As [`Link::finish`].
+    #[inline(never)]
     pub fn finish(self) -> Outcome {
         let Pair { l, req, resp } = self;
         drop((req, resp));

@@ -6,11 +6,14 @@ use alloc::vec::Vec;
 
 use krpc_rdma::provider::{Access, Completion, Provider, RegId, WcKind, WcStatus};
 use krpc_rdma::transport::{Incoming, Responder, ResponderEvent, TransportConfig};
-use krpc_rdma::wire::{Body, ChunkLists, ErrorBody, HeaderRepr, ReadSegment, Segment};
+use krpc_rdma::wire::{
+    ChunkLists, ErrorBody, Header, HeaderEncoder, Proc, ReadSegment, Segment, FIXED_HEADER_LEN,
+};
 use mbuf::{Chain, PageFragment};
 
 use crate::check::{fail, At, Failure};
 use crate::fixture::{Fixture, Setup};
+use crate::heap::{chunk_lists, try_boxed, Boxed};
 use crate::pair::{send_raw, Pair};
 
 /// The work-request id of the raw Sends.
@@ -34,6 +37,7 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
     ///
     /// # Errors
     /// As [`Pair::new`].
+    #[inline(never)]
     pub fn new(fx: &'f mut F, resp_cfg: TransportConfig) -> Result<Self, Failure> {
         let setup = Setup {
             resp: resp_cfg,
@@ -47,6 +51,7 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
     ///
     /// # Errors
     /// As [`Pair::new`].
+    #[inline(never)]
     pub fn with(fx: &'f mut F, setup: &Setup) -> Result<Self, Failure> {
         let mut p = Pair::new(fx, setup)?;
         let n = p.l.a.resources().recv_bufs;
@@ -64,6 +69,7 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
     ///
     /// # Errors
     /// The Send was refused or failed, or nothing settled.
+    #[inline(never)]
     pub fn exchange(&mut self, msg: &[u8]) -> Result<Vec<Vec<u8>>, Failure> {
         send_raw(&mut self.p.l.a, RAW_WR, 0, msg).at("raw send")?;
         self.settle(true)
@@ -74,6 +80,7 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
     ///
     /// # Errors
     /// The raw Send failed, or no progress.
+    #[inline(never)]
     pub fn settle(&mut self, mut sent: bool) -> Result<Vec<Vec<u8>>, Failure> {
         let mut got = Vec::new();
         let (mut quiet, mut idle) = (0, 0);
@@ -117,18 +124,17 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
     ///
     /// # Errors
     /// No pages, or the registration failed.
+    #[inline(never)]
     pub fn exposed(&mut self, data: &[u8]) -> Result<(Chain, RegId, Vec<Segment>), Failure> {
         let src = crate::data::pages_with(&self.p.l.pa, data).at("exposed: pages")?;
         let frags: Vec<PageFragment> = src
             .page_fragments_in(0..data.len())
             .at("exposed: fragments")?
             .collect();
-        let reg = self
-            .p
-            .l
-            .a
-            .register(&frags, Access::REMOTE_READ)
-            .at("exposed: register")?;
+        let a = &mut self.p.l.a;
+        let reg = try_boxed("exposed: register", || {
+            a.register(&frags, Access::REMOTE_READ)
+        })?;
         let segs = reg
             .segments
             .iter()
@@ -141,6 +147,7 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
     ///
     /// # Errors
     /// A reply was refused.
+    #[inline(never)]
     pub fn answer_all(&mut self) -> Result<Vec<Vec<u8>>, Failure> {
         for c in core::mem::take(&mut self.held) {
             let reply = mbuf::Chain::from_bytes(&c.xid.to_be_bytes()).at("reply chain")?;
@@ -160,6 +167,7 @@ impl<'f, F: Fixture> RawPeer<'f, F> {
 ///
 /// # Errors
 /// A receive buffer could not be read.
+#[inline(never)]
 pub fn poll_round<A: Provider, B: Provider>(
     resp: &mut Responder,
     a: &mut A,
@@ -195,15 +203,16 @@ pub fn poll_round<A: Provider, B: Provider>(
     Ok((progress || n > 0, sent))
 }
 
-/// The RDMA_ERROR in `ans`: (xid, vers, credit, body).
+/// The RDMA_ERROR in `ans`: (xid, vers, credit, body). Read through the header view, not
+/// the owned `HeaderRepr` (2 KiB on the stack).
 ///
 /// # Errors
 /// `ans` is not an RDMA_ERROR.
 pub fn error_of(ans: &[u8]) -> Result<(u32, u32, u32, ErrorBody), Failure> {
-    let h = HeaderRepr::parse(ans).at("answer decodes")?;
-    match h.body {
-        Body::Error(b) => Ok((h.xid, h.vers, h.credit, b)),
-        other => Err(fail("answer", "RDMA_ERROR", format!("{other:?}"))),
+    let h = Header::new_checked(ans).at("answer decodes")?;
+    match (h.proc_(), h.error_body()) {
+        (Proc::Error, Some(b)) => Ok((h.xid(), h.vers(), h.credit(), b)),
+        (p, _) => Err(fail("answer", "RDMA_ERROR", format!("{p}"))),
     }
 }
 
@@ -219,20 +228,40 @@ pub fn words(xid: u32, vers: u32, proc_: u32) -> Vec<u8> {
 ///
 /// # Errors
 /// The header does not encode.
-pub fn call(xid: u32, lists: ChunkLists, payload: &[u8]) -> Result<Vec<u8>, Failure> {
-    let h = HeaderRepr::new(xid, 8, Body::Msg(lists));
-    let mut v = alloc::vec![0u8; h.buffer_len()];
-    h.emit(&mut v).at("emit call header")?;
+pub fn call(xid: u32, lists: &ChunkLists, payload: &[u8]) -> Result<Vec<u8>, Failure> {
+    let mut v = header(xid, false, lists)?;
     v.extend_from_slice(payload);
     Ok(v)
 }
 
-/// A read list of one chunk at `position` made of `segs`.
+/// A version 1 header (credit 8, `RDMA_NOMSG` if `nomsg`, else `RDMA_MSG`) with these chunk
+/// lists, encoded as `HeaderRepr::emit` does (the same checks: read positions multiples of
+/// 4, no `RDMA_NOMSG` without chunks), without a `HeaderRepr` on the stack.
 ///
 /// # Errors
-/// Too many segments.
-pub fn read_chunk(position: u32, segs: &[Segment]) -> Result<ChunkLists, Failure> {
-    let mut l = ChunkLists::new();
+/// The header does not encode.
+pub fn header(xid: u32, nomsg: bool, lists: &ChunkLists) -> Result<Vec<u8>, Failure> {
+    let mut v = alloc::vec![0u8; FIXED_HEADER_LEN + lists.buffer_len()];
+    let mut enc = HeaderEncoder::begin(&mut v, xid, 8, nomsg).at("emit header")?;
+    for e in &lists.read_list {
+        enc.read_segment(&mut v, e).at("emit read list")?;
+    }
+    for c in &lists.write_list {
+        enc.write_chunk(&mut v, c.iter().copied())
+            .at("emit write list")?;
+    }
+    let reply = lists.reply_chunk.as_ref().map(|c| c.iter().copied());
+    let n = enc.finish(&mut v, reply).at("emit reply chunk")?;
+    v.truncate(n);
+    Ok(v)
+}
+
+/// A read list of one chunk at `position` made of `segs` (on the heap: 2 KiB).
+///
+/// # Errors
+/// Too many segments, or no memory.
+pub fn read_chunk(position: u32, segs: &[Segment]) -> Result<Boxed<ChunkLists>, Failure> {
+    let mut l = chunk_lists()?;
     for s in segs {
         l.read_list
             .push(ReadSegment {
@@ -265,26 +294,27 @@ pub fn advertised_handles<P: Provider>(q: &mut P, xid: u32) -> Vec<Advertised> {
         let Ok(buf) = q.send_buf(b) else {
             continue;
         };
-        let Ok(h) = HeaderRepr::parse(buf) else {
-            continue;
-        };
-        if h.xid != xid {
-            continue;
+        if let Some(h) = call_header(buf, xid) {
+            handles_of(&h, &mut out);
+            break;
         }
-        if let Some(l) = h.chunk_lists() {
-            out.extend(
-                l.read_list
-                    .iter()
-                    .map(|s| (s.segment.handle, s.segment.offset, false)),
-            );
-            for c in &l.write_list {
-                out.extend(c.iter().map(|s| (s.handle, s.offset, true)));
-            }
-            if let Some(c) = &l.reply_chunk {
-                out.extend(c.iter().map(|s| (s.handle, s.offset, true)));
-            }
-        }
-        break;
     }
     out
+}
+
+/// The checked header at the start of `buf` if it is an `RDMA_MSG` or `RDMA_NOMSG` of `xid`.
+pub fn call_header(buf: &[u8], xid: u32) -> Option<Header<&[u8]>> {
+    let h = Header::new_checked(buf).ok()?;
+    (h.xid() == xid && matches!(h.proc_(), Proc::Msg | Proc::NoMsg)).then_some(h)
+}
+
+/// The handles `h` advertises (read list, write list, reply chunk), appended to `out`.
+pub fn handles_of(h: &Header<&[u8]>, out: &mut Vec<Advertised>) {
+    out.extend(
+        h.read_list()
+            .map(|s| (s.segment.handle, s.segment.offset, false)),
+    );
+    for c in h.write_list().chain(h.reply_chunk()) {
+        out.extend(c.segments().map(|s| (s.handle, s.offset, true)));
+    }
 }

@@ -20,6 +20,7 @@ use mbuf::Chain;
 use crate::check::{bytes_eq, ensure, eq, fail, At, Failure, Outcome};
 use crate::data::{Kind, Rng};
 use crate::fixture::{Fixture, PagePair, Setup};
+use crate::heap::{try_boxed, Boxed};
 use crate::pair::{Pair, Side};
 use crate::raw::{advertised_handles, Advertised};
 
@@ -159,25 +160,14 @@ enum Life {
 /// # Errors
 /// A call failed or got two replies or wrong bytes, a connection broke other than as
 /// planned, a dead connection left a registration, no progress, or `last` failed.
+#[inline(never)]
 pub(crate) fn run<F: Fixture>(
     fx: &mut F,
     plan: &mut Plan<'_>,
     last: &mut dyn FnMut(Pair<'_, F>, &Ran) -> Outcome,
 ) -> Outcome {
     let pages: PagePair = fx.page_providers().at("page providers")?;
-    let mut c = Client {
-        rc: Reconnect::new(&TransportConfig::default()).at("Reconnect::new")?,
-        kinds: BTreeMap::new(),
-        answered: 0,
-        next: FIRST_XID,
-        parked: None,
-        handles: Vec::new(),
-        sent_here: BTreeSet::new(),
-        answered_here: BTreeSet::new(),
-        answered_after_break: 0,
-        delivered: BTreeSet::new(),
-        arrived_before_loss: BTreeSet::new(),
-    };
+    let mut c = new_client()?;
     let mut ran = Ran::default();
     let p = loop {
         let (setup, loss) = (plan.conn)(ran.connections);
@@ -186,7 +176,7 @@ pub(crate) fn run<F: Fixture>(
         let mut p = Pair::over(&mut *fx, &setup, (pages.0.clone(), pages.1.clone()))
             .map_err(|f| in_connection(n, f))?;
         // Owed from the connections before: sent again on this one or still owed after it.
-        let owed_before: BTreeSet<u32> = c.rc.owed_xids().map(|(x, _)| x).collect();
+        let owed_before = xid_set(c.rc.owed_xids().map(|(x, _)| x));
         match life(&mut p, &mut c, plan, loss).map_err(|f| in_connection(n, f))? {
             Life::Done => break p,
             Life::Lost => {
@@ -202,7 +192,7 @@ pub(crate) fn run<F: Fixture>(
                     .filter(|x| !c.answered_here.contains(x))
                     .copied()
                     .collect();
-                let owed: BTreeSet<u32> = c.rc.owed_xids().map(|(x, _)| x).collect();
+                let owed = xid_set(c.rc.owed_xids().map(|(x, _)| x));
                 // A reply received before the loss is delivered, not resent.
                 let undelivered: Vec<u32> = c
                     .arrived_before_loss
@@ -244,6 +234,39 @@ pub(crate) fn run<F: Fixture>(
     last(p, &ran)
 }
 
+/// A fresh [`Client`], on the heap (it holds the `Reconnect`).
+///
+/// # Errors
+/// `Reconnect::new` failed, or no memory.
+#[inline(never)]
+fn new_client() -> Result<Boxed<Client>, Failure> {
+    try_boxed("Reconnect::new", || {
+        Reconnect::new(&TransportConfig::default()).map(|rc| Client {
+            rc,
+            kinds: BTreeMap::new(),
+            answered: 0,
+            next: FIRST_XID,
+            parked: None,
+            handles: Vec::new(),
+            sent_here: BTreeSet::new(),
+            answered_here: BTreeSet::new(),
+            answered_after_break: 0,
+            delivered: BTreeSet::new(),
+            arrived_before_loss: BTreeSet::new(),
+        })
+    })
+}
+
+/// The set of `xids`, inserted one by one (`collect` into a `BTreeSet` sorts a vector first,
+/// with a stable sort whose 4 KiB scratch array is on the stack).
+#[inline(never)]
+fn xid_set(xids: impl Iterator<Item = u32>) -> BTreeSet<u32> {
+    let mut s = BTreeSet::new();
+    s.extend(xids);
+    s
+}
+
+#[inline(never)]
 fn in_connection(n: u32, f: Failure) -> Failure {
     Failure {
         step: format!("connection {n}: {}", f.step),
@@ -252,11 +275,13 @@ fn in_connection(n: u32, f: Failure) -> Failure {
 }
 
 /// Whether the connection is still to be broken at `pt`.
+#[inline(never)]
 fn pending(loss: Option<Loss>, broken: bool, pt: Point) -> bool {
     !broken && loss.is_some_and(|l| l.at == pt)
 }
 
 /// The side to disconnect now: the loss is at `pt` and its `nth` occurrence came (`n`).
+#[inline(never)]
 fn due(loss: Option<Loss>, broken: bool, pt: Point, n: u64) -> Option<Side> {
     loss.filter(|l| pending(loss, broken, pt) && n >= l.nth)
         .map(|l| l.side)
@@ -264,6 +289,7 @@ fn due(loss: Option<Loss>, broken: bool, pt: Point, n: u64) -> Option<Side> {
 
 /// One connection's life: resend what is owed, make new calls, serve them, break the
 /// connection as `loss` says.
+#[inline(never)]
 fn life<F: Fixture>(
     p: &mut Pair<'_, F>,
     c: &mut Client,
@@ -454,6 +480,7 @@ fn life<F: Fixture>(
 ///
 /// # Errors
 /// A handle of a dead connection (or an abandoned call) still gave access.
+#[inline(never)]
 pub(crate) fn probe_dead<F: Fixture>(p: &mut Pair<'_, F>, dead: &[Advertised]) -> Outcome {
     for &(h, off, write) in dead {
         let r = if write {
@@ -478,6 +505,7 @@ pub(crate) fn probe_dead<F: Fixture>(p: &mut Pair<'_, F>, dead: &[Advertised]) -
 /// reply was sent, at `Read` or `HandedUp`; after the replies were posted, a reply that
 /// arrived before the loss is delivered and its call not resent); no registration of the
 /// dead connection is left and none of its handles gives access.
+#[inline(never)]
 fn reconnect_at<F: Fixture>(
     fx: &mut F,
     kinds: &[Kind],
@@ -536,6 +564,7 @@ fn reconnect_at<F: Fixture>(
     })
 }
 
+#[inline(never)]
 fn both_sides<F: Fixture>(fx: &mut F, kinds: &[Kind], req: TransportConfig, at: Point) -> Outcome {
     reconnect_at(fx, kinds, req, at, Side::A)?;
     reconnect_at(fx, kinds, req, at, Side::B)
@@ -687,6 +716,7 @@ pub fn reconnect_resends_owed_calls_but_not_abandoned_ones<F: Fixture>(fx: &mut 
 /// DDP data lengths around the XDR pad and the page size, and larger.
 const DDP_SIZES: [usize; 9] = [1, 2, 3, 4, 4095, 4096, 4097, 65_539, 200_003];
 
+#[inline(never)]
 fn soak_kind(rng: &mut Rng) -> Kind {
     let size = |rng: &mut Rng| {
         DDP_SIZES

@@ -6,17 +6,16 @@ use alloc::vec::Vec;
 
 use krpc_rdma::provider::{Provider, WcStatus};
 use krpc_rdma::transport::{CallError, ReplySpec, TransportConfig};
-use krpc_rdma::wire::{
-    Body, ChunkLists, CmFlags, CmPrivateData, ErrorBody, HeaderRepr, ReadSegment, Segment,
-};
+use krpc_rdma::wire::{CmFlags, CmPrivateData, ErrorBody, Segment};
 
 use crate::check::{bytes_eq, ensure, eq, fail, At, Failure, Outcome};
 use crate::data::{
     pad, pattern, read_call, read_reply, read_reply_bytes, write_call, xdr_call, Kind,
 };
 use crate::fixture::{Feature, Fixture, Limits, Setup};
+use crate::heap::chunk_lists;
 use crate::pair::{reply_for, End, Pair, Side};
-use crate::raw::{error_of, words, RawPeer};
+use crate::raw::{call, call_header, error_of, handles_of, read_chunk, words, RawPeer};
 
 /// DDP sizes around the XDR roundup and page boundaries.
 pub const PADDING_SIZES: &[usize] = &[0, 1, 2, 3, 4, 4095, 4096, 4097, 65536 + 3, 1 << 20];
@@ -385,21 +384,15 @@ pub fn err_vers_and_err_chunk<F: Fixture>(fx: &mut F) -> Outcome {
         )?;
     }
     // A read chunk at a position beyond the inline payload: ERR_CHUNK (a semantic check).
-    let mut l = ChunkLists::new();
-    l.read_list
-        .push(ReadSegment {
-            position: 16,
-            segment: Segment {
-                handle: 0x100,
-                length: 9,
-                offset: 0,
-            },
-        })
-        .at("read list")?;
-    let h7 = HeaderRepr::new(11, 8, Body::Msg(l));
-    let mut m = alloc::vec![0u8; h7.buffer_len()];
-    h7.emit(&mut m).at("emit")?;
-    m.extend_from_slice(&[0, 0, 0, 11, 1, 2, 3, 4]);
+    let l = read_chunk(
+        16,
+        &[Segment {
+            handle: 0x100,
+            length: 9,
+            offset: 0,
+        }],
+    )?;
+    let m = call(11, &l, &[0, 0, 0, 11, 1, 2, 3, 4])?;
     let ans = h.exchange(&m)?;
     eq(
         "read chunk beyond the payload: ERR_CHUNK",
@@ -411,10 +404,7 @@ pub fn err_vers_and_err_chunk<F: Fixture>(fx: &mut F) -> Outcome {
     eq("ERR_CHUNK sent", 4, c.err_chunk_sent)?;
     eq("refusals counted", 24 + 1 + 2 + 1 + 3 + 1, c.bad_messages)?;
     // The connection stays up: a valid call is handed up and answered.
-    let ok = HeaderRepr::new(12, 8, Body::Msg(ChunkLists::new()));
-    let mut m = alloc::vec![0u8; ok.buffer_len()];
-    ok.emit(&mut m).at("emit")?;
-    m.extend_from_slice(&[0, 0, 0, 12, b'p', b'i', b'n', b'g']);
+    let m = call(12, &*chunk_lists()?, &[0, 0, 0, 12, b'p', b'i', b'n', b'g'])?;
     eq(
         "valid call: answers before the reply",
         0,
@@ -432,26 +422,18 @@ pub fn err_vers_and_err_chunk<F: Fixture>(fx: &mut F) -> Outcome {
 ///
 /// # Errors
 /// No header of that call was found.
+#[inline(never)]
 pub fn advertised<F: Fixture>(
     p: &mut Pair<'_, F>,
     xid: u32,
 ) -> Result<Vec<(u32, u64, bool)>, Failure> {
     for b in 0..p.l.a.resources().send_bufs {
         let Ok(buf) = p.l.a.send_buf(b) else { continue };
-        let Some(h) = HeaderRepr::parse(buf).ok().filter(|h| h.xid == xid) else {
+        let Some(h) = call_header(buf, xid) else {
             continue;
         };
         let mut out = Vec::new();
-        if let Some(l) = h.chunk_lists() {
-            out.extend(
-                l.read_list
-                    .iter()
-                    .map(|s| (s.segment.handle, s.segment.offset, false)),
-            );
-            for c in l.write_list.iter().chain(l.reply_chunk.iter()) {
-                out.extend(c.iter().map(|s| (s.handle, s.offset, true)));
-            }
-        }
+        handles_of(&h, &mut out);
         return Ok(out);
     }
     Err(fail(
@@ -463,6 +445,7 @@ pub fn advertised<F: Fixture>(
 
 /// Probe the first advertised handle from the responder's side, after everything else was
 /// checked: an RDMA Read (or Write, for a writable handle) must fail.
+#[inline(never)]
 fn probe_stale<F: Fixture>(
     p: &mut Pair<'_, F>,
     handles: &[(u32, u64, bool)],

@@ -104,7 +104,9 @@ pub fn call(xid: u32, lists: ChunkLists, payload: &[u8]) -> Vec<u8> {
 }
 
 pub fn read_chunk(position: u32, segs: &[Segment]) -> ChunkLists {
-    krpc_rdma_scenarios::raw::read_chunk(position, segs).unwrap_or_else(|e| panic!("{e}"))
+    krpc_rdma_scenarios::raw::read_chunk(position, segs)
+        .map(krpc_rdma_scenarios::heap::Boxed::into_inner)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 pub fn seg(handle: u32, length: u32, offset: u64) -> Segment {

@@ -11,7 +11,8 @@
 //!    beside every object of a module (symbol versions are looked up there).
 //! 4. `make -C /usr/src/linux-headers-KVER M=target/kmod/linux modules`, KVER being the VM's
 //!    kernel (`kver` of the VM cache); Debian's `linux-headers-KVER` is the kbuild tree, its
-//!    gcc 12 the compiler that kernel was built with.
+//!    gcc 12 the compiler that kernel was built with. Then the C files' DWARF is stripped
+//!    from the `.ko` (`objcopy --strip-debug`, as `INSTALL_MOD_STRIP=1` does at install).
 //!
 //! The module runs nothing at load unless asked: `insmod krpc_rdma.ko selftest=1` runs the
 //! self-test (report line in the kernel log, a failure fails the load), and reading
@@ -112,6 +113,11 @@ pub fn kmod(root: &Path) -> Result<PathBuf, String> {
         .arg("modules");
     crate::step(&format!("kbuild krpc_rdma.ko for Linux {kver}"), make)?;
     let ko = ko_path(root);
+    // The C files' DWARF (and its relocations: a quarter of the module) is not needed to
+    // load or run it; stripped as `make modules_install INSTALL_MOD_STRIP=1` does.
+    let mut strip = Command::new("objcopy");
+    strip.arg("--strip-debug").arg(&ko);
+    crate::step("strip the debug sections (objcopy --strip-debug)", strip)?;
     let size = std::fs::metadata(&ko)
         .map_err(|e| format!("{}: {e}", ko.display()))?
         .len();

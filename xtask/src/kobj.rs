@@ -2,7 +2,10 @@
 //! kernel's module loader can relocate.
 //!
 //! The kernel staticlib (`ofed-shim` for `x86_64-unknown-none`) is linked with `ld -r` from
-//! the entry points ([`EXPORTS`]) with `--gc-sections`, so only what they reach is kept.
+//! the entry points ([`EXPORTS`]) with `--gc-sections`, so only what they reach is kept, and
+//! (for the module's object, [`Link::Entries`]) with a script that merges the per-function
+//! sections by kind ([`MERGE_SCRIPT`]): a section header, a name and a relocation table per
+//! function were a third of the module.
 //! The precompiled `core`/`alloc`/`compiler_builtins` of that target, and our crates' calls
 //! of `memcpy` & co, reach symbols through the GOT (`R_X86_64_GOTPCREL` and its `X` forms),
 //! which neither Linux's module loader ("Unknown rela relocation: 9") nor FreeBSD's amd64 kld
@@ -15,7 +18,9 @@
 //! * any other form reads a real GOT slot: an 8-byte entry of a `.data.krpc_got` section
 //!   holding `R_X86_64_64 sym`, reached `PC32`.
 //!
-//! Then every defined global but the entry points is made local (the Rust runtime's
+//! Then every `PC32`/`PLT32` relocation whose symbol lies in the section it patches is
+//! resolved in place, as a static linker does ([`resolve_local`]: after the merge, the calls
+//! between our own functions), every defined global but the entry points is made local (the Rust runtime's
 //! `memcpy`, `__rust_alloc`, ... must not clash with the kernel's), debug sections and the
 //! embedded LLVM bitcode (`.llvmbc`, `.llvmcmd`) are dropped, and [`check`] proves that
 //! allocated sections carry only `R_X86_64_NONE`, `64`,
@@ -34,6 +39,16 @@ use object::elf;
 /// The C-facing entry points of the Rust half: the roots of the link and the only globals
 /// left defined.
 pub const EXPORTS: &[&str] = &["krpc_rdma_shim_abi_version"];
+
+/// The `ld -r` script of [`Link::Entries`]: the per-function sections merged by kind.
+const MERGE_SCRIPT: &str = "SECTIONS {
+  .text : { *(.text .text.*) }
+  .rodata : { *(.rodata .rodata.*) }
+  .data.rel.ro : { *(.data.rel.ro .data.rel.ro.*) }
+  .data : { *(.data .data.*) }
+  .bss : { *(.bss .bss.*) }
+}
+";
 
 /// Relocation types a kernel module loader applies in allocated sections.
 pub const ALLOWED: &[(u32, &str)] = &[
@@ -59,6 +74,9 @@ pub struct Relaxed {
     pub slot_symbols: usize,
     /// Globals made local.
     pub localized: usize,
+    /// PC-relative relocations resolved in place (target in the same section as the
+    /// reference: a static linker's job, done once here instead of at every load).
+    pub resolved: usize,
 }
 
 fn is_got(r_type: u32) -> bool {
@@ -254,11 +272,73 @@ pub fn relax(data: &[u8], exports: &[&str]) -> Result<(Vec<u8>, Relaxed), String
             done.localized += 1;
         }
     }
+    done.resolved = resolve_local(&mut b, &rel_sections)?;
     b.delete_orphans();
     let mut out = Vec::new();
     b.write(&mut out)
         .map_err(|e| format!("writing the object: {e}"))?;
     Ok((out, done))
+}
+
+/// Resolve every `PC32`/`PLT32` relocation whose symbol is defined in the section it
+/// patches (after the link step merged `.text.*` into one `.text`: most calls between our
+/// own functions): the displacement `S + A - P` does not depend on where the loader puts
+/// the section, so it is written into the code and the relocation dropped, as a static
+/// linker does. The number resolved.
+///
+/// # Errors
+/// A displacement that does not fit 32 bits, or a relocation outside its section.
+fn resolve_local(
+    b: &mut Builder<'_>,
+    rel_sections: &[(SectionId, SectionId)],
+) -> Result<usize, String> {
+    let mut resolved = 0;
+    for &(rel_id, target) in rel_sections {
+        let relocs = match &b.sections.get(rel_id).data {
+            SectionData::Relocation(r) => r.clone(),
+            _ => continue,
+        };
+        let mut kept = Vec::with_capacity(relocs.len());
+        let mut writes: Vec<(usize, i32)> = Vec::new();
+        for r in relocs {
+            let local = matches!(r.r_type, elf::R_X86_64_PC32 | elf::R_X86_64_PLT32)
+                && r.symbol
+                    .is_some_and(|sym| b.symbols.get(sym).section == Some(target));
+            let Some(sym) = r.symbol.filter(|_| local) else {
+                kept.push(r);
+                continue;
+            };
+            let s_value = b.symbols.get(sym).st_value as i64;
+            let value = s_value + r.r_addend - r.r_offset as i64;
+            let value = i32::try_from(value).map_err(|_| {
+                format!(
+                    "displacement {value} at {:#x} does not fit 32 bits",
+                    r.r_offset
+                )
+            })?;
+            let off = usize::try_from(r.r_offset).map_err(|e| e.to_string())?;
+            writes.push((off, value));
+        }
+        if writes.is_empty() {
+            continue;
+        }
+        let name = String::from_utf8_lossy(b.sections.get(target).name.as_slice()).into_owned();
+        let SectionData::Data(d) = &mut b.sections.get_mut(target).data else {
+            return Err(format!("relocations in {name}, which has no data"));
+        };
+        let code = d.to_mut();
+        for (off, value) in writes {
+            let at = code
+                .get_mut(off..off + 4)
+                .ok_or_else(|| format!("relocation at {off:#x} outside {name}"))?;
+            at.copy_from_slice(&value.to_le_bytes());
+            resolved += 1;
+        }
+        if let SectionData::Relocation(r) = &mut b.sections.get_mut(rel_id).data {
+            *r = kept;
+        }
+    }
+    Ok(resolved)
 }
 
 /// One relocation a module loader would refuse.
@@ -344,6 +424,13 @@ pub fn build_named(
     ld.arg("-r").arg("-o").arg(&partial);
     match link {
         Link::Entries => {
+            // One output section per kind instead of one per function (the section header
+            // table, section names and per-section relocation tables were a third of the
+            // module); what the entry points do not reach is dropped first.
+            let script = dir.join("kobj-merge.ld");
+            std::fs::write(&script, MERGE_SCRIPT)
+                .map_err(|e| format!("{}: {e}", script.display()))?;
+            ld.arg("-T").arg(&script);
             ld.arg("--gc-sections");
             for e in exports {
                 ld.args(["-u", e]);
@@ -378,8 +465,8 @@ pub fn build_named(
     std::fs::write(&path, &obj).map_err(|e| format!("{}: {e}", path.display()))?;
     println!(
         "kernel object {}: {} bytes; {} GOT references rewritten ({} call, {} jmp, {} mov→lea, \
-         {} through {} GOT slots), {} globals made local; {n} relocations in allocated \
-         sections, all {}",
+         {} through {} GOT slots), {} globals made local, {} PC-relative relocations within \
+         a section resolved; {n} relocations in allocated sections, all {}",
         path.display(),
         obj.len(),
         before_bad.len(),
@@ -389,6 +476,7 @@ pub fn build_named(
         done.slots,
         done.slot_symbols,
         done.localized,
+        done.resolved,
         ALLOWED
             .iter()
             .map(|&(_, n)| n)

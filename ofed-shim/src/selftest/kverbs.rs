@@ -25,17 +25,20 @@ use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::borrow::{Borrow, BorrowMut};
 use core::ffi::c_void;
+use core::ops::{Deref, DerefMut};
 use core::sync::atomic::{AtomicU16, Ordering};
 
-use krpc_rdma::provider::Resources;
+use krpc_rdma::provider::{Middleware, Resources};
 use krpc_rdma_scenarios::check::fail;
+use krpc_rdma_scenarios::heap::{try_boxed_result, Boxed};
 use krpc_rdma_scenarios::{Connect, Failure, Feature, Fixture, Limits, PagePair};
 
 use super::{counted_pair, retire, run_suite, Counted, SuiteCount};
 use crate::ffi::{self, KrpcCounts};
 use crate::loopback::{self, Sleep, SockaddrIn};
-use crate::{KernelPages, OfedConfig, OfedListener, OfedQp};
+use crate::{KernelPages, OfedConfig, OfedError, OfedListener, OfedQp};
 
 extern "C" {
     /// Bump the wake generation and wake the waiters (any context).
@@ -94,6 +97,59 @@ fn ocfg(l: &Limits) -> OfedConfig {
     krpc_rdma_scenarios::limited_config!(OfedConfig, l, loopback::config())
 }
 
+/// The fixture's queue pair: an [`OfedQp`] (880 bytes) on the heap, so the suite's frames
+/// (which hold a connection's two queue pairs) stay small.
+pub struct KQp {
+    inner: Boxed<OfedQp>,
+}
+
+impl KQp {
+    /// `q` on the heap (fallibly; [`loopback::connect`]'s `keep`).
+    fn keep(q: Result<OfedQp, OfedError>) -> Result<KQp, String> {
+        match try_boxed_result("queue pair", q) {
+            Ok(Ok(inner)) => Ok(KQp { inner }),
+            Ok(Err(e)) => Err(format!("{e}")),
+            Err(e) => Err(format!("{e}")),
+        }
+    }
+}
+
+impl Middleware for KQp {
+    fn wrapped(&self) -> &impl krpc_rdma::provider::Provider {
+        &*self.inner
+    }
+    fn wrapped_mut(&mut self) -> &mut impl krpc_rdma::provider::Provider {
+        &mut *self.inner
+    }
+}
+
+krpc_rdma::forward_provider!(middleware [] KQp);
+
+impl Deref for KQp {
+    type Target = OfedQp;
+    fn deref(&self) -> &OfedQp {
+        &self.inner
+    }
+}
+
+impl DerefMut for KQp {
+    fn deref_mut(&mut self) -> &mut OfedQp {
+        &mut self.inner
+    }
+}
+
+impl Borrow<OfedQp> for KQp {
+    fn borrow(&self) -> &OfedQp {
+        &self.inner
+    }
+}
+
+impl BorrowMut<OfedQp> for KQp {
+    fn borrow_mut(&mut self) -> &mut OfedQp {
+        &mut self.inner
+    }
+}
+
 /// The fixture (see the module documentation).
 pub struct KVerbs {
     addr: [u8; 4],
@@ -114,7 +170,7 @@ impl KVerbs {
 const ACCEPT_POLLS: u32 = 15_000;
 
 impl Fixture for KVerbs {
-    type Qp = OfedQp;
+    type Qp = KQp;
 
     fn page_providers(&mut self) -> Result<PagePair, String> {
         self.listener = None;
@@ -133,7 +189,7 @@ impl Fixture for KVerbs {
         ocfg(limits).resources()
     }
 
-    fn connect(&mut self, c: Connect<'_, OfedQp>) -> Result<(OfedQp, OfedQp), String> {
+    fn connect(&mut self, c: Connect<'_, KQp>) -> Result<(KQp, KQp), String> {
         let cfg = ocfg(c.limits);
         let sa = self.sockaddr();
         // SAFETY: NULL net is &init_net in the Linux glue; `sa` is a valid sockaddr_in that
@@ -148,6 +204,7 @@ impl Fixture for KVerbs {
                 c.b_private,
                 c.before_accept,
                 ACCEPT_POLLS,
+                KQp::keep,
             )
         }?;
         self.listener = Some(p.listener);
@@ -155,7 +212,7 @@ impl Fixture for KVerbs {
     }
 
     /// Until one of the queue pairs has new completions or events, or 100 ms.
-    fn wait(&mut self, a: &mut OfedQp, b: &mut OfedQp) {
+    fn wait(&mut self, a: &mut KQp, b: &mut KQp) {
         loopback::wait(&GlueSleep, a, b, 100);
     }
 
@@ -163,26 +220,26 @@ impl Fixture for KVerbs {
         600
     }
 
-    fn live_registrations(&self, q: &OfedQp) -> u32 {
+    fn live_registrations(&self, q: &KQp) -> u32 {
         q.live_registrations()
     }
 
-    fn sq_outstanding(&self, q: &OfedQp) -> usize {
+    fn sq_outstanding(&self, q: &KQp) -> usize {
         q.sq_outstanding()
     }
 
-    fn is_connected(&self, q: &OfedQp) -> bool {
+    fn is_connected(&self, q: &KQp) -> bool {
         q.is_connected()
     }
 
-    fn healthy(&self, q: &OfedQp) -> Result<(), String> {
+    fn healthy(&self, q: &KQp) -> Result<(), String> {
         let st = q.stats();
         (st.errors == 0)
             .then_some(())
             .ok_or(format!("error completions: {st:?}"))
     }
 
-    fn down_cause(&self, q: &OfedQp) -> Option<String> {
+    fn down_cause(&self, q: &KQp) -> Option<String> {
         q.down_cause().map(|c| format!("{c:?}"))
     }
 

@@ -36,7 +36,8 @@ use super::kverbs::{counts, delta, left_over, GlueSleep, VerbsLine};
 use super::Counted;
 use crate::ffi::KrpcCounts;
 use crate::loopback::{self, Sleep, SockaddrIn};
-use crate::{KernelPages, OfedConfig, OfedListener, OfedQp};
+use crate::{KernelPages, OfedConfig, OfedError, OfedListener, OfedQp};
+use krpc_rdma_scenarios::heap::{try_boxed, try_boxed_result, Boxed};
 
 /// Waits (of at most 100 ms) without progress before a run fails: 30 s.
 pub const IDLE_LIMIT: u32 = 300;
@@ -153,8 +154,8 @@ fn add_counters(g: &mut Figures, c: &krpc_rdma::transport::Counters) {
 
 /// The Requester side: one connection, the calls in flight, the replies received.
 struct Client {
-    qp: OfedQp,
-    req: Requester,
+    qp: Boxed<OfedQp>,
+    req: Boxed<Requester>,
     pages: Arc<dyn PageProvider>,
     next_xid: u32,
     /// XIDs in flight.
@@ -167,19 +168,17 @@ struct Client {
 impl Client {
     fn connect(addr: &SockaddrIn, pages: Arc<dyn PageProvider>) -> Result<Client, String> {
         let cfg = config();
-        let req = Requester::new(TransportConfig::default(), cfg.resources(), pages.clone())
-            .map_err(|e| format!("Requester::new: {e}"))?;
+        let req = try_boxed("Requester::new", || {
+            Requester::new(TransportConfig::default(), cfg.resources(), pages.clone())
+        })
+        .map_err(|e| format!("{e}"))?;
+        let private = req.private_data();
         // SAFETY: NULL net is &init_net in the Linux glue; `addr` is a valid sockaddr_in
         // that lives through the call.
-        let mut qp = unsafe {
-            OfedQp::connect(
-                core::ptr::null_mut(),
-                addr.as_ptr(),
-                &cfg,
-                &req.private_data(),
-            )
-        }
-        .map_err(|e| format!("connect: {e}"))?;
+        let mut qp = try_boxed("connect", || unsafe {
+            OfedQp::connect(core::ptr::null_mut(), addr.as_ptr(), &cfg, &private)
+        })
+        .map_err(|e| format!("{e}"))?;
         // SAFETY: the upcall only wakes the glue's wait queue (any context).
         unsafe { qp.set_upcall(GlueSleep.upcall(), core::ptr::null_mut()) };
         let mut c = Client {
@@ -195,7 +194,7 @@ impl Client {
         let mut waits = 0;
         while !up {
             let mut err = None;
-            c.req.poll(&mut c.qp, &mut |e| match e {
+            c.req.poll(&mut *c.qp, &mut |e| match e {
                 RequesterEvent::Connected(_) => up = true,
                 other => err = Some(format!("{other:?}")),
             });
@@ -207,7 +206,7 @@ impl Client {
                 if waits > ACCEPT_WAITS {
                     return Err("connecting: not connected in 60 s".into());
                 }
-                loopback::wait_any(&GlueSleep, &mut [&mut c.qp], 100);
+                loopback::wait_any(&GlueSleep, &mut [&mut *c.qp], 100);
             }
         }
         Ok(c)
@@ -216,11 +215,11 @@ impl Client {
     /// Close: the Requester's registrations go; the connection is torn down by the drop
     /// (after the send queue drained, bounded).
     fn close(mut self) {
-        self.req.close(&mut self.qp, &mut |_| {});
+        self.req.close(&mut *self.qp, &mut |_| {});
         let mut idle = 0;
         while self.qp.sq_outstanding() > 0 && idle < IDLE_LIMIT {
             idle += 1;
-            loopback::wait_any(&GlueSleep, &mut [&mut self.qp], 100);
+            loopback::wait_any(&GlueSleep, &mut [&mut *self.qp], 100);
         }
     }
 
@@ -233,7 +232,7 @@ impl Client {
     /// Poll once; wait (bounded) when nothing came. Whether anything came.
     fn pump(&mut self) -> Result<bool, String> {
         let mut evs = Vec::new();
-        self.req.poll(&mut self.qp, &mut |e| evs.push(e));
+        self.req.poll(&mut *self.qp, &mut |e| evs.push(e));
         let progress = !evs.is_empty();
         for e in evs {
             match e {
@@ -249,7 +248,7 @@ impl Client {
             }
         }
         if !progress {
-            loopback::wait_any(&GlueSleep, &mut [&mut self.qp], 100);
+            loopback::wait_any(&GlueSleep, &mut [&mut *self.qp], 100);
         }
         Ok(progress)
     }
@@ -259,7 +258,7 @@ impl Client {
         let (mut call, mut spec) = (call, spec);
         let mut idle = 0;
         loop {
-            match self.req.call(&mut self.qp, call, spec) {
+            match self.req.call(&mut *self.qp, call, spec) {
                 Ok(()) => {
                     self.inflight.push(xid);
                     self.max_in_flight = self.max_in_flight.max(self.req.outstanding());
@@ -477,6 +476,7 @@ fn serve(
 }
 
 /// Accept one connection (within [`ACCEPT_WAITS`]) and serve it until the client goes.
+#[inline(never)]
 fn serve_one(
     l: &mut OfedListener,
     cfg: &OfedConfig,
@@ -484,13 +484,15 @@ fn serve_one(
     g: &mut Figures,
 ) -> Result<(), String> {
     let p: Arc<dyn PageProvider> = pages;
-    let mut resp = Responder::new(TransportConfig::default(), cfg.resources(), p.clone())
-        .map_err(|e| format!("Responder::new: {e}"))?;
+    let mut resp = try_boxed("Responder::new", || {
+        Responder::new(TransportConfig::default(), cfg.resources(), p.clone())
+    })
+    .map_err(|e| format!("{e}"))?;
     let mut server = prog::Server::new(p.clone());
     let mut qp = None;
     for _ in 0..ACCEPT_WAITS {
         let gen = GlueSleep.generation();
-        if let Some(q) = l.next_request() {
+        if let Some(q) = next_request(l) {
             qp = Some(q.map_err(|e| format!("connection request: {e}"))?);
             break;
         }
@@ -499,7 +501,7 @@ fn serve_one(
     let mut qp = qp.ok_or("no client connected in 60 s")?;
     // SAFETY: the upcall only wakes the glue's wait queue (any context).
     unsafe { qp.set_upcall(GlueSleep.upcall(), core::ptr::null_mut()) };
-    resp.post_receives(&mut qp);
+    resp.post_receives(&mut *qp);
     qp.accept(&resp.private_data())
         .map_err(|e| format!("accept: {e}"))?;
     g.connections += 1;
@@ -512,6 +514,34 @@ fn serve_one(
         return Err(format!("server: {}", st.summary()));
     }
     Ok(())
+}
+
+/// The listener's next connection request, on the heap (a frame of its own: an `OfedQp` is
+/// 880 bytes).
+#[inline(never)]
+fn next_request(l: &mut OfedListener) -> Option<Result<Boxed<OfedQp>, String>> {
+    // Called through an opaque pointer so that its body (an 880-byte `OfedQp` returned by
+    // value, see krpc-rdma/benches/stack.sh's exemptions) stays out of this frame.
+    let next: fn(&mut OfedListener) -> Option<Result<OfedQp, OfedError>> =
+        core::hint::black_box(OfedListener::next_request);
+    boxed_some(next(l))
+}
+
+/// `q`'s request on the heap (a frame of its own: taking the `Result` out of the `Option`
+/// is a copy of the `OfedQp`).
+#[inline(never)]
+fn boxed_some(q: Option<Result<OfedQp, OfedError>>) -> Option<Result<Boxed<OfedQp>, String>> {
+    q.map(boxed)
+}
+
+/// `q` on the heap (a frame of its own).
+#[inline(never)]
+fn boxed(q: Result<OfedQp, OfedError>) -> Result<Boxed<OfedQp>, String> {
+    match try_boxed_result("connection request", q) {
+        Ok(Ok(q)) => Ok(q),
+        Ok(Err(e)) => Err(format!("{e}")),
+        Err(e) => Err(format!("{e}")),
+    }
 }
 
 fn serve_calls(
