@@ -65,7 +65,31 @@ fn exposed_page<F: Fixture>(
     let page = zeroed(l, s, PAGE_SIZE)?;
     let reg = register(l, s, &frags(&page, 0..PAGE_SIZE)?, access)?;
     let seg = *reg.segments.first().at("segment")?;
+    announce(l, s)?;
     Ok((page, reg, seg))
+}
+
+/// Side `s` announces a handle it just registered by a Send the peer receives, as the
+/// transport does (a handle travels in a header): a registration is only guaranteed for work
+/// posted after it on the owner's own queue. A kernel FRWR's REG_MR runs when that send queue
+/// gets to it; a peer using the handle before then gets a remote access error (seen on
+/// rxe's kernel verbs under load: `release_of_a_live_registration_revokes`, "read while
+/// registered"). The peer's receive and both completions are consumed here.
+#[inline(never)]
+fn announce<F: Fixture>(l: &mut Link<'_, F>, s: Side) -> Outcome {
+    let peer = match s {
+        Side::A => Side::B,
+        Side::B => Side::A,
+    };
+    l.qp(peer)
+        .post_recv(&[0])
+        .at("post receive (the announcement)")?;
+    post_ok(l, s, [send_inv(3, 0, 4, None)], "the handle's announcement")?;
+    eq(
+        "the handle's announcement received",
+        1,
+        l.completions(peer, 1, "the handle's announcement")?.len(),
+    )
 }
 
 /// A zeroed page of side `s` and the fragments of its first `n` bytes.
