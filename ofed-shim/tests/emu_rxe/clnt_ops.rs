@@ -348,7 +348,14 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
         set_xid(cl, 0x2000);
         let t = Instant::now();
         let (st, _, _, rep) = call(cl, NFSPROC3_WRITE, Some(&args), 30_000);
-        println!("WRITE {N} through cl_call: {:?}", t.elapsed());
+        let took = t.elapsed();
+        println!("WRITE {N} through cl_call: {took:?}");
+        // The caller sleeps in msleep with a 30 s timeout: only the CQ upcall's wakeup makes
+        // it return sooner.
+        assert!(
+            took < Duration::from_secs(10),
+            "woken by the upcall, not the timeout"
+        );
         assert_eq!(st, RPC_SUCCESS, "WRITE");
         let rep = rep.expect("WRITE3res");
         assert_eq!(
@@ -376,7 +383,12 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
         set_xid(cl, 0x3000);
         let t = Instant::now();
         let (st, _, _, rep) = call(cl, NFSPROC3_READ, Some(&rargs), 30_000);
-        println!("READ {N} through cl_call: {:?}", t.elapsed());
+        let took = t.elapsed();
+        println!("READ {N} through cl_call: {took:?}");
+        assert!(
+            took < Duration::from_secs(10),
+            "woken by the upcall, not the timeout"
+        );
         assert_eq!(st, RPC_SUCCESS, "READ");
         let rep = rep.expect("READ3res");
         let got = emu_mbuf::bytes(&rep);
