@@ -49,10 +49,15 @@ extern "C" {
     ) -> i32;
     fn krpc_emu_clnt_control_u32(cl: *mut FbsdClient, req: u32, val: *mut u32) -> i32;
     fn krpc_emu_clnt_control_timeout(cl: *mut FbsdClient, req: u32, ms: *mut i64) -> i32;
+    fn krpc_emu_clnt_close(cl: *mut FbsdClient);
     fn krpc_emu_clnt_destroy(cl: *mut FbsdClient);
 }
 
 const RPC_SUCCESS: i32 = 0;
+const RPC_CANTSEND: i32 = 3;
+const RPC_CANTRECV: i32 = 4;
+/// FreeBSD's ESHUTDOWN (what the Rust side reports, `transport::kernel::Errno::freebsd`).
+const ESHUTDOWN: i32 = 58;
 const RPC_TIMEDOUT: i32 = 5;
 const RPC_PROCUNAVAIL: i32 = 10;
 const CLSET_TIMEOUT: u32 = 1;
@@ -65,6 +70,8 @@ const CLSET_TLS: u32 = 30;
 const N: usize = (1 << 20) + 3;
 /// A NULL call with this XID is answered 1.5 s late (the timeout test).
 const SLOW_XID: u32 = 0x7000_0000;
+/// A NULL call with this XID is never answered (the close test).
+const NEVER_XID: u32 = 0x7100_0000;
 /// Procedure the server answers PROC_UNAVAIL.
 const BAD_PROC: u32 = 99;
 
@@ -211,7 +218,9 @@ fn serve(
                 pages,
             });
             drop(c.call);
-            if c.xid == SLOW_XID {
+            if c.xid == NEVER_XID {
+                // Never answered (its context goes with `c`).
+            } else if c.xid == SLOW_XID {
                 late.push((Instant::now() + Duration::from_millis(1500), c.ctx, reply));
             } else {
                 resp.reply(&mut b, c.ctx, reply).unwrap();
@@ -468,6 +477,33 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
         thread::sleep(Duration::from_millis(1700));
         let after_late = call(cl, 0, None, 1);
 
+        // cl_close while a caller sleeps in cl_call (its call never answered): the caller
+        // returns RPC_CANTRECV / ESHUTDOWN at once, close returns once it has left, and a
+        // later call is refused.
+        set_xid(cl, NEVER_XID);
+        let clp = cl as usize;
+        let t = Instant::now();
+        let waiter = thread::spawn(move || {
+            let (st, e1, e2, rep) = call(clp as *mut FbsdClient, 0, None, 1);
+            (st, e1, e2, rep.is_none())
+        });
+        thread::sleep(Duration::from_millis(300));
+        // SAFETY: live CLIENT.
+        unsafe { krpc_emu_clnt_close(cl) };
+        let closed_after = t.elapsed();
+        let (st, e1, e2, no_rep) = waiter.join().unwrap();
+        println!("cl_close returned after {closed_after:?}; the waiter got {st} {e1:?}");
+        assert_eq!(
+            (st, e1.err, e2.err, no_rep),
+            (RPC_CANTRECV, ESHUTDOWN, ESHUTDOWN, true),
+            "the pending call ends with the close"
+        );
+        assert!(
+            closed_after < Duration::from_secs(10),
+            "not by its 20 s timeout"
+        );
+        let (st, _, _, _) = call(cl, 0, None, 1);
+        assert_eq!(st, RPC_CANTSEND, "a call after cl_close");
         // SAFETY: live CLIENT, not used afterwards.
         unsafe { krpc_emu_clnt_destroy(cl) };
         stop.store(true, Ordering::SeqCst);
