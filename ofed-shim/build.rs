@@ -26,6 +26,10 @@ mod emu {
             "c/krpc_rdma_mbuf.h",
             "emu/kpi_emu_mbuf.h",
             "emu/kpi_emu_mbuf.c",
+            "c/krpc_rdma_clnt.c",
+            "c/krpc_rdma_clnt.h",
+            "emu/kpi_emu_rpc.h",
+            "emu/kpi_emu_rpc.c",
             "emu/kpi_emu.h",
             "emu/kpi_emu.c",
             "emu/cm_glue.h",
@@ -41,6 +45,9 @@ mod emu {
             // The mbuf bridge over the emulated struct mbuf (M_EXTPG included).
             .file("c/krpc_rdma_mbuf.c")
             .file("emu/kpi_emu_mbuf.c")
+            // The RPC client transport (CLIENT, clnt_ops) over the emulated sys/rpc.
+            .file("c/krpc_rdma_clnt.c")
+            .file("emu/kpi_emu_rpc.c")
             // librdmacm's API and the kernel rdma_cm KPI share names: separate file.
             .file("emu/cm_glue.c")
             .include("c")

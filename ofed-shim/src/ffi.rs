@@ -436,3 +436,56 @@ extern "C" {
     /// The bridge's counters.
     pub fn krpc_mbuf_get_counts(out: *mut KrpcMbufCounts);
 }
+
+// ---- the RPC client transport (`c/krpc_rdma_clnt.h`, `c/krpc_rdma_clnt.c`) -----------------
+
+/// ABI version of `krpc_rdma_clnt.h` (`KRPC_CLNT_ABI_VERSION`).
+pub const CLNT_ABI_VERSION: u32 = 1;
+/// `KRPC_CLNT_DONE`: `krpc_clnt_poll` found the call ended.
+pub const CLNT_DONE: i32 = 0;
+/// `KRPC_CLNT_PENDING`: still waiting for its reply.
+pub const CLNT_PENDING: i32 = 1;
+/// `KRPC_CLNT_SENT`: `krpc_clnt_send` sent the call.
+pub const CLNT_SENT: i32 = 0;
+/// `KRPC_CLNT_AGAIN`: no credit or send resource now (the caller waits).
+pub const CLNT_AGAIN: i32 = 2;
+/// `KRPC_CLNT_REFUSED`: refused; the result says how.
+pub const CLNT_REFUSED: i32 = 3;
+
+/// `struct krpc_clnt_res`: how a call ended, flat (an `enum clnt_stat` and its detail).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KrpcClntRes {
+    /// `enum clnt_stat`.
+    pub stat: i32,
+    /// `re_errno` (FreeBSD numbers), or `re_why` for `RPC_AUTHERROR`.
+    pub err: i32,
+    /// `re_vers.low`.
+    pub low: u32,
+    /// `re_vers.high`.
+    pub high: u32,
+    /// The reply verifier's flavor.
+    pub verf_flavor: u32,
+    /// ... and length.
+    pub verf_len: u32,
+}
+
+const_assert_eq!(size_of::<KrpcClntRes>(), 24);
+
+/// Opaque `struct krpc_clnt`: the Rust client state ([`crate::krpc_clnt::KrpcClnt`]).
+#[repr(C)]
+pub struct KrpcClntHandle {
+    _private: [u8; 0],
+}
+
+/// Opaque `struct __rpc_client` (FreeBSD's `CLIENT`, or the emulation's): only C reads it.
+#[repr(C)]
+pub struct FbsdClient {
+    _private: [u8; 0],
+}
+
+extern "C" {
+    /// `clnt_rdma_create`: a `CLIENT` over `h` (it takes `h`: `cl_destroy` frees it); NULL
+    /// without memory.
+    pub fn krpc_clnt_create(h: *mut KrpcClntHandle, prog: u32, vers: u32) -> *mut FbsdClient;
+}

@@ -29,6 +29,7 @@ extern crate std;
 #[cfg(feature = "emu")]
 pub mod emu_mbuf;
 pub mod ffi;
+pub mod krpc_clnt;
 pub mod loopback;
 pub mod mbuf_bridge;
 pub mod pages;

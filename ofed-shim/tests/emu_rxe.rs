@@ -260,3 +260,7 @@ fn discontiguous_pages_take_two_mrs() {
 /// FreeBSD-shaped NFS messages (emulated `struct mbuf`, M_EXTPG) through the mbuf bridge.
 #[path = "emu_rxe/mbuf_face.rs"]
 mod mbuf_face;
+
+/// `clnt_rdma`: a `CLIENT *` called through its `struct clnt_ops` table.
+#[path = "emu_rxe/clnt_ops.rs"]
+mod clnt_ops;

@@ -1,0 +1,443 @@
+/*-
+ * SPDX-License-Identifier: BSD-2-Clause
+ *
+ * krpc-rdma: clnt_rdma, a kernel RPC client transport (CLIENT *, struct clnt_ops) over the
+ * Rust core's Requester (see krpc_rdma_clnt.h for the division of work and the locking).
+ * Modelled on sys/rpc/clnt_vc.c: the same XID handling, timeout rules (CLSET_TIMEOUT
+ * overrides the caller's timeout), wait channel and interruptible sleep, and the same
+ * cl_control requests where they mean something without a socket.
+ *
+ * Limits of this piece: only AUTH_NONE and AUTH_SYS credentials (their marshalled form is
+ * ah_cred / ah_verf as they are; RPCSEC_GSS marshals per call and is refused with
+ * RPC_CANTENCODEARGS / EOPNOTSUPP), the reply verifier is not passed to AUTH_VALIDATE
+ * (authnone/authunix accept any), no rc_feedback / rc_timers, and the connection is made by
+ * the Rust side before clnt_rdma_create (no reconnection here: krpc-rdma-session does that).
+ */
+#ifdef KRPC_OFED_EMU
+#include "kpi_emu.h"
+#include "kpi_emu_mbuf.h"
+#include "kpi_emu_rpc.h"
+#else
+#include <sys/param.h>
+#include <sys/systm.h>
+#include <sys/kernel.h>
+#include <sys/lock.h>
+#include <sys/malloc.h>
+#include <sys/mbuf.h>
+#include <sys/mutex.h>
+#include <sys/time.h>
+#include <sys/endian.h>
+#include <rpc/types.h>
+#include <rpc/xdr.h>
+#include <rpc/auth.h>
+#include <rpc/clnt.h>
+#include <rpc/rpc_msg.h>
+#endif
+
+#include "krpc_rdma_clnt.h"
+
+static MALLOC_DEFINE(M_KRPC_CLNT, "krpc_rdma_clnt", "krpc-rdma RPC client transport");
+
+/* What clnt_vc.c's struct ct_data is for a socket. */
+struct ct_rdma {
+	struct mtx	cr_lock;
+	struct krpc_clnt *cr_h;		/* Rust: connection + Requester */
+	uint32_t	cr_xid;		/* the last XID used */
+	uint32_t	cr_prog;
+	uint32_t	cr_vers;
+	struct timeval	cr_wait;	/* CLSET_TIMEOUT; tv_usec == -1: the caller's */
+	const char	*cr_waitchan;
+	int		cr_interruptible;
+	int		cr_threads;	/* callers inside cl_call */
+	int		cr_closing;
+	int		cr_closed;
+	struct rpc_err	cr_error;	/* the last call's (cl_geterr) */
+};
+
+static enum clnt_stat clnt_rdma_call(CLIENT *, struct rpc_callextra *, rpcproc_t,
+    struct mbuf *, struct mbuf **, struct timeval);
+static void clnt_rdma_abort(CLIENT *);
+static void clnt_rdma_geterr(CLIENT *, struct rpc_err *);
+static bool_t clnt_rdma_freeres(CLIENT *, xdrproc_t, void *);
+static void clnt_rdma_close(CLIENT *);
+static void clnt_rdma_destroy(CLIENT *);
+static bool_t clnt_rdma_control(CLIENT *, u_int, void *);
+
+static const struct clnt_ops clnt_rdma_ops = {
+	.cl_call =	clnt_rdma_call,
+	.cl_abort =	clnt_rdma_abort,
+	.cl_geterr =	clnt_rdma_geterr,
+	.cl_freeres =	clnt_rdma_freeres,
+	.cl_close =	clnt_rdma_close,
+	.cl_destroy =	clnt_rdma_destroy,
+	.cl_control =	clnt_rdma_control,
+};
+
+/* The CQ completion upcall: never sleeps, only wakes the callers (they poll). */
+static void
+clnt_rdma_upcall(void *arg)
+{
+	struct ct_rdma *cr = arg;
+
+	mtx_lock(&cr->cr_lock);
+	wakeup(cr);
+	mtx_unlock(&cr->cr_lock);
+}
+
+CLIENT *
+clnt_rdma_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers)
+{
+	CLIENT *cl;
+	struct ct_rdma *cr;
+
+	cl = malloc(sizeof(*cl), M_KRPC_CLNT, M_WAITOK | M_ZERO);
+	cr = malloc(sizeof(*cr), M_KRPC_CLNT, M_WAITOK | M_ZERO);
+	if (cl == NULL || cr == NULL) {
+		if (cl != NULL)
+			free(cl, M_KRPC_CLNT);
+		if (cr != NULL)
+			free(cr, M_KRPC_CLNT);
+		return (NULL);
+	}
+	mtx_init(&cr->cr_lock, "krpc_rdma_clnt", NULL, MTX_DEF);
+	cr->cr_h = h;
+	/* As clnt_vc_create: the first XID from the clock, then +1 per call. */
+	cr->cr_xid = (uint32_t)ticks * 2654435761u;
+	cr->cr_prog = prog;
+	cr->cr_vers = vers;
+	cr->cr_wait.tv_sec = -1;
+	cr->cr_wait.tv_usec = -1;
+	cr->cr_waitchan = "rpcrecv";
+	cl->cl_refs = 1;
+	cl->cl_ops = &clnt_rdma_ops;
+	cl->cl_private = cr;
+	cl->cl_auth = authnone_create();
+	cl->cl_netid = NULL;
+	cl->cl_tp = NULL;
+	krpc_clnt_set_upcall(h, clnt_rdma_upcall, cr);
+	return (cl);
+}
+
+CLIENT *
+krpc_clnt_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers)
+{
+	return (clnt_rdma_create(h, prog, vers));
+}
+
+/* Big-endian word at p (unaligned). */
+static char *
+clnt_rdma_put32(char *p, uint32_t v)
+{
+	v = htobe32(v);
+	memcpy(p, &v, sizeof(v));
+	return (p + sizeof(v));
+}
+
+static char *
+clnt_rdma_put_auth(char *p, const struct opaque_auth *oa)
+{
+	u_int pad;
+
+	p = clnt_rdma_put32(p, (uint32_t)oa->oa_flavor);
+	p = clnt_rdma_put32(p, oa->oa_length);
+	if (oa->oa_length > 0)
+		memcpy(p, oa->oa_base, oa->oa_length);
+	pad = roundup2(oa->oa_length, 4) - oa->oa_length;
+	if (pad > 0)
+		memset(p + oa->oa_length, 0, pad);
+	return (p + oa->oa_length + pad);
+}
+
+/*
+ * The call header: xid, CALL, RPC_MSG_VERSION, prog, vers, proc, credential, verifier, in
+ * one mbuf or cluster (what clnt_vc_call's ct_mcallc + proc + AUTH_MARSHALL put in front of
+ * the args for AUTH_NONE / AUTH_SYS). The args are not appended: the Rust side walks them
+ * directly (m_copym would drop the DDP marker's M_PROTO1). May sleep (M_WAITOK).
+ */
+static struct mbuf *
+clnt_rdma_header(uint32_t xid, uint32_t prog, uint32_t vers, uint32_t proc, AUTH *auth,
+    int *errorp)
+{
+	const struct opaque_auth *cred = &auth->ah_cred, *verf = &auth->ah_verf;
+	struct mbuf *m;
+	char *p;
+	u_int len;
+
+	if (cred->oa_flavor != AUTH_NONE && cred->oa_flavor != AUTH_SYS) {
+		*errorp = EOPNOTSUPP;
+		return (NULL);
+	}
+	if (cred->oa_length > MAX_AUTH_BYTES || verf->oa_length > MAX_AUTH_BYTES) {
+		*errorp = EINVAL;
+		return (NULL);
+	}
+	len = 6 * 4 + 2 * 4 + roundup2(cred->oa_length, 4) + 2 * 4 +
+	    roundup2(verf->oa_length, 4);
+	m = len > (u_int)MLEN ? m_getcl(M_WAITOK, MT_DATA, 0) : m_get(M_WAITOK, MT_DATA);
+	if (m == NULL) {
+		*errorp = ENOMEM;
+		return (NULL);
+	}
+	p = mtod(m, char *);
+	p = clnt_rdma_put32(p, xid);
+	p = clnt_rdma_put32(p, CALL);
+	p = clnt_rdma_put32(p, RPC_MSG_VERSION);
+	p = clnt_rdma_put32(p, prog);
+	p = clnt_rdma_put32(p, vers);
+	p = clnt_rdma_put32(p, proc);
+	p = clnt_rdma_put_auth(p, cred);
+	p = clnt_rdma_put_auth(p, verf);
+	m->m_len = (int)(p - mtod(m, char *));
+	*errorp = 0;
+	return (m);
+}
+
+/* Ticks left of timo since start (<= 0: expired). */
+static int
+clnt_rdma_left(int start, int timo)
+{
+	return (timo - (int)((u_int)ticks - (u_int)start));
+}
+
+static enum clnt_stat
+clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbuf *args,
+    struct mbuf **resultsp, struct timeval utimeout)
+{
+	struct ct_rdma *cr = cl->cl_private;
+	AUTH *auth = (ext != NULL && ext->rc_auth != NULL) ? ext->rc_auth : cl->cl_auth;
+	struct rpc_err *errp = ext != NULL ? &ext->rc_err : &cr->cr_error;
+	struct krpc_clnt_res res;
+	struct mbuf *hdr, *rep = NULL;
+	struct timeval tv;
+	uint32_t xid, prog, vers, handed;
+	enum clnt_stat stat;
+	int error, rc, start, timo, pri, left;
+
+	*resultsp = NULL;
+	memset(&res, 0, sizeof(res));
+	mtx_lock(&cr->cr_lock);
+	if (cr->cr_closing) {
+		mtx_unlock(&cr->cr_lock);
+		errp->re_status = RPC_CANTSEND;
+		errp->re_errno = ESHUTDOWN;
+		return (RPC_CANTSEND);
+	}
+	cr->cr_threads++;
+	xid = ++cr->cr_xid;
+	prog = cr->cr_prog;
+	vers = cr->cr_vers;
+	tv = cr->cr_wait.tv_usec == -1 ? utimeout : cr->cr_wait;
+	pri = cr->cr_interruptible ? PCATCH : 0;
+	mtx_unlock(&cr->cr_lock);
+
+	hdr = clnt_rdma_header(xid, prog, vers, proc, auth, &error);
+	mtx_lock(&cr->cr_lock);
+	if (hdr == NULL) {
+		stat = RPC_CANTENCODEARGS;
+		res.err = error;
+		goto out;
+	}
+	timo = tvtohz(&tv);
+	start = ticks;
+
+	/* Send; without credit (or a send buffer) now, reap and wait: back-pressure. */
+	for (;;) {
+		rc = krpc_clnt_send(cr->cr_h, hdr, args, &res);
+		if (rc == KRPC_CLNT_AGAIN) {
+			krpc_clnt_reap(cr->cr_h, &handed);
+			if (handed > 0)
+				wakeup(cr);
+			rc = krpc_clnt_send(cr->cr_h, hdr, args, &res);
+		}
+		if (rc != KRPC_CLNT_AGAIN)
+			break;
+		left = clnt_rdma_left(start, timo);
+		if (left <= 0) {
+			stat = RPC_TIMEDOUT;
+			res.err = ETIMEDOUT;
+			goto out;
+		}
+		error = msleep(cr, &cr->cr_lock, pri, cr->cr_waitchan, left);
+		if (error == EINTR || error == ERESTART) {
+			stat = RPC_INTR;
+			res.err = error;
+			goto out;
+		}
+	}
+	if (rc != KRPC_CLNT_SENT) {
+		stat = (enum clnt_stat)res.stat;
+		goto out;
+	}
+
+	/* Sleep until the reply; every waiter reaps, for all. */
+	for (;;) {
+		rc = krpc_clnt_poll(cr->cr_h, xid, &rep, &res, &handed);
+		if (handed > 0)
+			wakeup(cr);
+		if (rc == KRPC_CLNT_DONE) {
+			stat = (enum clnt_stat)res.stat;
+			break;
+		}
+		left = clnt_rdma_left(start, timo);
+		if (left <= 0) {
+			krpc_clnt_abandon(cr->cr_h, xid);
+			stat = RPC_TIMEDOUT;
+			res.err = ETIMEDOUT;
+			break;
+		}
+		error = msleep(cr, &cr->cr_lock, pri, cr->cr_waitchan, left);
+		if (error == EINTR || error == ERESTART) {
+			krpc_clnt_abandon(cr->cr_h, xid);
+			stat = RPC_INTR;
+			res.err = error;
+			break;
+		}
+	}
+out:
+	errp->re_status = stat;
+	switch (stat) {
+	case RPC_VERSMISMATCH:
+	case RPC_PROGVERSMISMATCH:
+		errp->re_vers.low = res.low;
+		errp->re_vers.high = res.high;
+		break;
+	case RPC_AUTHERROR:
+		errp->re_why = (enum auth_stat)res.err;
+		break;
+	default:
+		errp->re_errno = res.err;
+		break;
+	}
+	if (errp != &cr->cr_error)
+		cr->cr_error = *errp;
+	cr->cr_threads--;
+	if (cr->cr_closing && cr->cr_threads == 0)
+		wakeup(&cr->cr_threads);
+	mtx_unlock(&cr->cr_lock);
+	if (hdr != NULL)
+		m_freem(hdr);
+	if (stat == RPC_SUCCESS)
+		*resultsp = rep;
+	else if (rep != NULL)
+		m_freem(rep);
+	return (stat);
+}
+
+/* As clnt_vc_abort: nothing (a caller gives up by its timeout or a signal). */
+static void
+clnt_rdma_abort(CLIENT *cl)
+{
+}
+
+static void
+clnt_rdma_geterr(CLIENT *cl, struct rpc_err *errp)
+{
+	struct ct_rdma *cr = cl->cl_private;
+
+	mtx_lock(&cr->cr_lock);
+	*errp = cr->cr_error;
+	mtx_unlock(&cr->cr_lock);
+}
+
+/* As clnt_vc_freeres: the results are an mbuf chain the caller frees. */
+static bool_t
+clnt_rdma_freeres(CLIENT *cl, xdrproc_t xdr_res, void *res_ptr)
+{
+	return (TRUE);
+}
+
+/* Every pending call ends (RPC_CANTRECV / ESHUTDOWN), later calls are refused; returns
+ * once no caller is inside cl_call, as clnt_vc_close. */
+static void
+clnt_rdma_close(CLIENT *cl)
+{
+	struct ct_rdma *cr = cl->cl_private;
+	uint32_t handed;
+
+	mtx_lock(&cr->cr_lock);
+	if (cr->cr_closed) {
+		mtx_unlock(&cr->cr_lock);
+		return;
+	}
+	cr->cr_closing = 1;
+	krpc_clnt_close(cr->cr_h);
+	krpc_clnt_reap(cr->cr_h, &handed);
+	wakeup(cr);
+	while (cr->cr_threads > 0)
+		msleep(&cr->cr_threads, &cr->cr_lock, 0, "rpcclose", 0);
+	cr->cr_closed = 1;
+	mtx_unlock(&cr->cr_lock);
+}
+
+static void
+clnt_rdma_destroy(CLIENT *cl)
+{
+	struct ct_rdma *cr = cl->cl_private;
+
+	clnt_rdma_close(cl);
+	krpc_clnt_free(cr->cr_h);
+	mtx_destroy(&cr->cr_lock);
+	if (cl->cl_auth != NULL)
+		AUTH_DESTROY(cl->cl_auth);
+	free(cr, M_KRPC_CLNT);
+	free(cl, M_KRPC_CLNT);
+}
+
+static bool_t
+clnt_rdma_control(CLIENT *cl, u_int request, void *info)
+{
+	struct ct_rdma *cr = cl->cl_private;
+	struct timeval *tv;
+	bool_t ok = TRUE;
+
+	mtx_lock(&cr->cr_lock);
+	switch (request) {
+	case CLSET_TIMEOUT:
+		tv = info;
+		if (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1000000)
+			ok = FALSE;
+		else
+			cr->cr_wait = *tv;
+		break;
+	case CLGET_TIMEOUT:
+		*(struct timeval *)info = cr->cr_wait;
+		break;
+	case CLGET_XID:
+		*(uint32_t *)info = cr->cr_xid;
+		break;
+	case CLSET_XID:
+		/* The XID of the next call (cl_call increments first). */
+		cr->cr_xid = *(uint32_t *)info - 1;
+		break;
+	case CLGET_VERS:
+		*(uint32_t *)info = cr->cr_vers;
+		break;
+	case CLSET_VERS:
+		cr->cr_vers = *(uint32_t *)info;
+		break;
+	case CLGET_PROG:
+		*(uint32_t *)info = cr->cr_prog;
+		break;
+	case CLSET_PROG:
+		cr->cr_prog = *(uint32_t *)info;
+		break;
+	case CLSET_WAITCHAN:
+		cr->cr_waitchan = (const char *)info;
+		break;
+	case CLGET_WAITCHAN:
+		*(const char **)info = cr->cr_waitchan;
+		break;
+	case CLSET_INTERRUPTIBLE:
+		cr->cr_interruptible = *(int *)info != 0;
+		break;
+	case CLGET_INTERRUPTIBLE:
+		*(int *)info = cr->cr_interruptible;
+		break;
+	default:
+		/* CLSET_TLS among them: RPC-over-RDMA has no TLS (RFC 9289 is TCP only). */
+		ok = FALSE;
+		break;
+	}
+	mtx_unlock(&cr->cr_lock);
+	return (ok);
+}

@@ -1,0 +1,99 @@
+/*-
+ * SPDX-License-Identifier: BSD-2-Clause
+ *
+ * krpc-rdma: a kernel RPC client transport (CLIENT * with struct clnt_ops, after
+ * sys/rpc/clnt_vc.c) over the Rust core's Requester.
+ *
+ * Division of work. The C side (krpc_rdma_clnt.c, compiled against sys/rpc/clnt.h, or
+ * unchanged against emu/kpi_emu_rpc.h) owns the CLIENT, its lock, the XID, the RPC call
+ * header (xid, CALL, 2, prog, vers, proc, credential, verifier: encoded from cl_auth's
+ * ah_cred / ah_verf, which is what authnone_marshal and authunix_marshal put on the wire),
+ * the timeout and the sleeping. The Rust side (ofed-shim/src/krpc_clnt.rs) owns the
+ * connection and the Requester behind the opaque struct krpc_clnt: it walks the header
+ * mbuf and the caller's args chain (markers intact, M_EXTPG pages by reference) through the
+ * mbuf bridge, sends the call, reaps completions, parses the reply header and hands the
+ * results back as an mbuf chain built by the bridge (DDP data as M_EXTPG mbufs).
+ *
+ * Locking. Every krpc_clnt_* call below is made with the CLIENT's mutex held and never
+ * sleeps (M_NOWAIT allocations). The CQ completion upcall only takes that mutex and calls
+ * wakeup(9); the thread sleeping in cl_call polls the Requester itself.
+ */
+#ifndef KRPC_RDMA_CLNT_H
+#define KRPC_RDMA_CLNT_H
+
+#ifdef _KERNEL
+#include <sys/types.h>
+#else
+#include <stddef.h>
+#include <stdint.h>
+#endif
+
+#define KRPC_CLNT_ABI_VERSION	1
+
+/* krpc_clnt_poll: the call ended (res filled); still waiting. */
+#define KRPC_CLNT_DONE		0
+#define KRPC_CLNT_PENDING	1
+/* krpc_clnt_send: sent; no credit or send resource now (back-pressure); refused (res). */
+#define KRPC_CLNT_SENT		0
+#define KRPC_CLNT_AGAIN		2
+#define KRPC_CLNT_REFUSED	3
+
+/* What a call ended with: an enum clnt_stat value and its detail, flat. */
+struct krpc_clnt_res {
+	int32_t stat;		/* enum clnt_stat */
+	int32_t err;		/* re_errno (FreeBSD numbers); re_why for RPC_AUTHERROR */
+	uint32_t low;		/* re_vers.low (RPC_VERSMISMATCH, RPC_PROGVERSMISMATCH) */
+	uint32_t high;		/* re_vers.high */
+	uint32_t verf_flavor;	/* the reply verifier's flavor */
+	uint32_t verf_len;	/* ... and length (its bytes are not kept) */
+};
+
+struct krpc_clnt;	/* Rust: connection + Requester + bridge scratch */
+struct mbuf;
+struct __rpc_client;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Rust (ofed-shim/src/krpc_clnt.rs) ---------------------------------------------- */
+
+/* Send the call hdr + args (the chains are walked, not consumed: the caller keeps them
+ * until the call ended). KRPC_CLNT_SENT; KRPC_CLNT_AGAIN: no credit or send resource now
+ * (back-pressure: reap, retry, sleep); KRPC_CLNT_REFUSED: *res says how (RPC_CANTSEND &
+ * co, re_errno in FreeBSD's numbers). */
+int krpc_clnt_send(struct krpc_clnt *h, const struct mbuf *hdr, const struct mbuf *args,
+    struct krpc_clnt_res *res);
+/* Reap completions (every caller's replies are kept for it), re-arm the CQ notification,
+ * and report call xid: KRPC_CLNT_DONE with *res (and *rep: the results past the reply
+ * header, NULL when empty, the caller's to m_freem) or KRPC_CLNT_PENDING. */
+int krpc_clnt_poll(struct krpc_clnt *h, uint32_t xid, struct mbuf **rep,
+    struct krpc_clnt_res *res, uint32_t *handed);
+/* Reap completions only (a caller waiting for credit). For both: *handed is how many calls
+ * of other callers ended meanwhile (wake them). */
+void krpc_clnt_reap(struct krpc_clnt *h, uint32_t *handed);
+/* The caller gives up on xid (timeout, signal): its registrations are revoked before this
+ * returns, its pages handed back; a late reply is dropped. */
+void krpc_clnt_abandon(struct krpc_clnt *h, uint32_t xid);
+/* Requester::close: disconnect, every pending call ends (ESHUTDOWN). */
+void krpc_clnt_close(struct krpc_clnt *h);
+/* Destroy the connection and the state (after krpc_clnt_close). */
+void krpc_clnt_free(struct krpc_clnt *h);
+/* Route the CQ completion upcall to f(arg). */
+void krpc_clnt_set_upcall(struct krpc_clnt *h, void (*f)(void *), void *arg);
+
+/* ---- C (krpc_rdma_clnt.c) ---------------------------------------------------------- */
+
+/* A CLIENT over h (which it takes: cl_destroy frees it) for program prog, version vers.
+ * NULL when out of memory (h is then still the caller's). */
+struct __rpc_client *clnt_rdma_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers);
+/* The same, under the krpc_ prefix of the names Rust imports (KrpcClnt::into_client). */
+struct __rpc_client *krpc_clnt_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers);
+
+#ifdef __cplusplus
+}
+#endif
+
+_Static_assert(sizeof(struct krpc_clnt_res) == 24, "krpc_clnt_res size");
+
+#endif /* KRPC_RDMA_CLNT_H */

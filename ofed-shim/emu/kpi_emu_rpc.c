@@ -1,0 +1,180 @@
+/*-
+ * SPDX-License-Identifier: BSD-2-Clause
+ *
+ * krpc-rdma host tests: sleep(9), ticks, tvtohz and the AUTH_NONE handle of the emulated
+ * sys/rpc (kpi_emu_rpc.h), and the test helpers that call a CLIENT through its ops table.
+ */
+#include <time.h>
+
+#include "kpi_emu.h"
+#include "kpi_emu_rpc.h"
+
+/* One sleep queue: a generation bumped by every wakeup. */
+static pthread_mutex_t sq_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sq_cond = PTHREAD_COND_INITIALIZER;
+static uint64_t sq_gen;
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+}
+
+int
+krpc_emu_ticks(void)
+{
+	return ((int)(uint32_t)now_ms());
+}
+
+int
+tvtohz(struct timeval *tv)
+{
+	int64_t ms = (int64_t)tv->tv_sec * 1000 + tv->tv_usec / 1000;
+
+	if (ms < 1)
+		ms = 1;
+	if (ms > INT32_MAX - 1)
+		ms = INT32_MAX - 1;
+	return ((int)ms + 1);	/* as FreeBSD: round up, plus one tick */
+}
+
+int
+msleep(const void *chan, struct mtx *mtx, int pri, const char *wmesg, int timo)
+{
+	struct timespec abs;
+	uint64_t gen;
+	int rc = 0;
+
+	(void)chan;
+	(void)pri;
+	(void)wmesg;
+	pthread_mutex_lock(&sq_lock);
+	gen = sq_gen;
+	mtx_unlock(mtx);	/* a wakeup from here on bumps the generation we read */
+	if (timo > 0) {
+		clock_gettime(CLOCK_REALTIME, &abs);
+		abs.tv_sec += timo / 1000;
+		abs.tv_nsec += (long)(timo % 1000) * 1000000L;
+		if (abs.tv_nsec >= 1000000000L) {
+			abs.tv_sec++;
+			abs.tv_nsec -= 1000000000L;
+		}
+	}
+	while (sq_gen == gen) {
+		if (timo > 0) {
+			if (pthread_cond_timedwait(&sq_cond, &sq_lock, &abs) == ETIMEDOUT) {
+				if (sq_gen == gen)
+					rc = EWOULDBLOCK;
+				break;
+			}
+		} else {
+			pthread_cond_wait(&sq_cond, &sq_lock);
+		}
+	}
+	pthread_mutex_unlock(&sq_lock);
+	mtx_lock(mtx);
+	return (rc);
+}
+
+void
+wakeup(const void *chan)
+{
+	(void)chan;
+	pthread_mutex_lock(&sq_lock);
+	sq_gen++;
+	pthread_cond_broadcast(&sq_cond);
+	pthread_mutex_unlock(&sq_lock);
+}
+
+static void
+authnone_destroy(AUTH *a)
+{
+	(void)a;
+}
+
+static const struct auth_ops authnone_ops = { .ah_destroy = authnone_destroy };
+static AUTH authnone = {
+	.ah_cred = { .oa_flavor = AUTH_NONE, .oa_base = NULL, .oa_length = 0 },
+	.ah_verf = { .oa_flavor = AUTH_NONE, .oa_base = NULL, .oa_length = 0 },
+	.ah_ops = &authnone_ops,
+};
+
+AUTH *
+authnone_create(void)
+{
+	return (&authnone);
+}
+
+static void
+flat_err(const struct rpc_err *e, struct krpc_emu_rpc_err *out)
+{
+	out->status = e->re_status;
+	out->low = out->high = 0;
+	out->err = 0;
+	switch (e->re_status) {
+	case RPC_VERSMISMATCH:
+	case RPC_PROGVERSMISMATCH:
+		out->low = e->re_vers.low;
+		out->high = e->re_vers.high;
+		break;
+	case RPC_AUTHERROR:
+		out->err = e->re_why;
+		break;
+	default:
+		out->err = e->re_errno;
+		break;
+	}
+}
+
+int
+krpc_emu_clnt_call(CLIENT *cl, uint32_t proc, struct mbuf *args, struct mbuf **rep,
+    uint32_t timeout_ms, struct krpc_emu_rpc_err *ext_err, struct krpc_emu_rpc_err *cl_err)
+{
+	struct rpc_callextra ext;
+	struct rpc_err e;
+	struct timeval tv;
+	enum clnt_stat st;
+
+	memset(&ext, 0, sizeof(ext));
+	tv.tv_sec = timeout_ms / 1000;
+	tv.tv_usec = (timeout_ms % 1000) * 1000;
+	st = CLNT_CALL_MBUF(cl, &ext, proc, args, rep, tv);
+	flat_err(&ext.rc_err, ext_err);
+	CLNT_GETERR(cl, &e);
+	flat_err(&e, cl_err);
+	return ((int)st);
+}
+
+int
+krpc_emu_clnt_control_u32(CLIENT *cl, uint32_t req, uint32_t *val)
+{
+	return (CLNT_CONTROL(cl, req, val));
+}
+
+int
+krpc_emu_clnt_control_timeout(CLIENT *cl, uint32_t req, int64_t *ms)
+{
+	struct timeval tv;
+	bool_t ok;
+
+	tv.tv_sec = *ms / 1000;
+	tv.tv_usec = (*ms % 1000) * 1000;
+	ok = CLNT_CONTROL(cl, req, &tv);
+	*ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+	return (ok);
+}
+
+void
+krpc_emu_clnt_close(CLIENT *cl)
+{
+	CLNT_CLOSE(cl);
+}
+
+void
+krpc_emu_clnt_destroy(CLIENT *cl)
+{
+	CLNT_DESTROY(cl);
+}

@@ -1,0 +1,438 @@
+//! The Rust half of `clnt_rdma`, the kernel RPC client transport (`CLIENT *` with
+//! `struct clnt_ops`, `c/krpc_rdma_clnt.c`): one connection's [`Requester`] over an
+//! [`OfedQp`], behind the opaque `struct krpc_clnt` the C side holds.
+//!
+//! The C side owns the `CLIENT`, its mutex, the XID, the RPC call header and the sleeping;
+//! every `krpc_clnt_*` entry point below is called with that mutex held and never sleeps
+//! (the bridge builds with `M_NOWAIT`). What happens here:
+//!
+//! * **send** (`krpc_clnt_send`): the header mbuf and the caller's `args` chain are walked
+//!   through the [`MbufBridge`] (`args` directly, so the DDP marker keeps its `M_PROTO1`;
+//!   M_EXTPG pages by reference) into one [`Chain`]; the [`ReplyHook`] provisions the reply
+//!   ([`ReplySpec`]: inline, or a write chunk over pages for a READ-like result);
+//!   [`Requester::call`]. No credit or no send resource: `KRPC_CLNT_AGAIN`, the caller waits
+//!   (back-pressure, no queue here); any other refusal maps through
+//!   [`CallError::rpc_err`] with [`Phase::Send`].
+//! * **poll** (`krpc_clnt_poll` / `krpc_clnt_reap`): [`Requester::poll`]; every call's end
+//!   is kept for its caller (a table allocated once, `max_requests` entries), the callers
+//!   whose calls ended are counted so the C side wakes them; the CQ notification is
+//!   re-armed before a caller sleeps. The caller's own reply: the RPC reply header is parsed
+//!   (checked: it is peer input) into an `enum clnt_stat` as `_seterr_reply` does, the
+//!   results past it go back through the bridge as an mbuf chain (DDP data as M_EXTPG
+//!   mbufs over the pages the responder wrote).
+//! * **abandon** (timeout, signal): [`Requester::abandon`] revokes the call's registrations
+//!   before returning; **close**: [`Requester::close`].
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::ffi::c_void;
+
+use krpc_rdma::transport::kernel::Phase;
+use krpc_rdma::transport::{CallError, ReplySpec, Requester, RequesterEvent};
+use mbuf::{Chain, PageProvider};
+
+use crate::ffi::{self, FbsdClient, FbsdMbuf, KrpcClntHandle, KrpcClntRes};
+use crate::mbuf_bridge::{BridgeError, MbufBridge};
+use crate::OfedQp;
+
+/// How the reply of a call is provisioned, from the call (its RPC header and arguments):
+/// the Upper-Layer Binding's hook (for NFS, nfs-glue's RFC 8267 table).
+pub type ReplyHook = fn(&Chain, &Arc<dyn PageProvider>) -> ReplySpec;
+
+/// `enum clnt_stat` values the reply header maps to (`sys/rpc/clnt_stat.h`).
+mod stat {
+    pub const SUCCESS: i32 = 0;
+    pub const CANTENCODEARGS: i32 = 1;
+    pub const CANTDECODERES: i32 = 2;
+    pub const CANTSEND: i32 = 3;
+    pub const CANTRECV: i32 = 4;
+    pub const VERSMISMATCH: i32 = 6;
+    pub const AUTHERROR: i32 = 7;
+    pub const PROGUNAVAIL: i32 = 8;
+    pub const PROGVERSMISMATCH: i32 = 9;
+    pub const PROCUNAVAIL: i32 = 10;
+    pub const CANTDECODEARGS: i32 = 11;
+    pub const SYSTEMERROR: i32 = 12;
+}
+
+/// FreeBSD errno values used here without a [`CallError`].
+const EINVAL: i32 = 22;
+const ENOMEM: i32 = 12;
+const EBADMSG: i32 = 89;
+
+/// `MAX_AUTH_BYTES`.
+const MAX_AUTH_BYTES: u32 = 400;
+
+#[derive(Debug)]
+enum End {
+    Reply(Chain),
+    Failed(CallError),
+}
+
+/// One connection's client state (the C side's `struct krpc_clnt`).
+pub struct KrpcClnt {
+    qp: OfedQp,
+    req: Requester,
+    pages: Arc<dyn PageProvider>,
+    bridge: MbufBridge,
+    hook: ReplyHook,
+    /// Calls that ended, kept for their callers.
+    ended: Vec<(u32, End)>,
+    lost: bool,
+}
+
+impl core::fmt::Debug for KrpcClnt {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("KrpcClnt")
+            .field("req", &self.req)
+            .field("ended", &self.ended.len())
+            .field("lost", &self.lost)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KrpcClnt {
+    /// The state over a connected queue pair and its [`Requester`] (already `Connected`),
+    /// with `max_requests` calls in flight at most (the size of the table of ended calls).
+    ///
+    /// # Errors
+    /// [`BridgeError::NoMemory`].
+    pub fn new(
+        qp: OfedQp,
+        req: Requester,
+        pages: Arc<dyn PageProvider>,
+        hook: ReplyHook,
+        max_requests: usize,
+    ) -> Result<Box<Self>, BridgeError> {
+        let mut ended = Vec::new();
+        ended
+            .try_reserve_exact(max_requests.max(1))
+            .map_err(|_| BridgeError::NoMemory)?;
+        Ok(Box::new(KrpcClnt {
+            qp,
+            req,
+            pages,
+            bridge: MbufBridge::new(64, 64)?,
+            hook,
+            ended,
+            lost: false,
+        }))
+    }
+
+    /// A `CLIENT *` (`clnt_rdma_create`) for program `prog`, version `vers`, which takes this
+    /// state (its `cl_destroy` frees it); `None` without memory (the state is dropped).
+    pub fn into_client(self: Box<Self>, prog: u32, vers: u32) -> Option<*mut FbsdClient> {
+        let h = Box::into_raw(self);
+        // SAFETY: `h` is a live, uniquely owned KrpcClnt; the C side keeps it until
+        // cl_destroy, which gives it back through krpc_clnt_free.
+        let cl = unsafe { ffi::krpc_clnt_create(h.cast::<KrpcClntHandle>(), prog, vers) };
+        if cl.is_null() {
+            // SAFETY: clnt_rdma_create failed and did not keep `h`: still ours.
+            drop(unsafe { Box::from_raw(h) });
+            return None;
+        }
+        Some(cl)
+    }
+
+    /// The requester (statistics).
+    pub fn requester(&self) -> &Requester {
+        &self.req
+    }
+
+    /// Poll the requester; ended calls go to the table. How many of them are not `xid`'s.
+    fn reap(&mut self, xid: Option<u32>) -> u32 {
+        let (ended, lost) = (&mut self.ended, &mut self.lost);
+        let mut others = 0u32;
+        self.req.poll(&mut self.qp, &mut |e| {
+            let (x, end) = match e {
+                RequesterEvent::Reply { xid, reply } => (xid, End::Reply(reply)),
+                RequesterEvent::Failed { xid, error, .. } => (xid, End::Failed(error)),
+                RequesterEvent::ConnectionLost => {
+                    *lost = true;
+                    return;
+                }
+                RequesterEvent::Connected(_) => return,
+            };
+            if Some(x) != xid {
+                others = others.saturating_add(1);
+            }
+            // At most max_requests calls are in flight: the push fits; if the table cannot
+            // grow the end is dropped and that caller times out.
+            if ended.try_reserve(1).is_ok() {
+                ended.push((x, end));
+            }
+        });
+        others
+    }
+
+    fn take(&mut self, xid: u32) -> Option<End> {
+        let i = self.ended.iter().position(|(x, _)| *x == xid)?;
+        Some(self.ended.swap_remove(i).1)
+    }
+
+    fn send(&mut self, hdr: *const FbsdMbuf, args: *const FbsdMbuf, res: &mut KrpcClntRes) -> i32 {
+        // SAFETY: the C caller holds both chains (live, unchanged) during the call.
+        let call = match unsafe { self.bridge.chain_from_mbuf_parts(&[hdr, args], &self.pages) } {
+            Ok(c) => c,
+            Err(e) => {
+                (res.stat, res.err) = match e {
+                    BridgeError::Invalid => (stat::CANTENCODEARGS, EINVAL),
+                    BridgeError::Errno(n) => (stat::CANTSEND, n),
+                    _ => (stat::CANTSEND, ENOMEM),
+                };
+                return ffi::CLNT_REFUSED;
+            }
+        };
+        let spec = (self.hook)(&call, &self.pages);
+        match self.req.call(&mut self.qp, call, spec) {
+            Ok(()) => ffi::CLNT_SENT,
+            Err(r) if matches!(r.error, CallError::NoCredit | CallError::WouldBlock) => {
+                ffi::CLNT_AGAIN
+            }
+            Err(r) => {
+                let e = r.error.rpc_err(Phase::Send);
+                res.stat = e.status as i32;
+                res.err = e.errno.freebsd();
+                ffi::CLNT_REFUSED
+            }
+        }
+    }
+
+    /// The end of the caller's call into `res` and `*rep`.
+    fn finish(&mut self, end: End, rep: &mut *mut FbsdMbuf, res: &mut KrpcClntRes) {
+        let mut reply = match end {
+            End::Failed(e) => {
+                let e = e.rpc_err(Phase::Reply);
+                res.stat = e.status as i32;
+                res.err = e.errno.freebsd();
+                return;
+            }
+            End::Reply(c) => c,
+        };
+        let Some(off) = reply_status(&reply, res) else {
+            res.stat = stat::CANTDECODERES;
+            res.err = EBADMSG;
+            return;
+        };
+        if res.stat != stat::SUCCESS {
+            return;
+        }
+        let trimmed = i64::try_from(off)
+            .ok()
+            .and_then(|n| reply.adj(n).ok())
+            .is_some();
+        if !trimmed {
+            res.stat = stat::CANTDECODERES;
+            res.err = EBADMSG;
+            return;
+        }
+        if reply.is_empty() {
+            return;
+        }
+        match self.bridge.mbufs_from_chain(reply, true, true) {
+            Ok(Some(m)) => *rep = m.into_raw(),
+            Ok(None) => {}
+            Err(_) => {
+                res.stat = stat::CANTRECV;
+                res.err = ENOMEM;
+            }
+        }
+    }
+}
+
+/// Big-endian word at `off` of `c`.
+fn word(c: &Chain, off: usize) -> Option<u32> {
+    let mut b = [0u8; 4];
+    c.copydata(off, &mut b).ok()?;
+    Some(u32::from_be_bytes(b))
+}
+
+/// Parse the RPC reply header of `c` (RFC 5531 `reply_body`) into `res` as FreeBSD's
+/// `_seterr_reply` does; the offset of the results (meaningful for `RPC_SUCCESS`), or
+/// `None` for a malformed header.
+fn reply_status(c: &Chain, res: &mut KrpcClntRes) -> Option<usize> {
+    if word(c, 4)? != 1 {
+        return None; // not a REPLY
+    }
+    match word(c, 8)? {
+        0 => {
+            // MSG_ACCEPTED: verifier, accept_stat.
+            res.verf_flavor = word(c, 12)?;
+            res.verf_len = word(c, 16)?;
+            if res.verf_len > MAX_AUTH_BYTES {
+                return None;
+            }
+            let off =
+                20usize.checked_add(usize::try_from(res.verf_len.next_multiple_of(4)).ok()?)?;
+            let body = off.checked_add(4)?;
+            res.stat = match word(c, off)? {
+                0 => stat::SUCCESS,
+                1 => stat::PROGUNAVAIL,
+                2 => {
+                    res.low = word(c, body)?;
+                    res.high = word(c, body.checked_add(4)?)?;
+                    stat::PROGVERSMISMATCH
+                }
+                3 => stat::PROCUNAVAIL,
+                4 => stat::CANTDECODEARGS,
+                5 => stat::SYSTEMERROR,
+                _ => return None,
+            };
+            Some(body)
+        }
+        1 => {
+            // MSG_DENIED.
+            match word(c, 12)? {
+                0 => {
+                    res.low = word(c, 16)?;
+                    res.high = word(c, 20)?;
+                    res.stat = stat::VERSMISMATCH;
+                }
+                1 => {
+                    res.err = i32::try_from(word(c, 16)?).ok()?;
+                    res.stat = stat::AUTHERROR;
+                }
+                _ => return None,
+            }
+            Some(c.len())
+        }
+        _ => None,
+    }
+}
+
+/// The state behind a C handle.
+///
+/// # Safety
+/// `h` came from [`KrpcClnt::into_client`] and is not freed; the caller holds the CLIENT's
+/// mutex (no other reference is live).
+unsafe fn state<'a>(h: *mut KrpcClntHandle) -> &'a mut KrpcClnt {
+    // SAFETY: per the function's contract.
+    unsafe { &mut *h.cast::<KrpcClnt>() }
+}
+
+/// `krpc_clnt_send` (see `c/krpc_rdma_clnt.h`).
+///
+/// # Safety
+/// `h` as for [`state`]; `hdr` and `args` NULL or valid chains; `res` a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_send(
+    h: *mut KrpcClntHandle,
+    hdr: *const FbsdMbuf,
+    args: *const FbsdMbuf,
+    res: *mut KrpcClntRes,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    let (s, res) = unsafe { (state(h), &mut *res) };
+    *res = KrpcClntRes::default();
+    if s.lost {
+        let e = CallError::ConnectionLost.rpc_err(Phase::Send);
+        res.stat = e.status as i32;
+        res.err = e.errno.freebsd();
+        return ffi::CLNT_REFUSED;
+    }
+    s.send(hdr, args, res)
+}
+
+/// `krpc_clnt_poll` (see `c/krpc_rdma_clnt.h`).
+///
+/// # Safety
+/// `h` as for [`state`]; `rep`, `res`, `handed` valid out-pointers.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_poll(
+    h: *mut KrpcClntHandle,
+    xid: u32,
+    rep: *mut *mut FbsdMbuf,
+    res: *mut KrpcClntRes,
+    handed: *mut u32,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    let (s, rep, res, handed) = unsafe { (state(h), &mut *rep, &mut *res, &mut *handed) };
+    *rep = core::ptr::null_mut();
+    *res = KrpcClntRes::default();
+    *handed = s.reap(Some(xid));
+    let mut end = s.take(xid);
+    if end.is_none() {
+        // Completions that arrive before the notification is armed raise no upcall.
+        s.qp.arm();
+        *handed = handed.saturating_add(s.reap(Some(xid)));
+        end = s.take(xid);
+    }
+    match end {
+        Some(e) => {
+            s.finish(e, rep, res);
+            ffi::CLNT_DONE
+        }
+        None => ffi::CLNT_PENDING,
+    }
+}
+
+/// `krpc_clnt_reap` (see `c/krpc_rdma_clnt.h`).
+///
+/// # Safety
+/// `h` as for [`state`]; `handed` a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_reap(h: *mut KrpcClntHandle, handed: *mut u32) {
+    // SAFETY: per the function's contract.
+    let (s, handed) = unsafe { (state(h), &mut *handed) };
+    *handed = s.reap(None);
+    s.qp.arm();
+    *handed = handed.saturating_add(s.reap(None));
+}
+
+/// `krpc_clnt_abandon` (see `c/krpc_rdma_clnt.h`).
+///
+/// # Safety
+/// `h` as for [`state`].
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_abandon(h: *mut KrpcClntHandle, xid: u32) {
+    // SAFETY: per the function's contract.
+    let s = unsafe { state(h) };
+    // The call chain and the caller's pages come back and are dropped here.
+    drop(s.req.abandon(&mut s.qp, xid));
+    s.ended.retain(|(x, _)| *x != xid);
+}
+
+/// `krpc_clnt_close` (see `c/krpc_rdma_clnt.h`).
+///
+/// # Safety
+/// `h` as for [`state`].
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_close(h: *mut KrpcClntHandle) {
+    // SAFETY: per the function's contract.
+    let s = unsafe { state(h) };
+    let (ended, lost) = (&mut s.ended, &mut s.lost);
+    s.req.close(&mut s.qp, &mut |e| match e {
+        RequesterEvent::Failed { xid, error, .. } if ended.try_reserve(1).is_ok() => {
+            ended.push((xid, End::Failed(error)));
+        }
+        RequesterEvent::ConnectionLost => *lost = true,
+        _ => {}
+    });
+    s.lost = true;
+}
+
+/// `krpc_clnt_free` (see `c/krpc_rdma_clnt.h`).
+///
+/// # Safety
+/// `h` as for [`state`]; not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_free(h: *mut KrpcClntHandle) {
+    // SAFETY: `h` came from Box::into_raw in into_client and is given back once.
+    drop(unsafe { Box::from_raw(h.cast::<KrpcClnt>()) });
+}
+
+/// `krpc_clnt_set_upcall` (see `c/krpc_rdma_clnt.h`).
+///
+/// # Safety
+/// `h` as for [`state`]; `f(arg)` callable from the completion handler until the state is
+/// freed.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_set_upcall(
+    h: *mut KrpcClntHandle,
+    f: extern "C" fn(*mut c_void),
+    arg: *mut c_void,
+) {
+    // SAFETY: per the function's contract.
+    unsafe { state(h).qp.set_upcall(f, arg) };
+}

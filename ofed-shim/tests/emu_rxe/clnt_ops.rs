@@ -1,0 +1,547 @@
+//! `clnt_rdma` over rxe: a `CLIENT *` made by `clnt_rdma_create` (`c/krpc_rdma_clnt.c`,
+//! compiled unchanged against the emulated `sys/rpc` of `emu/kpi_emu_rpc.h`) is called
+//! through its `struct clnt_ops` table (`CLNT_CALL_MBUF`, `CLNT_GETERR`, `CLNT_CONTROL`,
+//! `CLNT_DESTROY`), with the args as emulated FreeBSD mbuf chains, against the core's
+//! Responder serving an NFS-shaped program in a thread of its own. The calling thread
+//! sleeps in `msleep` inside `cl_call`; the CQ upcall only wakes it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use krpc_rdma::transport::{DdpReply, ReplySpec, Responder, ResponderEvent, TransportConfig};
+use krpc_rdma_scenarios::{Link, Pair};
+use mbuf::{Chain, PageProvider};
+use nfs_glue::nfs3::{
+    locate_read_data, NfsFh3, Nfsstat3, ReadArgs, ReadHead, StableHow, WriteHead, NFSPROC3_READ,
+    NFSPROC3_WRITE, NFS_PROGRAM,
+};
+use nfs_glue::rpc::{CallHeader, ReplyHeader};
+use nfs_glue::xdr::{pad, Decoder, Encoder};
+use ofed_shim::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
+use ofed_shim::ffi::FbsdClient;
+use ofed_shim::krpc_clnt::KrpcClnt;
+use ofed_shim::mbuf_bridge::{self, MbufBridge, MbufChain};
+use ofed_shim::{ffi::FbsdMbuf, loopback, OfedQp};
+
+use super::{emu, emu_stats, CondSleep, KernelPages};
+
+/// `struct krpc_emu_rpc_err` of `emu/kpi_emu_rpc.h`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct RpcErr {
+    status: i32,
+    err: i32,
+    low: u32,
+    high: u32,
+}
+
+extern "C" {
+    fn krpc_emu_clnt_call(
+        cl: *mut FbsdClient,
+        proc_: u32,
+        args: *mut FbsdMbuf,
+        rep: *mut *mut FbsdMbuf,
+        timeout_ms: u32,
+        ext_err: *mut RpcErr,
+        cl_err: *mut RpcErr,
+    ) -> i32;
+    fn krpc_emu_clnt_control_u32(cl: *mut FbsdClient, req: u32, val: *mut u32) -> i32;
+    fn krpc_emu_clnt_control_timeout(cl: *mut FbsdClient, req: u32, ms: *mut i64) -> i32;
+    fn krpc_emu_clnt_close(cl: *mut FbsdClient);
+    fn krpc_emu_clnt_destroy(cl: *mut FbsdClient);
+}
+
+const RPC_SUCCESS: i32 = 0;
+const RPC_CANTSEND: i32 = 3;
+const RPC_CANTRECV: i32 = 4;
+/// FreeBSD's ESHUTDOWN (what the Rust side reports, `transport::kernel::Errno::freebsd`).
+const ESHUTDOWN: i32 = 58;
+const RPC_TIMEDOUT: i32 = 5;
+const RPC_PROCUNAVAIL: i32 = 10;
+const CLSET_TIMEOUT: u32 = 1;
+const CLGET_TIMEOUT: u32 = 2;
+const CLGET_XID: u32 = 10;
+const CLSET_XID: u32 = 11;
+const CLGET_VERS: u32 = 12;
+const CLSET_TLS: u32 = 30;
+
+const N: usize = (1 << 20) + 3;
+/// A NULL call with this XID is answered 1.5 s late (the timeout test).
+const SLOW_XID: u32 = 0x7000_0000;
+/// A NULL call with this XID is never answered (the close test).
+const NEVER_XID: u32 = 0x7100_0000;
+/// Procedure the server answers PROC_UNAVAIL.
+const BAD_PROC: u32 = 99;
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed) ^ ((i >> 12) as u8))
+        .collect()
+}
+
+/// Largest reply of the calls other than READ: inline (no reply chunk, so no registration:
+/// a late reply to an abandoned call whose reply chunk was registered comes with Send With
+/// Invalidate of the revoked handle and breaks the connection; seen with 1024 here:
+/// `RPC_CANTRECV`/`ENOTCONN` for the next call).
+const INLINE_REPLY: usize = 512;
+
+/// The reply provisioning hook (an NFS client's RFC 8267 table, reduced to what the test
+/// calls): a READ's data lands in pages of its `count` (write chunk), the rest inline.
+fn hook(call: &Chain, pages: &Arc<dyn PageProvider>) -> ReplySpec {
+    let mut head = vec![0u8; call.len().min(512)];
+    if call.copydata(0, &mut head).is_err() {
+        return ReplySpec::inline(INLINE_REPLY);
+    }
+    let mut d = Decoder::new(&head);
+    let Ok(h) = CallHeader::decode(&mut d) else {
+        return ReplySpec::inline(INLINE_REPLY);
+    };
+    if h.prog == NFS_PROGRAM && h.proc_ == NFSPROC3_READ {
+        if let Ok(a) = ReadArgs::decode(&mut d) {
+            let n = a.count as usize;
+            if let Ok(sink) = Chain::alloc_pages(pages, n.next_multiple_of(4)) {
+                return ReplySpec {
+                    max_reply: n + 512,
+                    ddp: Some(DdpReply {
+                        pages: sink,
+                        locate: locate_read_data,
+                    }),
+                };
+            }
+        }
+    }
+    ReplySpec::inline(INLINE_REPLY)
+}
+
+/// What the server saw of one call.
+#[derive(Debug)]
+struct Seen {
+    xid: u32,
+    proc_: u32,
+    bytes: Vec<u8>,
+    /// Page mbufs in the call (the read chunk's data, RDMA-Read into the server's pages).
+    pages: usize,
+}
+
+/// The server: the core's Responder on side B, answering NULL, WRITE (NFS3_OK), READ (the
+/// data from an emulated knfsd chain with M_EXTPG mbufs), PROC_UNAVAIL for BAD_PROC, and
+/// SLOW_XID 1.5 s late; until the connection goes or `stop`.
+fn serve(
+    mut b: OfedQp,
+    mut resp: Responder,
+    pb: Arc<dyn PageProvider>,
+    read_data: Vec<u8>,
+    stop: Arc<AtomicBool>,
+) -> (OfedQp, Responder, Vec<Seen>, Vec<MbufChain>) {
+    let kp = KernelPages::new();
+    let mut br = MbufBridge::default();
+    let mut seen = Vec::new();
+    let mut knfsd = Vec::new();
+    let mut late: Vec<(Instant, krpc_rdma::transport::ReplyCtx, Chain)> = Vec::new();
+    let t0 = Instant::now();
+    while !stop.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(120) {
+        let mut calls = Vec::new();
+        let mut lost = false;
+        resp.poll(&mut b, &mut |e| match e {
+            ResponderEvent::Call(c) => calls.push(c),
+            ResponderEvent::ConnectionLost => lost = true,
+            ResponderEvent::Connected(_) => {}
+        });
+        if lost {
+            break;
+        }
+        for c in calls {
+            let bytes = c.call.to_vec().unwrap();
+            let pages = c.call.mbufs().filter(|m| m.page_info().is_some()).count();
+            let mut d = Decoder::new(&bytes);
+            let h = CallHeader::decode(&mut d).unwrap();
+            let mut r = Encoder::new();
+            let reply = match h.proc_ {
+                0 => {
+                    ReplyHeader::success(c.xid).encode(&mut r);
+                    Chain::from_bytes(&r.finish().unwrap()).unwrap()
+                }
+                NFSPROC3_WRITE => {
+                    ReplyHeader::success(c.xid).encode(&mut r);
+                    r.u32(0);
+                    Chain::from_bytes(&r.finish().unwrap()).unwrap()
+                }
+                NFSPROC3_READ => {
+                    ReplyHeader::success(c.xid).encode(&mut r);
+                    let n = read_data.len();
+                    ReadHead {
+                        status: Nfsstat3::OK,
+                        file_attributes: None,
+                        count: n as u32,
+                        eof: true,
+                        data_len: n as u32,
+                    }
+                    .encode(&mut r);
+                    let head = r.finish().unwrap();
+                    let padding = vec![0u8; pad(n)];
+                    let fb = emu_mbuf::nfs_chain(
+                        &kp,
+                        &[
+                            Part::Bytes(&head, 64),
+                            Part::Marker,
+                            Part::Pages {
+                                data: &read_data,
+                                first_off: 0,
+                                hdr: &[],
+                                trl: &[],
+                            },
+                            Part::Bytes(&padding, 0),
+                        ],
+                    );
+                    // SAFETY: `fb` is live and unchanged during the call.
+                    let rc = unsafe { br.chain_from_mbufs(fb.as_ptr(), &pb) }.unwrap();
+                    // knfsd's chain lives until the transport is done with its pages.
+                    knfsd.push(fb);
+                    rc
+                }
+                _ => {
+                    r.u32(c.xid);
+                    r.u32(1); // REPLY
+                    r.u32(0); // MSG_ACCEPTED
+                    r.u32(0); // AUTH_NONE verifier
+                    r.u32(0);
+                    r.u32(3); // PROC_UNAVAIL
+                    Chain::from_bytes(&r.finish().unwrap()).unwrap()
+                }
+            };
+            seen.push(Seen {
+                xid: c.xid,
+                proc_: h.proc_,
+                bytes,
+                pages,
+            });
+            drop(c.call);
+            if c.xid == NEVER_XID {
+                // Never answered (its context goes with `c`).
+            } else if c.xid == SLOW_XID {
+                late.push((Instant::now() + Duration::from_millis(1500), c.ctx, reply));
+            } else {
+                resp.reply(&mut b, c.ctx, reply).unwrap();
+            }
+        }
+        let now = Instant::now();
+        while let Some(i) = late.iter().position(|(t, _, _)| *t <= now) {
+            let (_, ctx, reply) = late.swap_remove(i);
+            resp.reply(&mut b, ctx, reply).unwrap();
+        }
+        loopback::wait_any(&CondSleep, &mut [&mut b], 20);
+    }
+    (b, resp, seen, knfsd)
+}
+
+fn mbufs_live() -> (u64, u64, u64) {
+    let s = emu_mbuf::mbuf_stats();
+    (s.mbufs_live, s.clusters_live, s.extpg_live)
+}
+
+/// CLNT_CALL_MBUF through the ops table: (status, ext's error, the CLIENT's error, results).
+fn call(
+    cl: *mut FbsdClient,
+    proc_: u32,
+    args: Option<&MbufChain>,
+    timeout_ms: u32,
+) -> (i32, RpcErr, RpcErr, Option<MbufChain>) {
+    let (mut e1, mut e2) = (RpcErr::default(), RpcErr::default());
+    let mut rep: *mut FbsdMbuf = std::ptr::null_mut();
+    let a = args.map_or(std::ptr::null_mut(), MbufChain::as_ptr);
+    // SAFETY: `cl` is a live CLIENT; `a` NULL or a live chain the caller keeps; the
+    // out-pointers are valid.
+    let st = unsafe { krpc_emu_clnt_call(cl, proc_, a, &mut rep, timeout_ms, &mut e1, &mut e2) };
+    // SAFETY: the results chain is ours (cl_call's contract).
+    (st, e1, e2, unsafe { MbufChain::from_raw(rep) })
+}
+
+fn set_xid(cl: *mut FbsdClient, xid: u32) {
+    let mut x = xid;
+    // SAFETY: live CLIENT; CLSET_XID takes a uint32_t.
+    assert_eq!(
+        unsafe { krpc_emu_clnt_control_u32(cl, CLSET_XID, &mut x) },
+        1
+    );
+}
+
+/// The RPC call header cl_call must have put in front of the args (AUTH_NONE).
+fn header(xid: u32, proc_: u32) -> Vec<u8> {
+    let mut e = Encoder::new();
+    for w in [xid, 0, 2, NFS_PROGRAM, 3, proc_, 0, 0, 0, 0] {
+        e.u32(w);
+    }
+    e.finish().unwrap()
+}
+
+/// NULL, an NFSv3 WRITE of 1 MiB + 3 bytes in M_EXTPG mbufs (out as a read chunk), a READ of
+/// 1 MiB + 3 bytes whose results come back as M_EXTPG mbufs (write chunk), PROC_UNAVAIL, a
+/// cl_call timeout (the Requester abandons the call; the late reply is dropped) and a call
+/// after it, all through the CLIENT's clnt_ops; CLSET/CLGET_XID, CLSET/CLGET_TIMEOUT,
+/// CLGET_VERS, CLSET_TLS refused; then CLNT_DESTROY and no page, mbuf or registration left.
+#[test]
+fn clnt_ops_null_write_read_timeout_over_rxe() {
+    let Some(mut fx) = emu() else { return };
+    let pages_before = emu_stats().pages_in_use;
+    let before_mbufs = mbufs_live();
+    let kp = KernelPages::new();
+    let write_data = pattern(N, 21);
+    let read_data = pattern(N, 22);
+    {
+        let p = Pair::with(&mut fx, TransportConfig::default()).unwrap();
+        let Pair { l, req, resp } = p;
+        let Link { a, b, pa, pb, .. } = l;
+        let stop = Arc::new(AtomicBool::new(false));
+        let server = {
+            let (stop, rd) = (stop.clone(), read_data.clone());
+            thread::spawn(move || serve(b, resp, pb, rd, stop))
+        };
+        let max = TransportConfig::default().max_requests as usize;
+        let clnt = KrpcClnt::new(a, req, pa, hook, max).unwrap();
+        let cl = clnt.into_client(NFS_PROGRAM, 3).unwrap();
+
+        // cl_control basics.
+        let mut v = 0u32;
+        // SAFETY: live CLIENT, uint32_t arguments.
+        assert_eq!(
+            unsafe { krpc_emu_clnt_control_u32(cl, CLGET_VERS, &mut v) },
+            1
+        );
+        assert_eq!(v, 3);
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { krpc_emu_clnt_control_u32(cl, CLSET_TLS, &mut v) },
+            0
+        );
+        set_xid(cl, 0x1000);
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { krpc_emu_clnt_control_u32(cl, CLGET_XID, &mut v) },
+            1
+        );
+        assert_eq!(v, 0x0fff, "CLSET_XID sets the next call's XID (as clnt_vc)");
+
+        // NULL.
+        let (st, e1, e2, rep) = call(cl, 0, None, 30_000);
+        assert_eq!((st, e1.status, e2.status), (RPC_SUCCESS, 0, 0), "NULL");
+        assert!(rep.is_none(), "NULL has no results");
+
+        // WRITE: the args as NFS builds them, data in M_EXTPG mbufs behind the marker.
+        let mut e = Encoder::new();
+        WriteHead {
+            file: NfsFh3 { data: vec![3; 28] },
+            offset: 0,
+            count: N as u32,
+            stable: StableHow::FileSync,
+        }
+        .encode_head(&mut e, N as u32);
+        let whead = e.finish().unwrap();
+        let wpad = vec![0u8; pad(N)];
+        let args = emu_mbuf::nfs_chain(
+            &kp,
+            &[
+                Part::Bytes(&whead, 40),
+                Part::Marker,
+                Part::Pages {
+                    data: &write_data,
+                    first_off: 0,
+                    hdr: &[],
+                    trl: &[],
+                },
+                Part::Bytes(&wpad, 0),
+            ],
+        );
+        let wire = emu_mbuf::bytes(&args);
+        set_xid(cl, 0x2000);
+        let t = Instant::now();
+        let (st, _, _, rep) = call(cl, NFSPROC3_WRITE, Some(&args), 30_000);
+        let took = t.elapsed();
+        println!("WRITE {N} through cl_call: {took:?}");
+        // The caller sleeps in msleep with a 30 s timeout: only the CQ upcall's wakeup makes
+        // it return sooner.
+        assert!(
+            took < Duration::from_secs(10),
+            "woken by the upcall, not the timeout"
+        );
+        assert_eq!(st, RPC_SUCCESS, "WRITE");
+        let rep = rep.expect("WRITE3res");
+        assert_eq!(
+            emu_mbuf::bytes(&rep),
+            vec![0, 0, 0, 0],
+            "results past the reply header"
+        );
+        drop(rep);
+        // As NFS: the args chain is freed after cl_call returned (its free routine unwires
+        // and frees every page: the transport must hold none by now).
+        let freed = emu_mbuf::mbuf_stats().nfs_pages_freed;
+        let npages = emu_mbuf::extpg_pages(&args).len() as u64;
+        drop(args);
+        assert_eq!(emu_mbuf::mbuf_stats().nfs_pages_freed - freed, npages);
+
+        // READ.
+        let mut e = Encoder::new();
+        ReadArgs {
+            file: NfsFh3 { data: vec![4; 28] },
+            offset: 0,
+            count: N as u32,
+        }
+        .encode(&mut e);
+        let rargs = emu_mbuf::nfs_chain(&kp, &[Part::Bytes(&e.finish().unwrap(), 0)]);
+        set_xid(cl, 0x3000);
+        let t = Instant::now();
+        let (st, _, _, rep) = call(cl, NFSPROC3_READ, Some(&rargs), 30_000);
+        let took = t.elapsed();
+        println!("READ {N} through cl_call: {took:?}");
+        assert!(
+            took < Duration::from_secs(10),
+            "woken by the upcall, not the timeout"
+        );
+        assert_eq!(st, RPC_SUCCESS, "READ");
+        let rep = rep.expect("READ3res");
+        let got = emu_mbuf::bytes(&rep);
+        let inf = emu_mbuf::info(&rep);
+        let extpg: Vec<_> = inf.iter().filter(|x| x.flags & M_EXTPG != 0).collect();
+        println!(
+            "READ results: {} bytes, {} M_EXTPG mbufs, {} mbufs",
+            got.len(),
+            extpg.len(),
+            inf.len()
+        );
+        let mut r = Encoder::new();
+        ReadHead {
+            status: Nfsstat3::OK,
+            file_attributes: None,
+            count: N as u32,
+            eof: true,
+            data_len: N as u32,
+        }
+        .encode(&mut r);
+        let rhead = r.finish().unwrap();
+        let mut want = rhead.clone();
+        want.extend_from_slice(&read_data);
+        want.extend(std::iter::repeat_n(0u8, pad(N)));
+        assert!(got == want, "READ results: the bytes past the reply header");
+        assert!(!extpg.is_empty(), "the data as M_EXTPG mbufs");
+        assert!(extpg.iter().all(|x| x.is_bridge == 1 && x.npgs <= 5));
+        let extpg_bytes: usize = extpg.iter().map(|x| x.len as usize).sum();
+        assert!(
+            extpg_bytes >= N,
+            "all the data in M_EXTPG mbufs ({extpg_bytes})"
+        );
+        let mark = inf
+            .iter()
+            .position(|x| x.flags & M_PROTO1 != 0 && x.len == 0)
+            .map(|i| inf[..i].iter().map(|x| x.len as usize).sum::<usize>());
+        assert_eq!(mark, Some(rhead.len()), "the marker in front of the data");
+        drop(rep);
+        drop(rargs);
+
+        // PROC_UNAVAIL.
+        let (st, e1, e2, rep) = call(cl, BAD_PROC, None, 30_000);
+        assert_eq!((st, e1.status, e2.status), (RPC_PROCUNAVAIL, 10, 10));
+        assert!(rep.is_none());
+
+        // Timeout: the server holds SLOW_XID 1.5 s; cl_call gives up after 300 ms.
+        set_xid(cl, SLOW_XID);
+        let t = Instant::now();
+        let (st, e1, e2, rep) = call(cl, 0, None, 300);
+        let waited = t.elapsed();
+        println!("timed out after {waited:?}");
+        assert_eq!(
+            (st, e1.status, e2.status),
+            (RPC_TIMEDOUT, RPC_TIMEDOUT, RPC_TIMEDOUT)
+        );
+        assert!(rep.is_none());
+        assert!(waited >= Duration::from_millis(300) && waited < Duration::from_secs(5));
+        // CLSET_TIMEOUT overrides the caller's timeout (as clnt_vc).
+        let mut ms = 20_000i64;
+        // SAFETY: live CLIENT, a timeval in milliseconds.
+        assert_eq!(
+            unsafe { krpc_emu_clnt_control_timeout(cl, CLSET_TIMEOUT, &mut ms) },
+            1
+        );
+        let mut got_ms = 0i64;
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { krpc_emu_clnt_control_timeout(cl, CLGET_TIMEOUT, &mut got_ms) },
+            1
+        );
+        assert_eq!(got_ms, 20_000);
+        // A call after the timeout works (with a 1 ms timeout of the caller, overridden),
+        // and the late reply to SLOW_XID is dropped by the Requester.
+        set_xid(cl, 0x4000);
+        let (st, e1, e2, _) = call(cl, 0, None, 1);
+        assert_eq!(st, RPC_SUCCESS, "a call after the timeout: {e1:?} {e2:?}");
+        thread::sleep(Duration::from_millis(1700));
+        let after_late = call(cl, 0, None, 1);
+
+        // cl_close while a caller sleeps in cl_call (its call never answered): the caller
+        // returns RPC_CANTRECV / ESHUTDOWN at once, close returns once it has left, and a
+        // later call is refused.
+        set_xid(cl, NEVER_XID);
+        let clp = cl as usize;
+        let t = Instant::now();
+        let waiter = thread::spawn(move || {
+            let (st, e1, e2, rep) = call(clp as *mut FbsdClient, 0, None, 1);
+            (st, e1, e2, rep.is_none())
+        });
+        thread::sleep(Duration::from_millis(300));
+        // SAFETY: live CLIENT.
+        unsafe { krpc_emu_clnt_close(cl) };
+        let closed_after = t.elapsed();
+        let (st, e1, e2, no_rep) = waiter.join().unwrap();
+        println!("cl_close returned after {closed_after:?}; the waiter got {st} {e1:?}");
+        assert_eq!(
+            (st, e1.err, e2.err, no_rep),
+            (RPC_CANTRECV, ESHUTDOWN, ESHUTDOWN, true),
+            "the pending call ends with the close"
+        );
+        assert!(
+            closed_after < Duration::from_secs(10),
+            "not by its 20 s timeout"
+        );
+        let (st, _, _, _) = call(cl, 0, None, 1);
+        assert_eq!(st, RPC_CANTSEND, "a call after cl_close");
+        // SAFETY: live CLIENT, not used afterwards.
+        unsafe { krpc_emu_clnt_destroy(cl) };
+        stop.store(true, Ordering::SeqCst);
+        let (b, resp, seen, knfsd) = server.join().unwrap();
+        println!("responder counters: {:?}", resp.counters());
+        let (st, e1, e2, _) = after_late;
+        assert_eq!(
+            st, RPC_SUCCESS,
+            "a call after the late reply: {e1:?} {e2:?}"
+        );
+
+        // What the server saw: the C side's header + the args, the WRITE's data in pages.
+        let w = seen.iter().find(|s| s.proc_ == NFSPROC3_WRITE).unwrap();
+        let mut want = header(0x2000, NFSPROC3_WRITE);
+        want.extend_from_slice(&wire);
+        assert_eq!(w.xid, 0x2000);
+        assert!(w.bytes == want, "server: the WRITE call's bytes");
+        assert!(
+            w.pages > 0,
+            "server: the WRITE data arrived in pages (read chunk)"
+        );
+        let xids: Vec<u32> = seen.iter().map(|s| s.xid).collect();
+        println!("server saw XIDs {xids:x?}");
+        assert_eq!(xids.first(), Some(&0x1000));
+        assert!(xids.contains(&SLOW_XID) && xids.contains(&0x4000) && xids.contains(&0x4001));
+        drop((b, resp));
+        let freed = emu_mbuf::mbuf_stats().nfs_pages_freed;
+        let n = knfsd.len();
+        drop(knfsd);
+        assert!(emu_mbuf::mbuf_stats().nfs_pages_freed > freed || n == 0);
+    }
+    drop(fx);
+    assert_eq!(
+        mbufs_live(),
+        before_mbufs,
+        "no mbuf, cluster or M_EXTPG mbuf left"
+    );
+    assert_eq!(mbuf_bridge::counts().extpg_live, 0);
+    assert_eq!(emu_stats().pages_in_use, pages_before, "no page left");
+    assert_eq!(emu_stats().refused_double_inv, 0);
+}
