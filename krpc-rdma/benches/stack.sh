@@ -39,11 +39,19 @@ limit=${2:-1024}
 #   1.0-1.6 KiB; every big value is on the heap already. They run at the self-test's depth,
 #   measured in the VM as a whole (the report's "stack used N of 16384 bytes (task stack)").
 #   Splitting each into steps of their own would bring them under 1 KiB.
+# * After the merge of the instruction-count work (2026-11-26: mbuf's hot accessors
+#   #[inline], the chain length cached) the same test code grew: abandon_revokes… 1,680 ->
+#   1,808, reconnect::life 1,488 -> 1,504, and two more crossed 1 KiB: the scenario
+#   transport::send_with_invalidate (1,056) and the self-test's driver
+#   ofed_shim::selftest::run_suite (1,088). Ceilings raised / added for these, test code
+#   only; the transport's own functions are all under 1 KiB. Same remedy as above.
 EXEMPT='1400 _ZN9ofed_shim2qp6OfedQp3new
-1700 _ZN19krpc_rdma_scenarios6cancel48abandon_revokes_at_once_and_drops_the_late_reply
+1900 _ZN19krpc_rdma_scenarios6cancel48abandon_revokes_at_once_and_drops_the_late_reply
+1150 _ZN19krpc_rdma_scenarios9transport20send_with_invalidate
+1150 _ZN9ofed_shim8selftest9run_suite
 1700 _ZN19krpc_rdma_scenarios9reconnect51reconnect_resends_owed_calls_but_not_abandoned_ones
 1700 _ZN19krpc_rdma_scenarios9reconnect3run
-1500 _ZN19krpc_rdma_scenarios9reconnect4life
+1600 _ZN19krpc_rdma_scenarios9reconnect4life
 1400 _ZN19krpc_rdma_scenarios8liveness54a_reply_built_while_reads_stall_leaves_the_reads_alone
 1300 _ZN19krpc_rdma_scenarios4loss7loss_at
 1200 _ZN19krpc_rdma_scenarios8contract25max_registrations_is_busy
