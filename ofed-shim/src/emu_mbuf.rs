@@ -233,32 +233,70 @@ fn extpg_run(
     head
 }
 
-/// `struct krpc_emu_stats` of `emu/kpi_emu.h`.
+/// One DDP-eligible item in Macklem's layout, as FreeBSD's NFS builds it: `head` (the XDR
+/// before the data, in mbufs of at most `seg` bytes), the M_PROTO1 marker, `data` in M_EXTPG
+/// mbufs from the start of fresh pages, and the item's XDR roundup pad (zero bytes).
+pub fn ddp_chain(pages: &KernelPages, head: &[u8], seg: u32, data: &[u8]) -> MbufChain {
+    let zeros = [0u8; 3];
+    let pad = zeros.get(..(4 - data.len() % 4) % 4).unwrap_or(&[]);
+    nfs_chain(
+        pages,
+        &[
+            Part::Bytes(head, seg),
+            Part::Marker,
+            Part::Pages {
+                data,
+                first_off: 0,
+                hdr: &[],
+                trl: &[],
+            },
+            Part::Bytes(pad, 0),
+        ],
+    )
+}
+
+/// `struct krpc_emu_stats` of `emu/kpi_emu.h`: what the emulation counted since the process
+/// started (the host tests compare two snapshots).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
-struct EmuStats {
-    reg_mr_binds: u64,
-    local_invs: u64,
-    send_invs: u64,
-    remote_invs_seen: u64,
-    remote_invs_quirk: u64,
-    refused_double_inv: u64,
-    partial_maps: u64,
-    cq_upcalls: u64,
-    cm_events: u64,
-    pages_in_use: u64,
+pub struct EmuStats {
+    /// `IB_WR_REG_MR` posted (as memory-window binds).
+    pub reg_mr_binds: u64,
+    /// `IB_WR_LOCAL_INV` posted.
+    pub local_invs: u64,
+    /// `IB_WR_SEND_WITH_INV` posted.
+    pub send_invs: u64,
+    /// Receive completions that named an invalidated key.
+    pub remote_invs_seen: u64,
+    /// Of those, reported through rxe's unflagged-invalidation quirk.
+    pub remote_invs_quirk: u64,
+    /// `LOCAL_INV`s of unbound windows refused (would crash the guest kernel).
+    pub refused_double_inv: u64,
+    /// `ib_map_mr_sg` calls that mapped only a prefix of the list.
+    pub partial_maps: u64,
+    /// CQ completion upcalls made.
+    pub cq_upcalls: u64,
+    /// rdma_cm events delivered.
+    pub cm_events: u64,
+    /// Arena pages wired now.
+    pub pages_in_use: u64,
 }
 
 extern "C" {
     fn krpc_emu_get_stats(out: *mut EmuStats);
 }
 
-/// Arena pages wired now (any wiring: the kernel's "page references").
-pub fn pages_in_use() -> u64 {
+/// The emulation's counters now.
+pub fn emu_stats() -> EmuStats {
     let mut s = EmuStats::default();
     // SAFETY: a valid out-pointer of the C struct's layout.
     unsafe { krpc_emu_get_stats(&mut s) };
-    s.pages_in_use
+    s
+}
+
+/// Arena pages wired now (any wiring: the kernel's "page references").
+pub fn pages_in_use() -> u64 {
+    emu_stats().pages_in_use
 }
 
 /// The page addresses of `m`'s M_EXTPG mbufs, in order.

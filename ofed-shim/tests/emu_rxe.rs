@@ -25,35 +25,9 @@ use krpc_rdma::provider::{Access, Provider, Resources, WcStatus};
 use krpc_rdma::transport::TransportConfig;
 use krpc_rdma_scenarios::{Connect, Fixture, Limits, Link, PagePair, Pair, Side};
 use mbuf::{PageFragment, PageProvider};
+use ofed_shim::emu_mbuf::emu_stats;
 use ofed_shim::loopback::{self, Sleep, SockaddrIn};
 use ofed_shim::{KernelPages, OfedConfig, OfedListener, OfedQp};
-
-/// `struct krpc_emu_stats` of `emu/kpi_emu.h`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-struct EmuStats {
-    reg_mr_binds: u64,
-    local_invs: u64,
-    send_invs: u64,
-    remote_invs_seen: u64,
-    remote_invs_quirk: u64,
-    refused_double_inv: u64,
-    partial_maps: u64,
-    cq_upcalls: u64,
-    cm_events: u64,
-    pages_in_use: u64,
-}
-
-extern "C" {
-    fn krpc_emu_get_stats(out: *mut EmuStats);
-}
-
-fn emu_stats() -> EmuStats {
-    let mut s = EmuStats::default();
-    // SAFETY: `s` is a valid out-pointer of the C struct's layout.
-    unsafe { krpc_emu_get_stats(&mut s) };
-    s
-}
 
 /// The fixture, or `None` (skip) without an RDMA device (see
 /// [`krpc_rdma_scenarios::rdma_present`]).

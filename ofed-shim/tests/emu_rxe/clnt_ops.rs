@@ -180,21 +180,7 @@ fn serve(
                     }
                     .encode(&mut r);
                     let head = r.finish().unwrap();
-                    let padding = vec![0u8; pad(n)];
-                    let fb = emu_mbuf::nfs_chain(
-                        &kp,
-                        &[
-                            Part::Bytes(&head, 64),
-                            Part::Marker,
-                            Part::Pages {
-                                data: &read_data,
-                                first_off: 0,
-                                hdr: &[],
-                                trl: &[],
-                            },
-                            Part::Bytes(&padding, 0),
-                        ],
-                    );
+                    let fb = emu_mbuf::ddp_chain(&kp, &head, 64, &read_data);
                     // SAFETY: `fb` is live and unchanged during the call.
                     let rc = unsafe { br.chain_from_mbufs(fb.as_ptr(), &pb) }.unwrap();
                     // knfsd's chain lives until the transport is done with its pages.

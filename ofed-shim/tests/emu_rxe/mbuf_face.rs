@@ -12,8 +12,8 @@ use nfs_glue::nfs3::{
     NFSPROC3_WRITE, NFS_PROGRAM,
 };
 use nfs_glue::rpc::{Auth, CallHeader, ReplyHeader};
-use nfs_glue::xdr::{pad, Encoder};
-use ofed_shim::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
+use nfs_glue::xdr::Encoder;
+use ofed_shim::emu_mbuf::{self, M_EXTPG, M_PROTO1};
 use ofed_shim::mbuf_bridge::{self, MbufBridge, MbufChain};
 
 use super::{emu, emu_stats, KernelPages};
@@ -89,21 +89,7 @@ fn nfs_write_extpg_out_as_a_read_chunk_and_up_as_extpg() {
     }
     .encode_head(&mut e, N as u32);
     let head = e.finish().unwrap();
-    let padding = vec![0u8; pad(N)];
-    let fb = emu_mbuf::nfs_chain(
-        &kp,
-        &[
-            Part::Bytes(&head, 40),
-            Part::Marker,
-            Part::Pages {
-                data: &data,
-                first_off: 0,
-                hdr: &[],
-                trl: &[],
-            },
-            Part::Bytes(&padding, 0),
-        ],
-    );
+    let fb = emu_mbuf::ddp_chain(&kp, &head, 40, &data);
     let wire = emu_mbuf::bytes(&fb);
     let client_pages = emu_mbuf::extpg_pages(&fb);
     let mut br = MbufBridge::new(64, 300).unwrap();
@@ -240,21 +226,7 @@ fn nfs_read_reply_extpg_out_as_a_write_chunk_and_back_as_extpg() {
             .encode(&mut r);
             let head = r.finish().unwrap();
             *head_len.borrow_mut() = head.len();
-            let padding = vec![0u8; pad(N)];
-            let fb = emu_mbuf::nfs_chain(
-                &kp,
-                &[
-                    Part::Bytes(&head, 64),
-                    Part::Marker,
-                    Part::Pages {
-                        data: &data,
-                        first_off: 0,
-                        hdr: &[],
-                        trl: &[],
-                    },
-                    Part::Bytes(&padding, 0),
-                ],
-            );
+            let fb = emu_mbuf::ddp_chain(&kp, &head, 64, &data);
             *wire.borrow_mut() = emu_mbuf::bytes(&fb);
             *server_pages.borrow_mut() = emu_mbuf::extpg_pages(&fb);
             // SAFETY: `fb` is live and unchanged during the call.
