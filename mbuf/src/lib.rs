@@ -126,8 +126,8 @@ pub use error::{AllocError, MbufError, PageError};
 pub use flags::MbufFlags;
 pub use mbuf::{Fragment, Mbuf, MbufFragments, MbufKind, PageInfo, MAX_CLUSTER, MCLBYTES, MLEN};
 pub use page::{
-    changed_runs, page_range_end, PageProvider, MAX_EPG_HDR, MAX_EPG_TRL, MAX_PGS_PER_MBUF,
-    PAGE_SIZE,
+    changed_runs, edit_page_by_copy, page_range_end, PageProvider, MAX_EPG_HDR, MAX_EPG_TRL,
+    MAX_PGS_PER_MBUF, PAGE_SIZE,
 };
 pub use pool::ChainPool;
 

@@ -121,6 +121,36 @@ pub fn changed_runs<'a>(
     })
 }
 
+/// `with_page_mut` for a provider that reaches page memory only through copies
+/// ([`PageProvider::read_page`] / [`PageProvider::write_page`]): the page is read into
+/// `before`, the callback edits `after` (a copy of it), and only the runs it changed are
+/// written back ([`changed_runs`]). `before` and `after` are the caller's scratch of one page
+/// each (on the stack in userspace, on the heap in a kernel).
+///
+/// # Errors
+/// What `read_page` / `write_page` return; [`PageError::Unmappable`] when the two scratch
+/// buffers differ in length.
+pub fn edit_page_by_copy<P: PageProvider + ?Sized>(
+    provider: &P,
+    addr: u64,
+    before: &mut [u8],
+    after: &mut [u8],
+    f: &mut dyn FnMut(&mut [u8]),
+) -> Result<(), PageError> {
+    if before.len() != after.len() {
+        return Err(PageError::Unmappable(addr));
+    }
+    provider.read_page(addr, 0, before)?;
+    after.copy_from_slice(before);
+    f(after);
+    for r in changed_runs(before, after) {
+        if let Some(src) = after.get(r.clone()) {
+            provider.write_page(addr, r.start, src)?;
+        }
+    }
+    Ok(())
+}
+
 /// The end of in-page range `offset..offset + len`, if it lies inside one page.
 ///
 /// # Errors

@@ -1515,6 +1515,66 @@ fn changed_runs_are_the_maximal_differing_ranges() {
     }
 }
 
+/// A provider reaching its pages only by copies, through [`edit_page_by_copy`]; it records
+/// every `write_page` as (offset, length).
+struct CopyingPages {
+    inner: HeapPageArena,
+    writes: spin::Mutex<Vec<(usize, usize)>>,
+}
+
+impl PageProvider for CopyingPages {
+    fn alloc_page(&self) -> Result<u64, AllocError> {
+        self.inner.alloc_page()
+    }
+    fn page_ref(&self, addr: u64) -> Result<(), PageError> {
+        self.inner.page_ref(addr)
+    }
+    fn page_unref(&self, addr: u64) {
+        self.inner.page_unref(addr)
+    }
+    fn with_page(&self, addr: u64, f: &mut dyn FnMut(&[u8])) -> Result<(), PageError> {
+        self.inner.with_page(addr, f)
+    }
+    fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError> {
+        let mut before = [0u8; PAGE_SIZE];
+        let mut after = [0u8; PAGE_SIZE];
+        edit_page_by_copy(self, addr, &mut before, &mut after, f)
+    }
+    fn read_page(&self, addr: u64, offset: usize, dst: &mut [u8]) -> Result<(), PageError> {
+        self.inner.read_page(addr, offset, dst)
+    }
+    fn write_page(&self, addr: u64, offset: usize, src: &[u8]) -> Result<(), PageError> {
+        self.writes.lock().push((offset, src.len()));
+        self.inner.write_page(addr, offset, src)
+    }
+}
+
+#[test]
+fn edit_page_by_copy_writes_back_only_the_changed_runs() {
+    let p = CopyingPages {
+        inner: HeapPageArena::new(1).unwrap(),
+        writes: spin::Mutex::new(Vec::new()),
+    };
+    let x = p.alloc_page().unwrap();
+    p.inner.write_page(x, 0, &[7u8; PAGE_SIZE]).unwrap();
+    p.with_page_mut(x, &mut |pg: &mut [u8]| {
+        pg[5] = 1;
+        pg[100..103].copy_from_slice(&[2, 3, 4]);
+        pg[200] = 7; // unchanged value: not a change
+    })
+    .unwrap();
+    assert_eq!(*p.writes.lock(), [(5, 1), (100, 3)]);
+    let mut got = [0u8; PAGE_SIZE];
+    p.read_page(x, 0, &mut got).unwrap();
+    assert_eq!((got[4], got[5], got[6]), (7, 1, 7));
+    assert_eq!(&got[99..104], &[7, 2, 3, 4, 7]);
+    // Scratch buffers of different lengths are refused, nothing read or written.
+    let (mut a, mut b) = ([0u8; 8], [0u8; 9]);
+    let r = edit_page_by_copy(&p, x, &mut a, &mut b, &mut |_: &mut [u8]| {});
+    assert_eq!(r, Err(PageError::Unmappable(x)));
+    assert_eq!(p.writes.lock().len(), 2);
+}
+
 #[test]
 fn chain_pool_reuses_storage_and_keeps_the_larger_buffers() {
     use crate::ChainPool;

@@ -18,7 +18,7 @@ use alloc::vec::Vec;
 use core::ptr;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use mbuf::{changed_runs, page_range_end, AllocError, PageError, PageProvider, PAGE_SIZE};
+use mbuf::{edit_page_by_copy, page_range_end, AllocError, PageError, PageProvider, PAGE_SIZE};
 
 use crate::ffi;
 
@@ -108,18 +108,10 @@ impl PageProvider for KernelPages {
     }
 
     fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError> {
+        // Page-sized scratch on the heap (kernel stacks are 16 KiB).
         let mut before = bounce().map_err(|()| PageError::Unmappable(addr))?;
-        self.read_page(addr, 0, &mut before)?;
         let mut after = bounce().map_err(|()| PageError::Unmappable(addr))?;
-        after.copy_from_slice(&before);
-        f(&mut after);
-        // Only the bytes the callback changed go back (see `mbuf::changed_runs`).
-        for r in changed_runs(&before, &after) {
-            if let Some(src) = after.get(r.clone()) {
-                self.write_page(addr, r.start, src)?;
-            }
-        }
-        Ok(())
+        edit_page_by_copy(self, addr, &mut before, &mut after, f)
     }
 
     fn read_page(&self, addr: u64, offset: usize, dst: &mut [u8]) -> Result<(), PageError> {

@@ -28,7 +28,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use mbuf::{changed_runs, page_range_end, AllocError, PageError, PageProvider, PAGE_SIZE};
+use mbuf::{edit_page_by_copy, page_range_end, AllocError, PageError, PageProvider, PAGE_SIZE};
 use rdma_sys::{ibv_access_flags, ibv_dereg_mr, ibv_mr, ibv_reg_mr};
 
 use super::device::Device;
@@ -471,18 +471,11 @@ impl PageProvider for VerbsArena {
     }
 
     fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError> {
-        let mut before = [0u8; PAGE_SIZE];
-        self.read_page(addr, 0, &mut before)?;
-        let mut after = before;
-        f(&mut after);
-        // Write back only the runs the callback changed, so bytes the NIC wrote meanwhile
+        // Only the runs the callback changed go back, so bytes the NIC wrote meanwhile
         // elsewhere in the page are not overwritten with stale copies.
-        for r in changed_runs(&before, &after) {
-            if let Some(src) = after.get(r.clone()) {
-                self.write_page(addr, r.start, src)?;
-            }
-        }
-        Ok(())
+        let mut before = [0u8; PAGE_SIZE];
+        let mut after = [0u8; PAGE_SIZE];
+        edit_page_by_copy(self, addr, &mut before, &mut after, f)
     }
 
     fn read_page(&self, addr: u64, offset: usize, dst: &mut [u8]) -> Result<(), PageError> {
