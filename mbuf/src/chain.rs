@@ -54,6 +54,34 @@ struct Extension {
     before: usize,
 }
 
+/// Mbufs a chain's first storage holds: as many as fit in 1 KiB (at least one), so that
+/// storage is a small allocation (the kernel's small malloc zones; glibc's per-thread cache,
+/// which serves blocks up to 1,032 bytes) rather than `VecDeque`'s default first capacity of
+/// four mbufs (1,120 bytes), which costs a slow-path malloc and free per chain.
+const FIRST_MBUFS: usize = {
+    let n = 1024 / core::mem::size_of::<Mbuf>();
+    if n == 0 {
+        1
+    } else {
+        n
+    }
+};
+
+/// Room for `n` more mbufs in `mbufs`: the first storage holds at least [`FIRST_MBUFS`],
+/// later growth is `VecDeque`'s amortized doubling.
+#[inline]
+fn reserve_mbufs(mbufs: &mut VecDeque<Mbuf>, n: usize) -> Result<(), MbufError> {
+    if n == 0 {
+        return Ok(());
+    }
+    if mbufs.capacity() == 0 {
+        mbufs.try_reserve_exact(n.max(FIRST_MBUFS))?;
+    } else {
+        mbufs.try_reserve(n)?;
+    }
+    Ok(())
+}
+
 /// Copy `dst.len()` bytes starting at chain offset `off` out of `mbufs`.
 fn copy_out(mbufs: &VecDeque<Mbuf>, off: usize, dst: &mut [u8]) -> Result<(), MbufError> {
     let total = dst.len();
@@ -194,7 +222,7 @@ impl Chain {
     /// # Errors
     /// [`MbufError::Alloc`]; both chains are then unchanged.
     pub fn cat_from(&mut self, other: &mut Chain) -> Result<(), MbufError> {
-        self.mbufs.try_reserve(other.mbufs.len())?;
+        reserve_mbufs(&mut self.mbufs, other.mbufs.len())?;
         let len = self.len().saturating_add(other.len());
         for m in other.mbufs.iter_mut() {
             m.remove_flags(MbufFlags::PKTHDR);
@@ -313,7 +341,7 @@ impl Chain {
     /// # Errors
     /// [`MbufError::Alloc`]; `m` is then dropped (its page references released).
     pub fn append_mbuf(&mut self, mut m: Mbuf) -> Result<(), MbufError> {
-        self.mbufs.try_reserve(1)?;
+        reserve_mbufs(&mut self.mbufs, 1)?;
         if !self.mbufs.is_empty() {
             m.remove_flags(MbufFlags::PKTHDR);
         }
@@ -378,9 +406,7 @@ impl Chain {
         let had = self.has_pkthdr();
         let (i, r) = self.cut_point(off);
         let mut right = self.sibling();
-        right
-            .mbufs
-            .try_reserve(self.mbufs.len().saturating_sub(i))?;
+        reserve_mbufs(&mut right.mbufs, self.mbufs.len().saturating_sub(i))?;
         if r > 0 {
             let m = self.mbufs.get_mut(i).ok_or(MbufError::range(off, 0, len))?;
             right.mbufs.push_back(m.split_at(r)?);
@@ -442,7 +468,7 @@ impl Chain {
             let (lo, hi) = (pos.max(off), (pos + l).min(end));
             let take = if l == 0 { pos >= off } else { lo < hi };
             if take {
-                out.mbufs.try_reserve(1)?;
+                reserve_mbufs(&mut out.mbufs, 1)?;
                 out.mbufs.push_back(m.copy_range(lo - pos, hi - lo)?);
             }
             pos += l;
@@ -567,7 +593,7 @@ impl Chain {
             .map_or(0, Mbuf::trailing_space)
             .min(data.len());
         let rest = data.get(tail..).unwrap_or(&[]);
-        self.mbufs.try_reserve(rest.len().div_ceil(MCLBYTES))?;
+        reserve_mbufs(&mut self.mbufs, rest.len().div_ceil(MCLBYTES))?;
         let ext = Extension {
             tail,
             before: self.mbufs.len(),
@@ -624,7 +650,7 @@ impl Chain {
         if let (Some(head), Some(rest)) = (data.get(..tail), data.get(tail..)) {
             if rest.len() <= MLEN {
                 if !rest.is_empty() {
-                    self.mbufs.try_reserve(1)?;
+                    reserve_mbufs(&mut self.mbufs, 1)?;
                 }
                 self.len = len;
                 if let Some(last) = self.mbufs.back_mut() {
@@ -730,7 +756,7 @@ impl Chain {
                 });
             }
             let had = self.has_pkthdr();
-            self.mbufs.try_reserve(1)?;
+            reserve_mbufs(&mut self.mbufs, 1)?;
             let mut m = if n <= MLEN {
                 Mbuf::internal_with_leading(MLEN, &[])?
             } else {
@@ -862,7 +888,7 @@ impl Chain {
         let mut target = if in_place {
             self.mbufs.pop_front().ok_or(MbufError::range(0, n, 0))?
         } else {
-            self.mbufs.try_reserve(1)?;
+            reserve_mbufs(&mut self.mbufs, 1)?;
             if n <= MLEN {
                 Mbuf::internal(&[])?
             } else {
@@ -948,7 +974,7 @@ impl Chain {
         len: usize,
     ) -> Result<(), MbufError> {
         const PER_MBUF: usize = MAX_PGS_PER_MBUF * PAGE_SIZE;
-        self.mbufs.try_reserve(len.div_ceil(PER_MBUF))?;
+        reserve_mbufs(&mut self.mbufs, len.div_ceil(PER_MBUF))?;
         let total = self.len().saturating_add(len);
         let before = self.mbufs.len();
         let mut remaining = len;

@@ -1688,3 +1688,26 @@ fn set_bytes_is_clear_then_append() {
     c.set_bytes(&[]).unwrap();
     assert!(c.is_empty());
 }
+
+#[test]
+fn first_chain_storage_stays_within_one_kib_and_then_grows() {
+    let mbuf = core::mem::size_of::<Mbuf>();
+    let c = Chain::from_bytes(&pattern(1, 100)).unwrap();
+    assert!(c.mbuf_capacity() >= 1);
+    assert!(
+        c.mbuf_capacity() * mbuf <= 1024,
+        "{} mbufs of {mbuf} bytes",
+        c.mbuf_capacity()
+    );
+    // Past the first storage the chain grows as before, content intact.
+    let mut c = Chain::new();
+    for i in 0..10u8 {
+        c.append_mbuf(Mbuf::internal(&[i]).unwrap()).unwrap();
+    }
+    assert_eq!(c.mbuf_count(), 10);
+    assert_eq!(content(&c), (0..10u8).collect::<Vec<u8>>());
+    // Nothing to add: no storage is allocated.
+    let mut a = Chain::new();
+    a.cat(Chain::new()).unwrap();
+    assert_eq!(a.mbuf_capacity(), 0);
+}
