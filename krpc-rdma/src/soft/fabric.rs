@@ -497,13 +497,15 @@ impl Fabric {
         let Some(buf) = peer.posted.pop_front() else {
             return WcStatus::RnrRetryExceeded;
         };
-        let slot_len = usize::try_from(buf)
+        // The posted buffer, looked up once (its length is the receive's size).
+        let mem = usize::try_from(buf)
             .ok()
-            .and_then(|i| peer.nic_recv.get(i))
-            .and_then(|s| s.as_ref().map(Vec::len));
-        let Some(slot_len) = slot_len else {
+            .and_then(|i| peer.nic_recv.get_mut(i))
+            .and_then(Option::as_mut);
+        let Some(mem) = mem else {
             return WcStatus::Other;
         };
+        let slot_len = mem.len();
         // What a real responder checks: the message fits the receive (else a local length
         // error at the responder, remote invalid request at the requester), and the handle to
         // invalidate is a valid registration of the responder.
@@ -518,13 +520,6 @@ impl Fabric {
             }
         }
         let byte_len = u32::try_from(total).unwrap_or(u32::MAX);
-        let mem = usize::try_from(buf)
-            .ok()
-            .and_then(|i| peer.nic_recv.get_mut(i))
-            .and_then(Option::as_mut);
-        let Some(mem) = mem else {
-            return WcStatus::Other;
-        };
         let (head, tail) = mem.split_at_mut(data.len().min(slot_len));
         // `data.len() <= total <= slot_len`: `head` is exactly `data.len()` bytes.
         if let Some(src) = data.get(..head.len()) {
@@ -533,7 +528,8 @@ impl Fabric {
         let Some(tail) = tail.get_mut(..gathered) else {
             return WcStatus::Other;
         };
-        if gather(&*local.pages, pages, tail).is_err() {
+        // A plain Send has no gather list: nothing to read from the pages.
+        if !pages.is_empty() && gather(&*local.pages, pages, tail).is_err() {
             // Local protection error while reading the gather list: the receive was not
             // consumed (it is flushed when the connection breaks).
             peer.posted.push_front(buf);
