@@ -635,3 +635,75 @@ pub unsafe extern "C" fn krpc_svc_set_upcall(
     // SAFETY: per the function's contract.
     unsafe { state(h).qp.set_upcall(f, arg) };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(words: &[u32], extra: &[u8]) -> Chain {
+        let mut b: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+        b.extend_from_slice(extra);
+        Chain::from_bytes(&b).unwrap()
+    }
+
+    #[test]
+    fn a_call_header_is_parsed_with_its_credential() {
+        // AUTH_SYS credential of 5 bytes (padded to 8), AUTH_NONE verifier, 4 argument bytes.
+        let c = chain(
+            &[7, 0, 2, 100_003, 3, 1, 1, 5],
+            &[1, 2, 3, 4, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9],
+        );
+        let mut call = KrpcSvcCall::default();
+        assert_eq!(parse_call(&c, &mut call), Ok((32, 48, 48)));
+        assert_eq!(
+            (call.xid, call.prog, call.vers, call.proc_),
+            (7, 100_003, 3, 1)
+        );
+        assert_eq!((call.cred_flavor, call.cred_len, call.verf_len), (1, 5, 0));
+        assert_eq!(c.len() - 48, 4);
+    }
+
+    #[test]
+    fn malformed_headers_get_their_answers() {
+        let mut call = KrpcSvcCall::default();
+        let cases: [(&[u32], Answer); 6] = [
+            (&[1, 0, 3, 1, 1, 0, 0, 0, 0, 0], Answer::RpcMismatch),
+            (&[1, 0, 2, 1, 1, 0, 0, 401], Answer::Auth(AUTH_BADCRED)),
+            (
+                &[1, 0, 2, 1, 1, 0, 0, 0, 0, 401],
+                Answer::Auth(AUTH_BADVERF),
+            ),
+            (&[1, 0, 2, 1], Answer::Accepted(GARBAGE_ARGS)),
+            (&[1, 1, 0, 0, 0, 0], Answer::Accepted(GARBAGE_ARGS)),
+            // A credential body the message does not hold.
+            (
+                &[1, 0, 2, 1, 1, 0, 1, 400, 0, 0],
+                Answer::Accepted(GARBAGE_ARGS),
+            ),
+        ];
+        for (w, want) in cases {
+            assert_eq!(parse_call(&chain(w, &[]), &mut call), Err(want), "{w:?}");
+        }
+        // A length that overflows the padding arithmetic: refused, no panic.
+        assert!(parse_call(&chain(&[1, 0, 2, 1, 1, 0, 1, u32::MAX], &[]), &mut call).is_err());
+    }
+
+    #[test]
+    fn answers_are_rfc5531_replies() {
+        let words = |a| {
+            answer_chain(9, a)
+                .unwrap()
+                .to_vec()
+                .unwrap()
+                .chunks_exact(4)
+                .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(words(Answer::RpcMismatch), [9, 1, 1, 0, 2, 2]);
+        assert_eq!(words(Answer::Auth(AUTH_BADCRED)), [9, 1, 1, 1, 1]);
+        assert_eq!(
+            words(Answer::Accepted(SYSTEM_ERR)),
+            [9, 1, 0, 0, 0, SYSTEM_ERR]
+        );
+    }
+}
