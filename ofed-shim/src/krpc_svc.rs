@@ -365,8 +365,13 @@ impl KrpcSvc {
             if self.queue.is_empty() {
                 self.reap_armed();
             }
+            if self.lost {
+                // Their contexts died with the connection: nothing to hand up.
+                self.queue.clear();
+                return Recv::Died;
+            }
             let Some(inc) = self.queue.pop_front() else {
-                return if self.lost { Recv::Died } else { Recv::None };
+                return Recv::None;
             };
             let Incoming {
                 xid,
@@ -494,7 +499,7 @@ impl KrpcSvc {
 
     fn stat(&mut self) -> i32 {
         self.reap();
-        if self.lost && self.queue.is_empty() {
+        if self.lost {
             ffi::SVC_STAT_DIED
         } else if !self.queue.is_empty() {
             ffi::SVC_STAT_MOREREQS
