@@ -122,8 +122,10 @@ struct Slot {
 /// Field order is drop order: the connection (no more DMA), then the Responder (and with it
 /// every reference on reply pages), last the slots' FreeBSD chains.
 pub struct KrpcSvc {
-    qp: OfedQp,
-    resp: Responder,
+    // Both boxed (880 and 920 bytes): `new` then moves pointers, not the values, and keeps
+    // its frame small.
+    qp: Box<OfedQp>,
+    resp: Box<Responder>,
     /// Calls polled, not yet handed up.
     queue: VecDeque<Incoming>,
     /// Contexts of calls handed up, by XID.
@@ -248,8 +250,8 @@ impl KrpcSvc {
     /// # Errors
     /// [`BridgeError::NoMemory`].
     pub fn new(
-        qp: OfedQp,
-        resp: Responder,
+        qp: Box<OfedQp>,
+        resp: Box<Responder>,
         pages: Arc<dyn PageProvider>,
         max_requests: usize,
     ) -> Result<Box<Self>, BridgeError> {
@@ -303,7 +305,7 @@ impl KrpcSvc {
     /// released freed.
     fn reap(&mut self) {
         let (queue, lost) = (&mut self.queue, &mut self.lost);
-        self.resp.poll(&mut self.qp, &mut |e| match e {
+        self.resp.poll(&mut *self.qp, &mut |e| match e {
             // At most max_requests contexts exist: the push fits (the reserve keeps a
             // failure from panicking; the call's context then dies with the connection).
             ResponderEvent::Call(c) if queue.try_reserve(1).is_ok() => queue.push_back(c),
@@ -311,7 +313,7 @@ impl KrpcSvc {
             _ => {}
         });
         while let Some((ctx, chain)) = self.owed.pop() {
-            match self.resp.reply(&mut self.qp, ctx, chain) {
+            match self.resp.reply(&mut *self.qp, ctx, chain) {
                 Err(ReplyError::WouldBlock { ctx, reply }) => {
                     // Back where it was (the pop made room).
                     self.owed.push((ctx, reply));
@@ -344,10 +346,10 @@ impl KrpcSvc {
     fn answer(&mut self, xid: u32, ctx: ReplyCtx, a: Answer) {
         let Some(chain) = answer_chain(xid, a) else {
             // No memory for 24 bytes: give the context back rather than hold it forever.
-            let _ = self.resp.drop_call(&mut self.qp, ctx, &mut |_| {});
+            let _ = self.resp.drop_call(&mut *self.qp, ctx, &mut |_| {});
             return;
         };
-        match self.resp.reply(&mut self.qp, ctx, chain) {
+        match self.resp.reply(&mut *self.qp, ctx, chain) {
             Ok(()) => self.stats.answered += 1,
             Err(ReplyError::WouldBlock { ctx, reply }) => {
                 // `owed` holds max_requests entries, one per context at most.
@@ -449,7 +451,7 @@ impl KrpcSvc {
                 return ffi::SVC_FAILED;
             }
         };
-        match self.resp.reply(&mut self.qp, ctx, chain) {
+        match self.resp.reply(&mut *self.qp, ctx, chain) {
             Ok(()) => {
                 self.stats.replies += 1;
                 self.hold(si, owned);

@@ -304,7 +304,7 @@ fn start_server(
     thread::JoinHandle<Served>,
 ) {
     let max = TransportConfig::default().max_requests as usize;
-    let svc = KrpcSvc::new(b, resp, pb, max).unwrap();
+    let svc = KrpcSvc::new(Box::new(b), Box::new(resp), pb, max).unwrap();
     // SAFETY: the pool lives until the end of the test, after every transport.
     let xprt = unsafe { svc.into_xprt(pool) }.unwrap();
     let stop = Arc::new(AtomicBool::new(false));
