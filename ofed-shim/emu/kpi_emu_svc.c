@@ -70,6 +70,7 @@ xprt_active(SVCXPRT *xprt)
 	SVCPOOL *pool = xprt->xp_pool;
 
 	pthread_mutex_lock(&pool->sp_lock);
+	pool->sp_active_calls++;
 	/* As FreeBSD: an unregistered transport (a race with xprt_unregister) stays off. */
 	if (xprt->xp_registered && !xprt->xp_active) {
 		xprt->xp_active = TRUE;
@@ -141,15 +142,13 @@ krpc_emu_svc_wait_active(SVCXPRT *xprt, uint32_t timeout_ms)
 	return (active);
 }
 
-uint64_t
-krpc_emu_svc_activations(SVCPOOL *pool)
+void
+krpc_emu_svc_activations(SVCPOOL *pool, uint64_t *calls, uint64_t *activations)
 {
-	uint64_t n;
-
 	pthread_mutex_lock(&pool->sp_lock);
-	n = pool->sp_activations;
+	*calls = pool->sp_active_calls;
+	*activations = pool->sp_activations;
 	pthread_mutex_unlock(&pool->sp_lock);
-	return (n);
 }
 
 int

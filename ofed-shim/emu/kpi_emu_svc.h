@@ -103,7 +103,8 @@ enum xprt_stat { XPRT_DIED, XPRT_MOREREQS, XPRT_IDLE };
 typedef struct __rpc_svcpool {
 	pthread_mutex_t sp_lock;
 	pthread_cond_t sp_cond;		/* the pool's threads sleep here */
-	uint64_t sp_activations;	/* xprt_active calls that activated a transport */
+	uint64_t sp_active_calls;	/* xprt_active calls */
+	uint64_t sp_activations;	/* ... of them that activated a transport */
 } SVCPOOL;
 
 struct sockaddr;
@@ -158,7 +159,8 @@ SVCPOOL *krpc_emu_svcpool_create(void);
 void krpc_emu_svcpool_destroy(SVCPOOL *pool);
 /* Sleep until xprt is active (1) or timeout_ms passed (0): a pool thread's wait. */
 int krpc_emu_svc_wait_active(SVCXPRT *xprt, uint32_t timeout_ms);
-uint64_t krpc_emu_svc_activations(SVCPOOL *pool);
+/* xprt_active calls (every one, and those that activated an inactive transport). */
+void krpc_emu_svc_activations(SVCPOOL *pool, uint64_t *calls, uint64_t *activations);
 
 /* A received call, flat (struct rpc_msg's call_body and the credential bytes). */
 struct krpc_emu_svc_msg {
