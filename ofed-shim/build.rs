@@ -30,6 +30,10 @@ mod emu {
             "c/krpc_rdma_clnt.h",
             "emu/kpi_emu_rpc.h",
             "emu/kpi_emu_rpc.c",
+            "c/krpc_rdma_svc.c",
+            "c/krpc_rdma_svc.h",
+            "emu/kpi_emu_svc.h",
+            "emu/kpi_emu_svc.c",
             "emu/kpi_emu.h",
             "emu/kpi_emu.c",
             "emu/cm_glue.h",
@@ -48,6 +52,9 @@ mod emu {
             // The RPC client transport (CLIENT, clnt_ops) over the emulated sys/rpc.
             .file("c/krpc_rdma_clnt.c")
             .file("emu/kpi_emu_rpc.c")
+            // The RPC server transport (SVCXPRT, xp_ops) over the emulated svc.c pieces.
+            .file("c/krpc_rdma_svc.c")
+            .file("emu/kpi_emu_svc.c")
             // librdmacm's API and the kernel rdma_cm KPI share names: separate file.
             .file("emu/cm_glue.c")
             .include("c")

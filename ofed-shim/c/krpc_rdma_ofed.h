@@ -231,6 +231,7 @@ _Static_assert(__builtin_offsetof(struct krpc_reg_out, nmapped) == 16, "reg_out.
 #ifndef KRPC_OFED_LINUX
 #include "krpc_rdma_mbuf.h"
 #include "krpc_rdma_clnt.h"
+#include "krpc_rdma_svc.h"
 #endif
 
 #endif /* KRPC_RDMA_OFED_H */

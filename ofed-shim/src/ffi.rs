@@ -489,3 +489,96 @@ extern "C" {
     /// without memory.
     pub fn krpc_clnt_create(h: *mut KrpcClntHandle, prog: u32, vers: u32) -> *mut FbsdClient;
 }
+
+// ---- the RPC server transport (`c/krpc_rdma_svc.h`, `c/krpc_rdma_svc.c`) -----------------
+
+/// ABI version of `krpc_rdma_svc.h` (`KRPC_SVC_ABI_VERSION`).
+pub const SVC_ABI_VERSION: u32 = 1;
+/// `KRPC_SVC_CALL`: `krpc_svc_recv` hands up a call.
+pub const SVC_CALL: i32 = 0;
+/// `KRPC_SVC_NONE`: nothing queued.
+pub const SVC_NONE: i32 = 1;
+/// `KRPC_SVC_DIED`: the connection is gone.
+pub const SVC_DIED: i32 = 2;
+/// `KRPC_SVC_SENT`: `krpc_svc_reply` posted the reply (the chains are the transport's).
+pub const SVC_SENT: i32 = 0;
+/// `KRPC_SVC_AGAIN`: no send resource or reply slot now (nothing consumed).
+pub const SVC_AGAIN: i32 = 2;
+/// `KRPC_SVC_FAILED`: not sent (the chains were consumed).
+pub const SVC_FAILED: i32 = 3;
+/// `KRPC_SVC_STAT_DIED` (`XPRT_DIED`).
+pub const SVC_STAT_DIED: i32 = 0;
+/// `KRPC_SVC_STAT_MOREREQS` (`XPRT_MOREREQS`).
+pub const SVC_STAT_MOREREQS: i32 = 1;
+/// `KRPC_SVC_STAT_IDLE` (`XPRT_IDLE`).
+pub const SVC_STAT_IDLE: i32 = 2;
+
+/// `struct krpc_svc_call`: a received call's RPC header, flat.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KrpcSvcCall {
+    /// `rm_xid`.
+    pub xid: u32,
+    /// `cb_rpcvers`.
+    pub rpcvers: u32,
+    /// `cb_prog`.
+    pub prog: u32,
+    /// `cb_vers`.
+    pub vers: u32,
+    /// `cb_proc`.
+    pub proc_: u32,
+    /// `cb_cred.oa_flavor`.
+    pub cred_flavor: u32,
+    /// `cb_cred.oa_length` (bytes copied to the credential buffer).
+    pub cred_len: u32,
+    /// `cb_verf.oa_flavor`.
+    pub verf_flavor: u32,
+    /// `cb_verf.oa_length`.
+    pub verf_len: u32,
+}
+
+const_assert_eq!(size_of::<KrpcSvcCall>(), 36);
+
+/// `struct krpc_svc_stats`: the server transport's counters.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KrpcSvcStats {
+    /// Calls handed up by `xp_recv`.
+    pub calls: u64,
+    /// Malformed calls the transport answered itself.
+    pub answered: u64,
+    /// Replies posted by `xp_reply`.
+    pub replies: u64,
+    /// `xp_reply` calls that could not be sent.
+    pub reply_failed: u64,
+    /// Reply chains held now (until the Responder lets go of their pages).
+    pub held: u64,
+    /// Reply chains freed after their pages were released.
+    pub released: u64,
+}
+
+const_assert_eq!(size_of::<KrpcSvcStats>(), 48);
+
+/// Opaque `struct krpc_svc`: the Rust server state ([`crate::krpc_svc::KrpcSvc`]).
+#[repr(C)]
+pub struct KrpcSvcHandle {
+    _private: [u8; 0],
+}
+
+/// Opaque `struct __rpc_svcxprt` (FreeBSD's `SVCXPRT`, or the emulation's): only C reads it.
+#[repr(C)]
+pub struct FbsdSvcxprt {
+    _private: [u8; 0],
+}
+
+/// Opaque `struct __rpc_svcpool` (FreeBSD's `SVCPOOL`, or the emulation's).
+#[repr(C)]
+pub struct FbsdSvcpool {
+    _private: [u8; 0],
+}
+
+extern "C" {
+    /// `svc_rdma_create`: an `SVCXPRT` over `h` registered with `pool` (it takes `h`:
+    /// `xp_destroy` frees it); NULL without memory.
+    pub fn krpc_svc_create(pool: *mut FbsdSvcpool, h: *mut KrpcSvcHandle) -> *mut FbsdSvcxprt;
+}

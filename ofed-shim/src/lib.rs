@@ -30,6 +30,7 @@ extern crate std;
 pub mod emu_mbuf;
 pub mod ffi;
 pub mod krpc_clnt;
+pub mod krpc_svc;
 pub mod loopback;
 pub mod mbuf_bridge;
 pub mod pages;

@@ -238,3 +238,7 @@ mod mbuf_face;
 /// `clnt_rdma`: a `CLIENT *` called through its `struct clnt_ops` table.
 #[path = "emu_rxe/clnt_ops.rs"]
 mod clnt_ops;
+
+/// `svc_rdma`: an `SVCXPRT *` driven through its `struct xp_ops` table.
+#[path = "emu_rxe/svc_ops.rs"]
+mod svc_ops;

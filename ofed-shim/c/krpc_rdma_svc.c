@@ -1,0 +1,302 @@
+/*-
+ * SPDX-License-Identifier: BSD-2-Clause
+ *
+ * krpc-rdma: svc_rdma, a kernel RPC server transport (SVCXPRT *, struct xp_ops) over the
+ * Rust core's Responder (see krpc_rdma_svc.h for the division of work and the locking).
+ * Modelled on sys/rpc/svc_vc.c's per-connection transport: xp_recv hands the krpc one call
+ * (struct rpc_msg + the arguments as an mbuf chain, *addrp NULL) and marks the transport
+ * inactive (xprt_inactive_self) when nothing is queued; xp_stat says XPRT_DIED /
+ * XPRT_MOREREQS / XPRT_IDLE; xp_reply sends the reply header (what xdr_replymsg encodes)
+ * followed by the results chain and consumes it; xp_destroy frees everything.
+ *
+ * Limits of this piece: per connection only (the connection is accepted by the Rust side
+ * before svc_rdma_create; no rendezvous transport over a listener), no xp_ack (NULL, as
+ * svc_dg: SVC_ACK is FALSE; the core does not report Send completions per reply), no
+ * xp_idletimeout, and a call the krpc drops without replying keeps its Responder context
+ * (and credit) until the connection goes: struct xp_ops has no "dropped" hook.
+ */
+#ifdef KRPC_OFED_EMU
+#include "kpi_emu.h"
+#include "kpi_emu_mbuf.h"
+#include "kpi_emu_rpc.h"
+#include "kpi_emu_svc.h"
+#else
+#include <sys/param.h>
+#include <sys/systm.h>
+#include <sys/kernel.h>
+#include <sys/lock.h>
+#include <sys/malloc.h>
+#include <sys/mbuf.h>
+#include <sys/mutex.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/sx.h>
+#include <sys/endian.h>
+#include <rpc/rpc.h>
+#endif
+
+#include "krpc_rdma_svc.h"
+
+static MALLOC_DEFINE(M_KRPC_SVC, "krpc_rdma_svc", "krpc-rdma RPC server transport");
+
+/* What svc_vc.c's struct cf_conn is for a socket. */
+struct svc_rdma {
+	struct mtx	sr_lock;
+	struct krpc_svc	*sr_h;		/* Rust: connection + Responder */
+	SVCXPRT		*sr_xprt;
+	uint32_t	sr_seq;		/* replies posted (xp_reply's *seq) */
+	int		sr_died;
+};
+
+static bool_t svc_rdma_recv(SVCXPRT *, struct rpc_msg *, struct sockaddr **,
+    struct mbuf **);
+static enum xprt_stat svc_rdma_stat(SVCXPRT *);
+static bool_t svc_rdma_reply(SVCXPRT *, struct rpc_msg *, struct sockaddr *, struct mbuf *,
+    uint32_t *);
+static void svc_rdma_destroy(SVCXPRT *);
+static bool_t svc_rdma_control(SVCXPRT *, const u_int, void *);
+
+static const struct xp_ops svc_rdma_ops = {
+	.xp_recv =	svc_rdma_recv,
+	.xp_stat =	svc_rdma_stat,
+	.xp_ack =	NULL,
+	.xp_reply =	svc_rdma_reply,
+	.xp_destroy =	svc_rdma_destroy,
+	.xp_control =	svc_rdma_control,
+};
+
+/*
+ * The CQ completion upcall: never sleeps, never polls. It takes the transport's mutex (so it
+ * cannot fall between xp_recv's last poll and its xprt_inactive_self), makes the transport
+ * active for the pool's threads and wakes an xp_reply waiting for a send resource.
+ */
+static void
+svc_rdma_upcall(void *arg)
+{
+	struct svc_rdma *sr = arg;
+
+	mtx_lock(&sr->sr_lock);
+	xprt_active(sr->sr_xprt);
+	wakeup(sr);
+	mtx_unlock(&sr->sr_lock);
+}
+
+struct __rpc_svcxprt *
+svc_rdma_create(struct __rpc_svcpool *pool, struct krpc_svc *h)
+{
+	SVCXPRT *xprt;
+	struct svc_rdma *sr;
+
+	sr = malloc(sizeof(*sr), M_KRPC_SVC, M_WAITOK | M_ZERO);
+	if (sr == NULL)
+		return (NULL);
+	xprt = svc_xprt_alloc();
+	if (xprt == NULL) {
+		free(sr, M_KRPC_SVC);
+		return (NULL);
+	}
+	mtx_init(&sr->sr_lock, "krpc_rdma_svc", NULL, MTX_DEF);
+	sr->sr_h = h;
+	sr->sr_xprt = xprt;
+	xprt->xp_pool = pool;
+	xprt->xp_p1 = sr;
+	xprt->xp_p2 = NULL;
+	xprt->xp_netid = NULL;
+	xprt->xp_ops = &svc_rdma_ops;
+	xprt_register(xprt);
+	krpc_svc_set_upcall(h, svc_rdma_upcall, sr);
+	/* Calls that arrived before the upcall was set: the first xp_recv polls for them. */
+	xprt_active(xprt);
+	return (xprt);
+}
+
+struct __rpc_svcxprt *
+krpc_svc_create(struct __rpc_svcpool *pool, struct krpc_svc *h)
+{
+	return (svc_rdma_create(pool, h));
+}
+
+static bool_t
+svc_rdma_recv(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr **addrp,
+    struct mbuf **mp)
+{
+	struct svc_rdma *sr = xprt->xp_p1;
+	struct krpc_svc_call c;
+	struct mbuf *args = NULL;
+	int rc;
+
+	*addrp = NULL;
+	*mp = NULL;
+	memset(&c, 0, sizeof(c));
+	mtx_lock(&sr->sr_lock);
+	rc = krpc_svc_recv(sr->sr_h, &c, msg->rm_call.cb_cred.oa_base,
+	    msg->rm_call.cb_verf.oa_base, &args);
+	if (rc != KRPC_SVC_CALL) {
+		/* As svc_vc_recv with nothing readable; the upcall re-activates under the lock. */
+		if (rc == KRPC_SVC_DIED)
+			sr->sr_died = 1;
+		xprt_inactive_self(xprt);
+		mtx_unlock(&sr->sr_lock);
+		return (FALSE);
+	}
+	mtx_unlock(&sr->sr_lock);
+	msg->rm_xid = c.xid;
+	msg->rm_direction = CALL;
+	msg->rm_call.cb_rpcvers = c.rpcvers;
+	msg->rm_call.cb_prog = c.prog;
+	msg->rm_call.cb_vers = c.vers;
+	msg->rm_call.cb_proc = c.proc_;
+	msg->rm_call.cb_cred.oa_flavor = (enum_t)c.cred_flavor;
+	msg->rm_call.cb_cred.oa_length = c.cred_len;
+	msg->rm_call.cb_verf.oa_flavor = (enum_t)c.verf_flavor;
+	msg->rm_call.cb_verf.oa_length = c.verf_len;
+	*mp = args;
+	return (TRUE);
+}
+
+static enum xprt_stat
+svc_rdma_stat(SVCXPRT *xprt)
+{
+	struct svc_rdma *sr = xprt->xp_p1;
+	int st;
+
+	mtx_lock(&sr->sr_lock);
+	st = sr->sr_died ? KRPC_SVC_STAT_DIED : krpc_svc_stat(sr->sr_h);
+	if (st == KRPC_SVC_STAT_DIED)
+		sr->sr_died = 1;
+	mtx_unlock(&sr->sr_lock);
+	switch (st) {
+	case KRPC_SVC_STAT_DIED:
+		return (XPRT_DIED);
+	case KRPC_SVC_STAT_MOREREQS:
+		return (XPRT_MOREREQS);
+	default:
+		return (XPRT_IDLE);
+	}
+}
+
+/* Big-endian word at p (unaligned). */
+static char *
+svc_rdma_put32(char *p, uint32_t v)
+{
+	v = htobe32(v);
+	memcpy(p, &v, sizeof(v));
+	return (p + sizeof(v));
+}
+
+/*
+ * The reply header, as xdr_replymsg encodes struct rpc_msg (RFC 5531 reply_body): xid,
+ * REPLY, then MSG_ACCEPTED (verifier, accept_stat, PROG_MISMATCH's low/high) or MSG_DENIED
+ * (RPC_MISMATCH's low/high, AUTH_ERROR's auth_stat). One mbuf or cluster; may sleep.
+ */
+static struct mbuf *
+svc_rdma_header(struct rpc_msg *msg)
+{
+	const struct opaque_auth *verf = &msg->acpted_rply.ar_verf;
+	struct mbuf *m;
+	char *p;
+	u_int pad;
+
+	if (msg->rm_reply.rp_stat == MSG_ACCEPTED && verf->oa_length > MAX_AUTH_BYTES)
+		return (NULL);
+	m = m_getcl(M_WAITOK, MT_DATA, 0);
+	if (m == NULL)
+		return (NULL);
+	p = mtod(m, char *);
+	p = svc_rdma_put32(p, msg->rm_xid);
+	p = svc_rdma_put32(p, REPLY);
+	p = svc_rdma_put32(p, (uint32_t)msg->rm_reply.rp_stat);
+	if (msg->rm_reply.rp_stat == MSG_ACCEPTED) {
+		p = svc_rdma_put32(p, (uint32_t)verf->oa_flavor);
+		p = svc_rdma_put32(p, verf->oa_length);
+		if (verf->oa_length > 0) {
+			memcpy(p, verf->oa_base, verf->oa_length);
+			pad = roundup2(verf->oa_length, 4) - verf->oa_length;
+			if (pad > 0)
+				memset(p + verf->oa_length, 0, pad);
+			p += verf->oa_length + pad;
+		}
+		p = svc_rdma_put32(p, (uint32_t)msg->acpted_rply.ar_stat);
+		if (msg->acpted_rply.ar_stat == PROG_MISMATCH) {
+			p = svc_rdma_put32(p, msg->acpted_rply.ar_vers.low);
+			p = svc_rdma_put32(p, msg->acpted_rply.ar_vers.high);
+		}
+	} else {
+		p = svc_rdma_put32(p, (uint32_t)msg->rjcted_rply.rj_stat);
+		if (msg->rjcted_rply.rj_stat == RPC_MISMATCH) {
+			p = svc_rdma_put32(p, msg->rjcted_rply.rj_vers.low);
+			p = svc_rdma_put32(p, msg->rjcted_rply.rj_vers.high);
+		} else {
+			p = svc_rdma_put32(p, (uint32_t)msg->rjcted_rply.rj_why);
+		}
+	}
+	m->m_len = (int)(p - mtod(m, char *));
+	return (m);
+}
+
+/*
+ * As svc_vc_reply: the header, then (MSG_ACCEPTED / SUCCESS only) the results m; m is
+ * consumed in every case. A Responder without a send resource now: reap, sleep until the
+ * upcall (or a tick) and retry; the pool thread may sleep here.
+ */
+static bool_t
+svc_rdma_reply(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr *addr, struct mbuf *m,
+    uint32_t *seq)
+{
+	struct svc_rdma *sr = xprt->xp_p1;
+	struct mbuf *hdr;
+	int rc;
+
+	if (!(msg->rm_reply.rp_stat == MSG_ACCEPTED &&
+	    msg->acpted_rply.ar_stat == SUCCESS) && m != NULL) {
+		m_freem(m);
+		m = NULL;
+	}
+	hdr = svc_rdma_header(msg);
+	if (hdr == NULL) {
+		if (m != NULL)
+			m_freem(m);
+		return (FALSE);
+	}
+	mtx_lock(&sr->sr_lock);
+	for (;;) {
+		rc = krpc_svc_reply(sr->sr_h, msg->rm_xid, hdr, m);
+		if (rc != KRPC_SVC_AGAIN)
+			break;
+		krpc_svc_reap(sr->sr_h);
+		rc = krpc_svc_reply(sr->sr_h, msg->rm_xid, hdr, m);
+		if (rc != KRPC_SVC_AGAIN)
+			break;
+		msleep(sr, &sr->sr_lock, 0, "rdmarep", hz / 100 + 1);
+	}
+	if (rc == KRPC_SVC_SENT) {
+		sr->sr_seq++;
+		if (seq != NULL)
+			*seq = sr->sr_seq;
+	}
+	mtx_unlock(&sr->sr_lock);
+	return (rc == KRPC_SVC_SENT);
+}
+
+/* SVC_RELEASE's last reference (after xprt_unregister): the connection, the Responder (its
+ * contexts: calls never answered), the held reply chains, the SVCXPRT. */
+static void
+svc_rdma_destroy(SVCXPRT *xprt)
+{
+	struct svc_rdma *sr = xprt->xp_p1;
+
+	mtx_lock(&sr->sr_lock);
+	krpc_svc_set_upcall(sr->sr_h, NULL, NULL);
+	mtx_unlock(&sr->sr_lock);
+	krpc_svc_free(sr->sr_h);
+	mtx_destroy(&sr->sr_lock);
+	free(sr, M_KRPC_SVC);
+	svc_xprt_free(xprt);
+}
+
+/* As the kernel's svc_vc_control: no request means anything here. */
+static bool_t
+svc_rdma_control(SVCXPRT *xprt, const u_int rq, void *in)
+{
+	return (FALSE);
+}

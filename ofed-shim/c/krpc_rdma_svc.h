@@ -1,0 +1,125 @@
+/*-
+ * SPDX-License-Identifier: BSD-2-Clause
+ *
+ * krpc-rdma: a kernel RPC server transport (SVCXPRT * with struct xp_ops, after
+ * sys/rpc/svc_vc.c) over the Rust core's Responder.
+ *
+ * Division of work. The C side (krpc_rdma_svc.c, compiled against sys/rpc/svc.h, or
+ * unchanged against emu/kpi_emu_svc.h) owns the SVCXPRT, its mutex, the struct rpc_msg
+ * (filled from the flat krpc_svc_call on receive; the reply header encoded from it as
+ * xdr_replymsg does) and the waiting. The Rust side (ofed-shim/src/krpc_svc.rs) owns the
+ * connection and the Responder behind the opaque struct krpc_svc: it polls, parses the RPC
+ * call header (peer input, checked), answers what it cannot hand up (RPC_MISMATCH,
+ * AUTH_BADCRED, GARBAGE_ARGS, SYSTEM_ERR), hands the arguments up as an mbuf chain built by
+ * the bridge (a WRITE's data as M_EXTPG mbufs over the RDMA-Read pages), and sends replies
+ * (M_EXTPG pages of a READ reply go by RDMA Write into the client's write chunk).
+ *
+ * This piece is per connection: svc_rdma_create takes a connection the Rust side accepted
+ * (no rendezvous SVCXPRT over a listener yet).
+ *
+ * Locking. Every krpc_svc_* call below is made with the transport's mutex held and never
+ * sleeps (M_NOWAIT allocations). The CQ completion upcall only takes that mutex, calls
+ * xprt_active(9) and wakeup(9); xp_recv and xp_reply (pool threads) poll the Responder.
+ */
+#ifndef KRPC_RDMA_SVC_H
+#define KRPC_RDMA_SVC_H
+
+#ifdef _KERNEL
+#include <sys/types.h>
+#else
+#include <stddef.h>
+#include <stdint.h>
+#endif
+
+#define KRPC_SVC_ABI_VERSION	1
+
+/* krpc_svc_recv: a call (*call, *args); nothing queued; the connection is gone. */
+#define KRPC_SVC_CALL		0
+#define KRPC_SVC_NONE		1
+#define KRPC_SVC_DIED		2
+/* krpc_svc_reply: posted (the chains are the transport's now); no send resource or reply
+ * slot now (nothing consumed: reap, wait, retry); failed (the chains were consumed). */
+#define KRPC_SVC_SENT		0
+#define KRPC_SVC_AGAIN		2
+#define KRPC_SVC_FAILED		3
+/* krpc_svc_stat: enum xprt_stat values (XPRT_DIED, XPRT_MOREREQS, XPRT_IDLE). */
+#define KRPC_SVC_STAT_DIED	0
+#define KRPC_SVC_STAT_MOREREQS	1
+#define KRPC_SVC_STAT_IDLE	2
+
+/* A received call's header, flat (the fields of struct rpc_msg's call_body). */
+struct krpc_svc_call {
+	uint32_t xid;
+	uint32_t rpcvers;
+	uint32_t prog;
+	uint32_t vers;
+	uint32_t proc_;	/* cb_proc */
+	uint32_t cred_flavor;
+	uint32_t cred_len;	/* bytes copied to the cred buffer (<= MAX_AUTH_BYTES) */
+	uint32_t verf_flavor;
+	uint32_t verf_len;	/* bytes copied to the verf buffer (<= MAX_AUTH_BYTES) */
+};
+
+/* The transport's counters (krpc_svc_get_stats). */
+struct krpc_svc_stats {
+	uint64_t calls;		/* handed up by xp_recv */
+	uint64_t answered;	/* refused by the transport with an RPC reply (malformed) */
+	uint64_t replies;	/* posted by xp_reply */
+	uint64_t reply_failed;	/* xp_reply calls that could not be sent */
+	uint64_t held;		/* reply chains kept until their pages are released, now */
+	uint64_t released;	/* reply chains freed after their pages were released */
+};
+
+struct krpc_svc;	/* Rust: connection + Responder + bridge scratch */
+struct mbuf;
+struct __rpc_svcxprt;
+struct __rpc_svcpool;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Rust (ofed-shim/src/krpc_svc.rs) ----------------------------------------------- */
+
+/*
+ * The next call: reap completions (re-arming the CQ notification when nothing is queued),
+ * answer malformed calls, and hand up one call: *call, its credential and verifier bytes
+ * copied to cred / verf (MAX_AUTH_BYTES each; NULL only if the length is 0), *args the
+ * arguments past the RPC header (NULL when empty), the caller's to m_freem.
+ */
+int krpc_svc_recv(struct krpc_svc *h, struct krpc_svc_call *call, void *cred, void *verf,
+    struct mbuf **args);
+/*
+ * Reply to call xid: hdr (the RPC reply header) followed by res (the results, or NULL).
+ * KRPC_SVC_SENT and KRPC_SVC_FAILED consume both chains (they are freed once the transport
+ * holds no reference on their pages: after the reply's Send completed); KRPC_SVC_AGAIN
+ * consumes nothing.
+ */
+int krpc_svc_reply(struct krpc_svc *h, uint32_t xid, struct mbuf *hdr, struct mbuf *res);
+/* Reap completions, re-arm, free the reply chains whose pages were released. */
+void krpc_svc_reap(struct krpc_svc *h);
+/* KRPC_SVC_STAT_*. */
+int krpc_svc_stat(struct krpc_svc *h);
+void krpc_svc_get_stats(struct krpc_svc *h, struct krpc_svc_stats *out);
+/* Destroy the connection and the state: the Responder, then the held reply chains. */
+void krpc_svc_free(struct krpc_svc *h);
+/* Route the CQ completion upcall to f(arg) (f NULL: none). */
+void krpc_svc_set_upcall(struct krpc_svc *h, void (*f)(void *), void *arg);
+
+/* ---- C (krpc_rdma_svc.c) ------------------------------------------------------------ */
+
+/* An SVCXPRT over h (which it takes: xp_destroy frees it), registered with pool
+ * (xprt_register) and activated once. NULL when out of memory (h is then still the
+ * caller's). */
+struct __rpc_svcxprt *svc_rdma_create(struct __rpc_svcpool *pool, struct krpc_svc *h);
+/* The same, under the krpc_ prefix of the names Rust imports (KrpcSvc::into_xprt). */
+struct __rpc_svcxprt *krpc_svc_create(struct __rpc_svcpool *pool, struct krpc_svc *h);
+
+#ifdef __cplusplus
+}
+#endif
+
+_Static_assert(sizeof(struct krpc_svc_call) == 36, "krpc_svc_call size");
+_Static_assert(sizeof(struct krpc_svc_stats) == 48, "krpc_svc_stats size");
+
+#endif /* KRPC_RDMA_SVC_H */

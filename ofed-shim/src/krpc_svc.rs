@@ -1,0 +1,716 @@
+//! The Rust half of `svc_rdma`, the kernel RPC server transport (`SVCXPRT *` with
+//! `struct xp_ops`, `c/krpc_rdma_svc.c`): one connection's [`Responder`] over an
+//! [`OfedQp`], behind the opaque `struct krpc_svc` the C side holds.
+//!
+//! The C side owns the `SVCXPRT`, its mutex, the `struct rpc_msg` and the sleeping; every
+//! `krpc_svc_*` entry point below is called with that mutex held and never sleeps (the
+//! bridge builds with `M_NOWAIT`). What happens here:
+//!
+//! * **recv** (`krpc_svc_recv`, from `xp_recv` in a pool thread): [`Responder::poll`] into
+//!   a queue of [`Incoming`] calls (allocated once, `max_requests` entries), the CQ
+//!   notification re-armed when nothing is queued. The RPC call header is parsed (checked:
+//!   peer input); a call that cannot be handed up is answered here, never dropped: a wrong
+//!   RPC version with `MSG_DENIED`/`RPC_MISMATCH` (2..2), a credential or verifier longer
+//!   than `MAX_AUTH_BYTES` with `AUTH_ERROR`/`AUTH_BADCRED`/`AUTH_BADVERF`, a truncated
+//!   header or a non-CALL with `GARBAGE_ARGS`, and a call whose arguments cannot be built
+//!   into mbufs with `SYSTEM_ERR` (malformed RPC-over-RDMA headers are the Responder's:
+//!   `RDMA_ERROR`). The arguments past the header go back through the [`MbufBridge`] as an
+//!   mbuf chain, a WRITE's data as M_EXTPG mbufs over the pages the RDMA Read filled.
+//!   The call's [`ReplyCtx`] is kept by XID until `xp_reply`.
+//! * **reply** (`krpc_svc_reply`): the reply header mbuf (encoded by C from the
+//!   `rpc_msg`) and the krpc's results chain are walked into one [`Chain`] (M_EXTPG pages by
+//!   reference: a READ's data goes by RDMA Write into the client's write chunk) and
+//!   [`Responder::reply`]. **Page lifetime**: the walk's page mbufs take one reference per
+//!   page (`vm_page_wire` with [`KernelPages`](crate::KernelPages)) and the Responder keeps
+//!   the chain until the reply's Send completes. That alone does not make it safe to
+//!   `m_freem` the krpc's chain right after the walk: NFS builds its READ data with
+//!   `mb_alloc_ext_plus_pages`, whose free routine `mb_free_mext_pgs` unwires **and frees**
+//!   every page whatever other wirings it has. So the FreeBSD chains are kept in a reply
+//!   *slot* until the Responder has let go of every page reference the walk took: each slot
+//!   has its own counting [`PageProvider`] (over the connection's) that the walk uses, and
+//!   a slot whose count is back to zero has its chains freed at the next reap. No core
+//!   change, no allocation per reply (the slots and their providers are made once).
+//! * **destroy** (`krpc_svc_free`): the Responder and the connection go first (their
+//!   references on reply pages with them), then the held chains.
+//!
+//! Allocation per RPC in steady state: the bridge's copies of the XDR bytes into mbufs (both
+//! ways, as on the client side), the Rust mbufs of the walked reply, and the M_EXTPG mbufs
+//! of the arguments; the queue, the context table, the slots and the bridge's scratch are
+//! allocated once. Answering a malformed call allocates its small reply chain.
+
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use krpc_rdma::transport::{Incoming, ReplyCtx, ReplyError, Responder, ResponderEvent};
+use mbuf::{AllocError, Chain, PageError, PageProvider};
+
+use crate::ffi::{
+    self, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcSvcCall, KrpcSvcHandle, KrpcSvcStats,
+};
+use crate::mbuf_bridge::{BridgeError, MbufBridge, MbufChain};
+use crate::OfedQp;
+
+/// `MAX_AUTH_BYTES`.
+const MAX_AUTH_BYTES: u32 = 400;
+/// RPC message version 2 (RFC 5531).
+const RPC_VERSION: u32 = 2;
+
+/// A page provider that counts the references taken through it (over the connection's):
+/// the walk of one reply uses a slot's, so the slot knows when the Responder has let go of
+/// that reply's pages.
+struct SlotPages {
+    inner: Arc<dyn PageProvider>,
+    refs: AtomicUsize,
+}
+
+impl SlotPages {
+    fn put(&self) {
+        let _ = self
+            .refs
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    fn held(&self) -> usize {
+        self.refs.load(Ordering::Acquire)
+    }
+}
+
+impl PageProvider for SlotPages {
+    fn alloc_page(&self) -> Result<u64, AllocError> {
+        let p = self.inner.alloc_page()?;
+        self.refs.fetch_add(1, Ordering::AcqRel);
+        Ok(p)
+    }
+    fn page_ref(&self, addr: u64) -> Result<(), PageError> {
+        self.inner.page_ref(addr)?;
+        self.refs.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+    fn page_unref(&self, addr: u64) {
+        self.put();
+        self.inner.page_unref(addr);
+    }
+    fn with_page(&self, addr: u64, f: &mut dyn FnMut(&[u8])) -> Result<(), PageError> {
+        self.inner.with_page(addr, f)
+    }
+    fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError> {
+        self.inner.with_page_mut(addr, f)
+    }
+    fn read_page(&self, addr: u64, offset: usize, dst: &mut [u8]) -> Result<(), PageError> {
+        self.inner.read_page(addr, offset, dst)
+    }
+    fn write_page(&self, addr: u64, offset: usize, src: &[u8]) -> Result<(), PageError> {
+        self.inner.write_page(addr, offset, src)
+    }
+}
+
+/// One reply's FreeBSD chains: the header, the results.
+type Held = (Option<MbufChain>, Option<MbufChain>);
+
+/// One reply's FreeBSD chains, kept until the Responder holds no reference on their pages.
+struct Slot {
+    pages: Arc<SlotPages>,
+    held: Option<Held>,
+}
+
+/// One connection's server state (the C side's `struct krpc_svc`).
+///
+/// Field order is drop order: the connection (no more DMA), then the Responder (and with it
+/// every reference on reply pages), last the slots' FreeBSD chains.
+pub struct KrpcSvc {
+    // Both boxed (880 and 920 bytes): `new` then moves pointers, not the values, and keeps
+    // its frame small.
+    qp: Box<OfedQp>,
+    resp: Box<Responder>,
+    /// Calls polled, not yet handed up.
+    queue: VecDeque<Incoming>,
+    /// Contexts of calls handed up, by XID.
+    ctxs: Vec<(u32, ReplyCtx)>,
+    /// Transport answers to malformed calls that found no send resource yet.
+    owed: Vec<(ReplyCtx, Chain)>,
+    bridge: MbufBridge,
+    lost: bool,
+    stats: KrpcSvcStats,
+    slots: Vec<Slot>,
+}
+
+impl core::fmt::Debug for KrpcSvc {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("KrpcSvc")
+            .field("resp", &self.resp)
+            .field("queued", &self.queue.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+fn table<T>(n: usize) -> Result<Vec<T>, BridgeError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| BridgeError::NoMemory)?;
+    Ok(v)
+}
+
+/// Why a call header could not be handed up: the RPC reply that answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// `MSG_ACCEPTED` with this `accept_stat` (4 `GARBAGE_ARGS`, 5 `SYSTEM_ERR`).
+    Accepted(u32),
+    /// `MSG_DENIED` / `RPC_MISMATCH` low 2 high 2.
+    RpcMismatch,
+    /// `MSG_DENIED` / `AUTH_ERROR` with this `auth_stat`.
+    Auth(u32),
+}
+
+const GARBAGE_ARGS: u32 = 4;
+const SYSTEM_ERR: u32 = 5;
+const AUTH_BADCRED: u32 = 1;
+const AUTH_BADVERF: u32 = 3;
+
+/// The reply that answers `xid` with `a` (RFC 5531; an `AUTH_NONE` verifier).
+fn answer_chain(xid: u32, a: Answer) -> Option<Chain> {
+    let w: &[u32] = match a {
+        Answer::Accepted(stat) => &[xid, 1, 0, 0, 0, stat],
+        Answer::RpcMismatch => &[xid, 1, 1, 0, RPC_VERSION, RPC_VERSION],
+        Answer::Auth(why) => &[xid, 1, 1, 1, why],
+    };
+    let mut b = [0u8; 24];
+    for (d, v) in b.chunks_exact_mut(4).zip(w) {
+        d.copy_from_slice(&v.to_be_bytes());
+    }
+    Chain::from_bytes(b.get(..w.len() * 4)?).ok()
+}
+
+/// Big-endian word at `off` of `c`.
+fn word(c: &Chain, off: usize) -> Option<u32> {
+    let mut b = [0u8; 4];
+    c.copydata(off, &mut b).ok()?;
+    Some(u32::from_be_bytes(b))
+}
+
+/// An opaque_auth at `off`: (flavor, length, offset of the body, offset past it).
+fn auth_at(c: &Chain, off: usize) -> Option<(u32, u32, usize, usize)> {
+    let flavor = word(c, off)?;
+    let len = word(c, off.checked_add(4)?)?;
+    let body = off.checked_add(8)?;
+    let end = body.checked_add(usize::try_from(len.checked_next_multiple_of(4)?).ok()?)?;
+    Some((flavor, len, body, end))
+}
+
+/// Parse the RPC call header of `c` (RFC 5531 `call_body`) into `call`; the offsets of the
+/// credential and verifier bodies and of the arguments, or the answer to a malformed one.
+fn parse_call(c: &Chain, call: &mut KrpcSvcCall) -> Result<(usize, usize, usize), Answer> {
+    let garbage = Answer::Accepted(GARBAGE_ARGS);
+    call.xid = word(c, 0).ok_or(garbage)?;
+    if word(c, 4).ok_or(garbage)? != 0 {
+        return Err(garbage); // not a CALL
+    }
+    call.rpcvers = word(c, 8).ok_or(garbage)?;
+    if call.rpcvers != RPC_VERSION {
+        return Err(Answer::RpcMismatch);
+    }
+    call.prog = word(c, 12).ok_or(garbage)?;
+    call.vers = word(c, 16).ok_or(garbage)?;
+    call.proc_ = word(c, 20).ok_or(garbage)?;
+    let (cf, cl, cred, vo) = auth_at(c, 24).ok_or(garbage)?;
+    if cl > MAX_AUTH_BYTES {
+        return Err(Answer::Auth(AUTH_BADCRED));
+    }
+    let (vf, vl, verf, args) = auth_at(c, vo).ok_or(garbage)?;
+    if vl > MAX_AUTH_BYTES {
+        return Err(Answer::Auth(AUTH_BADVERF));
+    }
+    if args > c.len() {
+        return Err(garbage);
+    }
+    (
+        call.cred_flavor,
+        call.cred_len,
+        call.verf_flavor,
+        call.verf_len,
+    ) = (cf, cl, vf, vl);
+    Ok((cred, verf, args))
+}
+
+/// What `recv` found.
+enum Recv {
+    Call(Option<MbufChain>),
+    None,
+    Died,
+}
+
+impl KrpcSvc {
+    /// The state over an accepted queue pair and its [`Responder`], with `max_requests`
+    /// calls in flight at most (the size of the queue and the context table; twice that
+    /// many reply slots).
+    ///
+    /// # Errors
+    /// [`BridgeError::NoMemory`].
+    pub fn new(
+        qp: Box<OfedQp>,
+        resp: Box<Responder>,
+        pages: Arc<dyn PageProvider>,
+        max_requests: usize,
+    ) -> Result<Box<Self>, BridgeError> {
+        let n = max_requests.max(1);
+        let mut queue = VecDeque::new();
+        queue
+            .try_reserve_exact(n)
+            .map_err(|_| BridgeError::NoMemory)?;
+        let mut slots = table(n.saturating_mul(2))?;
+        for _ in 0..n.saturating_mul(2) {
+            slots.push(Slot {
+                pages: Arc::new(SlotPages {
+                    inner: Arc::clone(&pages),
+                    refs: AtomicUsize::new(0),
+                }),
+                held: None,
+            });
+        }
+        Ok(Box::new(KrpcSvc {
+            qp,
+            resp,
+            queue,
+            ctxs: table(n)?,
+            owed: table(n)?,
+            bridge: MbufBridge::new(64, 64)?,
+            lost: false,
+            stats: KrpcSvcStats::default(),
+            slots,
+        }))
+    }
+
+    /// An `SVCXPRT *` (`svc_rdma_create`) registered with `pool`, which takes this state
+    /// (its `xp_destroy` frees it); `None` without memory (the state is dropped).
+    ///
+    /// # Safety
+    /// `pool` is a live `SVCPOOL` that outlives the transport.
+    pub unsafe fn into_xprt(self: Box<Self>, pool: *mut FbsdSvcpool) -> Option<*mut FbsdSvcxprt> {
+        let h = Box::into_raw(self);
+        // SAFETY: `h` is a live, uniquely owned KrpcSvc; the C side keeps it until
+        // xp_destroy, which gives it back through krpc_svc_free; `pool` per the contract.
+        let x = unsafe { ffi::krpc_svc_create(pool, h.cast::<KrpcSvcHandle>()) };
+        if x.is_null() {
+            // SAFETY: svc_rdma_create failed and did not keep `h`: still ours.
+            drop(unsafe { Box::from_raw(h) });
+            return None;
+        }
+        Some(x)
+    }
+
+    /// Poll the Responder: calls to the queue, owed answers retried, slots whose pages were
+    /// released freed.
+    fn reap(&mut self) {
+        let (queue, lost) = (&mut self.queue, &mut self.lost);
+        self.resp.poll(&mut *self.qp, &mut |e| match e {
+            // At most max_requests contexts exist: the push fits (the reserve keeps a
+            // failure from panicking; the call's context then dies with the connection).
+            ResponderEvent::Call(c) if queue.try_reserve(1).is_ok() => queue.push_back(c),
+            ResponderEvent::ConnectionLost => *lost = true,
+            _ => {}
+        });
+        while let Some((ctx, chain)) = self.owed.pop() {
+            match self.resp.reply(&mut *self.qp, ctx, chain) {
+                Err(ReplyError::WouldBlock { ctx, reply }) => {
+                    // Back where it was (the pop made room).
+                    self.owed.push((ctx, reply));
+                    break;
+                }
+                Ok(()) => self.stats.answered += 1,
+                Err(_) => {}
+            }
+        }
+        for s in &mut self.slots {
+            if s.held.is_some() && s.pages.held() == 0 {
+                s.held = None;
+                self.stats.held = self.stats.held.saturating_sub(1);
+                self.stats.released += 1;
+            }
+        }
+    }
+
+    /// Reap; if nothing is queued, re-arm the notification and reap again (completions that
+    /// arrive before the arm raise no upcall).
+    fn reap_armed(&mut self) {
+        self.reap();
+        if self.queue.is_empty() {
+            self.qp.arm();
+            self.reap();
+        }
+    }
+
+    /// Answer a call the transport cannot hand up.
+    fn answer(&mut self, xid: u32, ctx: ReplyCtx, a: Answer) {
+        let Some(chain) = answer_chain(xid, a) else {
+            // No memory for 24 bytes: give the context back rather than hold it forever.
+            let _ = self.resp.drop_call(&mut *self.qp, ctx, &mut |_| {});
+            return;
+        };
+        match self.resp.reply(&mut *self.qp, ctx, chain) {
+            Ok(()) => self.stats.answered += 1,
+            Err(ReplyError::WouldBlock { ctx, reply }) => {
+                // `owed` holds max_requests entries, one per context at most.
+                if self.owed.len() < self.owed.capacity() {
+                    self.owed.push((ctx, reply));
+                }
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// The next call for `xp_recv`.
+    fn recv(&mut self, call: &mut KrpcSvcCall, cred: *mut u8, verf: *mut u8) -> Recv {
+        loop {
+            if self.queue.is_empty() {
+                self.reap_armed();
+            }
+            if self.lost {
+                // Their contexts died with the connection: nothing to hand up.
+                self.queue.clear();
+                return Recv::Died;
+            }
+            let Some(inc) = self.queue.pop_front() else {
+                return Recv::None;
+            };
+            let Incoming {
+                xid,
+                call: mut chain,
+                ctx,
+            } = inc;
+            *call = KrpcSvcCall::default();
+            let (co, vo, args) = match parse_call(&chain, call) {
+                Ok(o) => o,
+                Err(a) => {
+                    self.answer(xid, ctx, a);
+                    continue;
+                }
+            };
+            // SAFETY: per krpc_svc_recv's contract, cred / verf hold MAX_AUTH_BYTES bytes
+            // each (or are NULL), and nothing else refers to them during the call.
+            let ok = unsafe { copy_auth(&chain, co, call.cred_len, cred) }
+                // SAFETY: as above.
+                && unsafe { copy_auth(&chain, vo, call.verf_len, verf) };
+            let trimmed = i64::try_from(args)
+                .ok()
+                .and_then(|n| chain.adj(n).ok())
+                .is_some();
+            if !ok || !trimmed {
+                self.answer(xid, ctx, Answer::Accepted(SYSTEM_ERR));
+                continue;
+            }
+            let built = if chain.is_empty() {
+                Ok(None)
+            } else {
+                self.bridge.mbufs_from_chain(chain, true, true)
+            };
+            match built {
+                Ok(m) => {
+                    // One context per call handed up, max_requests at most: it fits.
+                    if self.ctxs.len() < self.ctxs.capacity() {
+                        self.ctxs.push((call.xid, ctx));
+                    }
+                    self.stats.calls += 1;
+                    return Recv::Call(m);
+                }
+                Err(_) => self.answer(xid, ctx, Answer::Accepted(SYSTEM_ERR)),
+            }
+        }
+    }
+
+    /// Reply to `xid` with `hdr` + `res` (see `krpc_svc_reply`).
+    fn reply(&mut self, xid: u32, hdr: *mut FbsdMbuf, res: *mut FbsdMbuf) -> i32 {
+        let Some(ci) = self.ctxs.iter().position(|(x, _)| *x == xid) else {
+            self.stats.reply_failed += 1;
+            // SAFETY: per krpc_svc_reply's contract the chains are ours to consume.
+            drop(unsafe { (MbufChain::from_raw(hdr), MbufChain::from_raw(res)) });
+            return ffi::SVC_FAILED;
+        };
+        let Some(si) = self.free_slot() else {
+            return ffi::SVC_AGAIN;
+        };
+        let Some(slot) = self.slots.get(si) else {
+            return ffi::SVC_AGAIN;
+        };
+        let sp: Arc<dyn PageProvider> = slot.pages.clone();
+        // SAFETY: the C caller holds both chains (live, unchanged) during the call.
+        let walked = unsafe { self.bridge.chain_from_mbuf_parts(&[hdr, res], &sp) };
+        let (_, ctx) = self.ctxs.remove(ci);
+        // SAFETY: from here on the chains are consumed (held or freed) unless we return
+        // SVC_AGAIN, which gives them back unowned (into_raw).
+        let owned = unsafe { (MbufChain::from_raw(hdr), MbufChain::from_raw(res)) };
+        let chain = match walked {
+            Ok(c) => c,
+            Err(_) => {
+                // The krpc's chain cannot be sent (an insane M_EXTPG mbuf): the client
+                // gets SYSTEM_ERR rather than silence.
+                self.answer(xid, ctx, Answer::Accepted(SYSTEM_ERR));
+                self.stats.reply_failed += 1;
+                return ffi::SVC_FAILED;
+            }
+        };
+        match self.resp.reply(&mut *self.qp, ctx, chain) {
+            Ok(()) => {
+                self.stats.replies += 1;
+                self.hold(si, owned);
+                ffi::SVC_SENT
+            }
+            Err(ReplyError::WouldBlock { ctx, reply }) => {
+                drop(reply);
+                // Room: the remove above made it.
+                self.ctxs.push((xid, ctx));
+                let (h, r) = owned;
+                let _ = (h.map(MbufChain::into_raw), r.map(MbufChain::into_raw));
+                ffi::SVC_AGAIN
+            }
+            Err(_) => {
+                // ERR_CHUNK sent by the Responder, or the connection is gone: the chain is
+                // dropped (its references with it).
+                self.stats.reply_failed += 1;
+                self.hold(si, owned);
+                ffi::SVC_FAILED
+            }
+        }
+    }
+
+    /// A slot with no chains held (after a reap if none is free now).
+    fn free_slot(&mut self) -> Option<usize> {
+        let free = |s: &[Slot]| s.iter().position(|x| x.held.is_none());
+        if let Some(i) = free(&self.slots) {
+            return Some(i);
+        }
+        self.reap();
+        free(&self.slots)
+    }
+
+    /// Keep the chains in slot `si` until its pages are released (at once if none is
+    /// referenced any more).
+    fn hold(&mut self, si: usize, owned: Held) {
+        if let Some(s) = self.slots.get_mut(si) {
+            if s.pages.held() > 0 {
+                s.held = Some(owned);
+                self.stats.held += 1;
+                return;
+            }
+        }
+        self.stats.released += 1;
+        drop(owned);
+    }
+
+    fn stat(&mut self) -> i32 {
+        self.reap();
+        if self.lost {
+            ffi::SVC_STAT_DIED
+        } else if !self.queue.is_empty() {
+            ffi::SVC_STAT_MOREREQS
+        } else {
+            ffi::SVC_STAT_IDLE
+        }
+    }
+}
+
+/// Copy the `len`-byte opaque body at `off` of `c` to `dst`.
+///
+/// # Safety
+/// `dst` is NULL or holds `MAX_AUTH_BYTES` writable bytes nobody else uses meanwhile.
+unsafe fn copy_auth(c: &Chain, off: usize, len: u32, dst: *mut u8) -> bool {
+    if len == 0 {
+        return true;
+    }
+    if dst.is_null() || len > MAX_AUTH_BYTES {
+        return false;
+    }
+    // SAFETY: per the function's contract (len <= MAX_AUTH_BYTES).
+    let d = unsafe { core::slice::from_raw_parts_mut(dst, len as usize) };
+    c.copydata(off, d).is_ok()
+}
+
+/// The state behind a C handle.
+///
+/// # Safety
+/// `h` came from [`KrpcSvc::into_xprt`] and is not freed; the caller holds the transport's
+/// mutex (no other reference is live).
+unsafe fn state<'a>(h: *mut KrpcSvcHandle) -> &'a mut KrpcSvc {
+    // SAFETY: per the function's contract.
+    unsafe { &mut *h.cast::<KrpcSvc>() }
+}
+
+/// `krpc_svc_recv` (see `c/krpc_rdma_svc.h`).
+///
+/// # Safety
+/// `h` as for [`state`]; `call` and `args` valid out-pointers; `cred` / `verf` NULL or
+/// `MAX_AUTH_BYTES` writable bytes each.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_recv(
+    h: *mut KrpcSvcHandle,
+    call: *mut KrpcSvcCall,
+    cred: *mut c_void,
+    verf: *mut c_void,
+    args: *mut *mut FbsdMbuf,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    let (s, call, args) = unsafe { (state(h), &mut *call, &mut *args) };
+    *args = core::ptr::null_mut();
+    match s.recv(call, cred.cast(), verf.cast()) {
+        Recv::Call(m) => {
+            *args = m.map_or(core::ptr::null_mut(), MbufChain::into_raw);
+            ffi::SVC_CALL
+        }
+        Recv::None => ffi::SVC_NONE,
+        Recv::Died => ffi::SVC_DIED,
+    }
+}
+
+/// `krpc_svc_reply` (see `c/krpc_rdma_svc.h`).
+///
+/// # Safety
+/// `h` as for [`state`]; `hdr` a valid chain and `res` NULL or one, both the caller's to
+/// give (consumed unless `KRPC_SVC_AGAIN` is returned).
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_reply(
+    h: *mut KrpcSvcHandle,
+    xid: u32,
+    hdr: *mut FbsdMbuf,
+    res: *mut FbsdMbuf,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    unsafe { state(h) }.reply(xid, hdr, res)
+}
+
+/// `krpc_svc_reap` (see `c/krpc_rdma_svc.h`).
+///
+/// # Safety
+/// `h` as for [`state`].
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_reap(h: *mut KrpcSvcHandle) {
+    // SAFETY: per the function's contract.
+    unsafe { state(h) }.reap_armed();
+}
+
+/// `krpc_svc_stat` (see `c/krpc_rdma_svc.h`).
+///
+/// # Safety
+/// `h` as for [`state`].
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_stat(h: *mut KrpcSvcHandle) -> i32 {
+    // SAFETY: per the function's contract.
+    unsafe { state(h) }.stat()
+}
+
+/// `krpc_svc_get_stats` (see `c/krpc_rdma_svc.h`).
+///
+/// # Safety
+/// `h` as for [`state`]; `out` a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_get_stats(h: *mut KrpcSvcHandle, out: *mut KrpcSvcStats) {
+    // SAFETY: per the function's contract.
+    unsafe { *out = state(h).stats };
+}
+
+/// `krpc_svc_free` (see `c/krpc_rdma_svc.h`).
+///
+/// # Safety
+/// `h` as for [`state`]; not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_free(h: *mut KrpcSvcHandle) {
+    // SAFETY: `h` came from Box::into_raw in into_xprt and is given back once.
+    drop(unsafe { Box::from_raw(h.cast::<KrpcSvc>()) });
+}
+
+extern "C" fn no_upcall(_: *mut c_void) {}
+
+/// `krpc_svc_set_upcall` (see `c/krpc_rdma_svc.h`).
+///
+/// # Safety
+/// `h` as for [`state`]; `f(arg)` callable from the completion handler until the state is
+/// freed or the upcall replaced.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_set_upcall(
+    h: *mut KrpcSvcHandle,
+    f: Option<extern "C" fn(*mut c_void)>,
+    arg: *mut c_void,
+) {
+    let (f, arg) = match f {
+        Some(f) => (f, arg),
+        None => (
+            no_upcall as extern "C" fn(*mut c_void),
+            core::ptr::null_mut(),
+        ),
+    };
+    // SAFETY: per the function's contract.
+    unsafe { state(h).qp.set_upcall(f, arg) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(words: &[u32], extra: &[u8]) -> Chain {
+        let mut b: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+        b.extend_from_slice(extra);
+        Chain::from_bytes(&b).unwrap()
+    }
+
+    #[test]
+    fn a_call_header_is_parsed_with_its_credential() {
+        // AUTH_SYS credential of 5 bytes (padded to 8), AUTH_NONE verifier, 4 argument bytes.
+        let c = chain(
+            &[7, 0, 2, 100_003, 3, 1, 1, 5],
+            &[1, 2, 3, 4, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9],
+        );
+        let mut call = KrpcSvcCall::default();
+        assert_eq!(parse_call(&c, &mut call), Ok((32, 48, 48)));
+        assert_eq!(
+            (call.xid, call.prog, call.vers, call.proc_),
+            (7, 100_003, 3, 1)
+        );
+        assert_eq!((call.cred_flavor, call.cred_len, call.verf_len), (1, 5, 0));
+        assert_eq!(c.len() - 48, 4);
+    }
+
+    #[test]
+    fn malformed_headers_get_their_answers() {
+        let mut call = KrpcSvcCall::default();
+        let cases: [(&[u32], Answer); 6] = [
+            (&[1, 0, 3, 1, 1, 0, 0, 0, 0, 0], Answer::RpcMismatch),
+            (&[1, 0, 2, 1, 1, 0, 0, 401], Answer::Auth(AUTH_BADCRED)),
+            (
+                &[1, 0, 2, 1, 1, 0, 0, 0, 0, 401],
+                Answer::Auth(AUTH_BADVERF),
+            ),
+            (&[1, 0, 2, 1], Answer::Accepted(GARBAGE_ARGS)),
+            (&[1, 1, 0, 0, 0, 0], Answer::Accepted(GARBAGE_ARGS)),
+            // A credential body the message does not hold.
+            (
+                &[1, 0, 2, 1, 1, 0, 1, 400, 0, 0],
+                Answer::Accepted(GARBAGE_ARGS),
+            ),
+        ];
+        for (w, want) in cases {
+            assert_eq!(parse_call(&chain(w, &[]), &mut call), Err(want), "{w:?}");
+        }
+        // A length that overflows the padding arithmetic: refused, no panic.
+        assert!(parse_call(&chain(&[1, 0, 2, 1, 1, 0, 1, u32::MAX], &[]), &mut call).is_err());
+    }
+
+    #[test]
+    fn answers_are_rfc5531_replies() {
+        let words = |a| {
+            answer_chain(9, a)
+                .unwrap()
+                .to_vec()
+                .unwrap()
+                .chunks_exact(4)
+                .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(words(Answer::RpcMismatch), [9, 1, 1, 0, 2, 2]);
+        assert_eq!(words(Answer::Auth(AUTH_BADCRED)), [9, 1, 1, 1, 1]);
+        assert_eq!(
+            words(Answer::Accepted(SYSTEM_ERR)),
+            [9, 1, 0, 0, 0, SYSTEM_ERR]
+        );
+    }
+}

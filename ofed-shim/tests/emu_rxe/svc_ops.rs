@@ -1,0 +1,633 @@
+//! `svc_rdma` over rxe: an `SVCXPRT *` made by `svc_rdma_create` (`c/krpc_rdma_svc.c`,
+//! compiled unchanged against the emulated `sys/rpc` of `emu/kpi_emu_svc.h`) is driven
+//! through its `struct xp_ops` table by a pool thread of its own (`SVC_RECV` only while the
+//! transport is active, as svc.c's threads; `SVC_REPLY` with the results as emulated
+//! FreeBSD mbuf chains; `SVC_STAT`), against `clnt_rdma`'s `CLIENT` (both ops tables against
+//! each other), and against the core's Requester for calls `clnt_rdma` cannot send (a
+//! malformed RPC header).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use krpc_rdma::transport::{DdpReply, ReplySpec, Requester, RequesterEvent, TransportConfig};
+use krpc_rdma_scenarios::{Link, Pair};
+use mbuf::{Chain, PageProvider};
+use nfs_glue::nfs3::{
+    locate_read_data, NfsFh3, Nfsstat3, ReadArgs, ReadHead, StableHow, WriteHead, NFSPROC3_READ,
+    NFSPROC3_WRITE, NFS_PROGRAM,
+};
+use nfs_glue::rpc::CallHeader;
+use nfs_glue::xdr::{pad, Decoder, Encoder};
+use ofed_shim::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
+use ofed_shim::ffi::{FbsdClient, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt};
+use ofed_shim::krpc_clnt::KrpcClnt;
+use ofed_shim::krpc_svc::KrpcSvc;
+use ofed_shim::mbuf_bridge::{self, MbufChain};
+use ofed_shim::{loopback, OfedQp};
+
+use super::{emu, emu_stats, CondSleep, KernelPages};
+
+/// `struct krpc_emu_rpc_err` of `emu/kpi_emu_rpc.h`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct RpcErr {
+    status: i32,
+    err: i32,
+    low: u32,
+    high: u32,
+}
+
+/// `struct krpc_emu_svc_msg` of `emu/kpi_emu_svc.h`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct SvcMsg {
+    xid: u32,
+    direction: u32,
+    rpcvers: u32,
+    prog: u32,
+    vers: u32,
+    proc_: u32,
+    cred_flavor: u32,
+    cred_len: u32,
+    verf_flavor: u32,
+    verf_len: u32,
+    cred: [u8; 400],
+}
+
+extern "C" {
+    fn krpc_emu_clnt_call(
+        cl: *mut FbsdClient,
+        proc_: u32,
+        args: *mut FbsdMbuf,
+        rep: *mut *mut FbsdMbuf,
+        timeout_ms: u32,
+        ext_err: *mut RpcErr,
+        cl_err: *mut RpcErr,
+    ) -> i32;
+    fn krpc_emu_clnt_control_u32(cl: *mut FbsdClient, req: u32, val: *mut u32) -> i32;
+    fn krpc_emu_clnt_destroy(cl: *mut FbsdClient);
+    fn krpc_emu_svcpool_create() -> *mut FbsdSvcpool;
+    fn krpc_emu_svcpool_destroy(pool: *mut FbsdSvcpool);
+    fn krpc_emu_svc_wait_active(xprt: *mut FbsdSvcxprt, timeout_ms: u32) -> i32;
+    fn krpc_emu_svc_activations(pool: *mut FbsdSvcpool, calls: *mut u64, activations: *mut u64);
+    fn krpc_emu_svc_recv(xprt: *mut FbsdSvcxprt, out: *mut SvcMsg, args: *mut *mut FbsdMbuf)
+        -> i32;
+    fn krpc_emu_svc_reply(
+        xprt: *mut FbsdSvcxprt,
+        xid: u32,
+        stat: u32,
+        m: *mut FbsdMbuf,
+        seq: *mut u32,
+    ) -> i32;
+    fn krpc_emu_svc_stat(xprt: *mut FbsdSvcxprt) -> i32;
+    fn krpc_emu_svc_ack(xprt: *mut FbsdSvcxprt, ack: *mut u32) -> i32;
+    fn krpc_emu_svc_control(xprt: *mut FbsdSvcxprt, rq: u32) -> i32;
+    fn krpc_emu_svc_release(xprt: *mut FbsdSvcxprt);
+}
+
+const RPC_SUCCESS: i32 = 0;
+const RPC_PROCUNAVAIL: i32 = 10;
+const CLSET_XID: u32 = 11;
+const XPRT_DIED: i32 = 0;
+const XPRT_IDLE: i32 = 2;
+const SUCCESS: u32 = 0;
+const PROC_UNAVAIL: u32 = 3;
+/// SVCGET_CONNMAXREC: meaningless for RDMA (refused, as the kernel's svc_vc_control).
+const SVCGET_CONNMAXREC: u32 = 3;
+
+const N: usize = (1 << 20) + 3;
+/// Procedure the server answers PROC_UNAVAIL.
+const BAD_PROC: u32 = 99;
+/// A call with this XID is received and never answered (the destroy test).
+const HOLD_XID: u32 = 0x7100_0000;
+const TIMEOUT_MS: u32 = 15_000;
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ ((i >> 11) as u8))
+        .collect()
+}
+
+/// The client's reply provisioning (RFC 8267, reduced to what the test calls): a READ's data
+/// lands in pages of its `count` (write chunk), the rest inline.
+fn hook(call: &Chain, pages: &Arc<dyn PageProvider>) -> ReplySpec {
+    let mut head = vec![0u8; call.len().min(512)];
+    if call.copydata(0, &mut head).is_err() {
+        return ReplySpec::inline(1024);
+    }
+    let mut d = Decoder::new(&head);
+    let Ok(h) = CallHeader::decode(&mut d) else {
+        return ReplySpec::inline(1024);
+    };
+    if h.prog == NFS_PROGRAM && h.proc_ == NFSPROC3_READ {
+        if let Ok(a) = ReadArgs::decode(&mut d) {
+            let n = a.count as usize;
+            if let Ok(sink) = Chain::alloc_pages(pages, n.next_multiple_of(4)) {
+                return ReplySpec {
+                    max_reply: n + 512,
+                    ddp: Some(DdpReply {
+                        pages: sink,
+                        locate: locate_read_data,
+                    }),
+                };
+            }
+        }
+    }
+    ReplySpec::inline(1024)
+}
+
+/// What the pool thread saw of one call (through `xp_recv`).
+#[derive(Debug)]
+struct Seen {
+    msg_xid: u32,
+    proc_: u32,
+    rpcvers: u32,
+    cred_flavor: u32,
+    args: Vec<u8>,
+    /// M_EXTPG mbufs in the arguments, their bytes, whether the bridge built them all, and
+    /// where the zero-length M_PROTO1 marker is.
+    extpg: usize,
+    extpg_bytes: usize,
+    bridge_built: bool,
+    marker_at: Option<usize>,
+}
+
+/// The pool thread's summary.
+#[derive(Debug, Default)]
+struct Served {
+    seen: Vec<Seen>,
+    replies_ok: usize,
+    died: bool,
+}
+
+/// A pool thread: sleeps until the transport is active, then `SVC_RECV` until it returns
+/// FALSE (and `SVC_STAT` as svc_getreq); answers NULL, WRITE (NFS3_OK), READ (the data as
+/// knfsd builds it: M_EXTPG mbufs freed by `mb_free_mext_pgs`, handed to `xp_reply`, which
+/// consumes them), PROC_UNAVAIL for BAD_PROC; HOLD_XID is received and not answered.
+fn pool_thread(
+    xprt: usize,
+    read_data: Arc<Vec<u8>>,
+    stop: Arc<AtomicBool>,
+    held: Arc<AtomicU32>,
+) -> Served {
+    let x = xprt as *mut FbsdSvcxprt;
+    let kp = KernelPages::new();
+    let mut out = Served::default();
+    let t0 = Instant::now();
+    while !stop.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(120) {
+        // SAFETY: the transport lives until the main thread releases it after joining us.
+        if unsafe { krpc_emu_svc_wait_active(x, 50) } == 0 {
+            continue;
+        }
+        loop {
+            // SAFETY: a zeroed plain-data struct.
+            let mut msg: SvcMsg = unsafe { std::mem::zeroed() };
+            let mut a: *mut FbsdMbuf = std::ptr::null_mut();
+            // SAFETY: live transport, valid out-pointers.
+            if unsafe { krpc_emu_svc_recv(x, &mut msg, &mut a) } == 0 {
+                break;
+            }
+            // SAFETY: xp_recv's args chain is the caller's.
+            let args = unsafe { MbufChain::from_raw(a) };
+            let (bytes, inf) = args
+                .as_ref()
+                .map(|m| (emu_mbuf::bytes(m), emu_mbuf::info(m)))
+                .unwrap_or_default();
+            let ext: Vec<_> = inf.iter().filter(|i| i.flags & M_EXTPG != 0).collect();
+            let marker_at = inf
+                .iter()
+                .position(|i| i.flags & M_PROTO1 != 0 && i.len == 0)
+                .map(|k| inf.iter().take(k).map(|i| i.len as usize).sum());
+            out.seen.push(Seen {
+                msg_xid: msg.xid,
+                proc_: msg.proc_,
+                rpcvers: msg.rpcvers,
+                cred_flavor: msg.cred_flavor,
+                args: bytes,
+                extpg: ext.len(),
+                extpg_bytes: ext.iter().map(|i| i.len as usize).sum(),
+                bridge_built: ext.iter().all(|i| i.is_bridge == 1),
+                marker_at,
+            });
+            // As svc_getreq: the krpc frees the args once decoded.
+            drop(args);
+            let (stat, res) = match msg.proc_ {
+                _ if msg.xid == HOLD_XID => {
+                    held.store(msg.xid, Ordering::SeqCst);
+                    continue;
+                }
+                0 => (SUCCESS, None),
+                NFSPROC3_WRITE => (
+                    SUCCESS,
+                    Some(emu_mbuf::nfs_chain(&kp, &[Part::Bytes(&[0, 0, 0, 0], 0)])),
+                ),
+                NFSPROC3_READ => {
+                    let mut r = Encoder::new();
+                    let n = read_data.len();
+                    ReadHead {
+                        status: Nfsstat3::OK,
+                        file_attributes: None,
+                        count: n as u32,
+                        eof: true,
+                        data_len: n as u32,
+                    }
+                    .encode(&mut r);
+                    let head = r.finish().unwrap();
+                    (
+                        SUCCESS,
+                        Some(emu_mbuf::ddp_chain(&kp, &head, 64, &read_data)),
+                    )
+                }
+                _ => (PROC_UNAVAIL, None),
+            };
+            let mut seq = 0u32;
+            let m = res.map_or(std::ptr::null_mut(), MbufChain::into_raw);
+            // SAFETY: live transport; `m` is consumed by xp_reply.
+            if unsafe { krpc_emu_svc_reply(x, msg.xid, stat, m, &mut seq) } == 1 {
+                out.replies_ok += 1;
+                assert_eq!(seq as usize, out.replies_ok, "*seq counts the replies");
+            }
+        }
+        // SAFETY: live transport.
+        if unsafe { krpc_emu_svc_stat(x) } == XPRT_DIED {
+            out.died = true;
+            break;
+        }
+    }
+    out
+}
+
+/// The pool's (xprt_active calls, activations of an inactive transport).
+fn activations(pool: *mut FbsdSvcpool) -> (u64, u64) {
+    let (mut c, mut a) = (0u64, 0u64);
+    // SAFETY: live pool, valid out-pointers.
+    unsafe { krpc_emu_svc_activations(pool, &mut c, &mut a) };
+    (c, a)
+}
+
+fn mbufs_live() -> (u64, u64, u64) {
+    let s = emu_mbuf::mbuf_stats();
+    (s.mbufs_live, s.clusters_live, s.extpg_live)
+}
+
+/// CLNT_CALL_MBUF through the ops table: (status, ext's error, results).
+fn call(
+    cl: *mut FbsdClient,
+    proc_: u32,
+    args: Option<&MbufChain>,
+    timeout_ms: u32,
+) -> (i32, RpcErr, Option<MbufChain>) {
+    let (mut e1, mut e2) = (RpcErr::default(), RpcErr::default());
+    let mut rep: *mut FbsdMbuf = std::ptr::null_mut();
+    let a = args.map_or(std::ptr::null_mut(), MbufChain::as_ptr);
+    // SAFETY: `cl` is a live CLIENT; `a` NULL or a live chain the caller keeps; the
+    // out-pointers are valid.
+    let st = unsafe { krpc_emu_clnt_call(cl, proc_, a, &mut rep, timeout_ms, &mut e1, &mut e2) };
+    // SAFETY: the results chain is ours (cl_call's contract).
+    (st, e1, unsafe { MbufChain::from_raw(rep) })
+}
+
+fn set_xid(cl: *mut FbsdClient, xid: u32) {
+    let mut x = xid;
+    // SAFETY: live CLIENT; CLSET_XID takes a uint32_t.
+    assert_eq!(
+        unsafe { krpc_emu_clnt_control_u32(cl, CLSET_XID, &mut x) },
+        1
+    );
+}
+
+/// The server side of a connection: `KrpcSvc` → `svc_rdma_create` → a pool thread.
+fn start_server(
+    b: OfedQp,
+    resp: krpc_rdma::transport::Responder,
+    pb: Arc<dyn PageProvider>,
+    pool: *mut FbsdSvcpool,
+    read_data: &Arc<Vec<u8>>,
+) -> (
+    *mut FbsdSvcxprt,
+    Arc<AtomicBool>,
+    Arc<AtomicU32>,
+    thread::JoinHandle<Served>,
+) {
+    let max = TransportConfig::default().max_requests as usize;
+    let svc = KrpcSvc::new(Box::new(b), Box::new(resp), pb, max).unwrap();
+    // SAFETY: the pool lives until the end of the test, after every transport.
+    let xprt = unsafe { svc.into_xprt(pool) }.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let held = Arc::new(AtomicU32::new(0));
+    let t = {
+        let (stop, held, rd, x) = (stop.clone(), held.clone(), read_data.clone(), xprt as usize);
+        thread::spawn(move || pool_thread(x, rd, stop, held))
+    };
+    (xprt, stop, held, t)
+}
+
+/// Through both ops tables: NULL; an NFSv3 WRITE of 1 MiB + 3 bytes in M_EXTPG mbufs (out
+/// as a read chunk) that arrives at xp_recv as M_EXTPG mbufs over the RDMA-Read pages; a
+/// READ whose 1 MiB + 3 bytes of results, given to xp_reply as knfsd's M_EXTPG mbufs, come
+/// back through the write chunk; PROC_UNAVAIL; SVC_STAT / SVC_ACK / SVC_CONTROL; xp_destroy
+/// with a call outstanding (the client's call ends with the connection). Then, against the
+/// core's Requester, malformed RPC headers answered (RPC_MISMATCH, AUTH_BADCRED,
+/// GARBAGE_ARGS) and a NULL call after them. No mbuf, page or registration left.
+#[test]
+fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
+    let Some(mut fx) = emu() else { return };
+    let pages_before = emu_stats().pages_in_use;
+    let before_mbufs = mbufs_live();
+    let kp = KernelPages::new();
+    let write_data = pattern(N, 41);
+    let read_data = Arc::new(pattern(N, 42));
+    // SAFETY: plain allocation; destroyed at the end.
+    let pool = unsafe { krpc_emu_svcpool_create() };
+    assert!(!pool.is_null());
+    {
+        let p = Pair::with(&mut fx, TransportConfig::default()).unwrap();
+        let Pair { l, req, resp } = p;
+        let Link { a, b, pa, pb, .. } = l;
+        let (xprt, stop, held, server) = start_server(b, resp.into_inner(), pb, pool, &read_data);
+        let max = TransportConfig::default().max_requests as usize;
+        let cl = KrpcClnt::new(a, req.into_inner(), pa, hook, max)
+            .unwrap()
+            .into_client(NFS_PROGRAM, 3)
+            .unwrap();
+        let act0 = activations(pool);
+
+        // NULL.
+        set_xid(cl, 0x1000);
+        let (st, e, rep) = call(cl, 0, None, TIMEOUT_MS);
+        assert_eq!(st, RPC_SUCCESS, "NULL: {e:?}");
+        assert!(rep.is_none());
+
+        // WRITE: the args as NFS builds them, data in M_EXTPG mbufs behind the marker.
+        let mut e = Encoder::new();
+        WriteHead {
+            file: NfsFh3 { data: vec![5; 28] },
+            offset: 0,
+            count: N as u32,
+            stable: StableHow::FileSync,
+        }
+        .encode_head(&mut e, N as u32);
+        let whead = e.finish().unwrap();
+        let wpad = vec![0u8; pad(N)];
+        let args = emu_mbuf::nfs_chain(
+            &kp,
+            &[
+                Part::Bytes(&whead, 40),
+                Part::Marker,
+                Part::Pages {
+                    data: &write_data,
+                    first_off: 0,
+                    hdr: &[],
+                    trl: &[],
+                },
+                Part::Bytes(&wpad, 0),
+            ],
+        );
+        let wire = emu_mbuf::bytes(&args);
+        set_xid(cl, 0x2000);
+        let t = Instant::now();
+        let (st, e, rep) = call(cl, NFSPROC3_WRITE, Some(&args), TIMEOUT_MS);
+        println!(
+            "WRITE {N} client -> xp_recv -> xp_reply -> client: {:?}",
+            t.elapsed()
+        );
+        assert_eq!(st, RPC_SUCCESS, "WRITE: {e:?}");
+        assert_eq!(emu_mbuf::bytes(&rep.expect("WRITE3res")), vec![0; 4]);
+        drop(args);
+
+        // READ: knfsd's M_EXTPG reply data, consumed by xp_reply, out by RDMA Write.
+        let mut e = Encoder::new();
+        ReadArgs {
+            file: NfsFh3 { data: vec![6; 28] },
+            offset: 0,
+            count: N as u32,
+        }
+        .encode(&mut e);
+        let rargs = emu_mbuf::nfs_chain(&kp, &[Part::Bytes(&e.finish().unwrap(), 0)]);
+        set_xid(cl, 0x3000);
+        let t = Instant::now();
+        let (st, e, rep) = call(cl, NFSPROC3_READ, Some(&rargs), TIMEOUT_MS);
+        println!(
+            "READ {N} client -> xp_recv -> xp_reply -> client: {:?}",
+            t.elapsed()
+        );
+        assert_eq!(st, RPC_SUCCESS, "READ: {e:?}");
+        let rep = rep.expect("READ3res");
+        let got = emu_mbuf::bytes(&rep);
+        let inf = emu_mbuf::info(&rep);
+        let extpg_bytes: usize = inf
+            .iter()
+            .filter(|x| x.flags & M_EXTPG != 0)
+            .map(|x| x.len as usize)
+            .sum();
+        let mut r = Encoder::new();
+        ReadHead {
+            status: Nfsstat3::OK,
+            file_attributes: None,
+            count: N as u32,
+            eof: true,
+            data_len: N as u32,
+        }
+        .encode(&mut r);
+        let mut want = r.finish().unwrap();
+        want.extend_from_slice(&read_data);
+        want.extend(std::iter::repeat_n(0u8, pad(N)));
+        assert!(got == want, "READ results: the bytes xp_reply was given");
+        assert!(
+            extpg_bytes >= N,
+            "the READ data reached the client in its write-chunk pages ({extpg_bytes})"
+        );
+        drop((rep, rargs));
+
+        // PROC_UNAVAIL through xp_reply (no results chain).
+        let (st, _, rep) = call(cl, BAD_PROC, None, TIMEOUT_MS);
+        assert_eq!(st, RPC_PROCUNAVAIL);
+        assert!(rep.is_none());
+
+        // SVC_STAT / SVC_ACK / SVC_CONTROL from this thread (a pool thread may run them too).
+        let mut ack = 0u32;
+        // SAFETY: live transport.
+        unsafe {
+            assert_eq!(krpc_emu_svc_stat(xprt), XPRT_IDLE, "nothing queued");
+            assert_eq!(krpc_emu_svc_ack(xprt, &mut ack), 0, "no xp_ack (as svc_dg)");
+            assert_eq!(krpc_emu_svc_control(xprt, SVCGET_CONNMAXREC), 0);
+        }
+        let act = activations(pool);
+        let (calls, transitions) = (act.0 - act0.0, act.1 - act0.1);
+        println!("xprt_active during 4 calls: {calls} calls, {transitions} activations");
+        // The upcalls after create (Receive and Send completions while the CQ is armed; how
+        // many depends on who wins the poll-before-arm race, so only "some"; without the
+        // upcall's xprt_active the NULL call above already times out).
+        assert!(calls >= 1, "the CQ upcall activates the transport");
+
+        // xp_destroy with a call outstanding: received, never answered, then the transport
+        // goes (xprt_unregister + the last SVC_RELEASE); the client's call ends at once.
+        set_xid(cl, HOLD_XID);
+        let clp = cl as usize;
+        let waiter = thread::spawn(move || {
+            let t = Instant::now();
+            let (st, e, rep) = call(clp as *mut FbsdClient, 0, None, TIMEOUT_MS);
+            (st, e, rep.is_none(), t.elapsed())
+        });
+        let t = Instant::now();
+        while held.load(Ordering::SeqCst) != HOLD_XID && t.elapsed() < Duration::from_secs(10) {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            held.load(Ordering::SeqCst),
+            HOLD_XID,
+            "the call reached xp_recv"
+        );
+        stop.store(true, Ordering::SeqCst);
+        let served = server.join().unwrap();
+        // SAFETY: no thread uses the transport any more; not used afterwards.
+        unsafe { krpc_emu_svc_release(xprt) };
+        let (st, e, no_rep, took) = waiter.join().unwrap();
+        println!("outstanding call after xp_destroy: {st} {e:?} after {took:?}");
+        assert!(
+            st != RPC_SUCCESS && no_rep,
+            "the held call fails with the connection"
+        );
+        assert!(
+            took < Duration::from_secs(10),
+            "ended by the destroy, not its timeout"
+        );
+        // SAFETY: live CLIENT, not used afterwards.
+        unsafe { krpc_emu_clnt_destroy(cl) };
+
+        // What xp_recv handed up.
+        println!(
+            "served: {} calls, {} replies",
+            served.seen.len(),
+            served.replies_ok
+        );
+        assert_eq!(
+            served.replies_ok, 4,
+            "NULL, WRITE, READ, PROC_UNAVAIL replied"
+        );
+        let xids: Vec<u32> = served.seen.iter().map(|s| s.msg_xid).collect();
+        assert_eq!(xids, vec![0x1000, 0x2000, 0x3000, 0x3001, HOLD_XID]);
+        assert!(served
+            .seen
+            .iter()
+            .all(|s| s.rpcvers == 2 && s.cred_flavor == 0));
+        let w = &served.seen[1];
+        assert_eq!(w.proc_, NFSPROC3_WRITE);
+        assert!(
+            w.args == wire,
+            "xp_recv: the WRITE's arguments, byte for byte"
+        );
+        println!(
+            "WRITE at xp_recv: {} M_EXTPG mbufs, {} page bytes, marker at {:?}",
+            w.extpg, w.extpg_bytes, w.marker_at
+        );
+        assert!(
+            w.extpg >= N.div_ceil(4096).div_ceil(5),
+            "M_EXTPG mbufs of <= 5 pages"
+        );
+        assert_eq!(w.extpg_bytes, N, "all the data in M_EXTPG mbufs");
+        assert!(
+            w.bridge_built,
+            "over the RDMA-Read pages (the bridge's mbufs)"
+        );
+        assert_eq!(
+            w.marker_at,
+            Some(whead.len()),
+            "the marker in front of the data"
+        );
+        assert_eq!(served.seen[0].args.len(), 0, "NULL has no arguments");
+    }
+
+    // Malformed calls against the core's Requester: answered by the transport, not handed
+    // up; a good call after them is.
+    {
+        let p = Pair::with(&mut fx, TransportConfig::default()).unwrap();
+        let Pair { l, req, resp } = p;
+        let Link { mut a, b, pb, .. } = l;
+        let (xprt, stop, _, server) = start_server(b, resp.into_inner(), pb, pool, &read_data);
+        let mut req = req.into_inner();
+        let bad: [(&str, Vec<u32>, Vec<u32>); 4] = [
+            (
+                "RPC version 3",
+                vec![0xa1, 0, 3, NFS_PROGRAM, 3, 0, 0, 0, 0, 0],
+                vec![0xa1, 1, 1, 0, 2, 2],
+            ),
+            (
+                "credential of 1000 bytes",
+                vec![0xa2, 0, 2, NFS_PROGRAM, 3, 0, 1, 1000, 0, 0],
+                vec![0xa2, 1, 1, 1, 1],
+            ),
+            (
+                "truncated header",
+                vec![0xa3, 0, 2, NFS_PROGRAM],
+                vec![0xa3, 1, 0, 0, 0, 4],
+            ),
+            (
+                "a REPLY where a CALL belongs",
+                vec![0xa4, 1, 0, 0, 0, 0],
+                vec![0xa4, 1, 0, 0, 0, 4],
+            ),
+        ];
+        for (what, words, want) in bad.iter() {
+            let got = raw_call(&mut req, &mut a, words);
+            println!("{what}: answered {got:x?}");
+            assert_eq!(&got, want, "{what}");
+        }
+        let got = raw_call(
+            &mut req,
+            &mut a,
+            &[0xb0, 0, 2, NFS_PROGRAM, 3, 0, 0, 0, 0, 0],
+        );
+        assert_eq!(got, vec![0xb0, 1, 0, 0, 0, 0], "a NULL call after them");
+        stop.store(true, Ordering::SeqCst);
+        let served = server.join().unwrap();
+        let xids: Vec<u32> = served.seen.iter().map(|s| s.msg_xid).collect();
+        assert_eq!(xids, vec![0xb0], "only the good call reached xp_recv");
+        // SAFETY: no thread uses the transport any more.
+        unsafe { krpc_emu_svc_release(xprt) };
+        drop((req, a));
+    }
+    drop(fx);
+    // SAFETY: every transport of the pool is gone.
+    unsafe { krpc_emu_svcpool_destroy(pool) };
+    assert_eq!(
+        mbufs_live(),
+        before_mbufs,
+        "no mbuf, cluster or M_EXTPG mbuf left"
+    );
+    assert_eq!(mbuf_bridge::counts().extpg_live, 0);
+    assert_eq!(emu_stats().pages_in_use, pages_before, "no page left");
+    assert_eq!(emu_stats().refused_double_inv, 0);
+}
+
+/// One call of raw RPC words through the core's Requester; the reply's words.
+fn raw_call(req: &mut Requester, a: &mut OfedQp, words: &[u32]) -> Vec<u32> {
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+    let xid = words.first().copied().unwrap_or_default();
+    req.call(
+        a,
+        Chain::from_bytes(&bytes).unwrap(),
+        ReplySpec::inline(1024),
+    )
+    .unwrap();
+    let t = Instant::now();
+    let mut reply = None;
+    while reply.is_none() && t.elapsed() < Duration::from_secs(15) {
+        req.poll(a, &mut |e| {
+            if let RequesterEvent::Reply { xid: x, reply: r } = e {
+                if x == xid {
+                    reply = Some(r);
+                }
+            }
+        });
+        if reply.is_none() {
+            loopback::wait_any(&CondSleep, &mut [&mut *a], 20);
+        }
+    }
+    let r = reply.unwrap().to_vec().unwrap();
+    r.chunks_exact(4)
+        .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
+        .collect()
+}
