@@ -8,6 +8,8 @@
  *       a lock the CQ completion handler may take (FreeBSD: mtx(9), MTX_DEF; Linux: a
  *       spinlock with interrupts saved, the handler runs in softirq or hardirq context)
  *   KRPC_PA_TO_PAGE(pa)            the page of a physical address (vm_page / struct page)
+ *   krpc_cpu_relax()               one step of a short busy wait (FreeBSD: cpu_spinwait;
+ *                                  Linux: cpu_relax)
  *   krpc_rdma_create_id(net, handler, context)
  *       rdma_create_id(struct vnet * | struct net *, ..., RDMA_PS_TCP, IB_QPT_RC); a NULL net
  *       is &init_net on Linux
@@ -40,6 +42,7 @@
 #include <sys/lock.h>
 #include <sys/mutex.h>
 #include <sys/socket.h>
+#include <machine/cpu.h>
 #include <net/vnet.h>
 #include <vm/vm.h>
 #include <vm/vm_param.h>
@@ -56,6 +59,7 @@ typedef struct mtx krpc_lock_t;
 #define	krpc_lock_destroy(l)	mtx_destroy(l)
 #define	krpc_lock(l)		mtx_lock(l)
 #define	krpc_unlock(l)		mtx_unlock(l)
+#define	krpc_cpu_relax()	cpu_spinwait()
 #define	KRPC_PA_TO_PAGE(pa)	PHYS_TO_VM_PAGE(pa)
 /* NULL vnet: rdma_create_id fails with -EINVAL on a VIMAGE kernel (ib_cma.c). */
 #define	krpc_rdma_create_id(net, handler, context)				\

@@ -130,6 +130,7 @@ struct krpc_ofed_conn {
 	int dead;
 	void (*upcall)(void *);
 	void *upcall_arg;
+	uint32_t upcalls_running;	/* upcall calls in progress (under lock) */
 	struct krpc_ofed_conn *next;	/* listener's pending list */
 };
 
@@ -145,13 +146,13 @@ struct krpc_ofed_listener {
 
 /* ---- events --------------------------------------------------------------------------- */
 
+static void krpc_upcall_unlock(struct krpc_ofed_conn *c);
+
 static void
 krpc_push_event(struct krpc_ofed_conn *c, uint32_t kind, int status, const void *pd,
     uint32_t pdlen)
 {
 	struct krpc_cm_event *e;
-	void (*fn)(void *);
-	void *arg;
 
 	krpc_lock(&c->lock);
 	if (c->ev_count == KRPC_EVQ) {
@@ -170,11 +171,7 @@ krpc_push_event(struct krpc_ofed_conn *c, uint32_t kind, int status, const void 
 		memcpy(e->private_data, pd, pdlen);
 		e->private_data_len = pdlen;
 	}
-	fn = c->upcall;
-	arg = c->upcall_arg;
-	krpc_unlock(&c->lock);
-	if (fn != NULL)
-		fn(arg);
+	krpc_upcall_unlock(c);
 }
 
 int
@@ -193,12 +190,51 @@ krpc_ofed_poll_event(struct krpc_ofed_conn *c, struct krpc_cm_event *ev)
 	return (got);
 }
 
+/*
+ * Called with c->lock held: drop it and call the upcall, if one is set, counted in
+ * upcalls_running so that krpc_upcall_drain can wait for it to return.
+ */
+static void
+krpc_upcall_unlock(struct krpc_ofed_conn *c)
+{
+	void (*fn)(void *) = c->upcall;
+	void *arg = c->upcall_arg;
+
+	if (fn == NULL) {
+		krpc_unlock(&c->lock);
+		return;
+	}
+	c->upcalls_running++;
+	krpc_unlock(&c->lock);
+	fn(arg);
+	krpc_lock(&c->lock);
+	c->upcalls_running--;
+	krpc_unlock(&c->lock);
+}
+
+/*
+ * Called with c->lock held, after the upcall was replaced: wait (briefly: an upcall only
+ * takes its owner's lock and wakes) until no call of the old one is still running on another
+ * CPU, so that its owner may free what the old argument points to. Returns with the lock
+ * held. The caller must not hold a lock the upcall takes, nor be the upcall.
+ */
+static void
+krpc_upcall_drain(struct krpc_ofed_conn *c)
+{
+	while (c->upcalls_running > 0) {
+		krpc_unlock(&c->lock);
+		krpc_cpu_relax();
+		krpc_lock(&c->lock);
+	}
+}
+
 void
 krpc_ofed_set_upcall(struct krpc_ofed_conn *c, void (*fn)(void *), void *arg)
 {
 	krpc_lock(&c->lock);
 	c->upcall = fn;
 	c->upcall_arg = arg;
+	krpc_upcall_drain(c);
 	krpc_unlock(&c->lock);
 }
 
@@ -206,16 +242,10 @@ static void
 krpc_cq_comp(struct ib_cq *cq, void *ctx)
 {
 	struct krpc_ofed_conn *c = ctx;
-	void (*fn)(void *);
-	void *arg;
 
 	(void)cq;
 	krpc_lock(&c->lock);
-	fn = c->upcall;
-	arg = c->upcall_arg;
-	krpc_unlock(&c->lock);
-	if (fn != NULL)
-		fn(arg);
+	krpc_upcall_unlock(c);
 }
 
 static void
@@ -704,6 +734,7 @@ krpc_ofed_conn_destroy(struct krpc_ofed_conn *c)
 	krpc_lock(&c->lock);
 	c->dead = 1;
 	c->upcall = NULL;
+	krpc_upcall_drain(c);
 	krpc_unlock(&c->lock);
 	if (c->passive && !c->accepted && c->id != NULL)
 		krpc_rdma_reject(c->id);

@@ -178,6 +178,10 @@ int krpc_ofed_accept(struct krpc_ofed_conn *c, const uint8_t *pdata, uint32_t pd
 int krpc_ofed_poll_event(struct krpc_ofed_conn *c, struct krpc_cm_event *ev);
 int krpc_ofed_disconnect(struct krpc_ofed_conn *c);
 void krpc_ofed_conn_destroy(struct krpc_ofed_conn *c);
+/* Replace the completion/CM upcall (NULL: none). Returns once no call of the old upcall is
+ * still running (a short busy wait): the caller may then free the old argument. Must not be
+ * called from the upcall, nor with a lock held that the upcall takes. conn_destroy does the
+ * same for the last upcall. */
 void krpc_ofed_set_upcall(struct krpc_ofed_conn *c, void (*fn)(void *), void *arg);
 
 /* --- data path --- */

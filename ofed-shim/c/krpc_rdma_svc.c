@@ -285,9 +285,11 @@ svc_rdma_destroy(SVCXPRT *xprt)
 {
 	struct svc_rdma *sr = xprt->xp_p1;
 
-	mtx_lock(&sr->sr_lock);
+	/*
+	 * Not under sr_lock: krpc_svc_set_upcall returns once no call of the old upcall (which
+	 * takes sr_lock) is still running on another CPU; after it, nothing touches sr.
+	 */
 	krpc_svc_set_upcall(sr->sr_h, NULL, NULL);
-	mtx_unlock(&sr->sr_lock);
 	krpc_svc_free(sr->sr_h);
 	mtx_destroy(&sr->sr_lock);
 	free(sr, M_KRPC_SVC);

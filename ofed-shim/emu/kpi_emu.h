@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 
@@ -96,6 +97,8 @@ struct mtx {
 
 void mtx_init(struct mtx *m, const char *name, const char *type, int opts);
 void mtx_destroy(struct mtx *m);
+/* cpu_spinwait(9): a busy-wait step; here the thread yields. */
+#define cpu_spinwait()	sched_yield()
 void mtx_lock(struct mtx *m);
 void mtx_unlock(struct mtx *m);
 

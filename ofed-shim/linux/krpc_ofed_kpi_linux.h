@@ -31,6 +31,7 @@ typedef struct {
 #define krpc_lock_destroy(l)	do { } while (0)
 #define krpc_lock(l)		spin_lock_irqsave(&(l)->s, (l)->flags)
 #define krpc_unlock(l)		spin_unlock_irqrestore(&(l)->s, (l)->flags)
+#define krpc_cpu_relax()	cpu_relax()
 
 /* Page addresses are physical (page_to_phys), as ../linux/krpc_rdma_linux.c hands them out. */
 #define KRPC_PA_TO_PAGE(pa)	pfn_to_page(PHYS_PFN(pa))
