@@ -142,7 +142,7 @@ fn request<Q>(
     keep: fn(Result<OfedQp, OfedError>) -> Result<Q, String>,
 ) -> Option<Result<Q, String>> {
     // Called through an opaque pointer so that its body (an 880-byte `OfedQp` returned by
-    // value, see krpc-rdma/benches/stack.sh's exemptions) stays out of this frame.
+    // value, built in place by `OfedQp::new`) stays out of this frame.
     let next: fn(&mut OfedListener) -> Option<Result<OfedQp, OfedError>> =
         core::hint::black_box(OfedListener::next_request);
     keep_some(next(listener), keep)

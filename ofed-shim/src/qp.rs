@@ -214,9 +214,11 @@ impl core::fmt::Debug for OfedConn {
 }
 
 impl OfedConn {
-    fn new(cfg: &OfedConfig) -> Result<OfedConn, OfedError> {
-        let sq_depth = (cfg.max_send_wr + cfg.internal_wrs) as usize;
-        let mut me = OfedConn {
+    /// The backend for `cfg`, no connection, no page or scratch array allocated yet
+    /// ([`allocate`](Self::allocate) does that).
+    #[inline(never)]
+    fn unallocated(cfg: &OfedConfig) -> OfedConn {
+        OfedConn {
             conn: ptr::null_mut(),
             pages: KernelPages::new(),
             cfg: *cfg,
@@ -226,29 +228,35 @@ impl OfedConn {
             ksges: Vec::new(),
             krecv: Vec::new(),
             kmap: Vec::new(),
-        };
+        }
+    }
+
+    /// The buffer pages and the translation scratch, allocated in place.
+    fn allocate(&mut self) -> Result<(), OfedError> {
+        let cfg = self.cfg;
+        let sq_depth = (cfg.max_send_wr + cfg.internal_wrs) as usize;
         let nomem = |_| OfedError::NoMemory;
-        me.send_pages
+        self.send_pages
             .try_reserve_exact(cfg.send_bufs as usize)
             .map_err(nomem)?;
-        me.recv_pages
+        self.recv_pages
             .try_reserve_exact(cfg.recv_bufs as usize)
             .map_err(nomem)?;
-        me.kwrs.try_reserve(sq_depth).map_err(nomem)?;
-        me.ksges.try_reserve(sq_depth * 2).map_err(nomem)?;
-        me.krecv
+        self.kwrs.try_reserve(sq_depth).map_err(nomem)?;
+        self.ksges.try_reserve(sq_depth * 2).map_err(nomem)?;
+        self.krecv
             .try_reserve(cfg.recv_bufs as usize)
             .map_err(nomem)?;
-        me.kmap.try_reserve(64).map_err(nomem)?;
+        self.kmap.try_reserve(64).map_err(nomem)?;
         for _ in 0..cfg.send_bufs {
-            let p = me.pages.alloc_page().map_err(|_| OfedError::NoMemory)?;
-            me.send_pages.push(p);
+            let p = self.pages.alloc_page().map_err(|_| OfedError::NoMemory)?;
+            self.send_pages.push(p);
         }
         for _ in 0..cfg.recv_bufs {
-            let p = me.pages.alloc_page().map_err(|_| OfedError::NoMemory)?;
-            me.recv_pages.push(p);
+            let p = self.pages.alloc_page().map_err(|_| OfedError::NoMemory)?;
+            self.recv_pages.push(p);
         }
-        Ok(me)
+        Ok(())
     }
 
     /// The kernel mapping of one of our buffer pages.
@@ -547,11 +555,32 @@ unsafe impl Send for OfedQp {}
 krpc_rdma::forward_provider!(OfedQp => inner as Binding<OfedConn>);
 
 impl OfedQp {
+    /// A queue pair for `cfg`, not connected: its buffer pages and the binding's tables
+    /// allocated.
+    ///
+    /// Kernel stack frames stay under 1 KiB, so no frame holds two copies of the 880-byte
+    /// queue pair (`Binding::new`'s result moved into an `OfedQp` would be one more): the
+    /// queue pair is built with nothing allocated by [`unallocated`](Self::unallocated),
+    /// its `Binding::unallocated` writing straight into the result, then allocated in
+    /// place (a frame of its own, [`allocate`](Self::allocate)); this frame holds the one
+    /// copy, returned as it is.
+    #[inline(never)]
     fn new(cfg: &OfedConfig) -> Result<OfedQp, OfedError> {
+        let mut made = OfedQp::unallocated(cfg);
+        if let Ok(me) = &mut made {
+            if let Err(e) = me.allocate() {
+                made = Err(e);
+            }
+        }
+        made
+    }
+
+    /// [`new`](Self::new)'s queue pair before anything is allocated.
+    #[inline(never)]
+    fn unallocated(cfg: &OfedConfig) -> Result<OfedQp, OfedError> {
         if cfg.max_registrations > u32::from(u16::MAX) {
             return Err(OfedError::Config("max_registrations above 65535"));
         }
-        let conn = OfedConn::new(cfg)?;
         let layout = Layout {
             res: cfg.resources(),
             sq_depth: cfg.max_send_wr + cfg.internal_wrs,
@@ -563,10 +592,18 @@ impl OfedQp {
             invalidation: Invalidation::WorkRequest,
             map_uses_sq: true,
         };
-        // One match, no `?` and rebinding: the 880-byte binding is copied once on its way
-        // to the caller (kernel stack frames stay under 1 KiB).
-        match Binding::new(conn, layout) {
-            Ok(inner) => Ok(OfedQp { inner }),
+        Ok(OfedQp {
+            inner: Binding::unallocated(OfedConn::unallocated(cfg), layout),
+        })
+    }
+
+    /// [`new`](Self::new)'s allocations, in place: the backend's pages and scratch, then the
+    /// binding's tables.
+    #[inline(never)]
+    fn allocate(&mut self) -> Result<(), OfedError> {
+        self.inner.backend_mut().allocate()?;
+        match self.inner.allocate() {
+            Ok(()) => Ok(()),
             Err(ProviderError::NoMemory) => Err(OfedError::NoMemory),
             Err(_) => Err(OfedError::Config(
                 "buffer, registration or MR counts out of range",
@@ -589,6 +626,7 @@ impl OfedQp {
     ///
     /// # Errors
     /// Allocation failure, or the failing C call.
+    #[inline(never)]
     pub unsafe fn connect(
         vnet: *mut c_void,
         dst: *const c_void,

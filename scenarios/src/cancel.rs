@@ -7,13 +7,16 @@ use alloc::format;
 use alloc::vec::Vec;
 
 use krpc_rdma::provider::Provider;
-use krpc_rdma::transport::{CallError, Incoming, RequesterEvent, ResponderEvent, TransportConfig};
+use krpc_rdma::transport::{
+    Abandoned, CallError, Incoming, RequesterEvent, ResponderEvent, TransportConfig,
+};
+use mbuf::Chain;
 
 use crate::check::{bytes_eq, ensure, eq, fail, At, Outcome};
 use crate::data::{pattern, Kind};
 use crate::fixture::{Fixture, Setup};
 use crate::pair::{Pair, Side};
-use crate::raw::advertised_handles;
+use crate::raw::{advertised_handles, Advertised};
 use crate::reconnect::probe_dead;
 
 /// One small RPC, so the responder's grant (not the first single credit) bounds the calls.
@@ -65,7 +68,25 @@ pub fn abandon_revokes_at_once_and_drops_the_late_reply<F: Fixture>(fx: &mut F) 
         ..Setup::default()
     };
     let mut p = Pair::new(fx, &setup)?;
-    warm(&mut p)?;
+    // In steps of their own (kernel stack frames stay under 1 KiB).
+    let (wlen, dead, held) = both_taken(&mut p)?;
+    let (a, b) = both_abandoned(&mut p, wlen)?;
+    let mut pages = b.pages.at("the READ's pages")?;
+    let mine = reuse_pages(&mut pages)?;
+    let c11 = late_reply_dropped(&mut p, held)?;
+    read_dropped_and_handles_dead(&mut p, c11, &dead, &pages, &mine)?;
+    drop((a, b.call, pages));
+    p.finish()
+}
+
+/// [`abandon_revokes_at_once_and_drops_the_late_reply`], first step: a WRITE (XID 10) and a
+/// READ (XID 11) called and both taken by the responder (the WRITE's data read); returns
+/// the WRITE's call length, both calls' handles and the held calls.
+#[inline(never)]
+fn both_taken<F: Fixture>(
+    p: &mut Pair<'_, F>,
+) -> Result<(usize, Vec<Advertised>, Vec<Incoming>), crate::Failure> {
+    warm(p)?;
     let (w, ws) = Kind::Write(64 * 1024).call(&p.l.pa, 10).at("WRITE call")?;
     let wlen = w.len();
     p.call(w, ws, "WRITE call")?;
@@ -90,9 +111,19 @@ pub fn abandon_revokes_at_once_and_drops_the_late_reply<F: Fixture>(fx: &mut F) 
                 held.push(c);
             }
         });
-        progress |= poll_silent(&mut p, "before abandon")?;
+        progress |= poll_silent(p, "before abandon")?;
         p.l.idle(&mut idle, progress, "both calls handed up")?;
     }
+    Ok((wlen, dead, held))
+}
+
+/// Second step: both calls abandoned; the WRITE's call chain (`wlen` bytes) and the READ's
+/// pages come back at once and only once, no registration is left, the slots stay.
+#[inline(never)]
+fn both_abandoned<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    wlen: usize,
+) -> Result<(Abandoned, Abandoned), crate::Failure> {
     let a = p.req.abandon(&mut p.l.a, 10).at("abandon the WRITE")?;
     eq(
         "the WRITE's call back",
@@ -101,7 +132,7 @@ pub fn abandon_revokes_at_once_and_drops_the_late_reply<F: Fixture>(fx: &mut F) 
     )?;
     eq("the WRITE's pages", true, a.pages.is_none())?;
     let b = p.req.abandon(&mut p.l.a, 11).at("abandon the READ")?;
-    let mut pages = b.pages.at("the READ's pages back")?;
+    let pages = b.pages.as_ref().at("the READ's pages back")?;
     eq("the READ's pages", 32 * 1024, pages.len())?;
     eq(
         "abandon again",
@@ -115,10 +146,24 @@ pub fn abandon_revokes_at_once_and_drops_the_late_reply<F: Fixture>(fx: &mut F) 
     )?;
     eq("slots kept until the replies", 2, p.req.outstanding())?;
     eq("calls abandoned", 2, p.req.counters().calls_abandoned)?;
-    // The caller reuses the READ's pages at once.
+    Ok((a, b))
+}
+
+/// The caller reuses the READ's pages at once: what it writes there.
+#[inline(never)]
+fn reuse_pages(pages: &mut Chain) -> Result<Vec<u8>, crate::Failure> {
     let mine = pattern(32 * 1024, 0x5a);
     pages.copyback(0, &mine).at("reuse the pages")?;
-    // The WRITE's late reply: dropped, its slot and XID free again.
+    Ok(mine)
+}
+
+/// Third step: the WRITE's late reply is dropped (counted), its slot and XID free again (a
+/// new call with XID 10 gets its reply); returns the held READ.
+#[inline(never)]
+fn late_reply_dropped<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    mut held: Vec<Incoming>,
+) -> Result<Incoming, crate::Failure> {
     let (c10, c11) = match (held.pop(), held.pop()) {
         (Some(x), Some(y)) if x.xid == 10 => (x, y),
         (Some(x), Some(y)) => (y, x),
@@ -131,7 +176,7 @@ pub fn abandon_revokes_at_once_and_drops_the_late_reply<F: Fixture>(fx: &mut F) 
         .map_err(|e| fail("late reply", "sent", format!("{e:?}")))?;
     let mut idle = 0;
     while p.req.outstanding() > 1 {
-        let mut progress = poll_silent(&mut p, "the late reply")?;
+        let mut progress = poll_silent(p, "the late reply")?;
         p.resp.poll(&mut p.l.b, &mut |_| progress = true);
         p.l.idle(&mut idle, progress, "the late reply arrives")?;
     }
@@ -147,29 +192,39 @@ pub fn abandon_revokes_at_once_and_drops_the_late_reply<F: Fixture>(fx: &mut F) 
         &Kind::Small.expected(10),
         &again.to_vec().at("bytes")?,
     )?;
-    // The server drops the READ (its reply would write through the revoked handle).
+    Ok(c11)
+}
+
+/// Last step: the server drops the READ `c11` (its reply would write through the revoked
+/// handle); no handle of `dead` gives access and the reused `pages` keep `mine`; the
+/// connection goes, the abandoned READ's slot with it, reported to nobody.
+#[inline(never)]
+fn read_dropped_and_handles_dead<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    c11: Incoming,
+    dead: &[Advertised],
+    pages: &Chain,
+    mine: &[u8],
+) -> Outcome {
     drop(c11.call);
     p.resp
         .drop_call(&mut p.l.b, c11.ctx, &mut |_| {})
         .map_err(|e| fail("drop the READ", "Ok", format!("{e:?}")))?;
     eq("the READ's slot kept", 1, p.req.outstanding())?;
     p.check_clean("before the probes")?;
-    probe_dead(&mut p, &dead)?;
+    probe_dead(p, dead)?;
     bytes_eq(
         "the reused pages after the probes",
-        &mine,
+        mine,
         &pages.to_vec().at("bytes")?,
     )?;
-    // The connection goes: the abandoned READ's slot with it, reported to nobody.
     p.l.qp(Side::B).disconnect();
     let mut idle = 0;
     while !p.req.is_lost() {
-        let progress = poll_silent(&mut p, "the loss")?;
+        let progress = poll_silent(p, "the loss")?;
         p.l.idle(&mut idle, progress, "the requester sees the loss")?;
     }
-    eq("slots after the loss", 0, p.req.outstanding())?;
-    drop((a, b.call, pages));
-    p.finish()
+    eq("slots after the loss", 0, p.req.outstanding())
 }
 
 /// `close` with a WRITE and a READ pending: both fail with `Closed` (the READ's pages handed

@@ -742,38 +742,47 @@ pub fn max_registrations_is_busy<F: Fixture>(fx: &mut F) -> Outcome {
     };
     let mut l = link(fx, &limits)?;
     let (c, f) = local(&l, Side::A, PAGE_SIZE)?;
-    let regs = (0..3)
-        .map(|_| l.a.register(&f, Access::REMOTE_READ).at("register"))
-        .collect::<Result<Vec<_>, _>>()?;
-    eq(
-        "a fourth",
-        Err(ProviderError::Busy),
-        l.a.register(&f, Access::REMOTE_READ).map(|r| r.id),
-    )?;
+    // Each registration in a step of its own, only its id kept (kernel stack frames stay
+    // under 1 KiB).
+    let mut regs = Vec::new();
+    for _ in 0..3 {
+        regs.push(register_a(&mut l, &f, "register")?);
+    }
+    one_more_is_busy(&mut l, &f, "a fourth")?;
     eq("live registrations", 3, l.fx.live_registrations(&l.a))?;
-    l.a.release(regs.get(1).at("reg")?.id).at("release")?;
-    let again =
-        l.a.register(&f, Access::REMOTE_READ)
-            .at("register after release")?;
+    l.a.release(*regs.get(1).at("reg")?).at("release")?;
+    let again = register_a(&mut l, &f, "register after release")?;
     ensure(
-        regs.iter().all(|r| r.id != again.id),
+        regs.iter().all(|&r| r != again),
         "new id",
         "not one of the live ones",
     )?;
-    eq(
-        "one more",
-        Err(ProviderError::Busy),
-        l.a.register(&f, Access::REMOTE_READ).map(|r| r.id),
-    )?;
-    for id in [
-        regs.first().at("reg")?.id,
-        regs.get(2).at("reg")?.id,
-        again.id,
-    ] {
+    one_more_is_busy(&mut l, &f, "one more")?;
+    for id in [*regs.first().at("reg")?, *regs.get(2).at("reg")?, again] {
         l.a.release(id).at("release")?;
     }
     drop(c);
     l.finish()
+}
+
+/// Register `f` on side A for remote reading; its id.
+#[inline(never)]
+fn register_a<F: Fixture>(
+    l: &mut Link<'_, F>,
+    f: &[PageFragment],
+    step: &str,
+) -> Result<RegId, Failure> {
+    Ok(l.a.register(f, Access::REMOTE_READ).at(step)?.id)
+}
+
+/// One more registration of `f` on side A is `Busy`.
+#[inline(never)]
+fn one_more_is_busy<F: Fixture>(l: &mut Link<'_, F>, f: &[PageFragment], step: &str) -> Outcome {
+    eq(
+        step,
+        Err(ProviderError::Busy),
+        l.a.register(f, Access::REMOTE_READ).map(|r| r.id),
+    )
 }
 
 /// A registration keeps its pages alive after the chain that held them is dropped: the peer

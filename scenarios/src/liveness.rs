@@ -114,38 +114,9 @@ pub fn a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes<F: Fixt
 ) -> Outcome {
     let mut p = warmed_pair(fx, 1)?;
     let (mut held, mut ended) = (Vec::new(), Vec::new());
-    // The first call, handed up; both send queues empty again.
-    let (call, spec) = Kind::Small.call(&p.l.pa, 1).at("first call")?;
-    p.call(call, spec, "first call")?;
-    until(
-        &mut p,
-        &mut held,
-        &mut ended,
-        "first call handed up",
-        &|p, h, _| {
-            h == 1 && p.l.fx.sq_outstanding(&p.l.a) == 0 && p.l.fx.sq_outstanding(&p.l.b) == 0
-        },
-    )?;
-    // The WRITE, delivered (its Send completed) but not yet polled by the responder.
+    // In steps of their own (kernel stack frames stay under 1 KiB).
     let kind = Kind::Write(8192);
-    let want = deliver(&mut p, kind, 2, &mut ended)?;
-    // The first call's reply takes the responder's only slot.
-    let first = held.pop().at("the first call")?;
-    let reply = Kind::Small.reply(&p.l.pb, first.xid).at("reply")?;
-    drop(first.call);
-    p.resp
-        .reply(&mut p.l.b, first.ctx, reply)
-        .map_err(|e| fail("first reply", "sent", format!("{e:?}")))?;
-    eq("responder's send queue", 1, p.l.fx.sq_outstanding(&p.l.b))?;
-    // Exactly one completion: the WRITE's Receive (it came first). Its Read has no slot.
-    take_the_read_call(&mut p, &mut held)?;
-    eq("handed up while the Read waits", 0, held.len())?;
-    eq(
-        "responder's send queue (the reply Send, no Read)",
-        1,
-        p.l.fx.sq_outstanding(&p.l.b),
-    )?;
-    eq("bytes read so far", 0, p.resp.counters().rdma_read_bytes)?;
+    let want = stall_the_read(&mut p, &mut held, &mut ended, kind)?;
     // No new message: the reply Send's completion must restart the Read.
     until(
         &mut p,
@@ -164,16 +135,62 @@ pub fn a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes<F: Fixt
     until(&mut p, &mut held, &mut ended, "both replies", &|_, _, e| {
         e == 2
     })?;
+    replies_exact(ended, kind, Kind::Small)?;
+    ensure(held.is_empty(), "calls held", "none")?;
+    p.check_clean("after the stall")?;
+    p.finish()
+}
+
+/// [`a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes`], first step: the
+/// first call handed up, the WRITE `kind` (XID 2) delivered behind it, the first call's
+/// reply in the responder's only slot, and the WRITE's Receive polled with its Read not
+/// posted; returns the WRITE's call bytes.
+#[inline(never)]
+fn stall_the_read<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    held: &mut Vec<Incoming>,
+    ended: &mut Ended,
+    kind: Kind,
+) -> Result<Vec<u8>, Failure> {
+    // The first call, handed up; both send queues empty again.
+    let (call, spec) = Kind::Small.call(&p.l.pa, 1).at("first call")?;
+    p.call(call, spec, "first call")?;
+    until(p, held, ended, "first call handed up", &|p, h, _| {
+        h == 1 && p.l.fx.sq_outstanding(&p.l.a) == 0 && p.l.fx.sq_outstanding(&p.l.b) == 0
+    })?;
+    // The WRITE, delivered (its Send completed) but not yet polled by the responder.
+    let want = deliver(p, kind, 2, ended)?;
+    // The first call's reply takes the responder's only slot.
+    let first = held.pop().at("the first call")?;
+    let reply = Kind::Small.reply(&p.l.pb, first.xid).at("reply")?;
+    drop(first.call);
+    p.resp
+        .reply(&mut p.l.b, first.ctx, reply)
+        .map_err(|e| fail("first reply", "sent", format!("{e:?}")))?;
+    eq("responder's send queue", 1, p.l.fx.sq_outstanding(&p.l.b))?;
+    // Exactly one completion: the WRITE's Receive (it came first). Its Read has no slot.
+    take_the_read_call(p, held)?;
+    eq("handed up while the Read waits", 0, held.len())?;
+    eq(
+        "responder's send queue (the reply Send, no Read)",
+        1,
+        p.l.fx.sq_outstanding(&p.l.b),
+    )?;
+    eq("bytes read so far", 0, p.resp.counters().rdma_read_bytes)?;
+    Ok(want)
+}
+
+/// Every call of `ended` got its byte-exact reply: `two`'s for XID 2, `other`'s for the rest.
+#[inline(never)]
+fn replies_exact(ended: Ended, two: Kind, other: Kind) -> Outcome {
     for (xid, end) in ended {
-        let expect = if xid == 2 { kind } else { Kind::Small }.expected(xid);
+        let expect = if xid == 2 { two } else { other }.expected(xid);
         match end {
             End::Reply(c) => bytes_eq(format!("reply {xid}"), &expect, &c.to_vec().at("bytes")?)?,
             End::Failed(e, _) => return Err(fail(format!("call {xid}"), "a reply", e)),
         }
     }
-    ensure(held.is_empty(), "calls held", "none")?;
-    p.check_clean("after the stall")?;
-    p.finish()
+    Ok(())
 }
 
 /// A reply built while another call's RDMA Reads are under way leaves those Reads alone.
@@ -188,25 +205,43 @@ pub fn a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes<F: Fixt
 /// posted), and offered again until it goes; the WRITE must be handed up byte-exact and
 /// both calls get their replies.
 pub fn a_reply_built_while_reads_stall_leaves_the_reads_alone<F: Fixture>(fx: &mut F) -> Outcome {
-    const SLOTS: u32 = 3;
     let mut p = warmed_pair(fx, SLOTS)?;
     let (mut held, mut ended) = (Vec::new(), Vec::new());
+    // In steps of their own (kernel stack frames stay under 1 KiB).
     let read = Kind::Read(100);
+    let write = Kind::Write(1024 * 1024 + 3);
+    let want = stall_the_reads(&mut p, &mut held, &mut ended, read, write)?;
+    let w = read_answered_while_stalled(&mut p, &mut held, &mut ended, read)?;
+    bytes_eq("the WRITE's call", &want, &w.call.to_vec().at("bytes")?)?;
+    write_answered(&mut p, &mut held, &mut ended, w, write)?;
+    replies_exact(ended, write, read)?;
+    ensure(held.is_empty(), "calls held", "none")?;
+    p.check_clean("after the stalled Reads")?;
+    p.finish()
+}
+
+/// The send-queue slots of [`a_reply_built_while_reads_stall_leaves_the_reads_alone`].
+const SLOTS: u32 = 3;
+
+/// [`a_reply_built_while_reads_stall_leaves_the_reads_alone`], first step: the READ call
+/// `read` (XID 1) handed up and held, the WRITE `write` (XID 2) taken with its Reads filling
+/// the send queue and stalled; returns the WRITE's call bytes.
+#[inline(never)]
+fn stall_the_reads<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    held: &mut Vec<Incoming>,
+    ended: &mut Ended,
+    read: Kind,
+    write: Kind,
+) -> Result<Vec<u8>, Failure> {
     let (call, spec) = read.call(&p.l.pa, 1).at("READ call")?;
     p.call(call, spec, "READ call")?;
-    until(
-        &mut p,
-        &mut held,
-        &mut ended,
-        "READ call handed up",
-        &|p, h, _| {
-            h == 1 && p.l.fx.sq_outstanding(&p.l.a) == 0 && p.l.fx.sq_outstanding(&p.l.b) == 0
-        },
-    )?;
-    let write = Kind::Write(1024 * 1024 + 3);
-    let want = deliver(&mut p, write, 2, &mut ended)?;
+    until(p, held, ended, "READ call handed up", &|p, h, _| {
+        h == 1 && p.l.fx.sq_outstanding(&p.l.a) == 0 && p.l.fx.sq_outstanding(&p.l.b) == 0
+    })?;
+    let want = deliver(p, write, 2, ended)?;
     // Exactly one completion: the WRITE's Receive. Its Reads take every slot and stall.
-    take_the_read_call(&mut p, &mut held)?;
+    take_the_read_call(p, held)?;
     // The job posted Reads up to the slots and stalled with more to post. (How many of them
     // the queue pair still counts as outstanding is the provider's timing: a verbs binding
     // retires a request when it reaps its completion from the device, which rxe may already
@@ -223,7 +258,18 @@ pub fn a_reply_built_while_reads_stall_leaves_the_reads_alone<F: Fixture>(fx: &m
         "bytes of RDMA Read posted before the stall",
         "some, fewer than the WRITE carries",
     )?;
-    // The READ's reply while the Reads wait.
+    Ok(want)
+}
+
+/// Second step: the READ's reply offered while the Reads wait (refused for now, or posted),
+/// and again until it goes, while the WRITE is handed up; returns the WRITE.
+#[inline(never)]
+fn read_answered_while_stalled<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    held: &mut Vec<Incoming>,
+    ended: &mut Ended,
+    read: Kind,
+) -> Result<Incoming, Failure> {
     let x = held.pop().at("the READ call")?;
     let reply = read.reply(&p.l.pb, x.xid).at("READ reply")?;
     drop(x.call);
@@ -245,8 +291,8 @@ pub fn a_reply_built_while_reads_stall_leaves_the_reads_alone<F: Fixture>(fx: &m
                 }
             }
         }
-        progress |= take_calls(&mut p, &mut held, usize::MAX);
-        progress |= p.poll_ends(&mut ended)?;
+        progress |= take_calls(p, held, usize::MAX);
+        progress |= p.poll_ends(ended)?;
         if write_call.is_none() {
             write_call = held.pop();
         }
@@ -256,8 +302,19 @@ pub fn a_reply_built_while_reads_stall_leaves_the_reads_alone<F: Fixture>(fx: &m
             "the WRITE handed up and the READ answered",
         )?;
     }
-    let w = write_call.at("the WRITE")?;
-    bytes_eq("the WRITE's call", &want, &w.call.to_vec().at("bytes")?)?;
+    write_call.at("the WRITE")
+}
+
+/// Last step: the WRITE `w`'s reply posted (offered again while refused for now) and both
+/// replies in.
+#[inline(never)]
+fn write_answered<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    held: &mut Vec<Incoming>,
+    ended: &mut Ended,
+    w: Incoming,
+    write: Kind,
+) -> Outcome {
     let reply = write.reply(&p.l.pb, w.xid).at("WRITE reply")?;
     drop(w.call);
     let mut pending = Some((w.ctx, reply));
@@ -271,18 +328,9 @@ pub fn a_reply_built_while_reads_stall_leaves_the_reads_alone<F: Fixture>(fx: &m
                 Err(e) => return Err(fail("WRITE reply", "posted", format!("{e:?}"))),
             }
         }
-        progress |= take_calls(&mut p, &mut held, usize::MAX);
-        progress |= p.poll_ends(&mut ended)?;
+        progress |= take_calls(p, held, usize::MAX);
+        progress |= p.poll_ends(ended)?;
         p.l.idle(&mut idle, progress, "both replies")?;
     }
-    for (xid, end) in ended {
-        let expect = if xid == 2 { write } else { read }.expected(xid);
-        match end {
-            End::Reply(c) => bytes_eq(format!("reply {xid}"), &expect, &c.to_vec().at("bytes")?)?,
-            End::Failed(e, _) => return Err(fail(format!("call {xid}"), "a reply", e)),
-        }
-    }
-    ensure(held.is_empty(), "calls held", "none")?;
-    p.check_clean("after the stalled Reads")?;
-    p.finish()
+    Ok(())
 }

@@ -110,6 +110,61 @@ fn loss_at<F: Fixture>(fx: &mut F, step: Step, side: Side) -> Outcome {
     let what = format!("{side:?} disconnects {step:?}");
     let what = what.as_str();
     let mut p = Pair::with(fx, TransportConfig::default())?;
+    let mut run = Run {
+        kinds: BTreeMap::new(),
+        ended: BTreeMap::new(),
+        req_lost: false,
+        resp_lost: false,
+        held: Vec::new(),
+    };
+    // In steps of their own (kernel stack frames stay under 1 KiB).
+    calls_made(&mut p, &mut run, step, side, what)?;
+    broken(&mut p, &mut run, step, side, what)?;
+    all_ended(&mut p, &mut run, what)?;
+    ends_checked(&mut p, &run, what)?;
+    drop(run);
+    p.finish().map_err(|f| Failure {
+        step: format!("{what}: {}", f.step),
+        ..f
+    })
+}
+
+#[inline(never)]
+fn both_sides<F: Fixture>(fx: &mut F, step: Step) -> Outcome {
+    loss_at(fx, step, Side::A)?;
+    loss_at(fx, step, Side::B)
+}
+
+/// Loss before the calls are sent.
+pub fn loss_before_send<F: Fixture>(fx: &mut F) -> Outcome {
+    both_sides(fx, Step::BeforeSend)
+}
+
+/// Loss while the responder waits for its RDMA Reads of a call.
+pub fn loss_during_rdma_read<F: Fixture>(fx: &mut F) -> Outcome {
+    both_sides(fx, Step::DuringRead)
+}
+
+/// Loss after the calls were handed up, before their replies.
+pub fn loss_after_hand_up<F: Fixture>(fx: &mut F) -> Outcome {
+    both_sides(fx, Step::AfterHandUp)
+}
+
+/// Loss right after the replies (RDMA Writes, Long Replies, Sends) were posted.
+pub fn loss_during_reply<F: Fixture>(fx: &mut F) -> Outcome {
+    both_sides(fx, Step::DuringReply)
+}
+
+/// [`loss_at`], first step: one RPC for the credits, then the calls of [`WORKLOAD`] until
+/// one is refused (the connection already broken by `side` if `step` is `BeforeSend`).
+#[inline(never)]
+fn calls_made<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    run: &mut Run,
+    step: Step,
+    side: Side,
+    what: &str,
+) -> Outcome {
     // Credits first: one RPC.
     let (call, spec) = Kind::Small.call(&p.l.pa, 1).at("warm-up call")?;
     let pb = p.l.pb.clone();
@@ -121,13 +176,6 @@ fn loss_at<F: Fixture>(fx: &mut F, step: Step, side: Side) -> Outcome {
         what,
         "a grant above 8 after one RPC",
     )?;
-    let mut run = Run {
-        kinds: BTreeMap::new(),
-        ended: BTreeMap::new(),
-        req_lost: false,
-        resp_lost: false,
-        held: Vec::new(),
-    };
     if step == Step::BeforeSend {
         p.l.qp(side).disconnect();
     }
@@ -153,6 +201,19 @@ fn loss_at<F: Fixture>(fx: &mut F, step: Step, side: Side) -> Outcome {
             }
         }
     }
+    Ok(())
+}
+
+/// Second step: `side` disconnects at `step` (after the calls: during an RDMA Read, after
+/// hand-up, or after the replies were posted).
+#[inline(never)]
+fn broken<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    run: &mut Run,
+    step: Step,
+    side: Side,
+    what: &str,
+) -> Outcome {
     match step {
         Step::BeforeSend => {}
         Step::DuringRead => {
@@ -160,7 +221,7 @@ fn loss_at<F: Fixture>(fx: &mut F, step: Step, side: Side) -> Outcome {
             // (its RDMA Reads are then posted or waiting for room).
             let mut idle = 0;
             while p.resp.counters().read_chunks == 0 {
-                let evs = poll_resp(&mut p, 1);
+                let evs = poll_resp(p, 1);
                 let progress = run.absorb_resp(evs);
                 p.l.idle(
                     &mut idle,
@@ -173,7 +234,7 @@ fn loss_at<F: Fixture>(fx: &mut F, step: Step, side: Side) -> Outcome {
         Step::AfterHandUp | Step::DuringReply => {
             let mut idle = 0;
             while run.held.len() < run.kinds.len() {
-                let evs = poll_resp(&mut p, usize::MAX);
+                let evs = poll_resp(p, usize::MAX);
                 let progress = run.absorb_resp(evs);
                 if run.resp_lost {
                     return Err(fail(format!("{what}: hand-up"), "no loss yet", "lost"));
@@ -185,18 +246,23 @@ fn loss_at<F: Fixture>(fx: &mut F, step: Step, side: Side) -> Outcome {
                 )?;
             }
             if step == Step::DuringReply {
-                answer(&mut p, &mut run)?;
+                answer(p, run)?;
             }
             p.l.qp(side).disconnect();
         }
     }
-    // Drive until both sides saw the loss and every call ended.
+    Ok(())
+}
+
+/// Third step: drive until both sides saw the loss and every call ended.
+#[inline(never)]
+fn all_ended<F: Fixture>(p: &mut Pair<'_, F>, run: &mut Run, what: &str) -> Outcome {
     let mut idle = 0;
     while !(run.req_lost && run.resp_lost && run.ended.len() == run.kinds.len()) {
-        let evs = poll_resp(&mut p, usize::MAX);
+        let evs = poll_resp(p, usize::MAX);
         let mut progress = run.absorb_resp(evs);
-        progress |= answer(&mut p, &mut run)?;
-        let evs = poll_req(&mut p);
+        progress |= answer(p, run)?;
+        let evs = poll_req(p);
         progress |= run.absorb_req(evs, what)?;
         let state = format!(
             "{what}: requester lost {}, responder lost {}, {} of {} calls ended",
@@ -207,6 +273,13 @@ fn loss_at<F: Fixture>(fx: &mut F, step: Step, side: Side) -> Outcome {
         );
         p.l.idle(&mut idle, progress, &state)?;
     }
+    Ok(())
+}
+
+/// Last step: every call ended with its byte-exact reply or `ConnectionLost`; the requester
+/// lost once with nothing outstanding, no registration left on either side.
+#[inline(never)]
+fn ends_checked<F: Fixture>(p: &mut Pair<'_, F>, run: &Run, what: &str) -> Outcome {
     for (xid, end) in &run.ended {
         match end {
             End::Reply(c) => {
@@ -242,35 +315,5 @@ fn loss_at<F: Fixture>(fx: &mut F, step: Step, side: Side) -> Outcome {
         0,
         fx.live_registrations(&p.l.b),
     )?;
-    drop(run);
-    p.finish().map_err(|f| Failure {
-        step: format!("{what}: {}", f.step),
-        ..f
-    })
-}
-
-#[inline(never)]
-fn both_sides<F: Fixture>(fx: &mut F, step: Step) -> Outcome {
-    loss_at(fx, step, Side::A)?;
-    loss_at(fx, step, Side::B)
-}
-
-/// Loss before the calls are sent.
-pub fn loss_before_send<F: Fixture>(fx: &mut F) -> Outcome {
-    both_sides(fx, Step::BeforeSend)
-}
-
-/// Loss while the responder waits for its RDMA Reads of a call.
-pub fn loss_during_rdma_read<F: Fixture>(fx: &mut F) -> Outcome {
-    both_sides(fx, Step::DuringRead)
-}
-
-/// Loss after the calls were handed up, before their replies.
-pub fn loss_after_hand_up<F: Fixture>(fx: &mut F) -> Outcome {
-    both_sides(fx, Step::AfterHandUp)
-}
-
-/// Loss right after the replies (RDMA Writes, Long Replies, Sends) were posted.
-pub fn loss_during_reply<F: Fixture>(fx: &mut F) -> Outcome {
-    both_sides(fx, Step::DuringReply)
+    Ok(())
 }

@@ -179,52 +179,7 @@ pub(crate) fn run<F: Fixture>(
         let owed_before = xid_set(c.rc.owed_xids().map(|(x, _)| x));
         match life(&mut p, &mut c, plan, loss).map_err(|f| in_connection(n, f))? {
             Life::Done => break p,
-            Life::Lost => {
-                ran.losses += 1;
-                ran.owed_at_losses += c.rc.unsent() as u64;
-                ran.answered_at_losses += c.answered_after_break;
-                ran.lost_at.extend(loss.map(|l| l.at));
-                let step = format!("connection {n} lost");
-                // Exactly the calls this connection did not answer are owed (to be sent
-                // again): none whose reply it delivered, even one reaped after the loss.
-                let want: Vec<u32> = owed_before
-                    .union(&c.sent_here)
-                    .filter(|x| !c.answered_here.contains(x))
-                    .copied()
-                    .collect();
-                let owed = xid_set(c.rc.owed_xids().map(|(x, _)| x));
-                // A reply received before the loss is delivered, not resent.
-                let undelivered: Vec<u32> = c
-                    .arrived_before_loss
-                    .difference(&c.answered_here)
-                    .copied()
-                    .collect();
-                eq(
-                    format!(
-                        "{step}: replies received before it ({:?}) not delivered",
-                        c.arrived_before_loss
-                    ),
-                    Vec::<u32>::new(),
-                    undelivered,
-                )?;
-                eq(
-                    format!("{step}: calls owed (not answered by it)"),
-                    want,
-                    owed.into_iter().collect::<Vec<u32>>(),
-                )?;
-                let live = (
-                    p.l.fx.live_registrations(&p.l.a),
-                    p.l.fx.live_registrations(&p.l.b),
-                );
-                eq(format!("{step}: registrations left (A, B)"), (0, 0), live)?;
-                eq(
-                    format!("{step}: requester outstanding"),
-                    0,
-                    p.req.outstanding(),
-                )?;
-                ran.dead_handles.append(&mut c.handles);
-                drop(p);
-            }
+            Life::Lost => lost_checked(p, &mut c, &mut ran, &owed_before, n, loss)?,
         }
     };
     c.handles.clear();
@@ -232,6 +187,66 @@ pub(crate) fn run<F: Fixture>(
     eq("calls still owed", 0, c.rc.owed())?;
     drop(c);
     last(p, &ran)
+}
+
+/// [`run`]: connection `n`, `p`, was lost as planned (`loss`): exactly the calls it did not
+/// answer are owed (from `owed_before` and the ones sent on it), none whose reply arrived
+/// before the loss, and it left no registration and nothing outstanding; its figures go to
+/// `ran` (a step of its own: kernel stack frames stay under 1 KiB).
+#[inline(never)]
+fn lost_checked<F: Fixture>(
+    p: Pair<'_, F>,
+    c: &mut Client,
+    ran: &mut Ran,
+    owed_before: &BTreeSet<u32>,
+    n: u32,
+    loss: Option<Loss>,
+) -> Outcome {
+    ran.losses += 1;
+    ran.owed_at_losses += c.rc.unsent() as u64;
+    ran.answered_at_losses += c.answered_after_break;
+    ran.lost_at.extend(loss.map(|l| l.at));
+    let step = format!("connection {n} lost");
+    // Exactly the calls this connection did not answer are owed (to be sent
+    // again): none whose reply it delivered, even one reaped after the loss.
+    let want: Vec<u32> = owed_before
+        .union(&c.sent_here)
+        .filter(|x| !c.answered_here.contains(x))
+        .copied()
+        .collect();
+    let owed = xid_set(c.rc.owed_xids().map(|(x, _)| x));
+    // A reply received before the loss is delivered, not resent.
+    let undelivered: Vec<u32> = c
+        .arrived_before_loss
+        .difference(&c.answered_here)
+        .copied()
+        .collect();
+    eq(
+        format!(
+            "{step}: replies received before it ({:?}) not delivered",
+            c.arrived_before_loss
+        ),
+        Vec::<u32>::new(),
+        undelivered,
+    )?;
+    eq(
+        format!("{step}: calls owed (not answered by it)"),
+        want,
+        owed.into_iter().collect::<Vec<u32>>(),
+    )?;
+    let live = (
+        p.l.fx.live_registrations(&p.l.a),
+        p.l.fx.live_registrations(&p.l.b),
+    );
+    eq(format!("{step}: registrations left (A, B)"), (0, 0), live)?;
+    eq(
+        format!("{step}: requester outstanding"),
+        0,
+        p.req.outstanding(),
+    )?;
+    ran.dead_handles.append(&mut c.handles);
+    drop(p);
+    Ok(())
 }
 
 /// A fresh [`Client`], on the heap (it holds the `Reconnect`).
@@ -297,9 +312,12 @@ fn life<F: Fixture>(
     loss: Option<Loss>,
 ) -> Result<Life, Failure> {
     let end = FIRST_XID + plan.total;
-    let mut held: Vec<Incoming> = Vec::new();
-    let (mut handed, mut replied) = (0u64, 0u64);
-    let mut broken = false;
+    let mut here = Here {
+        held: Vec::new(),
+        handed: 0,
+        replied: 0,
+        broken: false,
+    };
     let mut idle = 0;
     c.sent_here.clear();
     c.answered_here.clear();
@@ -308,158 +326,16 @@ fn life<F: Fixture>(
     loop {
         // A connection broken after its last reply arrived is still seen to go (and is
         // checked for leaks) before the run ends on the next one.
-        if c.answered == plan.total && !broken {
+        if c.answered == plan.total && !here.broken {
             return Ok(Life::Done);
         }
-        let mut progress = false;
-        // Owed calls first, with their XIDs; then new ones.
-        let mut failed = Vec::new();
-        let before = c.rc.stats().retransmits;
-        c.rc.resend(&mut p.req, &mut p.l.a, &mut |e| failed.push(e));
-        if let Some(e) = failed.first() {
-            return Err(fail(
-                "resend",
-                "every owed call sent again",
-                format!("{e:?}"),
-            ));
-        }
-        progress |= c.rc.stats().retransmits > before;
-        c.sent_here
-            .extend(c.rc.owed_xids().filter(|&(_, sent)| sent).map(|(x, _)| x));
-        while c.next < end && c.rc.owed() < plan.depth && c.rc.unsent() == 0 && !p.req.is_lost() {
-            let xid = c.next;
-            let (call, spec) = match c.parked.take() {
-                Some(parked) => parked,
-                None => {
-                    let k = (plan.kind)(xid);
-                    c.kinds.insert(xid, k);
-                    k.call(&p.l.pa, xid).at("call")?
-                }
-            };
-            match c.rc.call(&mut p.req, &mut p.l.a, call, spec) {
-                Ok(()) => {
-                    c.next += 1;
-                    c.sent_here.insert(xid);
-                    progress = true;
-                    if plan.record_handles {
-                        c.handles.extend(advertised_handles(&mut p.l.a, xid));
-                    }
-                }
-                Err(rej) => {
-                    ensure(
-                        matches!(
-                            rej.error,
-                            CallError::NoCredit | CallError::WouldBlock | CallError::ConnectionLost
-                        ),
-                        format!("call {xid:#x} refused ({})", rej.error),
-                        "back-pressure or a lost connection",
-                    )?;
-                    c.parked = Some((rej.call, rej.reply));
-                    break;
-                }
-            }
-        }
-        // The responder.
-        let budget = if pending(loss, broken, Point::Read) {
-            1
-        } else {
-            usize::MAX
-        };
-        let mut evs = Vec::new();
-        let done = p
-            .resp
-            .poll_bounded(&mut p.l.b, budget, &mut |e| evs.push(e));
-        progress |= !done || !evs.is_empty();
-        for e in evs {
-            if let ResponderEvent::Call(call) = e {
-                // The server never executes again a call whose reply was delivered.
-                ensure(
-                    !c.delivered.contains(&call.xid),
-                    format!("call {:#x} handed up", call.xid),
-                    "never again once its reply was delivered",
-                )?;
-                handed += 1;
-                held.push(call);
-            }
-        }
-        let reads = p.resp.counters().read_chunks;
-        if let Some(side) = due(loss, broken, Point::Read, reads)
-            .or_else(|| due(loss, broken, Point::HandedUp, handed))
-        {
-            p.l.qp(side).disconnect();
-            broken = true;
-            held.clear();
-        }
-        for call in core::mem::take(&mut held) {
-            let reply = Kind::of(&call.call).reply(&p.l.pb, call.xid).at("reply")?;
-            drop(call.call);
-            // After a loss a reply may be refused; it is then dropped.
-            if p.resp.reply(&mut p.l.b, call.ctx, reply).is_ok() {
-                replied += 1;
-                progress = true;
-            }
-        }
-        if let Some(side) = due(loss, broken, Point::Replied, replied) {
-            p.l.qp(side).disconnect();
-            broken = true;
-        }
-        // The requester.
-        let budget = if pending(loss, broken, Point::Invalidating) {
-            1
-        } else {
-            usize::MAX
-        };
-        let mut evs = Vec::new();
-        let mut tap = Tap {
-            qp: &mut p.l.a,
-            record: broken,
-            arrived: &mut c.arrived_before_loss,
-        };
-        let done = p.req.poll_bounded(&mut tap, budget, &mut |e| evs.push(e));
-        progress |= !done || !evs.is_empty();
-        for e in evs {
-            match c.rc.on_event(e) {
-                Some(RequesterEvent::Reply { xid, reply }) => {
-                    let kind = c
-                        .kinds
-                        .get(&xid)
-                        .copied()
-                        .at(format!("reply {xid:#x}: kind"))?;
-                    bytes_eq(
-                        format!("reply {xid:#x}"),
-                        &kind.expected(xid),
-                        &reply.to_vec().at("reply bytes")?,
-                    )?;
-                    // Exactly one reply per XID: a second one would find it forgotten.
-                    ensure(
-                        c.kinds.remove(&xid).is_some(),
-                        format!("reply {xid:#x}"),
-                        "one reply per call",
-                    )?;
-                    c.answered += 1;
-                    c.answered_here.insert(xid);
-                    c.delivered.insert(xid);
-                    c.answered_after_break += u64::from(broken);
-                }
-                Some(RequesterEvent::Failed { xid, error, .. }) => {
-                    return Err(fail(format!("call {xid:#x}"), "a reply", error))
-                }
-                Some(RequesterEvent::ConnectionLost | RequesterEvent::Connected(_)) | None => {}
-            }
-        }
-        let invalidations = p.req.counters().local_invalidations;
-        if let Some(side) = due(loss, broken, Point::Invalidating, invalidations) {
-            p.l.qp(side).disconnect();
-            broken = true;
-        }
+        // Each turn in a step of its own (kernel stack frames stay under 1 KiB).
+        let mut progress = calls_turn(p, c, plan, end)?;
+        progress |= responder_turn(p, c, loss, &mut here)?;
+        progress |= requester_turn(p, c, loss, &mut here.broken)?;
         if p.req.is_lost() {
-            if !broken {
-                let why = |q| p.l.fx.down_cause(q).unwrap_or_else(|| "?".into());
-                return Err(fail(
-                    "connection",
-                    "lost only where planned",
-                    format!("lost unplanned (A: {}; B: {})", why(&p.l.a), why(&p.l.b)),
-                ));
+            if !here.broken {
+                return Err(unplanned_loss(p));
             }
             return Ok(Life::Lost);
         }
@@ -468,10 +344,214 @@ fn life<F: Fixture>(
             c.answered,
             plan.total,
             c.rc.owed(),
-            if broken { ", after the loss" } else { "" }
+            if here.broken { ", after the loss" } else { "" }
         );
         p.l.idle(&mut idle, progress, &step)?;
     }
+}
+
+/// What one connection's [`life`] did so far.
+struct Here {
+    /// Calls handed up, not yet answered.
+    held: Vec<Incoming>,
+    /// Calls handed up.
+    handed: u64,
+    /// Replies posted.
+    replied: u64,
+    /// Whether the connection was broken.
+    broken: bool,
+}
+
+/// [`life`]: owed calls sent again first, with their XIDs; then new ones up to the plan's
+/// depth. Whether anything was sent.
+#[inline(never)]
+fn calls_turn<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    c: &mut Client,
+    plan: &mut Plan<'_>,
+    end: u32,
+) -> Result<bool, Failure> {
+    let mut progress = false;
+    // Owed calls first, with their XIDs; then new ones.
+    let mut failed = Vec::new();
+    let before = c.rc.stats().retransmits;
+    c.rc.resend(&mut p.req, &mut p.l.a, &mut |e| failed.push(e));
+    if let Some(e) = failed.first() {
+        return Err(fail(
+            "resend",
+            "every owed call sent again",
+            format!("{e:?}"),
+        ));
+    }
+    progress |= c.rc.stats().retransmits > before;
+    c.sent_here
+        .extend(c.rc.owed_xids().filter(|&(_, sent)| sent).map(|(x, _)| x));
+    while c.next < end && c.rc.owed() < plan.depth && c.rc.unsent() == 0 && !p.req.is_lost() {
+        let xid = c.next;
+        let (call, spec) = match c.parked.take() {
+            Some(parked) => parked,
+            None => {
+                let k = (plan.kind)(xid);
+                c.kinds.insert(xid, k);
+                k.call(&p.l.pa, xid).at("call")?
+            }
+        };
+        match c.rc.call(&mut p.req, &mut p.l.a, call, spec) {
+            Ok(()) => {
+                c.next += 1;
+                c.sent_here.insert(xid);
+                progress = true;
+                if plan.record_handles {
+                    c.handles.extend(advertised_handles(&mut p.l.a, xid));
+                }
+            }
+            Err(rej) => {
+                ensure(
+                    matches!(
+                        rej.error,
+                        CallError::NoCredit | CallError::WouldBlock | CallError::ConnectionLost
+                    ),
+                    format!("call {xid:#x} refused ({})", rej.error),
+                    "back-pressure or a lost connection",
+                )?;
+                c.parked = Some((rej.call, rej.reply));
+                break;
+            }
+        }
+    }
+    Ok(progress)
+}
+
+/// [`life`]: the responder polled (one completion at a time while a loss at `Read` is
+/// pending), calls handed up and answered, the connection broken where `loss` says.
+/// Whether anything happened.
+#[inline(never)]
+fn responder_turn<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    c: &mut Client,
+    loss: Option<Loss>,
+    here: &mut Here,
+) -> Result<bool, Failure> {
+    let mut progress = false;
+    // The responder.
+    let budget = if pending(loss, here.broken, Point::Read) {
+        1
+    } else {
+        usize::MAX
+    };
+    let mut evs = Vec::new();
+    let done = p
+        .resp
+        .poll_bounded(&mut p.l.b, budget, &mut |e| evs.push(e));
+    progress |= !done || !evs.is_empty();
+    for e in evs {
+        if let ResponderEvent::Call(call) = e {
+            // The server never executes again a call whose reply was delivered.
+            ensure(
+                !c.delivered.contains(&call.xid),
+                format!("call {:#x} handed up", call.xid),
+                "never again once its reply was delivered",
+            )?;
+            here.handed += 1;
+            here.held.push(call);
+        }
+    }
+    let reads = p.resp.counters().read_chunks;
+    if let Some(side) = due(loss, here.broken, Point::Read, reads)
+        .or_else(|| due(loss, here.broken, Point::HandedUp, here.handed))
+    {
+        p.l.qp(side).disconnect();
+        here.broken = true;
+        here.held.clear();
+    }
+    for call in core::mem::take(&mut here.held) {
+        let reply = Kind::of(&call.call).reply(&p.l.pb, call.xid).at("reply")?;
+        drop(call.call);
+        // After a loss a reply may be refused; it is then dropped.
+        if p.resp.reply(&mut p.l.b, call.ctx, reply).is_ok() {
+            here.replied += 1;
+            progress = true;
+        }
+    }
+    if let Some(side) = due(loss, here.broken, Point::Replied, here.replied) {
+        p.l.qp(side).disconnect();
+        here.broken = true;
+    }
+    Ok(progress)
+}
+
+/// [`life`]: the requester polled (one completion at a time while a loss at `Invalidating`
+/// is pending), each reply checked byte-exact and once per call, the connection broken
+/// where `loss` says. Whether anything happened.
+#[inline(never)]
+fn requester_turn<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    c: &mut Client,
+    loss: Option<Loss>,
+    broken: &mut bool,
+) -> Result<bool, Failure> {
+    let mut progress = false;
+    // The requester.
+    let budget = if pending(loss, *broken, Point::Invalidating) {
+        1
+    } else {
+        usize::MAX
+    };
+    let mut evs = Vec::new();
+    let mut tap = Tap {
+        qp: &mut p.l.a,
+        record: *broken,
+        arrived: &mut c.arrived_before_loss,
+    };
+    let done = p.req.poll_bounded(&mut tap, budget, &mut |e| evs.push(e));
+    progress |= !done || !evs.is_empty();
+    for e in evs {
+        match c.rc.on_event(e) {
+            Some(RequesterEvent::Reply { xid, reply }) => {
+                let kind = c
+                    .kinds
+                    .get(&xid)
+                    .copied()
+                    .at(format!("reply {xid:#x}: kind"))?;
+                bytes_eq(
+                    format!("reply {xid:#x}"),
+                    &kind.expected(xid),
+                    &reply.to_vec().at("reply bytes")?,
+                )?;
+                // Exactly one reply per XID: a second one would find it forgotten.
+                ensure(
+                    c.kinds.remove(&xid).is_some(),
+                    format!("reply {xid:#x}"),
+                    "one reply per call",
+                )?;
+                c.answered += 1;
+                c.answered_here.insert(xid);
+                c.delivered.insert(xid);
+                c.answered_after_break += u64::from(*broken);
+            }
+            Some(RequesterEvent::Failed { xid, error, .. }) => {
+                return Err(fail(format!("call {xid:#x}"), "a reply", error))
+            }
+            Some(RequesterEvent::ConnectionLost | RequesterEvent::Connected(_)) | None => {}
+        }
+    }
+    let invalidations = p.req.counters().local_invalidations;
+    if let Some(side) = due(loss, *broken, Point::Invalidating, invalidations) {
+        p.l.qp(side).disconnect();
+        *broken = true;
+    }
+    Ok(progress)
+}
+
+/// The failure of a connection lost where no loss was planned, with both sides' causes.
+#[inline(never)]
+fn unplanned_loss<F: Fixture>(p: &Pair<'_, F>) -> Failure {
+    let why = |q| p.l.fx.down_cause(q).unwrap_or_else(|| "?".into());
+    fail(
+        "connection",
+        "lost only where planned",
+        format!("lost unplanned (A: {}; B: {})", why(&p.l.a), why(&p.l.b)),
+    )
 }
 
 /// Probe every handle of `dead` from side B of the live pair `p`: none may give access. The
@@ -609,49 +689,81 @@ pub fn reconnect_resends_owed_calls_but_not_abandoned_ones<F: Fixture>(fx: &mut 
     let pages = fx.page_providers().at("page providers")?;
     let setup = Setup::default();
     let mut rc = Reconnect::new(&TransportConfig::default()).at("Reconnect::new")?;
-    {
-        let mut p = Pair::over(&mut *fx, &setup, (pages.0.clone(), pages.1.clone()))?;
-        let (call, spec) = Kind::Small.call(&p.l.pa, 0x60).at("warm-up call")?;
-        let pb = p.l.pb.clone();
-        p.rpc(call, spec, &mut |c| {
-            Kind::Small.reply(&pb, c.xid).at("reply")
-        })?;
-        for xid in [0x61u32, 0x62, 0x63] {
-            let (call, spec) = Kind::Small.call(&p.l.pa, xid).at("call")?;
-            rc.call(&mut p.req, &mut p.l.a, call, spec)
-                .map_err(|r| fail(format!("call {xid:#x}"), "accepted", r.error))?;
-        }
-        let (call, spec) = Kind::Small.call(&p.l.pa, 0x62).at("call")?;
-        let dup = rc.call(&mut p.req, &mut p.l.a, call, spec).err();
-        eq(
-            "a second call 0x62",
-            Some(CallError::DuplicateXid),
-            dup.map(|r| r.error),
-        )?;
-        p.l.a.disconnect();
-        let mut passed = Vec::new();
-        let mut idle = 0;
-        while !p.req.is_lost() {
-            let mut evs = Vec::new();
-            p.req.poll(&mut p.l.a, &mut |e| evs.push(e));
-            let progress = !evs.is_empty();
-            passed.extend(evs.into_iter().filter_map(|e| rc.on_event(e)));
-            p.l.idle(&mut idle, progress, "the requester sees its loss")?;
-        }
-        eq(
-            "events passed on (lost calls kept, not failed)",
-            "[ConnectionLost]",
-            format!("{passed:?}").as_str(),
-        )?;
-        eq("calls waiting", 3, rc.unsent())?;
-        let a = rc
-            .abandon(&mut p.req, &mut p.l.a, 0x62)
-            .at("abandon 0x62")?;
-        let back = a.call.at("abandoned call")?.to_vec().at("bytes")?;
-        let (want, _) = Kind::Small.call(&p.l.pa, 0x62).at("call")?;
-        bytes_eq("abandoned call", &want.to_vec().at("bytes")?, &back)?;
-    }
+    // Each connection in a step of its own (kernel stack frames stay under 1 KiB).
+    first_connection_lost(fx, &setup, (pages.0.clone(), pages.1.clone()), &mut rc)?;
     let mut p = Pair::over(&mut *fx, &setup, pages)?;
+    owed_resent(&mut p, &mut rc)?;
+    drop(rc);
+    p.check_clean("after the resends")?;
+    p.finish()
+}
+
+/// [`reconnect_resends_owed_calls_but_not_abandoned_ones`], first connection: after one
+/// RPC, calls 0x61-0x63 through `rc` (a second 0x62 refused), the connection lost (only
+/// `ConnectionLost` passed on, the three calls kept), 0x62 abandoned and handed back
+/// byte-exact.
+#[inline(never)]
+fn first_connection_lost<F: Fixture>(
+    fx: &mut F,
+    setup: &Setup,
+    pages: PagePair,
+    rc: &mut Reconnect,
+) -> Outcome {
+    let mut p = Pair::over(&mut *fx, setup, pages)?;
+    three_calls_and_a_duplicate(&mut p, rc)?;
+    p.l.a.disconnect();
+    let mut passed = Vec::new();
+    let mut idle = 0;
+    while !p.req.is_lost() {
+        let mut evs = Vec::new();
+        p.req.poll(&mut p.l.a, &mut |e| evs.push(e));
+        let progress = !evs.is_empty();
+        passed.extend(evs.into_iter().filter_map(|e| rc.on_event(e)));
+        p.l.idle(&mut idle, progress, "the requester sees its loss")?;
+    }
+    eq(
+        "events passed on (lost calls kept, not failed)",
+        "[ConnectionLost]",
+        format!("{passed:?}").as_str(),
+    )?;
+    eq("calls waiting", 3, rc.unsent())?;
+    let a = rc
+        .abandon(&mut p.req, &mut p.l.a, 0x62)
+        .at("abandon 0x62")?;
+    let back = a.call.at("abandoned call")?.to_vec().at("bytes")?;
+    let (want, _) = Kind::Small.call(&p.l.pa, 0x62).at("call")?;
+    bytes_eq("abandoned call", &want.to_vec().at("bytes")?, &back)?;
+    Ok(())
+}
+
+/// After one RPC, calls 0x61-0x63 through `rc`, and a second 0x62 refused as a duplicate.
+#[inline(never)]
+fn three_calls_and_a_duplicate<F: Fixture>(p: &mut Pair<'_, F>, rc: &mut Reconnect) -> Outcome {
+    let (call, spec) = Kind::Small.call(&p.l.pa, 0x60).at("warm-up call")?;
+    let pb = p.l.pb.clone();
+    p.rpc(call, spec, &mut |c| {
+        Kind::Small.reply(&pb, c.xid).at("reply")
+    })?;
+    for xid in [0x61u32, 0x62, 0x63] {
+        let (call, spec) = Kind::Small.call(&p.l.pa, xid).at("call")?;
+        rc.call(&mut p.req, &mut p.l.a, call, spec)
+            .map_err(|r| fail(format!("call {xid:#x}"), "accepted", r.error))?;
+    }
+    let (call, spec) = Kind::Small.call(&p.l.pa, 0x62).at("call")?;
+    let dup = rc.call(&mut p.req, &mut p.l.a, call, spec).err();
+    eq(
+        "a second call 0x62",
+        Some(CallError::DuplicateXid),
+        dup.map(|r| r.error),
+    )?;
+    Ok(())
+}
+
+/// [`reconnect_resends_owed_calls_but_not_abandoned_ones`], second connection: `rc`'s owed
+/// calls sent again as the credits allow (one at first), 0x61 and 0x63 carried and
+/// answered byte-exact, 0x62 (abandoned) never.
+#[inline(never)]
+fn owed_resent<F: Fixture>(p: &mut Pair<'_, F>, rc: &mut Reconnect) -> Outcome {
     let mut failed = Vec::new();
     let waiting = rc.resend(&mut p.req, &mut p.l.a, &mut |e| failed.push(e));
     eq(
@@ -708,9 +820,7 @@ pub fn reconnect_resends_owed_calls_but_not_abandoned_ones<F: Fixture>(fx: &mut 
     )?;
     eq("replies", 2, replies)?;
     eq("retransmits", 2, rc.stats().retransmits)?;
-    drop(rc);
-    p.check_clean("after the resends")?;
-    p.finish()
+    Ok(())
 }
 
 /// DDP data lengths around the XDR pad and the page size, and larger.

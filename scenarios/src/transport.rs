@@ -517,23 +517,37 @@ pub fn send_with_invalidate<F: Fixture>(fx: &mut F) -> Outcome {
         "responder",
         "Send With Invalidate negotiated",
     )?;
-    let pb = p.l.pb.clone();
     let data = pattern(100_000, 6);
-    let count = |p: &Pair<'_, F>| {
-        let (a, b) = (p.req.counters(), p.resp.counters());
-        (
-            b.send_with_invalidate,
-            a.remote_invalidations,
-            a.local_invalidations,
-        )
-    };
-    // WRITE: the read chunk's handle.
+    // Each call in a step of its own (kernel stack frames stay under 1 KiB).
+    swi_write(&mut p, &data)?;
+    swi_read(&mut p)?;
+    let handles = swi_write_and_read(&mut p, &data)?;
+    p.check_clean("after the calls")?;
+    probe_stale(&mut p, &handles, "remotely invalidated")?;
+    p.finish()
+}
+
+/// (Send With Invalidate sent by the responder, remote and local invalidations of the
+/// requester.)
+#[inline(never)]
+fn swi_count<F: Fixture>(p: &Pair<'_, F>) -> (u64, u64, u64) {
+    let (a, b) = (p.req.counters(), p.resp.counters());
+    (
+        b.send_with_invalidate,
+        a.remote_invalidations,
+        a.local_invalidations,
+    )
+}
+
+/// [`send_with_invalidate`], WRITE: the read chunk's handle.
+#[inline(never)]
+fn swi_write<F: Fixture>(p: &mut Pair<'_, F>, data: &[u8]) -> Outcome {
     p.call(
-        write_call(&p.l.pa, 0x60, &data).at("call")?,
+        write_call(&p.l.pa, 0x60, data).at("call")?,
         ReplySpec::inline(128),
         "WRITE",
     )?;
-    eq("WRITE: handles", 1, advertised(&mut p, 0x60)?.len())?;
+    eq("WRITE: handles", 1, advertised(p, 0x60)?.len())?;
     drop(reply_for(
         p.run(1, &mut |c| xdr_call(c.xid, b"done").at("reply"))?,
         0x60,
@@ -541,12 +555,17 @@ pub fn send_with_invalidate<F: Fixture>(fx: &mut F) -> Outcome {
     eq(
         "WRITE: (SWI sent, remote inv, local inv)",
         (1, 1, 0),
-        count(&p),
-    )?;
-    // READ: the write chunk's handle.
+        swi_count(p),
+    )
+}
+
+/// [`send_with_invalidate`], READ: the write chunk's handle.
+#[inline(never)]
+fn swi_read<F: Fixture>(p: &mut Pair<'_, F>) -> Outcome {
+    let pb = p.l.pb.clone();
     let (call, spec) = Kind::Read(50_000).call(&p.l.pa, 0x61).at("call")?;
     p.call(call, spec, "READ")?;
-    eq("READ: handles", 1, advertised(&mut p, 0x61)?.len())?;
+    eq("READ: handles", 1, advertised(p, 0x61)?.len())?;
     let reply = reply_for(
         p.run(1, &mut |c| Kind::Read(50_000).reply(&pb, c.xid).at("reply"))?,
         0x61,
@@ -560,20 +579,29 @@ pub fn send_with_invalidate<F: Fixture>(fx: &mut F) -> Outcome {
     eq(
         "READ: (SWI sent, remote inv, local inv)",
         (2, 2, 0),
-        count(&p),
-    )?;
-    // A read chunk and a write chunk: the first by Send With Invalidate, the other locally.
+        swi_count(p),
+    )
+}
+
+/// [`send_with_invalidate`], a read chunk and a write chunk: the first by Send With
+/// Invalidate, the other locally; returns both handles.
+#[inline(never)]
+fn swi_write_and_read<F: Fixture>(
+    p: &mut Pair<'_, F>,
+    data: &[u8],
+) -> Result<Vec<(u32, u64, bool)>, Failure> {
+    let pb = p.l.pb.clone();
     let (_, spec) = read_call(&p.l.pa, 0x62, 50_000).at("spec")?;
     let spec = ReplySpec {
         max_reply: 50_000 + 64,
         ..spec
     };
     p.call(
-        write_call(&p.l.pa, 0x62, &data).at("call")?,
+        write_call(&p.l.pa, 0x62, data).at("call")?,
         spec,
         "WRITE+READ",
     )?;
-    let handles = advertised(&mut p, 0x62)?;
+    let handles = advertised(p, 0x62)?;
     eq("WRITE+READ: handles", 2, handles.len())?;
     drop(reply_for(
         p.run(1, &mut |c| Kind::Read(50_000).reply(&pb, c.xid).at("reply"))?,
@@ -582,11 +610,9 @@ pub fn send_with_invalidate<F: Fixture>(fx: &mut F) -> Outcome {
     eq(
         "WRITE+READ: (SWI sent, remote inv, local inv)",
         (3, 3, 1),
-        count(&p),
+        swi_count(p),
     )?;
-    p.check_clean("after the calls")?;
-    probe_stale(&mut p, &handles, "remotely invalidated")?;
-    p.finish()
+    Ok(handles)
 }
 
 /// With Send With Invalidate refused by the requester (RFC 8797 flag clear), the responder

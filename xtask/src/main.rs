@@ -315,8 +315,8 @@ fn kmod_peers() -> Result<(), String> {
     vm_step(name, &args)
 }
 
-/// The module's stack frames: no function of the .ko above 1 KiB but the exemptions
-/// `krpc-rdma/benches/stack.sh` lists (it says what it measures and why each is exempt).
+/// The module's stack frames: no function of the .ko above 1 KiB, none exempt
+/// (`krpc-rdma/benches/stack.sh` says what it measures).
 fn stack_frames() -> Result<(), String> {
     let mut cmd = Command::new("sh");
     cmd.arg("krpc-rdma/benches/stack.sh")
@@ -324,7 +324,7 @@ fn stack_frames() -> Result<(), String> {
         .arg("1024")
         .current_dir(root());
     step(
-        "stack frames of krpc_rdma.ko, none above 1 KiB but the listed exemptions (sh krpc-rdma/benches/stack.sh)",
+        "stack frames of krpc_rdma.ko, none above 1 KiB (sh krpc-rdma/benches/stack.sh)",
         cmd,
     )
 }

@@ -521,7 +521,7 @@ fn serve_one(
 #[inline(never)]
 fn next_request(l: &mut OfedListener) -> Option<Result<Boxed<OfedQp>, String>> {
     // Called through an opaque pointer so that its body (an 880-byte `OfedQp` returned by
-    // value, see krpc-rdma/benches/stack.sh's exemptions) stays out of this frame.
+    // value, built in place by `OfedQp::new`) stays out of this frame.
     let next: fn(&mut OfedListener) -> Option<Result<OfedQp, OfedError>> =
         core::hint::black_box(OfedListener::next_request);
     boxed_some(next(l))

@@ -26,7 +26,7 @@ pub struct Key {
 }
 
 /// The key pool (see the module documentation). Sized once; nothing here allocates later.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct KeyPool {
     keys: Vec<Key>,
     free: Vec<u32>,
@@ -134,7 +134,7 @@ impl KeyPool {
 /// An open-addressing map from valid rkey to key index (linear probing, backward-shift
 /// deletion, no tombstones), sized for every key at half load: O(1), allocation-free after
 /// construction.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct RkeyIndex {
     slots: Vec<Option<(u32, u32)>>,
     mask: usize,

@@ -400,6 +400,22 @@ fn with_capacity<T>(n: usize) -> Result<Vec<T>, ProviderError> {
     Ok(v)
 }
 
+/// [`ProviderError::BadId`] for a layout out of range (no buffers, no keys, a send queue
+/// shallower than what the core is told; the registration count is checked by
+/// [`RegTable::new`]).
+fn check(layout: &Layout) -> Result<(), ProviderError> {
+    let res = layout.res;
+    if res.send_bufs == 0
+        || res.recv_bufs == 0
+        || layout.keys == 0
+        || res.max_sge == 0
+        || layout.sq_depth < res.max_send_wr
+    {
+        return Err(ProviderError::BadId);
+    }
+    Ok(())
+}
+
 impl<B: Backend> Binding<B> {
     /// The shared logic over `b`, with every table and scratch array allocated now.
     ///
@@ -408,50 +424,81 @@ impl<B: Backend> Binding<B> {
     /// buffers, no keys, more than 65,536 registrations, a send queue shallower than what
     /// the core is told).
     pub fn new(b: B, layout: Layout) -> Result<Binding<B>, ProviderError> {
-        let res = layout.res;
-        if res.send_bufs == 0
-            || res.recv_bufs == 0
-            || layout.keys == 0
-            || res.max_sge == 0
-            || layout.sq_depth < res.max_send_wr
-        {
-            return Err(ProviderError::BadId);
-        }
-        let sq_depth = layout.sq_depth as usize;
-        let recv_bufs = res.recv_bufs as usize;
-        let mut stash = VecDeque::new();
-        stash
-            .try_reserve_exact(sq_depth + recv_bufs)
-            .map_err(|_| ProviderError::NoMemory)?;
-        let mut events = VecDeque::new();
-        events
-            .try_reserve_exact(4)
-            .map_err(|_| ProviderError::NoMemory)?;
-        Ok(Binding {
-            sq: SendQueue::new(sq_depth)?,
-            recv: RecvTable::new(res.recv_bufs)?,
-            keys: KeyPool::new(layout.keys, layout.keys_present)?,
-            regs: RegTable::new(res.max_registrations)?,
-            stash,
+        check(&layout)?;
+        let mut me = Binding::unallocated(b, layout);
+        me.allocate()?;
+        Ok(me)
+    }
+
+    /// [`new`](Self::new) in two steps, for a caller that builds the binding in its final
+    /// place and so holds one copy of it (a kernel caller: `new`'s result, moved into the
+    /// caller's own value, is a second copy of this 880-byte struct on a 16 KiB stack). This
+    /// step: the binding over `b` with no table or scratch array allocated yet (no
+    /// allocation, cannot fail). [`allocate`](Self::allocate) must succeed before it is
+    /// used; until then it has no room (every post is refused). Not inlined: the binding is
+    /// written straight into the place the caller gives for the result.
+    #[inline(never)]
+    pub fn unallocated(b: B, layout: Layout) -> Binding<B> {
+        Binding {
+            b,
+            layout,
+            sq: SendQueue::default(),
+            recv: RecvTable::default(),
+            keys: KeyPool::default(),
+            regs: RegTable::default(),
+            stash: VecDeque::new(),
             core_busy: 0,
-            events,
+            events: VecDeque::new(),
             state: State::Connecting,
             disconnect_reported: false,
             down: None,
             last_reap_empty: true,
             stats: BindingStats::default(),
-            wrs: with_capacity(sq_depth)?,
-            sges: with_capacity(sq_depth * 2)?,
-            kinds: with_capacity(sq_depth)?,
-            synth: with_capacity(res.max_send_wr as usize)?,
-            pending: with_capacity(sq_depth)?,
-            sync_invs: with_capacity(res.max_send_wr as usize)?,
-            recv_ids: with_capacity(recv_bufs)?,
-            recv_sges: with_capacity(recv_bufs)?,
-            merged: with_capacity(64)?,
-            b,
-            layout,
-        })
+            wrs: Vec::new(),
+            sges: Vec::new(),
+            kinds: Vec::new(),
+            synth: Vec::new(),
+            pending: Vec::new(),
+            sync_invs: Vec::new(),
+            recv_ids: Vec::new(),
+            recv_sges: Vec::new(),
+            merged: Vec::new(),
+        }
+    }
+
+    /// The second step of [`new`](Self::new) after [`unallocated`](Self::unallocated):
+    /// every table and scratch array allocated, in place (called once, before any use).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn allocate(&mut self) -> Result<(), ProviderError> {
+        let layout = self.layout;
+        check(&layout)?;
+        let res = layout.res;
+        let sq_depth = layout.sq_depth as usize;
+        let recv_bufs = res.recv_bufs as usize;
+        self.stash = VecDeque::new();
+        self.stash
+            .try_reserve_exact(sq_depth + recv_bufs)
+            .map_err(|_| ProviderError::NoMemory)?;
+        self.events = VecDeque::new();
+        self.events
+            .try_reserve_exact(4)
+            .map_err(|_| ProviderError::NoMemory)?;
+        self.sq = SendQueue::new(sq_depth)?;
+        self.recv = RecvTable::new(res.recv_bufs)?;
+        self.keys = KeyPool::new(layout.keys, layout.keys_present)?;
+        self.regs = RegTable::new(res.max_registrations)?;
+        self.wrs = with_capacity(sq_depth)?;
+        self.sges = with_capacity(sq_depth * 2)?;
+        self.kinds = with_capacity(sq_depth)?;
+        self.synth = with_capacity(res.max_send_wr as usize)?;
+        self.pending = with_capacity(sq_depth)?;
+        self.sync_invs = with_capacity(res.max_send_wr as usize)?;
+        self.recv_ids = with_capacity(recv_bufs)?;
+        self.recv_sges = with_capacity(recv_bufs)?;
+        self.merged = with_capacity(64)?;
+        Ok(())
     }
 
     /// The backend.

@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 use crate::provider::ProviderError;
 
 /// The posted-receive table of one queue pair.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct RecvTable {
     posted: Vec<bool>,
 }

@@ -21,7 +21,7 @@ pub struct Reg {
 }
 
 /// The registration table (see the module documentation).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct RegTable {
     slots: Vec<Reg>,
     free: Vec<u16>,

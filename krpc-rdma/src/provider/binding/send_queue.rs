@@ -39,7 +39,7 @@ pub struct SqEntry {
 }
 
 /// The FIFO of outstanding send-queue work requests (see the module documentation).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct SendQueue {
     depth: usize,
     fifo: VecDeque<SqEntry>,
