@@ -238,3 +238,7 @@ mod mbuf_face;
 /// `clnt_rdma`: a `CLIENT *` called through its `struct clnt_ops` table.
 #[path = "emu_rxe/clnt_ops.rs"]
 mod clnt_ops;
+
+/// `clnt_rdma` against Linux knfsd (NFSv3 over its RPC-over-RDMA listener, in the VM).
+#[path = "emu_rxe/clnt_knfsd.rs"]
+mod clnt_knfsd;
