@@ -195,6 +195,10 @@ impl Provider for SoftQp {
         self.fabric.lock().release(self.end, reg)
     }
 
+    fn revoke(&mut self, reg: RegId) -> Result<(), ProviderError> {
+        self.fabric.lock().revoke(self.end, reg)
+    }
+
     fn poll_event(&mut self) -> Option<CmEvent> {
         self.fabric.lock().poll_event(self.end)
     }

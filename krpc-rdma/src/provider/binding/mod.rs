@@ -311,8 +311,11 @@ pub struct BindingStats {
     pub local_invs: u64,
     /// Keys revoked by the peer's Send With Invalidate.
     pub remote_invs: u64,
-    /// Synchronous revocations in `release` (posted LOCAL_INV and waited).
+    /// Synchronous revocations in `release` and `revoke` (posted LOCAL_INV and waited).
     pub sync_revokes: u64,
+    /// Registrations revoked with their keys held back (`revoke`: an abandoned call whose
+    /// late reply may still name them in a Send With Invalidate).
+    pub quarantined: u64,
     /// Keys killed because they could not be invalidated normally (MR reset, window
     /// deallocation, per-run MR deregistration).
     pub key_revokes: u64,
@@ -690,6 +693,40 @@ impl<B: Backend> Binding<B> {
     }
 
     /// Keys of registration `reg` that still need a LOCAL_INV (valid, none pending).
+    /// Revoke `reg`'s keys synchronously (LOCAL_INV and wait, or kill what cannot be
+    /// invalidated) and unmap them: the peer can no longer reach its pages. The keys stay
+    /// with `reg` (the caller puts them back, or holds them: [`Provider::revoke`]).
+    fn invalidate_and_unmap(&mut self, reg: RegId, nkeys: usize) {
+        if self.layout.invalidation == Invalidation::WorkRequest {
+            // Revoke synchronously what the peer can still use: LOCAL_INV and wait.
+            let need = self.keys_to_invalidate(reg).count();
+            if self.state == State::Up && need > 0 && self.sq.has_room(need) {
+                self.clear_plan();
+                if reserve(&mut self.wrs, need).is_ok()
+                    && reserve(&mut self.kinds, need).is_ok()
+                    && reserve(&mut self.pending, need).is_ok()
+                {
+                    self.plan_invs(reg, None);
+                    if self.post_planned().is_ok() {
+                        self.stats.sync_revokes += 1;
+                    }
+                }
+                self.clear_plan();
+            }
+            self.wait_invalid(reg);
+        }
+        // Whatever is still valid or pending now is killed for good.
+        for j in 0..nkeys {
+            let Some(k) = self.regs.get(reg).and_then(|r| r.keys.get(j).copied()) else {
+                break;
+            };
+            if self.keys.get(k).is_some_and(|k| k.valid || k.inv_pending) {
+                self.revoke_key(k);
+            }
+            self.b.unmap(k);
+        }
+    }
+
     fn keys_to_invalidate(&self, reg: RegId) -> impl Iterator<Item = u32> + '_ {
         self.regs
             .get(reg)
@@ -1205,34 +1242,18 @@ impl<B: Backend> Provider for Binding<B> {
     }
 
     fn release(&mut self, reg: RegId) -> Result<(), ProviderError> {
-        let nkeys = self.regs.get(reg).ok_or(ProviderError::BadId)?.keys.len();
-        if self.layout.invalidation == Invalidation::WorkRequest {
-            // Revoke synchronously what the peer can still use: LOCAL_INV and wait.
-            let need = self.keys_to_invalidate(reg).count();
-            if self.state == State::Up && need > 0 && self.sq.has_room(need) {
-                self.clear_plan();
-                if reserve(&mut self.wrs, need).is_ok()
-                    && reserve(&mut self.kinds, need).is_ok()
-                    && reserve(&mut self.pending, need).is_ok()
-                {
-                    self.plan_invs(reg, None);
-                    if self.post_planned().is_ok() {
-                        self.stats.sync_revokes += 1;
-                    }
-                }
-                self.clear_plan();
-            }
-            self.wait_invalid(reg);
+        let (nkeys, revoked) = self
+            .regs
+            .get(reg)
+            .map(|r| (r.keys.len(), r.revoked))
+            .ok_or(ProviderError::BadId)?;
+        if !revoked {
+            self.invalidate_and_unmap(reg, nkeys);
         }
-        // Whatever is still valid or pending now is killed for good.
         for j in 0..nkeys {
             let Some(k) = self.regs.get(reg).and_then(|r| r.keys.get(j).copied()) else {
                 break;
             };
-            if self.keys.get(k).is_some_and(|k| k.valid || k.inv_pending) {
-                self.revoke_key(k);
-            }
-            self.b.unmap(k);
             self.keys.put(k);
         }
         let pages = self.b.pages();
@@ -1241,6 +1262,28 @@ impl<B: Backend> Provider for Binding<B> {
                 pages.page_unref(p);
             }
         })
+    }
+
+    fn revoke(&mut self, reg: RegId) -> Result<(), ProviderError> {
+        let (nkeys, revoked) = self
+            .regs
+            .get(reg)
+            .map(|r| (r.keys.len(), r.revoked))
+            .ok_or(ProviderError::BadId)?;
+        if revoked {
+            return Ok(());
+        }
+        self.invalidate_and_unmap(reg, nkeys);
+        let pages = self.b.pages();
+        if let Some(r) = self.regs.get_mut(reg) {
+            for &p in &r.pages {
+                pages.page_unref(p);
+            }
+            r.pages.clear();
+        }
+        self.regs.set_revoked(reg);
+        self.stats.quarantined += 1;
+        Ok(())
     }
 
     fn poll_event(&mut self) -> Option<CmEvent> {
