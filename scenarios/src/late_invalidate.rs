@@ -2,7 +2,9 @@
 //! abandon revoked (issue 15): `Requester::abandon` revokes at once but holds the handles
 //! back (`Provider::revoke`), so the late Send With Invalidate finds the key it names
 //! unchanged — not bumped by a re-registration for another call, which fails the queue pair
-//! on rxe (`rxe_invalidate_mr`: key mismatch) — and the connection carries on.
+//! on rxe (`rxe_invalidate_mr`: key mismatch) — and the connection carries on. A provider
+//! that releases instead (`revoke` returns `false`: the libibverbs provider's memory
+//! windows) gets the call dropped by the server instead of the late reply.
 
 use alloc::format;
 use krpc_rdma::transport::{Incoming, ReplySpec, ResponderEvent};
@@ -77,6 +79,22 @@ pub fn late_send_with_invalidate_after_abandon_keeps_the_connection<F: Fixture>(
         0,
         p.l.fx.live_registrations(&p.l.a),
     )?;
+    if p.req.counters().abandon_quarantines == 0 {
+        // The provider released instead of holding the handle back (memory windows: see
+        // `Provider::revoke`): a late Send With Invalidate of it would break the
+        // connection (or, for a window still FREE under the same key, crash Linux 6.1's
+        // rxe), so the server drops the call here and the rest is not this provider's.
+        p.l.fx.log(
+            "late_send_with_invalidate_after_abandon_keeps_the_connection: the provider \
+             releases at abandon (no handle held back); the late reply is not sent",
+        );
+        drop(held.call);
+        p.resp
+            .drop_call(&mut p.l.b, held.ctx, &mut |_| {})
+            .map_err(|e| fail("drop the call", "Ok", format!("{e:?}")))?;
+        rpc_with_reply_chunk(&mut p, 21)?;
+        return p.finish();
+    }
     // Other calls register (and release) reply chunks meanwhile.
     for xid in 21..24 {
         rpc_with_reply_chunk(&mut p, xid)?;

@@ -90,7 +90,7 @@ pub trait Middleware {
     ///
     /// # Errors
     /// As [`Provider::revoke`].
-    fn revoke(&mut self, reg: RegId) -> Result<(), ProviderError> {
+    fn revoke(&mut self, reg: RegId) -> Result<bool, ProviderError> {
         self.wrapped_mut().revoke(reg)
     }
     /// [`Provider::poll_event`].
@@ -169,7 +169,7 @@ macro_rules! forward_provider {
             fn revoke(
                 &mut self,
                 reg: $crate::provider::RegId,
-            ) -> Result<(), $crate::provider::ProviderError> {
+            ) -> Result<bool, $crate::provider::ProviderError> {
                 $crate::provider::Middleware::revoke(self, reg)
             }
             fn poll_event(&mut self) -> Option<$crate::provider::CmEvent> {

@@ -1017,18 +1017,18 @@ impl Requester {
             .get_mut(idx)
             .filter(|s| s.state == SlotState::Waiting)?;
         let quarantine = !slot.regs.is_empty() && held < limit;
-        for r in &slot.regs {
-            let _ = if quarantine {
-                prov.revoke(r.id)
-            } else {
-                prov.release(r.id)
-            };
-            self.ep.counters.local_invalidations += 1;
-        }
+        self.ep.counters.local_invalidations += slot.regs.len() as u64;
         if quarantine {
-            // Released with the late reply (`recv`) or the connection (`fail_all`).
-            self.ep.counters.abandon_quarantines += 1;
+            // The held ones are released with the late reply (`recv`) or the connection
+            // (`fail_all`); the provider released the others.
+            slot.regs.retain(|r| matches!(prov.revoke(r.id), Ok(true)));
+            if !slot.regs.is_empty() {
+                self.ep.counters.abandon_quarantines += 1;
+            }
         } else {
+            for r in &slot.regs {
+                let _ = prov.release(r.id);
+            }
             if !slot.regs.is_empty() {
                 self.ep.counters.abandon_closes += 1;
                 prov.disconnect();

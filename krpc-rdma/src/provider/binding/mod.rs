@@ -1264,14 +1264,26 @@ impl<B: Backend> Provider for Binding<B> {
         })
     }
 
-    fn revoke(&mut self, reg: RegId) -> Result<(), ProviderError> {
+    /// Held back only for FRWR MRs invalidated by work request (the kernel shim). Windows
+    /// and per-run MRs (the libibverbs provider) are released: a type 2 memory window
+    /// invalidated again while FREE under the same key makes Linux 6.1's rxe dereference a
+    /// NULL pointer (`rxe_invalidate_mw` → `rxe_check_invalidate_mw` refuses only the
+    /// INVALID state, `rxe_do_invalidate_mw` drops `mw->qp`, NULL once FREE: a kernel
+    /// panic in the VM), so for them a bumped key (the connection breaks) is the safe
+    /// outcome of a late Send With Invalidate.
+    fn revoke(&mut self, reg: RegId) -> Result<bool, ProviderError> {
+        let frwr = matches!(self.layout.rule, RunRule::Frwr { .. })
+            && self.layout.invalidation == Invalidation::WorkRequest;
+        if !frwr {
+            return self.release(reg).map(|()| false);
+        }
         let (nkeys, revoked) = self
             .regs
             .get(reg)
             .map(|r| (r.keys.len(), r.revoked))
             .ok_or(ProviderError::BadId)?;
         if revoked {
-            return Ok(());
+            return Ok(true);
         }
         self.invalidate_and_unmap(reg, nkeys);
         let pages = self.b.pages();
@@ -1283,7 +1295,7 @@ impl<B: Backend> Provider for Binding<B> {
         }
         self.regs.set_revoked(reg);
         self.stats.quarantined += 1;
-        Ok(())
+        Ok(true)
     }
 
     fn poll_event(&mut self) -> Option<CmEvent> {
