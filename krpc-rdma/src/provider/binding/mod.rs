@@ -293,6 +293,13 @@ pub trait Backend {
     fn unmap(&mut self, _key: u32) {}
     /// `release` is waiting for invalidations: keep waiting after `iteration` polls?
     fn release_wait(&mut self, iteration: u32) -> bool;
+    /// Whether a key invalidated locally may still be invalidated by the peer under the
+    /// same value without harm, so [`Provider::revoke`] can hold it back (a kernel FRWR MR:
+    /// rxe's `rxe_invalidate_mr` accepts a FREE MR whose key matches). Not for memory
+    /// windows (rxe 6.1 dereferences NULL invalidating a FREE type 2 window). Default: no.
+    fn holds_revoked_keys(&self) -> bool {
+        false
+    }
     /// Tear the queue pair down so no DMA can touch our pages any more; `connected` when
     /// the connection was not broken (disconnect first). Called once, from `Drop`.
     fn shutdown(&mut self, connected: bool);
@@ -1264,17 +1271,20 @@ impl<B: Backend> Provider for Binding<B> {
         })
     }
 
-    /// Held back only for FRWR MRs invalidated by work request (the kernel shim). Windows
-    /// and per-run MRs (the libibverbs provider) are released: a type 2 memory window
+    /// Held back only for FRWR MRs invalidated by work request whose backend says so
+    /// ([`Backend::holds_revoked_keys`]: the kernel shim, not its KPI emulation, whose FRWR
+    /// MRs are rxe windows). Windows and per-run MRs (the libibverbs provider) are
+    /// released: a type 2 memory window
     /// invalidated again while FREE under the same key makes Linux 6.1's rxe dereference a
     /// NULL pointer (`rxe_invalidate_mw` → `rxe_check_invalidate_mw` refuses only the
     /// INVALID state, `rxe_do_invalidate_mw` drops `mw->qp`, NULL once FREE: a kernel
     /// panic in the VM), so for them a bumped key (the connection breaks) is the safe
     /// outcome of a late Send With Invalidate.
     fn revoke(&mut self, reg: RegId) -> Result<bool, ProviderError> {
-        let frwr = matches!(self.layout.rule, RunRule::Frwr { .. })
-            && self.layout.invalidation == Invalidation::WorkRequest;
-        if !frwr {
+        let hold = matches!(self.layout.rule, RunRule::Frwr { .. })
+            && self.layout.invalidation == Invalidation::WorkRequest
+            && self.b.holds_revoked_keys();
+        if !hold {
             return self.release(reg).map(|()| false);
         }
         let (nkeys, revoked) = self
