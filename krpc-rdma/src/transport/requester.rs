@@ -996,9 +996,10 @@ impl Requester {
     /// breaks the connection; that is the price of taking the memory back at once, as on
     /// Linux.
     ///
-    /// The registrations are revoked with [`Provider::revoke`]: their handles are held back
-    /// (quarantined), not registered again under another key, until the late reply arrives
-    /// or the connection ends. The late reply may come with Send With Invalidate of one of
+    /// The registrations are revoked with [`Provider::revoke`]: where the provider can (FRWR
+    /// MRs; not memory windows, see there) their handles are held back (quarantined), not
+    /// registered again under another key, until the late reply arrives or the connection
+    /// ends. The late reply may come with Send With Invalidate of one of
     /// them; a device invalidates an MR whose key still matches (rxe), but a key bumped by
     /// a re-registration for another call would fail the queue pair. Bounded: when more than
     /// half of the slots would hold quarantined handles, the registrations are released
