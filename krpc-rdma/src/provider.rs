@@ -385,6 +385,24 @@ pub trait Provider {
     /// [`ProviderError::BadId`] for an unknown registration.
     fn release(&mut self, reg: RegId) -> Result<(), ProviderError>;
 
+    /// Revoke a registration now and, where that is safe, hold its handles back: as
+    /// [`release`](Self::release), the peer can no longer use it and its pages may be reused
+    /// once this returns; `Ok(true)`: the handles' keys are not given out again — under
+    /// another value — until `release(reg)` (which must follow); `Ok(false)`: released
+    /// (nothing to follow). For a call given up on ([`Requester::abandon`]) whose late
+    /// reply may still come with Send With Invalidate of these handles: a device
+    /// invalidates an FRWR MR whose key still matches (rxe: `rxe_invalidate_mr` checks only
+    /// the key), but a key bumped by a re-registration for another call fails the queue
+    /// pair. The default releases (`Ok(false)`).
+    ///
+    /// [`Requester::abandon`]: crate::transport::Requester::abandon
+    ///
+    /// # Errors
+    /// [`ProviderError::BadId`] for an unknown registration.
+    fn revoke(&mut self, reg: RegId) -> Result<bool, ProviderError> {
+        self.release(reg).map(|()| false)
+    }
+
     /// Next connection event, if any.
     fn poll_event(&mut self) -> Option<CmEvent>;
 

@@ -108,6 +108,39 @@ authnone_create(void)
 	return (&authnone);
 }
 
+/* AUTH_SYS: the credential body is kept right behind the AUTH (one libc allocation). */
+static void
+authsys_destroy(AUTH *a)
+{
+	(free)(a);
+}
+
+static const struct auth_ops authsys_ops = { .ah_destroy = authsys_destroy };
+
+int
+krpc_emu_clnt_set_authsys(CLIENT *cl, const uint8_t *body, uint32_t len)
+{
+	AUTH *a;
+
+	if (len > MAX_AUTH_BYTES)
+		return (0);
+	a = (calloc)(1, sizeof(*a) + len);
+	if (a == NULL)
+		return (0);
+	memcpy(a + 1, body, len);
+	a->ah_cred.oa_flavor = AUTH_SYS;
+	a->ah_cred.oa_base = (caddr_t)(a + 1);
+	a->ah_cred.oa_length = len;
+	a->ah_verf.oa_flavor = AUTH_NONE;
+	a->ah_verf.oa_base = NULL;
+	a->ah_verf.oa_length = 0;
+	a->ah_ops = &authsys_ops;
+	if (cl->cl_auth != NULL)
+		AUTH_DESTROY(cl->cl_auth);
+	cl->cl_auth = a;
+	return (1);
+}
+
 static void
 flat_err(const struct rpc_err *e, struct krpc_emu_rpc_err *out)
 {

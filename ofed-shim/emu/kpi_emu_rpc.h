@@ -225,5 +225,10 @@ int krpc_emu_clnt_control_u32(CLIENT *cl, uint32_t req, uint32_t *val);
 int krpc_emu_clnt_control_timeout(CLIENT *cl, uint32_t req, int64_t *ms);
 void krpc_emu_clnt_close(CLIENT *cl);
 void krpc_emu_clnt_destroy(CLIENT *cl);
+/* An AUTH_SYS handle whose credential body (the XDR of authsys_parms, as authunix_create
+ * writes it) is a copy of `body` (at most MAX_AUTH_BYTES), verifier AUTH_NONE; it replaces
+ * cl->cl_auth (the old one AUTH_DESTROYed), as a krpc consumer sets cl_auth. 1, or 0 when
+ * `len` is too large or without memory (cl_auth unchanged). */
+int krpc_emu_clnt_set_authsys(CLIENT *cl, const uint8_t *body, uint32_t len);
 
 #endif /* KRPC_KPI_EMU_RPC_H */

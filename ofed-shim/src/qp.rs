@@ -283,6 +283,12 @@ fn frag_sge(f: &LocalFragment) -> Option<Sge> {
 impl Backend for OfedConn {
     type Pages = KernelPages;
 
+    /// Kernel FRWR MRs, yes; the userspace emulation's "MRs" are rxe type 2 windows (whose
+    /// invalidation while FREE crashes Linux 6.1's rxe), no.
+    fn holds_revoked_keys(&self) -> bool {
+        !cfg!(feature = "emu")
+    }
+
     fn pages(&self) -> &KernelPages {
         &self.pages
     }

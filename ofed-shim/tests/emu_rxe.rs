@@ -242,3 +242,6 @@ mod clnt_ops;
 /// `svc_rdma`: an `SVCXPRT *` driven through its `struct xp_ops` table.
 #[path = "emu_rxe/svc_ops.rs"]
 mod svc_ops;
+/// `clnt_rdma` against Linux knfsd (NFSv3 over its RPC-over-RDMA listener, in the VM).
+#[path = "emu_rxe/clnt_knfsd.rs"]
+mod clnt_knfsd;

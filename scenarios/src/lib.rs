@@ -29,6 +29,7 @@ pub mod data;
 pub mod fixture;
 pub mod heap;
 mod hostile;
+mod late_invalidate;
 mod liveness;
 mod loss;
 pub mod pair;
@@ -54,6 +55,7 @@ pub mod scenarios {
         hostile_read_chunks_beyond_the_call_budget, hostile_segment_offsets_near_2_64,
         rfc8166_s4_3_2_3_empty_write_chunk_returns_the_item_inline,
     };
+    pub use crate::late_invalidate::late_send_with_invalidate_after_abandon_keeps_the_connection;
     pub use crate::liveness::{
         a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes,
         a_reply_built_while_reads_stall_leaves_the_reads_alone,
@@ -130,6 +132,7 @@ macro_rules! __with_scenarios {
             a_reply_built_while_reads_stall_leaves_the_reads_alone,
             abandon_revokes_at_once_and_drops_the_late_reply,
             close_fails_every_pending_call_and_hands_the_pages_back,
+            late_send_with_invalidate_after_abandon_keeps_the_connection,
             stale_handles_refused_after_rpc,
             send_with_invalidate,
             send_with_invalidate_refused,

@@ -150,3 +150,54 @@ fn bounded_poll_yields_after_its_budget() {
         "eight Receives in budgets of two take four rounds or more"
     );
 }
+
+/// `abandon` holds the revoked handles of at most half the slots back (each until its late
+/// reply): with 8 slots, four abandoned calls with a reply chunk each are quarantined; the
+/// fifth is released at once and the connection closed (`abandon_closes`), never a silent
+/// leak; once the loss is seen nothing is registered and no slot is left. (The late reply's
+/// Send With Invalidate itself: the scenario
+/// `late_send_with_invalidate_after_abandon_keeps_the_connection`.)
+#[test]
+fn abandon_quarantine_is_bounded_by_half_the_slots() {
+    let cfg = krpc_rdma::transport::TransportConfig {
+        max_requests: 8,
+        ..Default::default()
+    };
+    let mut r = common::rig_with(cfg);
+    r.req
+        .call(&mut r.qa, xdr_call(0xffff, b"warm"), ReplySpec::inline(64))
+        .unwrap();
+    r.run(&mut |c| reply_for(c.xid, b"ok"));
+    assert!(r.req.credits_granted() >= 5, "{}", r.req.credits_granted());
+    for xid in 1..=5 {
+        r.req
+            .call(
+                &mut r.qa,
+                xdr_call(xid, b"slow"),
+                ReplySpec::inline(64 * 1024),
+            )
+            .unwrap();
+    }
+    let regs = r.qa.live_registrations();
+    assert!(regs >= 5, "a reply chunk each: {regs}");
+    for xid in 1..=4 {
+        assert!(r.req.abandon(&mut r.qa, xid).is_some());
+    }
+    let c = r.req.counters();
+    assert_eq!((c.abandon_quarantines, c.abandon_closes), (4, 0));
+    assert_eq!(r.qa.live_registrations(), regs - 4, "revoked: not live");
+    assert!(!r.req.is_lost());
+    assert!(r.req.abandon(&mut r.qa, 5).is_some());
+    let c = r.req.counters();
+    assert_eq!((c.abandon_quarantines, c.abandon_closes), (4, 1));
+    for _ in 0..100 {
+        if r.req.is_lost() {
+            break;
+        }
+        r.poll_once();
+    }
+    assert!(r.req.is_lost(), "the connection closed by abandon");
+    assert_eq!(r.req.outstanding(), 0);
+    assert_eq!(r.qa.live_registrations(), 0);
+    teardown(r);
+}

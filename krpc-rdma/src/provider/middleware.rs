@@ -86,6 +86,13 @@ pub trait Middleware {
     fn release(&mut self, reg: RegId) -> Result<(), ProviderError> {
         self.wrapped_mut().release(reg)
     }
+    /// [`Provider::revoke`].
+    ///
+    /// # Errors
+    /// As [`Provider::revoke`].
+    fn revoke(&mut self, reg: RegId) -> Result<bool, ProviderError> {
+        self.wrapped_mut().revoke(reg)
+    }
     /// [`Provider::poll_event`].
     fn poll_event(&mut self) -> Option<CmEvent> {
         self.wrapped_mut().poll_event()
@@ -158,6 +165,12 @@ macro_rules! forward_provider {
                 reg: $crate::provider::RegId,
             ) -> Result<(), $crate::provider::ProviderError> {
                 $crate::provider::Middleware::release(self, reg)
+            }
+            fn revoke(
+                &mut self,
+                reg: $crate::provider::RegId,
+            ) -> Result<bool, $crate::provider::ProviderError> {
+                $crate::provider::Middleware::revoke(self, reg)
             }
             fn poll_event(&mut self) -> Option<$crate::provider::CmEvent> {
                 $crate::provider::Middleware::poll_event(self)

@@ -717,6 +717,14 @@ impl Fabric {
             .map(|_| ())
     }
 
+    /// Revoke a registration of a side, its handle held until `release`.
+    pub(crate) fn revoke(&mut self, me: End, reg: RegId) -> Result<(), ProviderError> {
+        let side = self.side_mut(me);
+        side.regs.revoke(reg, &*side.pages)?;
+        side.stats.local_invs += 1;
+        Ok(())
+    }
+
     /// Statistics of a side.
     pub(crate) fn stats(&self, me: End) -> SoftStats {
         self.side(me).stats

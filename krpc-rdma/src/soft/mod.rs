@@ -39,7 +39,7 @@
 //! |---|---|---|
 //! | Send, no receive posted at the peer | `RnrRetryExceeded` | — |
 //! | Send larger than the peer's receive buffer | `Other` (remote invalid request) | receive consumed, `LocalError` |
-//! | Send With Invalidate of a handle that is not a live, valid registration of the peer | `RemoteAccess` | receive consumed, `LocalError` |
+//! | Send With Invalidate of a handle that is not a live, valid registration of the peer (nor one `revoke` holds back: accepted, as rxe accepts a key that still matches) | `RemoteAccess` | receive consumed, `LocalError` |
 //! | RDMA Read/Write: unknown, released or invalidated handle, missing right, range outside | `RemoteAccess` | — |
 //! | A local fragment the page provider cannot map | `LocalError` | — |
 //! | Injected loss ([`fault`]) | `TransportRetryExceeded` | — |

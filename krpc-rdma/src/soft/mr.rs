@@ -52,6 +52,10 @@ pub(crate) struct RegEntry {
     pub(crate) frags: Vec<PageFragment>,
     /// Distinct pages, one reference held on each.
     pages: Vec<u64>,
+    /// Revoked with its handle held back (`revoke`): invalid, no pages, not counted live,
+    /// its slot not reused until `release`; a Send With Invalidate of it is accepted (as rxe
+    /// invalidates an MR whose key still matches, whatever its state).
+    held: bool,
 }
 
 /// A registration slot: the key generation survives the entry.
@@ -162,6 +166,7 @@ impl RegTable {
             len: u64::from(length),
             frags: list,
             pages: held,
+            held: false,
         });
         self.live += 1;
         let mut segments = heapless::Vec::new();
@@ -204,21 +209,42 @@ impl RegTable {
     }
 
     /// Whether the peer may invalidate `handle` with Send With Invalidate (it must be live
-    /// and valid).
+    /// and valid, or held by `revoke`).
     pub(crate) fn can_remote_invalidate(&self, handle: u32) -> bool {
-        self.get(handle).is_some_and(|e| e.valid)
+        self.get(handle).is_some_and(|e| e.valid || e.held)
     }
 
     /// Remote invalidation (Send With Invalidate); `false` if the handle is not live and
-    /// valid.
+    /// valid (or held).
     pub(crate) fn remote_invalidate(&mut self, handle: u32) -> bool {
         match self.get_mut(handle) {
-            Some(e) if e.valid => {
+            Some(e) if e.valid || e.held => {
                 e.valid = false;
                 true
             }
             _ => false,
         }
+    }
+
+    /// Revoke `reg` and hold its handle back until `release`: invalid, page references
+    /// dropped, no longer counted live. Idempotent.
+    pub(crate) fn revoke(
+        &mut self,
+        reg: RegId,
+        pages: &dyn PageProvider,
+    ) -> Result<(), ProviderError> {
+        let entry = self.get_mut(reg.0).ok_or(ProviderError::BadId)?;
+        if entry.held {
+            return Ok(());
+        }
+        entry.valid = false;
+        entry.held = true;
+        for &a in &entry.pages {
+            pages.page_unref(a);
+        }
+        entry.pages.clear();
+        self.live = self.live.saturating_sub(1);
+        Ok(())
     }
 
     /// Release `reg`: revoke, drop its page references, free the slot.
@@ -236,14 +262,18 @@ impl RegTable {
             Some(e) if e.handle == reg.0 => {}
             _ => return Err(ProviderError::BadId),
         }
+        let mut held = false;
         if let Some(entry) = slot.entry.take() {
             for &a in &entry.pages {
                 pages.page_unref(a);
             }
+            held = entry.held;
         }
         // `free` has capacity for every slot: this never reallocates.
         self.free.push_back(index);
-        self.live = self.live.saturating_sub(1);
+        if !held {
+            self.live = self.live.saturating_sub(1);
+        }
         Ok(())
     }
 
@@ -256,7 +286,9 @@ impl RegTable {
                     pages.page_unref(a);
                 }
                 self.free.push_back(index);
-                self.live = self.live.saturating_sub(1);
+                if !entry.held {
+                    self.live = self.live.saturating_sub(1);
+                }
             }
             index = index.wrapping_add(1);
         }

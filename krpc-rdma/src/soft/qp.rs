@@ -195,6 +195,10 @@ impl Provider for SoftQp {
         self.fabric.lock().release(self.end, reg)
     }
 
+    fn revoke(&mut self, reg: RegId) -> Result<bool, ProviderError> {
+        self.fabric.lock().revoke(self.end, reg).map(|()| true)
+    }
+
     fn poll_event(&mut self) -> Option<CmEvent> {
         self.fabric.lock().poll_event(self.end)
     }

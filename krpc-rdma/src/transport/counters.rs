@@ -68,10 +68,16 @@ pub struct Counters {
     pub calls_abandoned: u64,
     /// Replies that arrived for abandoned calls and were dropped (requester).
     pub late_replies: u64,
+    /// Abandoned calls whose registrations were revoked with their handles held back
+    /// (`Provider::revoke`) until the late reply or the connection's end (requester).
+    pub abandon_quarantines: u64,
+    /// Connections closed by `abandon` because too many abandoned calls held handles back
+    /// (requester; the bound on the quarantine).
+    pub abandon_closes: u64,
 }
 
 /// Number of [`Counters`] fields.
-pub const COUNTER_FIELDS: usize = 32;
+pub const COUNTER_FIELDS: usize = 34;
 
 static_assertions::const_assert_eq!(
     core::mem::size_of::<Counters>(),
@@ -114,6 +120,8 @@ impl Counters {
             ("ddp_budget_waits", self.ddp_budget_waits),
             ("calls_abandoned", self.calls_abandoned),
             ("late_replies", self.late_replies),
+            ("abandon_quarantines", self.abandon_quarantines),
+            ("abandon_closes", self.abandon_closes),
         ]
     }
 
@@ -173,6 +181,10 @@ impl Counters {
             ddp_budget_waits: self.ddp_budget_waits.saturating_add(other.ddp_budget_waits),
             calls_abandoned: self.calls_abandoned.saturating_add(other.calls_abandoned),
             late_replies: self.late_replies.saturating_add(other.late_replies),
+            abandon_quarantines: self
+                .abandon_quarantines
+                .saturating_add(other.abandon_quarantines),
+            abandon_closes: self.abandon_closes.saturating_add(other.abandon_closes),
         }
     }
 }

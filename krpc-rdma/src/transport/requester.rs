@@ -827,8 +827,12 @@ impl Requester {
             return;
         };
         if slot.state == SlotState::Abandoned {
-            // Its caller is gone and its registrations were revoked at abandon time: the
-            // reply only gives the slot and the credit back.
+            // Its caller is gone and its registrations were revoked at abandon time (their
+            // handles held back until now: the reply may have invalidated one of them): the
+            // reply gives the handles, the slot and the credit back.
+            for r in &slot.regs {
+                let _ = prov.release(r.id);
+            }
             slot.reset();
             self.xids.remove(xid);
             self.free_slots.push(idx as u32);
@@ -991,17 +995,47 @@ impl Requester {
     /// A responder still reading the call's chunks then fails on a revoked handle, which
     /// breaks the connection; that is the price of taking the memory back at once, as on
     /// Linux.
+    ///
+    /// The registrations are revoked with [`Provider::revoke`]: where the provider can (FRWR
+    /// MRs; not memory windows, see there) their handles are held back (quarantined), not
+    /// registered again under another key, until the late reply arrives or the connection
+    /// ends. The late reply may come with Send With Invalidate of one of
+    /// them; a device invalidates an MR whose key still matches (rxe), but a key bumped by
+    /// a re-registration for another call would fail the queue pair. Bounded: when more than
+    /// half of the slots would hold quarantined handles, the registrations are released
+    /// instead and the connection is closed (`abandon_closes`; the calls in flight fail
+    /// with the loss, seen at the next poll).
     pub fn abandon<P: Provider>(&mut self, prov: &mut P, xid: u32) -> Option<Abandoned> {
         let idx = self.xids.get(xid)? as usize;
+        let held = self
+            .slots
+            .iter()
+            .filter(|s| s.state == SlotState::Abandoned && !s.regs.is_empty())
+            .count();
+        let limit = (self.slots.len() / 2).max(1);
         let slot = self
             .slots
             .get_mut(idx)
             .filter(|s| s.state == SlotState::Waiting)?;
-        for r in &slot.regs {
-            let _ = prov.release(r.id);
-            self.ep.counters.local_invalidations += 1;
+        let quarantine = !slot.regs.is_empty() && held < limit;
+        self.ep.counters.local_invalidations += slot.regs.len() as u64;
+        if quarantine {
+            // The held ones are released with the late reply (`recv`) or the connection
+            // (`fail_all`); the provider released the others.
+            slot.regs.retain(|r| matches!(prov.revoke(r.id), Ok(true)));
+            if !slot.regs.is_empty() {
+                self.ep.counters.abandon_quarantines += 1;
+            }
+        } else {
+            for r in &slot.regs {
+                let _ = prov.release(r.id);
+            }
+            if !slot.regs.is_empty() {
+                self.ep.counters.abandon_closes += 1;
+                prov.disconnect();
+            }
+            slot.regs.clear();
         }
-        slot.regs.clear();
         slot.state = SlotState::Abandoned;
         slot.pullup.clear();
         slot.reply_chunk = false;

@@ -81,10 +81,13 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-/// Largest reply of the calls other than READ: inline (no reply chunk, so no registration:
-/// a late reply to an abandoned call whose reply chunk was registered comes with Send With
-/// Invalidate of the revoked handle and breaks the connection; seen with 1024 here:
-/// `RPC_CANTRECV`/`ENOTCONN` for the next call).
+/// Largest reply of the calls other than READ: inline (no reply chunk, so no registration).
+/// With 1024 (a reply chunk for every such call) the late reply to the call abandoned by the
+/// timeout comes with Send With Invalidate of the handle `abandon` revoked: in this
+/// emulation FRWR MRs are rxe type 2 windows, which `Provider::revoke` does not hold back
+/// (a FREE window invalidated again crashes Linux 6.1's rxe), so the next bind bumps the key
+/// and rxe fails the queue pair on the late invalidation (`RPC_CANTRECV`/`ENOTCONN` for the
+/// next call). The kernel shim's real FRWR MRs are held back: see ARCHITECTURE.md.
 const INLINE_REPLY: usize = 512;
 
 /// The reply provisioning hook (an NFS client's RFC 8267 table, reduced to what the test

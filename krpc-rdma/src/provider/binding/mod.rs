@@ -293,6 +293,13 @@ pub trait Backend {
     fn unmap(&mut self, _key: u32) {}
     /// `release` is waiting for invalidations: keep waiting after `iteration` polls?
     fn release_wait(&mut self, iteration: u32) -> bool;
+    /// Whether a key invalidated locally may still be invalidated by the peer under the
+    /// same value without harm, so [`Provider::revoke`] can hold it back (a kernel FRWR MR:
+    /// rxe's `rxe_invalidate_mr` accepts a FREE MR whose key matches). Not for memory
+    /// windows (rxe 6.1 dereferences NULL invalidating a FREE type 2 window). Default: no.
+    fn holds_revoked_keys(&self) -> bool {
+        false
+    }
     /// Tear the queue pair down so no DMA can touch our pages any more; `connected` when
     /// the connection was not broken (disconnect first). Called once, from `Drop`.
     fn shutdown(&mut self, connected: bool);
@@ -311,8 +318,11 @@ pub struct BindingStats {
     pub local_invs: u64,
     /// Keys revoked by the peer's Send With Invalidate.
     pub remote_invs: u64,
-    /// Synchronous revocations in `release` (posted LOCAL_INV and waited).
+    /// Synchronous revocations in `release` and `revoke` (posted LOCAL_INV and waited).
     pub sync_revokes: u64,
+    /// Registrations revoked with their keys held back (`revoke`: an abandoned call whose
+    /// late reply may still name them in a Send With Invalidate).
+    pub quarantined: u64,
     /// Keys killed because they could not be invalidated normally (MR reset, window
     /// deallocation, per-run MR deregistration).
     pub key_revokes: u64,
@@ -737,6 +747,40 @@ impl<B: Backend> Binding<B> {
     }
 
     /// Keys of registration `reg` that still need a LOCAL_INV (valid, none pending).
+    /// Revoke `reg`'s keys synchronously (LOCAL_INV and wait, or kill what cannot be
+    /// invalidated) and unmap them: the peer can no longer reach its pages. The keys stay
+    /// with `reg` (the caller puts them back, or holds them: [`Provider::revoke`]).
+    fn invalidate_and_unmap(&mut self, reg: RegId, nkeys: usize) {
+        if self.layout.invalidation == Invalidation::WorkRequest {
+            // Revoke synchronously what the peer can still use: LOCAL_INV and wait.
+            let need = self.keys_to_invalidate(reg).count();
+            if self.state == State::Up && need > 0 && self.sq.has_room(need) {
+                self.clear_plan();
+                if reserve(&mut self.wrs, need).is_ok()
+                    && reserve(&mut self.kinds, need).is_ok()
+                    && reserve(&mut self.pending, need).is_ok()
+                {
+                    self.plan_invs(reg, None);
+                    if self.post_planned().is_ok() {
+                        self.stats.sync_revokes += 1;
+                    }
+                }
+                self.clear_plan();
+            }
+            self.wait_invalid(reg);
+        }
+        // Whatever is still valid or pending now is killed for good.
+        for j in 0..nkeys {
+            let Some(k) = self.regs.get(reg).and_then(|r| r.keys.get(j).copied()) else {
+                break;
+            };
+            if self.keys.get(k).is_some_and(|k| k.valid || k.inv_pending) {
+                self.revoke_key(k);
+            }
+            self.b.unmap(k);
+        }
+    }
+
     fn keys_to_invalidate(&self, reg: RegId) -> impl Iterator<Item = u32> + '_ {
         self.regs
             .get(reg)
@@ -1252,34 +1296,18 @@ impl<B: Backend> Provider for Binding<B> {
     }
 
     fn release(&mut self, reg: RegId) -> Result<(), ProviderError> {
-        let nkeys = self.regs.get(reg).ok_or(ProviderError::BadId)?.keys.len();
-        if self.layout.invalidation == Invalidation::WorkRequest {
-            // Revoke synchronously what the peer can still use: LOCAL_INV and wait.
-            let need = self.keys_to_invalidate(reg).count();
-            if self.state == State::Up && need > 0 && self.sq.has_room(need) {
-                self.clear_plan();
-                if reserve(&mut self.wrs, need).is_ok()
-                    && reserve(&mut self.kinds, need).is_ok()
-                    && reserve(&mut self.pending, need).is_ok()
-                {
-                    self.plan_invs(reg, None);
-                    if self.post_planned().is_ok() {
-                        self.stats.sync_revokes += 1;
-                    }
-                }
-                self.clear_plan();
-            }
-            self.wait_invalid(reg);
+        let (nkeys, revoked) = self
+            .regs
+            .get(reg)
+            .map(|r| (r.keys.len(), r.revoked))
+            .ok_or(ProviderError::BadId)?;
+        if !revoked {
+            self.invalidate_and_unmap(reg, nkeys);
         }
-        // Whatever is still valid or pending now is killed for good.
         for j in 0..nkeys {
             let Some(k) = self.regs.get(reg).and_then(|r| r.keys.get(j).copied()) else {
                 break;
             };
-            if self.keys.get(k).is_some_and(|k| k.valid || k.inv_pending) {
-                self.revoke_key(k);
-            }
-            self.b.unmap(k);
             self.keys.put(k);
         }
         let pages = self.b.pages();
@@ -1288,6 +1316,43 @@ impl<B: Backend> Provider for Binding<B> {
                 pages.page_unref(p);
             }
         })
+    }
+
+    /// Held back only for FRWR MRs invalidated by work request whose backend says so
+    /// ([`Backend::holds_revoked_keys`]: the kernel shim, not its KPI emulation, whose FRWR
+    /// MRs are rxe windows). Windows and per-run MRs (the libibverbs provider) are
+    /// released: a type 2 memory window
+    /// invalidated again while FREE under the same key makes Linux 6.1's rxe dereference a
+    /// NULL pointer (`rxe_invalidate_mw` → `rxe_check_invalidate_mw` refuses only the
+    /// INVALID state, `rxe_do_invalidate_mw` drops `mw->qp`, NULL once FREE: a kernel
+    /// panic in the VM), so for them a bumped key (the connection breaks) is the safe
+    /// outcome of a late Send With Invalidate.
+    fn revoke(&mut self, reg: RegId) -> Result<bool, ProviderError> {
+        let hold = matches!(self.layout.rule, RunRule::Frwr { .. })
+            && self.layout.invalidation == Invalidation::WorkRequest
+            && self.b.holds_revoked_keys();
+        if !hold {
+            return self.release(reg).map(|()| false);
+        }
+        let (nkeys, revoked) = self
+            .regs
+            .get(reg)
+            .map(|r| (r.keys.len(), r.revoked))
+            .ok_or(ProviderError::BadId)?;
+        if revoked {
+            return Ok(true);
+        }
+        self.invalidate_and_unmap(reg, nkeys);
+        let pages = self.b.pages();
+        if let Some(r) = self.regs.get_mut(reg) {
+            for &p in &r.pages {
+                pages.page_unref(p);
+            }
+            r.pages.clear();
+        }
+        self.regs.set_revoked(reg);
+        self.stats.quarantined += 1;
+        Ok(true)
     }
 
     fn poll_event(&mut self) -> Option<CmEvent> {

@@ -18,6 +18,9 @@ pub struct Reg {
     pub keys: heapless::Vec<u32, MAX_CHUNK_SEGMENTS>,
     /// Distinct pages referenced.
     pub pages: Vec<u64>,
+    /// Revoked by [`Provider::revoke`](crate::provider::Provider::revoke): invalidated, pages
+    /// unmapped and unreferenced, keys held (not given out again) until `release`.
+    pub revoked: bool,
 }
 
 /// The registration table (see the module documentation).
@@ -69,6 +72,7 @@ impl RegTable {
         reg.gen = gen;
         reg.keys.clear();
         reg.pages.clear();
+        reg.revoked = false;
         self.live += 1;
         Some((RegId((u32::from(gen) << 16) | u32::from(slot)), reg))
     }
@@ -102,9 +106,19 @@ impl RegTable {
         reg.gen = 0;
         reg.keys.clear();
         reg.pages.clear();
+        if !core::mem::take(&mut reg.revoked) {
+            self.live = self.live.saturating_sub(1);
+        }
         self.free.push(s as u16);
-        self.live = self.live.saturating_sub(1);
         Ok(())
+    }
+
+    /// Mark `id` revoked: no longer counted live (its keys stay with it until `free`).
+    pub fn set_revoked(&mut self, id: RegId) {
+        if let Some(r) = self.get_mut(id).filter(|r| !r.revoked) {
+            r.revoked = true;
+            self.live = self.live.saturating_sub(1);
+        }
     }
 
     /// Every live registration (teardown).
