@@ -239,9 +239,9 @@ mod mbuf_face;
 #[path = "emu_rxe/clnt_ops.rs"]
 mod clnt_ops;
 
-/// `svc_rdma`: an `SVCXPRT *` driven through its `struct xp_ops` table.
-#[path = "emu_rxe/svc_ops.rs"]
-mod svc_ops;
 /// `clnt_rdma` against Linux knfsd (NFSv3 over its RPC-over-RDMA listener, in the VM).
 #[path = "emu_rxe/clnt_knfsd.rs"]
 mod clnt_knfsd;
+/// `svc_rdma`: an `SVCXPRT *` driven through its `struct xp_ops` table.
+#[path = "emu_rxe/svc_ops.rs"]
+mod svc_ops;
