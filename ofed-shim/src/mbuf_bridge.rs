@@ -275,10 +275,12 @@ impl MbufBridge {
         Ok(c)
     }
 
-    /// One page mbuf of a PAGES descriptor.
+    /// One page mbuf of a PAGES descriptor. Not inlined: with it, `to_chain`'s frame was
+    /// 1,568 bytes (several 280-byte `Mbuf` temporaries live at once).
     ///
     /// # Safety
     /// As [`MbufBridge::to_chain`].
+    #[inline(never)]
     unsafe fn page_mbuf(
         &self,
         d: &KrpcMdesc,

@@ -251,7 +251,7 @@ fn clnt_ops_nfsv3_against_knfsd() {
         let pages: Arc<dyn PageProvider> = Arc::new(KernelPages::new());
         let (qp, req) = connect(pages.clone());
         let max = TransportConfig::default().max_requests as usize;
-        let clnt = KrpcClnt::new(qp, req, pages, hook, max).unwrap();
+        let clnt = KrpcClnt::new(Box::new(qp), Box::new(req), pages, hook, max).unwrap();
         let cl = clnt.into_client(NFS_PROGRAM, 3).unwrap();
         let body = authsys_body();
         // SAFETY: live CLIENT; `body` is valid for `len` bytes (copied).

@@ -288,7 +288,7 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
             thread::spawn(move || serve(b, resp.into_inner(), pb, rd, stop))
         };
         let max = TransportConfig::default().max_requests as usize;
-        let clnt = KrpcClnt::new(a, req.into_inner(), pa, hook, max).unwrap();
+        let clnt = KrpcClnt::new(Box::new(a), Box::new(req.into_inner()), pa, hook, max).unwrap();
         let cl = clnt.into_client(NFS_PROGRAM, 3).unwrap();
 
         // cl_control basics.

@@ -348,7 +348,7 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
         let Link { a, b, pa, pb, .. } = l;
         let (xprt, stop, held, server) = start_server(b, resp.into_inner(), pb, pool, &read_data);
         let max = TransportConfig::default().max_requests as usize;
-        let cl = KrpcClnt::new(a, req.into_inner(), pa, hook, max)
+        let cl = KrpcClnt::new(Box::new(a), Box::new(req.into_inner()), pa, hook, max)
             .unwrap()
             .into_client(NFS_PROGRAM, 3)
             .unwrap();
