@@ -43,15 +43,15 @@ use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicUsize, Ordering};
 
 use krpc_rdma::transport::{Incoming, ReplyCtx, ReplyError, Responder, ResponderEvent};
-use mbuf::{AllocError, Chain, PageError, PageProvider};
+use mbuf::{Chain, PageProvider};
 
 use crate::ffi::{
     self, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcSvcCall, KrpcSvcHandle, KrpcSvcStats,
 };
 use crate::mbuf_bridge::{BridgeError, MbufBridge, MbufChain};
+use crate::pages::Counted;
 use crate::OfedQp;
 
 /// `MAX_AUTH_BYTES`.
@@ -59,61 +59,14 @@ const MAX_AUTH_BYTES: u32 = 400;
 /// RPC message version 2 (RFC 5531).
 const RPC_VERSION: u32 = 2;
 
-/// A page provider that counts the references taken through it (over the connection's):
-/// the walk of one reply uses a slot's, so the slot knows when the Responder has let go of
-/// that reply's pages.
-struct SlotPages {
-    inner: Arc<dyn PageProvider>,
-    refs: AtomicUsize,
-}
-
-impl SlotPages {
-    fn put(&self) {
-        let _ = self
-            .refs
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
-    }
-
-    fn held(&self) -> usize {
-        self.refs.load(Ordering::Acquire)
-    }
-}
-
-impl PageProvider for SlotPages {
-    fn alloc_page(&self) -> Result<u64, AllocError> {
-        let p = self.inner.alloc_page()?;
-        self.refs.fetch_add(1, Ordering::AcqRel);
-        Ok(p)
-    }
-    fn page_ref(&self, addr: u64) -> Result<(), PageError> {
-        self.inner.page_ref(addr)?;
-        self.refs.fetch_add(1, Ordering::AcqRel);
-        Ok(())
-    }
-    fn page_unref(&self, addr: u64) {
-        self.put();
-        self.inner.page_unref(addr);
-    }
-    fn with_page(&self, addr: u64, f: &mut dyn FnMut(&[u8])) -> Result<(), PageError> {
-        self.inner.with_page(addr, f)
-    }
-    fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError> {
-        self.inner.with_page_mut(addr, f)
-    }
-    fn read_page(&self, addr: u64, offset: usize, dst: &mut [u8]) -> Result<(), PageError> {
-        self.inner.read_page(addr, offset, dst)
-    }
-    fn write_page(&self, addr: u64, offset: usize, src: &[u8]) -> Result<(), PageError> {
-        self.inner.write_page(addr, offset, src)
-    }
-}
-
 /// One reply's FreeBSD chains: the header, the results.
 type Held = (Option<MbufChain>, Option<MbufChain>);
 
-/// One reply's FreeBSD chains, kept until the Responder holds no reference on their pages.
+/// One reply's FreeBSD chains, kept until the Responder holds no reference on their pages:
+/// the walk of the reply takes its page references through the slot's own [`Counted`] (over
+/// the connection's provider), so the slot knows when the last one is dropped.
 struct Slot {
-    pages: Arc<SlotPages>,
+    pages: Arc<Counted>,
     held: Option<Held>,
 }
 
@@ -263,10 +216,7 @@ impl KrpcSvc {
         let mut slots = table(n.saturating_mul(2))?;
         for _ in 0..n.saturating_mul(2) {
             slots.push(Slot {
-                pages: Arc::new(SlotPages {
-                    inner: Arc::clone(&pages),
-                    refs: AtomicUsize::new(0),
-                }),
+                pages: Arc::new(Counted::new(Arc::clone(&pages))),
                 held: None,
             });
         }
@@ -324,7 +274,7 @@ impl KrpcSvc {
             }
         }
         for s in &mut self.slots {
-            if s.held.is_some() && s.pages.held() == 0 {
+            if s.held.is_some() && s.pages.outstanding() == 0 {
                 s.held = None;
                 self.stats.held = self.stats.held.saturating_sub(1);
                 self.stats.released += 1;
@@ -489,7 +439,7 @@ impl KrpcSvc {
     /// referenced any more).
     fn hold(&mut self, si: usize, owned: Held) {
         if let Some(s) = self.slots.get_mut(si) {
-            if s.pages.held() > 0 {
+            if s.pages.outstanding() > 0 {
                 s.held = Some(owned);
                 self.stats.held += 1;
                 return;

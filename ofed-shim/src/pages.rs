@@ -14,6 +14,7 @@
 //! [`PageError::Unmappable`]. The bulk paths (`copydata`, `copyback`, pull-up) use
 //! `read_page` / `write_page` instead: one direct copy of the byte range, no bounce buffer.
 
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ptr;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -129,5 +130,67 @@ impl PageProvider for KernelPages {
         // SAFETY: as in `read_page`, into the page: only `offset..end` is written.
         unsafe { ptr::copy_nonoverlapping(src.as_ptr(), p.add(offset), end - offset) };
         Ok(())
+    }
+}
+
+/// A page provider that counts the references it hands out and takes back (around another
+/// one): the self-test's leak checks, and `svc_rdma`'s reply slots, which free the krpc's
+/// chains once the Responder holds no reference on their pages.
+pub struct Counted {
+    inner: Arc<dyn PageProvider>,
+    allocs: AtomicU64,
+    refs: AtomicU64,
+    unrefs: AtomicU64,
+}
+
+impl Counted {
+    /// Count around `inner`.
+    pub fn new(inner: Arc<dyn PageProvider>) -> Self {
+        Counted {
+            inner,
+            allocs: AtomicU64::new(0),
+            refs: AtomicU64::new(0),
+            unrefs: AtomicU64::new(0),
+        }
+    }
+
+    /// Page references held now (pages allocated plus references taken, minus dropped).
+    pub fn outstanding(&self) -> u64 {
+        let taken = self.allocs.load(Ordering::Acquire) + self.refs.load(Ordering::Acquire);
+        taken.saturating_sub(self.unrefs.load(Ordering::Acquire))
+    }
+
+    /// Pages allocated.
+    pub fn allocs(&self) -> u64 {
+        self.allocs.load(Ordering::Acquire)
+    }
+}
+
+impl PageProvider for Counted {
+    fn alloc_page(&self) -> Result<u64, AllocError> {
+        let p = self.inner.alloc_page()?;
+        self.allocs.fetch_add(1, Ordering::AcqRel);
+        Ok(p)
+    }
+    fn page_ref(&self, addr: u64) -> Result<(), PageError> {
+        self.inner.page_ref(addr)?;
+        self.refs.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+    fn page_unref(&self, addr: u64) {
+        self.unrefs.fetch_add(1, Ordering::AcqRel);
+        self.inner.page_unref(addr);
+    }
+    fn with_page(&self, addr: u64, f: &mut dyn FnMut(&[u8])) -> Result<(), PageError> {
+        self.inner.with_page(addr, f)
+    }
+    fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError> {
+        self.inner.with_page_mut(addr, f)
+    }
+    fn read_page(&self, addr: u64, offset: usize, dst: &mut [u8]) -> Result<(), PageError> {
+        self.inner.read_page(addr, offset, dst)
+    }
+    fn write_page(&self, addr: u64, offset: usize, src: &[u8]) -> Result<(), PageError> {
+        self.inner.write_page(addr, offset, src)
     }
 }

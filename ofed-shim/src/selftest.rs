@@ -31,6 +31,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
+pub use crate::pages::Counted;
 use krpc_rdma::provider::{Middleware, Resources};
 use krpc_rdma::soft::{pair, SoftConfig, SoftQp, SoftStats};
 use krpc_rdma::transport::{ReplySpec, TransportConfig};
@@ -40,67 +41,7 @@ use krpc_rdma_scenarios::data::{
 };
 use krpc_rdma_scenarios::heap::{try_boxed, Boxed};
 use krpc_rdma_scenarios::{Connect, Failure, Fixture, Limits, Outcome, PagePair, Pair};
-use mbuf::{AllocError, PageError, PageProvider};
-
-/// A page provider that counts the references it hands out and takes back.
-pub struct Counted {
-    inner: Arc<dyn PageProvider>,
-    allocs: AtomicU64,
-    refs: AtomicU64,
-    unrefs: AtomicU64,
-}
-
-impl Counted {
-    /// Count around `inner`.
-    pub fn new(inner: Arc<dyn PageProvider>) -> Self {
-        Counted {
-            inner,
-            allocs: AtomicU64::new(0),
-            refs: AtomicU64::new(0),
-            unrefs: AtomicU64::new(0),
-        }
-    }
-
-    /// Page references held now (pages allocated plus references taken, minus dropped).
-    pub fn outstanding(&self) -> u64 {
-        let taken = self.allocs.load(Ordering::Relaxed) + self.refs.load(Ordering::Relaxed);
-        taken.saturating_sub(self.unrefs.load(Ordering::Relaxed))
-    }
-
-    /// Pages allocated.
-    pub fn allocs(&self) -> u64 {
-        self.allocs.load(Ordering::Relaxed)
-    }
-}
-
-impl PageProvider for Counted {
-    fn alloc_page(&self) -> Result<u64, AllocError> {
-        let p = self.inner.alloc_page()?;
-        self.allocs.fetch_add(1, Ordering::Relaxed);
-        Ok(p)
-    }
-    fn page_ref(&self, addr: u64) -> Result<(), PageError> {
-        self.inner.page_ref(addr)?;
-        self.refs.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-    fn page_unref(&self, addr: u64) {
-        self.unrefs.fetch_add(1, Ordering::Relaxed);
-        self.inner.page_unref(addr);
-    }
-    fn with_page(&self, addr: u64, f: &mut dyn FnMut(&[u8])) -> Result<(), PageError> {
-        self.inner.with_page(addr, f)
-    }
-    fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError> {
-        self.inner.with_page_mut(addr, f)
-    }
-    fn read_page(&self, addr: u64, offset: usize, dst: &mut [u8]) -> Result<(), PageError> {
-        self.inner.read_page(addr, offset, dst)
-    }
-    fn write_page(&self, addr: u64, offset: usize, src: &[u8]) -> Result<(), PageError> {
-        self.inner.write_page(addr, offset, src)
-    }
-}
+use mbuf::PageProvider;
 
 /// Totals over every queue pair of a run (added when a queue pair is dropped).
 #[derive(Debug, Default)]
