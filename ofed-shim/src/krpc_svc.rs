@@ -27,7 +27,7 @@
 //!   `mb_alloc_ext_plus_pages`, whose free routine `mb_free_mext_pgs` unwires **and frees**
 //!   every page whatever other wirings it has. So the FreeBSD chains are kept in a reply
 //!   *slot* until the Responder has let go of every page reference the walk took: each slot
-//!   has its own counting [`PageProvider`] (over the connection's) that the walk uses, and
+//!   has its own counting [`PageProvider`] ([`Counted`], over the connection's) that the walk uses, and
 //!   a slot whose count is back to zero has its chains freed at the next reap. No core
 //!   change, no allocation per reply (the slots and their providers are made once).
 //! * **destroy** (`krpc_svc_free`): the Responder and the connection go first (their
