@@ -232,6 +232,10 @@ fn discontiguous_pages_take_two_mrs() {
 }
 
 /// FreeBSD-shaped NFS messages (emulated `struct mbuf`, M_EXTPG) through the mbuf bridge.
+/// What the krpc-face tests share (CLNT_* of the emulation, NFSv3 arguments).
+#[path = "emu_rxe/clnt.rs"]
+mod clnt;
+
 #[path = "emu_rxe/mbuf_face.rs"]
 mod mbuf_face;
 

@@ -31,37 +31,14 @@ use nfs_glue::nfs3::{
 use nfs_glue::rpc::CallHeader;
 use nfs_glue::xdr::{pad, Decoder, Encoder};
 use ofed_shim::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
-use ofed_shim::ffi::{FbsdClient, FbsdMbuf};
+use ofed_shim::ffi::FbsdClient;
 use ofed_shim::krpc_clnt::KrpcClnt;
 use ofed_shim::loopback::{self, Sleep, SockaddrIn};
 use ofed_shim::mbuf_bridge::{self, MbufChain};
 use ofed_shim::OfedQp;
 
+use super::clnt::{self, krpc_emu_clnt_destroy, krpc_emu_clnt_set_authsys};
 use super::{emu, emu_stats, ocfg, CondSleep, KernelPages};
-
-/// `struct krpc_emu_rpc_err` of `emu/kpi_emu_rpc.h`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct RpcErr {
-    status: i32,
-    err: i32,
-    low: u32,
-    high: u32,
-}
-
-extern "C" {
-    fn krpc_emu_clnt_call(
-        cl: *mut FbsdClient,
-        proc_: u32,
-        args: *mut FbsdMbuf,
-        rep: *mut *mut FbsdMbuf,
-        timeout_ms: u32,
-        ext_err: *mut RpcErr,
-        cl_err: *mut RpcErr,
-    ) -> i32;
-    fn krpc_emu_clnt_set_authsys(cl: *mut FbsdClient, body: *const u8, len: u32) -> i32;
-    fn krpc_emu_clnt_destroy(cl: *mut FbsdClient);
-}
 
 /// `xtask/vm/knfsd.sh`.
 const KNFSD_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../xtask/vm/knfsd.sh");
@@ -192,14 +169,7 @@ fn authsys_body() -> Vec<u8> {
 /// CLNT_CALL_MBUF; the results (the bytes past the reply header, as mbufs), or the status
 /// and errors.
 fn call(cl: *mut FbsdClient, proc_: u32, args: Option<&MbufChain>) -> Option<MbufChain> {
-    let (mut e1, mut e2) = (RpcErr::default(), RpcErr::default());
-    let mut rep: *mut FbsdMbuf = std::ptr::null_mut();
-    let a = args.map_or(std::ptr::null_mut(), MbufChain::as_ptr);
-    // SAFETY: `cl` is a live CLIENT; `a` NULL or a live chain the caller keeps; the
-    // out-pointers are valid.
-    let st = unsafe { krpc_emu_clnt_call(cl, proc_, a, &mut rep, TIMEOUT_MS, &mut e1, &mut e2) };
-    // SAFETY: the results chain is ours (cl_call's contract).
-    let rep = unsafe { MbufChain::from_raw(rep) };
+    let (st, e1, e2, rep) = clnt::call(cl, proc_, args, TIMEOUT_MS);
     assert_eq!(st, 0, "procedure {proc_}: clnt_stat {st}, {e1:?} / {e2:?}");
     rep
 }

@@ -14,56 +14,31 @@ use krpc_rdma::transport::{DdpReply, ReplySpec, Responder, ResponderEvent, Trans
 use krpc_rdma_scenarios::{Link, Pair};
 use mbuf::{Chain, PageProvider};
 use nfs_glue::nfs3::{
-    locate_read_data, NfsFh3, Nfsstat3, ReadArgs, ReadHead, StableHow, WriteHead, NFSPROC3_READ,
-    NFSPROC3_WRITE, NFS_PROGRAM,
+    locate_read_data, Nfsstat3, ReadArgs, ReadHead, NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM,
 };
 use nfs_glue::rpc::{CallHeader, ReplyHeader};
 use nfs_glue::xdr::{pad, Decoder, Encoder};
-use ofed_shim::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
+use ofed_shim::emu_mbuf::{self, M_EXTPG, M_PROTO1};
 use ofed_shim::ffi::FbsdClient;
 use ofed_shim::krpc_clnt::KrpcClnt;
 use ofed_shim::mbuf_bridge::{self, MbufBridge, MbufChain};
-use ofed_shim::{ffi::FbsdMbuf, loopback, OfedQp};
+use ofed_shim::{loopback, OfedQp};
 
+use super::clnt::{
+    call, krpc_emu_clnt_close, krpc_emu_clnt_control_timeout, krpc_emu_clnt_control_u32,
+    krpc_emu_clnt_destroy, mbufs_live, read_args, read_results, set_xid, write_args,
+    RPC_PROCUNAVAIL, RPC_SUCCESS,
+};
 use super::{emu, emu_stats, CondSleep, KernelPages};
 
-/// `struct krpc_emu_rpc_err` of `emu/kpi_emu_rpc.h`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct RpcErr {
-    status: i32,
-    err: i32,
-    low: u32,
-    high: u32,
-}
-
-extern "C" {
-    fn krpc_emu_clnt_call(
-        cl: *mut FbsdClient,
-        proc_: u32,
-        args: *mut FbsdMbuf,
-        rep: *mut *mut FbsdMbuf,
-        timeout_ms: u32,
-        ext_err: *mut RpcErr,
-        cl_err: *mut RpcErr,
-    ) -> i32;
-    fn krpc_emu_clnt_control_u32(cl: *mut FbsdClient, req: u32, val: *mut u32) -> i32;
-    fn krpc_emu_clnt_control_timeout(cl: *mut FbsdClient, req: u32, ms: *mut i64) -> i32;
-    fn krpc_emu_clnt_close(cl: *mut FbsdClient);
-    fn krpc_emu_clnt_destroy(cl: *mut FbsdClient);
-}
-
-const RPC_SUCCESS: i32 = 0;
 const RPC_CANTSEND: i32 = 3;
 const RPC_CANTRECV: i32 = 4;
 /// FreeBSD's ESHUTDOWN (what the Rust side reports, `transport::kernel::Errno::freebsd`).
 const ESHUTDOWN: i32 = 58;
 const RPC_TIMEDOUT: i32 = 5;
-const RPC_PROCUNAVAIL: i32 = 10;
 const CLSET_TIMEOUT: u32 = 1;
 const CLGET_TIMEOUT: u32 = 2;
 const CLGET_XID: u32 = 10;
-const CLSET_XID: u32 = 11;
 const CLGET_VERS: u32 = 12;
 const CLSET_TLS: u32 = 30;
 
@@ -225,37 +200,6 @@ fn serve(
     (b, resp, seen, knfsd)
 }
 
-fn mbufs_live() -> (u64, u64, u64) {
-    let s = emu_mbuf::mbuf_stats();
-    (s.mbufs_live, s.clusters_live, s.extpg_live)
-}
-
-/// CLNT_CALL_MBUF through the ops table: (status, ext's error, the CLIENT's error, results).
-fn call(
-    cl: *mut FbsdClient,
-    proc_: u32,
-    args: Option<&MbufChain>,
-    timeout_ms: u32,
-) -> (i32, RpcErr, RpcErr, Option<MbufChain>) {
-    let (mut e1, mut e2) = (RpcErr::default(), RpcErr::default());
-    let mut rep: *mut FbsdMbuf = std::ptr::null_mut();
-    let a = args.map_or(std::ptr::null_mut(), MbufChain::as_ptr);
-    // SAFETY: `cl` is a live CLIENT; `a` NULL or a live chain the caller keeps; the
-    // out-pointers are valid.
-    let st = unsafe { krpc_emu_clnt_call(cl, proc_, a, &mut rep, timeout_ms, &mut e1, &mut e2) };
-    // SAFETY: the results chain is ours (cl_call's contract).
-    (st, e1, e2, unsafe { MbufChain::from_raw(rep) })
-}
-
-fn set_xid(cl: *mut FbsdClient, xid: u32) {
-    let mut x = xid;
-    // SAFETY: live CLIENT; CLSET_XID takes a uint32_t.
-    assert_eq!(
-        unsafe { krpc_emu_clnt_control_u32(cl, CLSET_XID, &mut x) },
-        1
-    );
-}
-
 /// The RPC call header cl_call must have put in front of the args (AUTH_NONE).
 fn header(xid: u32, proc_: u32) -> Vec<u8> {
     let mut e = Encoder::new();
@@ -318,30 +262,7 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
         assert!(rep.is_none(), "NULL has no results");
 
         // WRITE: the args as NFS builds them, data in M_EXTPG mbufs behind the marker.
-        let mut e = Encoder::new();
-        WriteHead {
-            file: NfsFh3 { data: vec![3; 28] },
-            offset: 0,
-            count: N as u32,
-            stable: StableHow::FileSync,
-        }
-        .encode_head(&mut e, N as u32);
-        let whead = e.finish().unwrap();
-        let wpad = vec![0u8; pad(N)];
-        let args = emu_mbuf::nfs_chain(
-            &kp,
-            &[
-                Part::Bytes(&whead, 40),
-                Part::Marker,
-                Part::Pages {
-                    data: &write_data,
-                    first_off: 0,
-                    hdr: &[],
-                    trl: &[],
-                },
-                Part::Bytes(&wpad, 0),
-            ],
-        );
+        let (args, _) = write_args(&kp, 3, &write_data);
         let wire = emu_mbuf::bytes(&args);
         set_xid(cl, 0x2000);
         let t = Instant::now();
@@ -370,14 +291,7 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
         assert_eq!(emu_mbuf::mbuf_stats().nfs_pages_freed - freed, npages);
 
         // READ.
-        let mut e = Encoder::new();
-        ReadArgs {
-            file: NfsFh3 { data: vec![4; 28] },
-            offset: 0,
-            count: N as u32,
-        }
-        .encode(&mut e);
-        let rargs = emu_mbuf::nfs_chain(&kp, &[Part::Bytes(&e.finish().unwrap(), 0)]);
+        let rargs = read_args(&kp, 4, N);
         set_xid(cl, 0x3000);
         let t = Instant::now();
         let (st, _, _, rep) = call(cl, NFSPROC3_READ, Some(&rargs), 30_000);
@@ -398,19 +312,8 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
             extpg.len(),
             inf.len()
         );
-        let mut r = Encoder::new();
-        ReadHead {
-            status: Nfsstat3::OK,
-            file_attributes: None,
-            count: N as u32,
-            eof: true,
-            data_len: N as u32,
-        }
-        .encode(&mut r);
-        let rhead = r.finish().unwrap();
-        let mut want = rhead.clone();
-        want.extend_from_slice(&read_data);
-        want.extend(std::iter::repeat_n(0u8, pad(N)));
+        let want = read_results(&read_data);
+        let rhead_len = want.len() - N - pad(N);
         assert!(got == want, "READ results: the bytes past the reply header");
         assert!(!extpg.is_empty(), "the data as M_EXTPG mbufs");
         assert!(extpg.iter().all(|x| x.is_bridge == 1 && x.npgs <= 5));
@@ -423,7 +326,7 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
             .iter()
             .position(|x| x.flags & M_PROTO1 != 0 && x.len == 0)
             .map(|i| inf[..i].iter().map(|x| x.len as usize).sum::<usize>());
-        assert_eq!(mark, Some(rhead.len()), "the marker in front of the data");
+        assert_eq!(mark, Some(rhead_len), "the marker in front of the data");
         drop(rep);
         drop(rargs);
 

@@ -16,6 +16,7 @@ use nfs_glue::xdr::Encoder;
 use ofed_shim::emu_mbuf::{self, M_EXTPG, M_PROTO1};
 use ofed_shim::mbuf_bridge::{self, MbufBridge, MbufChain};
 
+use super::clnt::mbufs_live;
 use super::{emu, emu_stats, KernelPages};
 
 const N: usize = (1 << 20) + 3;
@@ -58,11 +59,6 @@ fn marker(fb: &MbufChain) -> Option<(usize, bool)> {
         pos += x.len as usize;
     }
     None
-}
-
-fn mbufs_live() -> (u64, u64, u64) {
-    let s = emu_mbuf::mbuf_stats();
-    (s.mbufs_live, s.clusters_live, s.extpg_live)
 }
 
 /// NFSv3 WRITE of 1 MiB + 3 bytes: the client's call is an emulated FreeBSD chain (XDR in

@@ -15,11 +15,10 @@ use krpc_rdma::transport::{DdpReply, ReplySpec, Requester, RequesterEvent, Trans
 use krpc_rdma_scenarios::{Link, Pair};
 use mbuf::{Chain, PageProvider};
 use nfs_glue::nfs3::{
-    locate_read_data, NfsFh3, Nfsstat3, ReadArgs, ReadHead, StableHow, WriteHead, NFSPROC3_READ,
-    NFSPROC3_WRITE, NFS_PROGRAM,
+    locate_read_data, Nfsstat3, ReadArgs, ReadHead, NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM,
 };
 use nfs_glue::rpc::CallHeader;
-use nfs_glue::xdr::{pad, Decoder, Encoder};
+use nfs_glue::xdr::{Decoder, Encoder};
 use ofed_shim::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
 use ofed_shim::ffi::{FbsdClient, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt};
 use ofed_shim::krpc_clnt::KrpcClnt;
@@ -27,17 +26,11 @@ use ofed_shim::krpc_svc::KrpcSvc;
 use ofed_shim::mbuf_bridge::{self, MbufChain};
 use ofed_shim::{loopback, OfedQp};
 
+use super::clnt::{
+    call, krpc_emu_clnt_destroy, mbufs_live, read_args, read_results, set_xid, write_args,
+    RPC_PROCUNAVAIL, RPC_SUCCESS,
+};
 use super::{emu, emu_stats, CondSleep, KernelPages};
-
-/// `struct krpc_emu_rpc_err` of `emu/kpi_emu_rpc.h`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct RpcErr {
-    status: i32,
-    err: i32,
-    low: u32,
-    high: u32,
-}
 
 /// `struct krpc_emu_svc_msg` of `emu/kpi_emu_svc.h`.
 #[repr(C)]
@@ -57,17 +50,6 @@ struct SvcMsg {
 }
 
 extern "C" {
-    fn krpc_emu_clnt_call(
-        cl: *mut FbsdClient,
-        proc_: u32,
-        args: *mut FbsdMbuf,
-        rep: *mut *mut FbsdMbuf,
-        timeout_ms: u32,
-        ext_err: *mut RpcErr,
-        cl_err: *mut RpcErr,
-    ) -> i32;
-    fn krpc_emu_clnt_control_u32(cl: *mut FbsdClient, req: u32, val: *mut u32) -> i32;
-    fn krpc_emu_clnt_destroy(cl: *mut FbsdClient);
     fn krpc_emu_svcpool_create() -> *mut FbsdSvcpool;
     fn krpc_emu_svcpool_destroy(pool: *mut FbsdSvcpool);
     fn krpc_emu_svc_wait_active(xprt: *mut FbsdSvcxprt, timeout_ms: u32) -> i32;
@@ -87,9 +69,6 @@ extern "C" {
     fn krpc_emu_svc_release(xprt: *mut FbsdSvcxprt);
 }
 
-const RPC_SUCCESS: i32 = 0;
-const RPC_PROCUNAVAIL: i32 = 10;
-const CLSET_XID: u32 = 11;
 const XPRT_DIED: i32 = 0;
 const XPRT_IDLE: i32 = 2;
 const SUCCESS: u32 = 0;
@@ -267,37 +246,6 @@ fn activations(pool: *mut FbsdSvcpool) -> (u64, u64) {
     (c, a)
 }
 
-fn mbufs_live() -> (u64, u64, u64) {
-    let s = emu_mbuf::mbuf_stats();
-    (s.mbufs_live, s.clusters_live, s.extpg_live)
-}
-
-/// CLNT_CALL_MBUF through the ops table: (status, ext's error, results).
-fn call(
-    cl: *mut FbsdClient,
-    proc_: u32,
-    args: Option<&MbufChain>,
-    timeout_ms: u32,
-) -> (i32, RpcErr, Option<MbufChain>) {
-    let (mut e1, mut e2) = (RpcErr::default(), RpcErr::default());
-    let mut rep: *mut FbsdMbuf = std::ptr::null_mut();
-    let a = args.map_or(std::ptr::null_mut(), MbufChain::as_ptr);
-    // SAFETY: `cl` is a live CLIENT; `a` NULL or a live chain the caller keeps; the
-    // out-pointers are valid.
-    let st = unsafe { krpc_emu_clnt_call(cl, proc_, a, &mut rep, timeout_ms, &mut e1, &mut e2) };
-    // SAFETY: the results chain is ours (cl_call's contract).
-    (st, e1, unsafe { MbufChain::from_raw(rep) })
-}
-
-fn set_xid(cl: *mut FbsdClient, xid: u32) {
-    let mut x = xid;
-    // SAFETY: live CLIENT; CLSET_XID takes a uint32_t.
-    assert_eq!(
-        unsafe { krpc_emu_clnt_control_u32(cl, CLSET_XID, &mut x) },
-        1
-    );
-}
-
 /// The server side of a connection: `KrpcSvc` → `svc_rdma_create` → a pool thread.
 fn start_server(
     b: OfedQp,
@@ -356,39 +304,16 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
 
         // NULL.
         set_xid(cl, 0x1000);
-        let (st, e, rep) = call(cl, 0, None, TIMEOUT_MS);
+        let (st, e, _, rep) = call(cl, 0, None, TIMEOUT_MS);
         assert_eq!(st, RPC_SUCCESS, "NULL: {e:?}");
         assert!(rep.is_none());
 
         // WRITE: the args as NFS builds them, data in M_EXTPG mbufs behind the marker.
-        let mut e = Encoder::new();
-        WriteHead {
-            file: NfsFh3 { data: vec![5; 28] },
-            offset: 0,
-            count: N as u32,
-            stable: StableHow::FileSync,
-        }
-        .encode_head(&mut e, N as u32);
-        let whead = e.finish().unwrap();
-        let wpad = vec![0u8; pad(N)];
-        let args = emu_mbuf::nfs_chain(
-            &kp,
-            &[
-                Part::Bytes(&whead, 40),
-                Part::Marker,
-                Part::Pages {
-                    data: &write_data,
-                    first_off: 0,
-                    hdr: &[],
-                    trl: &[],
-                },
-                Part::Bytes(&wpad, 0),
-            ],
-        );
+        let (args, whead_len) = write_args(&kp, 5, &write_data);
         let wire = emu_mbuf::bytes(&args);
         set_xid(cl, 0x2000);
         let t = Instant::now();
-        let (st, e, rep) = call(cl, NFSPROC3_WRITE, Some(&args), TIMEOUT_MS);
+        let (st, e, _, rep) = call(cl, NFSPROC3_WRITE, Some(&args), TIMEOUT_MS);
         println!(
             "WRITE {N} client -> xp_recv -> xp_reply -> client: {:?}",
             t.elapsed()
@@ -398,17 +323,10 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
         drop(args);
 
         // READ: knfsd's M_EXTPG reply data, consumed by xp_reply, out by RDMA Write.
-        let mut e = Encoder::new();
-        ReadArgs {
-            file: NfsFh3 { data: vec![6; 28] },
-            offset: 0,
-            count: N as u32,
-        }
-        .encode(&mut e);
-        let rargs = emu_mbuf::nfs_chain(&kp, &[Part::Bytes(&e.finish().unwrap(), 0)]);
+        let rargs = read_args(&kp, 6, N);
         set_xid(cl, 0x3000);
         let t = Instant::now();
-        let (st, e, rep) = call(cl, NFSPROC3_READ, Some(&rargs), TIMEOUT_MS);
+        let (st, e, _, rep) = call(cl, NFSPROC3_READ, Some(&rargs), TIMEOUT_MS);
         println!(
             "READ {N} client -> xp_recv -> xp_reply -> client: {:?}",
             t.elapsed()
@@ -422,18 +340,7 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
             .filter(|x| x.flags & M_EXTPG != 0)
             .map(|x| x.len as usize)
             .sum();
-        let mut r = Encoder::new();
-        ReadHead {
-            status: Nfsstat3::OK,
-            file_attributes: None,
-            count: N as u32,
-            eof: true,
-            data_len: N as u32,
-        }
-        .encode(&mut r);
-        let mut want = r.finish().unwrap();
-        want.extend_from_slice(&read_data);
-        want.extend(std::iter::repeat_n(0u8, pad(N)));
+        let want = read_results(&read_data);
         assert!(got == want, "READ results: the bytes xp_reply was given");
         assert!(
             extpg_bytes >= N,
@@ -442,7 +349,7 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
         drop((rep, rargs));
 
         // PROC_UNAVAIL through xp_reply (no results chain).
-        let (st, _, rep) = call(cl, BAD_PROC, None, TIMEOUT_MS);
+        let (st, _, _, rep) = call(cl, BAD_PROC, None, TIMEOUT_MS);
         assert_eq!(st, RPC_PROCUNAVAIL);
         assert!(rep.is_none());
 
@@ -468,7 +375,7 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
         let clp = cl as usize;
         let waiter = thread::spawn(move || {
             let t = Instant::now();
-            let (st, e, rep) = call(clp as *mut FbsdClient, 0, None, TIMEOUT_MS);
+            let (st, e, _, rep) = call(clp as *mut FbsdClient, 0, None, TIMEOUT_MS);
             (st, e, rep.is_none(), t.elapsed())
         });
         let t = Instant::now();
@@ -534,7 +441,7 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
         );
         assert_eq!(
             w.marker_at,
-            Some(whead.len()),
+            Some(whead_len),
             "the marker in front of the data"
         );
         assert_eq!(served.seen[0].args.len(), 0, "NULL has no arguments");
