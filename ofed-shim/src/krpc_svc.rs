@@ -255,13 +255,26 @@ impl KrpcSvc {
     /// released freed.
     fn reap(&mut self) {
         let (queue, lost) = (&mut self.queue, &mut self.lost);
+        let mut overflow = false;
         self.resp.poll(&mut *self.qp, &mut |e| match e {
             // At most max_requests contexts exist: the push fits (the reserve keeps a
-            // failure from panicking; the call's context then dies with the connection).
-            ResponderEvent::Call(c) if queue.try_reserve(1).is_ok() => queue.push_back(c),
+            // failure from panicking).
+            ResponderEvent::Call(c) => {
+                if queue.try_reserve(1).is_ok() {
+                    queue.push_back(c);
+                } else {
+                    overflow = true;
+                }
+            }
             ResponderEvent::ConnectionLost => *lost = true,
             _ => {}
         });
+        if overflow {
+            // A call could not be queued (impossible while contexts are bounded by the
+            // credits): never a silent drop — the connection goes, and the client resends.
+            debug_assert!(false, "krpc_svc: call queue overflow");
+            self.qp.disconnect();
+        }
         while let Some((ctx, chain)) = self.owed.pop() {
             match self.resp.reply(&mut *self.qp, ctx, chain) {
                 Err(ReplyError::WouldBlock { ctx, reply }) => {
