@@ -107,6 +107,17 @@ pub enum Squash {
     },
 }
 
+/// What an export grants one client: the identity mapping and whether it may change
+/// anything (Linux's exports(5) `ro` / `rw`, `root_squash` / `all_squash`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Access {
+    /// How the caller's identity is mapped.
+    pub squash: Squash,
+    /// `ro`: every procedure that would change the file system fails with `NFS3ERR_ROFS`,
+    /// and ACCESS grants no MODIFY, EXTEND or DELETE.
+    pub read_only: bool,
+}
+
 impl<'a> Cred<'a> {
     /// This credential mapped by `squash`.
     pub fn squashed(self, squash: Squash) -> Cred<'a> {

@@ -25,7 +25,7 @@ use nfs_glue::nfs3::*;
 use nfs_glue::nfsd::drc::{Begin, CallKey, ReplyCache};
 use nfs_glue::nfsd::{DispatchError, Dispatched, Nfs3Config, Nfs3Service};
 use nfs_glue::rpc::{AcceptStat, Auth, CallHeader, Rejected, ReplyHeader};
-use nfs_glue::svc::{AuthPolicy, Squash, AUTH_BADCRED, AUTH_TOOWEAK};
+use nfs_glue::svc::{Access, AuthPolicy, Squash, AUTH_BADCRED, AUTH_TOOWEAK};
 use nfs_glue::xdr::{Decoder, Encoder};
 use proptest::prelude::*;
 
@@ -1310,4 +1310,119 @@ proptest! {
         drop(t.svc);
         prop_assert_eq!(t.arena.in_use(), 0);
     }
+}
+
+#[test]
+fn a_read_only_export_refuses_every_change_before_the_backend() {
+    let t = T::new(Nfs3Config::default());
+    let root = fh(ROOT);
+    let f = t.create(&root, "f");
+    let ro = Access {
+        squash: Squash::None,
+        read_only: true,
+    };
+    let as_ro = |proc_: u32, args: Vec<u8>| {
+        let mut c = header(NFS_PROGRAM, NFS_V3, proc_, sys(1000));
+        c.extend(args);
+        let d = t.svc.dispatch_as(&Chain::from_bytes(&c).unwrap(), ro).unwrap();
+        d.status
+    };
+    let rofs = Some(Nfsstat3::ERR_ROFS);
+    let name = |n: &str| dirop(&root, n);
+    let sattr = Sattr3 {
+        mode: Some(0o600),
+        ..Sattr3::default()
+    };
+    let write = WriteArgs {
+        file: f.clone(),
+        offset: 0,
+        count: 3,
+        stable: StableHow::FileSync,
+        data: b"abc".to_vec(),
+    }
+    .to_bytes()
+    .unwrap();
+    let changes: Vec<(u32, Vec<u8>)> = vec![
+        (
+            NFSPROC3_SETATTR,
+            SetattrArgs {
+                object: f.clone(),
+                new_attributes: sattr.clone(),
+                guard: None,
+            }
+            .to_bytes()
+            .unwrap(),
+        ),
+        (NFSPROC3_WRITE, write),
+        (
+            NFSPROC3_CREATE,
+            CreateArgs {
+                where_: name("new"),
+                how: Createhow3::Unchecked(Sattr3::default()),
+            }
+            .to_bytes()
+            .unwrap(),
+        ),
+        (
+            NFSPROC3_MKDIR,
+            MkdirArgs {
+                where_: name("d"),
+                attributes: Sattr3::default(),
+            }
+            .to_bytes()
+            .unwrap(),
+        ),
+        (NFSPROC3_REMOVE, name("f").to_bytes().unwrap()),
+        (NFSPROC3_RMDIR, name("f").to_bytes().unwrap()),
+        (
+            NFSPROC3_RENAME,
+            RenameArgs {
+                from: name("f"),
+                to: name("g"),
+            }
+            .to_bytes()
+            .unwrap(),
+        ),
+        (
+            NFSPROC3_LINK,
+            LinkArgs {
+                file: f.clone(),
+                link: name("h"),
+            }
+            .to_bytes()
+            .unwrap(),
+        ),
+    ];
+    for (p, args) in changes {
+        assert_eq!(as_ro(p, args), rofs, "procedure {p}");
+    }
+    // Nothing changed: f is still there, empty, and alone with nothing new beside it.
+    let r: LookupRes = t.rpc(NFSPROC3_LOOKUP, &LookupArgs { what: name("f") });
+    assert_eq!(r.ok().unwrap().obj_attributes.as_ref().unwrap().size, 0);
+    for n in ["new", "d", "g", "h"] {
+        let r: LookupRes = t.rpc(NFSPROC3_LOOKUP, &LookupArgs { what: name(n) });
+        assert_eq!(r.status(), Nfsstat3::ERR_NOENT, "{n}");
+    }
+    // ACCESS grants reading, never a change; the same service read-write grants MODIFY.
+    let mut c = header(NFS_PROGRAM, NFS_V3, NFSPROC3_ACCESS, sys(1000));
+    let all = ACCESS3_READ | ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE;
+    c.extend(
+        AccessArgs {
+            object: f.clone(),
+            access: all,
+        }
+        .to_bytes()
+        .unwrap(),
+    );
+    let call = Chain::from_bytes(&c).unwrap();
+    let access = |d: Dispatched| {
+        let (_, rest) = split_reply(&d);
+        let r = AccessRes::decode(&mut Decoder::new(&rest)).unwrap();
+        r.ok().unwrap().access
+    };
+    assert_eq!(access(t.svc.dispatch_as(&call, ro).unwrap()), ACCESS3_READ);
+    assert_ne!(
+        access(t.svc.dispatch_as(&call, Access::default()).unwrap()) & ACCESS3_MODIFY,
+        0
+    );
 }

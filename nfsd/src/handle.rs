@@ -1,148 +1,179 @@
-//! File handles that survive a server restart.
+//! NFS file handles: the kernel's own handle of the object, sealed with a keyed MAC.
 //!
-//! A handle is `magic "KRN1" | export root (st_dev, st_ino) | object (st_dev, st_ino)`, 36
-//! bytes: nothing in it depends on the server process. The server turns a handle back into a
-//! path with an inode → path map ([`InodeMap`]) filled by every LOOKUP, CREATE, READDIRPLUS,
-//! … it answers; a handle the map does not know (the server restarted, or the path it knew
-//! was renamed or removed) is found by walking the export once, which refills the whole map.
+//! ```text
+//! "KRN2" | MAC (8 bytes) | kernel handle type (i32, big-endian) | kernel handle (≤ 44 bytes)
+//! ```
 //!
-//! Why not `name_to_handle_at` / `open_by_handle_at`: they need `CAP_DAC_READ_SEARCH` and
-//! raw system calls (`unsafe` outside the shims, against the house rules), and a kernel
-//! handle of up to 128 bytes does not fit NFSv3's 64 in general. The cost of the map is a walk
-//! of the export after a restart or a rename of a directory; a reused inode number of a
-//! removed file is not detected (there is no generation number in `stat`).
+//! * **Finding the object walks nothing.** The kernel handle ([`KernelFh`], what knfsd puts in
+//!   its handles: inode and generation for ext4, xfs, tmpfs) opens the inode directly with
+//!   `open_by_handle_at(2)`; a handle the server never saw (after a restart) costs what a
+//!   known one costs, and a removed object (or a reused inode number) is `NFS3ERR_STALE`.
+//! * **A client cannot forge one.** The MAC is SipHash-2-4 under a 128-bit key
+//!   ([`HandleKey`], kept by the server in a 0600 file so handles survive a restart) over the
+//!   export root's kernel handle and the object's. Without it a client could guess a kernel
+//!   handle (tmpfs and btrfs generations are counters) and open any inode of the file
+//!   system, inside the export or not. Every handle the server gives out names an object it
+//!   reached from the export root by single-component, no-symlink, no-mount-crossing steps
+//!   ([`crate::localfs`]). A handle bound to another export root (or a re-created one) fails
+//!   its MAC: `NFS3ERR_STALE`, as knfsd answers for an unknown export.
+//! * What is left (as knfsd's default `no_subtree_check`): an object that a local user on the
+//!   server moves out of the export keeps its handle.
 
-use std::collections::HashMap;
-use std::fs;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::fs::{self, File, OpenOptions};
+use std::hash::Hasher;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
 
 use nfs_glue::nfs3::NfsFh3;
 use nfs_glue::nfsd::{NfsError, NfsResult};
+use siphasher::sip::SipHasher24;
 
-const MAGIC: &[u8; 4] = b"KRN1";
-/// Bytes of a handle.
-pub const HANDLE_LEN: usize = 36;
+use crate::fhandle::KernelFh;
 
-/// An object's identity: (`st_dev`, `st_ino`).
-pub type Ino = (u64, u64);
+const MAGIC: &[u8; 4] = b"KRN2";
+const MAC_LEN: usize = 8;
+/// Bytes in front of the kernel handle.
+const HEAD_LEN: usize = MAGIC.len() + MAC_LEN + 4;
+/// The longest handle: [`HEAD_LEN`] + [`crate::fhandle::MAX_FH_BYTES`] (NFSv3 allows 64).
+pub const MAX_HANDLE_LEN: usize = HEAD_LEN + crate::fhandle::MAX_FH_BYTES;
 
-/// The identity of `m`.
-pub fn ino_of(m: &fs::Metadata) -> Ino {
-    (m.dev(), m.ino())
+/// The server's secret for sealing handles.
+#[derive(Clone)]
+pub struct HandleKey([u8; 16]);
+
+impl std::fmt::Debug for HandleKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HandleKey(..)")
+    }
 }
 
-/// Encode the handle of `obj` in the export whose root is `root`.
-pub fn encode(root: Ino, obj: Ino) -> NfsFh3 {
-    let mut data = Vec::with_capacity(HANDLE_LEN);
-    data.extend_from_slice(MAGIC);
-    for v in [root.0, root.1, obj.0, obj.1] {
-        data.extend_from_slice(&v.to_be_bytes());
-    }
-    NfsFh3 { data }
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    let s = b.get(at..at.checked_add(8)?)?;
-    Some(u64::from_be_bytes(s.try_into().ok()?))
-}
-
-/// Decode a handle of the export `root`: the object, [`NfsError::BadHandle`] for bytes that
-/// are not ours, [`NfsError::Stale`] for another export's (or a re-created export root's).
-pub fn decode(root: Ino, fh: &NfsFh3) -> NfsResult<Ino> {
-    let b = &fh.data;
-    if b.len() != HANDLE_LEN || b.get(..4) != Some(MAGIC.as_slice()) {
-        return Err(NfsError::BadHandle);
-    }
-    let field = |i: usize| u64_at(b, 4 + 8 * i).ok_or(NfsError::BadHandle);
-    if (field(0)?, field(1)?) != root {
-        return Err(NfsError::Stale);
-    }
-    Ok((field(2)?, field(3)?))
-}
-
-/// Where each known object lives, relative to nothing: absolute paths under the export.
-#[derive(Debug)]
-pub struct InodeMap {
-    root: PathBuf,
-    root_ino: Ino,
-    paths: Mutex<HashMap<Ino, PathBuf>>,
-}
-
-impl InodeMap {
-    /// A map of the export at `root` (absolute), whose identity is `root_ino`.
-    pub fn new(root: PathBuf, root_ino: Ino) -> InodeMap {
-        let mut m = HashMap::new();
-        m.insert(root_ino, root.clone());
-        InodeMap {
-            root,
-            root_ino,
-            paths: Mutex::new(m),
-        }
+impl HandleKey {
+    /// A key from its bytes.
+    pub fn from_bytes(b: [u8; 16]) -> HandleKey {
+        HandleKey(b)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Ino, PathBuf>> {
-        self.paths.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Remember that `ino` lives at `path`.
-    pub fn insert(&self, ino: Ino, path: PathBuf) {
-        self.lock().insert(ino, path);
-    }
-
-    /// The path of `ino` and its current metadata (not following a final symlink).
+    /// A fresh random key (handles sealed with it die with the process).
     ///
     /// # Errors
-    /// [`NfsError::Stale`] when the export holds no such object (after a walk).
-    pub fn resolve(&self, ino: Ino) -> NfsResult<(PathBuf, fs::Metadata)> {
-        let known = self.lock().get(&ino).cloned();
-        if let Some(p) = known {
-            if let Ok(m) = fs::symlink_metadata(&p) {
-                if ino_of(&m) == ino {
-                    return Ok((p, m));
+    /// `/dev/urandom` cannot be read.
+    pub fn random() -> io::Result<HandleKey> {
+        let mut b = [0u8; 16];
+        File::open("/dev/urandom")?.read_exact(&mut b)?;
+        Ok(HandleKey(b))
+    }
+
+    /// The key kept in `path`, created (16 random bytes, mode 0600, its directory 0700 if
+    /// missing) on first use.
+    ///
+    /// # Errors
+    /// The file cannot be read or created, is not 16 bytes, or others may read it.
+    pub fn load_or_create(path: &Path) -> io::Result<HandleKey> {
+        let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
+        match File::open(path) {
+            Ok(mut f) => {
+                let mode = f.metadata()?.permissions().mode();
+                if mode & 0o077 != 0 {
+                    return Err(bad(format!(
+                        "{} may be read by others (mode {:o}): chmod 600 it",
+                        path.display(),
+                        mode & 0o777
+                    )));
                 }
+                let mut b = Vec::new();
+                f.read_to_end(&mut b)?;
+                let b: [u8; 16] = b.as_slice().try_into().map_err(|_| {
+                    bad(format!("{} is not a 16-byte handle key", path.display()))
+                })?;
+                Ok(HandleKey(b))
             }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(dir)?;
+                }
+                let key = HandleKey::random()?;
+                let mut f = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(path)?;
+                f.write_all(&key.0)?;
+                f.sync_all()?;
+                Ok(key)
+            }
+            Err(e) => Err(e),
         }
-        if ino == self.root_ino {
+    }
+}
+
+/// Seals and opens the handles of one export.
+#[derive(Debug, Clone)]
+pub struct Handles {
+    key: HandleKey,
+    root: KernelFh,
+}
+
+impl Handles {
+    /// Handles of the export whose root's kernel handle is `root`.
+    pub fn new(key: HandleKey, root: KernelFh) -> Handles {
+        Handles { key, root }
+    }
+
+    fn mac(&self, obj: &KernelFh) -> [u8; MAC_LEN] {
+        let k = &self.key.0;
+        let (k0, k1) = k.split_at(8);
+        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+        let mut h = SipHasher24::new_with_keys(word(k0), word(k1));
+        for fh in [&self.root, obj] {
+            h.write(&fh.kind().to_be_bytes());
+            h.write(&(fh.bytes().len() as u32).to_be_bytes());
+            h.write(fh.bytes());
+        }
+        h.finish().to_be_bytes()
+    }
+
+    /// The NFS handle of `obj`.
+    pub fn encode(&self, obj: &KernelFh) -> NfsFh3 {
+        let mut data = Vec::with_capacity(HEAD_LEN + obj.bytes().len());
+        data.extend_from_slice(MAGIC);
+        data.extend_from_slice(&self.mac(obj));
+        data.extend_from_slice(&obj.kind().to_be_bytes());
+        data.extend_from_slice(obj.bytes());
+        NfsFh3 { data }
+    }
+
+    /// The kernel handle sealed in `fh`: [`NfsError::BadHandle`] for bytes that are not a
+    /// handle of ours, [`NfsError::Stale`] for a MAC that does not match (another export,
+    /// another key, a forgery).
+    pub fn decode(&self, fh: &NfsFh3) -> NfsResult<KernelFh> {
+        let b = &fh.data;
+        if b.get(..MAGIC.len()) != Some(MAGIC.as_slice()) || b.len() > MAX_HANDLE_LEN {
+            return Err(NfsError::BadHandle);
+        }
+        let mac = b
+            .get(MAGIC.len()..MAGIC.len() + MAC_LEN)
+            .ok_or(NfsError::BadHandle)?;
+        let kind = b
+            .get(MAGIC.len() + MAC_LEN..HEAD_LEN)
+            .and_then(|k| k.try_into().ok())
+            .map(i32::from_be_bytes)
+            .ok_or(NfsError::BadHandle)?;
+        let bytes = b.get(HEAD_LEN..).ok_or(NfsError::BadHandle)?;
+        let obj = KernelFh::new(kind, bytes).ok_or(NfsError::BadHandle)?;
+        // Compared without an early exit.
+        let diff = self
+            .mac(&obj)
+            .iter()
+            .zip(mac)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        if diff != 0 {
             return Err(NfsError::Stale);
         }
-        self.rebuild();
-        let p = self.lock().get(&ino).cloned().ok_or(NfsError::Stale)?;
-        let m = fs::symlink_metadata(&p).map_err(|_| NfsError::Stale)?;
-        if ino_of(&m) == ino {
-            Ok((p, m))
-        } else {
-            Err(NfsError::Stale)
-        }
-    }
-
-    /// Walk the export (same file system only, symlinks not followed) and record every
-    /// object found.
-    pub fn rebuild(&self) {
-        let mut found = HashMap::new();
-        found.insert(self.root_ino, self.root.clone());
-        let mut stack = vec![self.root.clone()];
-        while let Some(dir) = stack.pop() {
-            let Ok(rd) = fs::read_dir(&dir) else { continue };
-            for e in rd.flatten() {
-                let Ok(m) = e.metadata() else { continue };
-                if m.dev() != self.root_ino.0 {
-                    continue;
-                }
-                let p = e.path();
-                if m.is_dir() {
-                    stack.push(p.clone());
-                }
-                found.insert(ino_of(&m), p);
-            }
-        }
-        *self.lock() = found;
-    }
-
-    /// The export root.
-    pub fn root(&self) -> &Path {
-        &self.root
+        Ok(obj)
     }
 }
 
@@ -151,35 +182,65 @@ impl InodeMap {
 mod tests {
     use super::*;
 
-    #[test]
-    fn handles_round_trip_and_refuse_foreign_bytes() {
-        let fh = encode((1, 2), (3, 4));
-        assert_eq!(fh.data.len(), HANDLE_LEN);
-        assert_eq!(decode((1, 2), &fh), Ok((3, 4)));
-        assert_eq!(decode((1, 5), &fh), Err(NfsError::Stale));
-        let mut bad = fh.clone();
-        bad.data[0] = b'X';
-        assert_eq!(decode((1, 2), &bad), Err(NfsError::BadHandle));
-        bad.data.truncate(10);
-        assert_eq!(decode((1, 2), &bad), Err(NfsError::BadHandle));
+    fn kfh(b: &[u8]) -> KernelFh {
+        KernelFh::new(1, b).unwrap()
     }
 
     #[test]
-    fn a_fresh_map_finds_objects_by_walking() {
-        let dir = std::env::temp_dir().join(format!("nfsd-map-{}", std::process::id()));
+    fn handles_round_trip_and_refuse_forgeries() {
+        let h = Handles::new(HandleKey::from_bytes([7; 16]), kfh(&[1, 2, 3, 4]));
+        let obj = kfh(&[9; 12]);
+        let fh = h.encode(&obj);
+        assert_eq!(fh.data.len(), HEAD_LEN + 12);
+        assert!(fh.data.len() <= 64);
+        assert_eq!(h.decode(&fh), Ok(obj));
+        // Any changed bit of the kernel handle, its type or the MAC: stale.
+        for i in MAGIC.len()..fh.data.len() {
+            let mut f = fh.clone();
+            f.data[i] ^= 1;
+            assert_eq!(h.decode(&f), Err(NfsError::Stale), "byte {i}");
+        }
+        // Another key, another export root: stale.
+        let other_key = Handles::new(HandleKey::from_bytes([8; 16]), kfh(&[1, 2, 3, 4]));
+        assert_eq!(other_key.decode(&fh), Err(NfsError::Stale));
+        let other_root = Handles::new(HandleKey::from_bytes([7; 16]), kfh(&[1, 2, 3, 5]));
+        assert_eq!(other_root.decode(&fh), Err(NfsError::Stale));
+        // Not ours at all.
+        let mut bad = fh.clone();
+        bad.data[0] = b'X';
+        assert_eq!(h.decode(&bad), Err(NfsError::BadHandle));
+        bad.data = b"KRN2".to_vec();
+        assert_eq!(h.decode(&bad), Err(NfsError::BadHandle));
+        bad.data = [b"KRN2".as_slice(), &[0; 61]].concat();
+        assert_eq!(h.decode(&bad), Err(NfsError::BadHandle));
+        // The handle of the old format (36 bytes, "KRN1").
+        bad.data = [b"KRN1".as_slice(), &[0; 32]].concat();
+        assert_eq!(h.decode(&bad), Err(NfsError::BadHandle));
+    }
+
+    #[test]
+    fn the_key_file_is_created_private_and_read_back() {
+        let dir = std::env::temp_dir().join(format!("nfsd-key-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(dir.join("a/b")).unwrap();
-        fs::write(dir.join("a/b/f"), b"x").unwrap();
-        let root = ino_of(&fs::metadata(&dir).unwrap());
-        let f = ino_of(&fs::metadata(dir.join("a/b/f")).unwrap());
-        // A new map (a restarted server) knows only the root, and finds f by a walk.
-        let map = InodeMap::new(dir.clone(), root);
-        assert_eq!(map.resolve(f).unwrap().0, dir.join("a/b/f"));
-        // Renamed behind the map's back: found again.
-        fs::rename(dir.join("a"), dir.join("c")).unwrap();
-        assert_eq!(map.resolve(f).unwrap().0, dir.join("c/b/f"));
-        fs::remove_file(dir.join("c/b/f")).unwrap();
-        assert_eq!(map.resolve(f).unwrap_err(), NfsError::Stale);
+        let p = dir.join("state/handle-key");
+        let a = HandleKey::load_or_create(&p).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(p.parent().unwrap())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o700
+        );
+        let b = HandleKey::load_or_create(&p).unwrap();
+        assert_eq!(a.0, b.0);
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+        let e = HandleKey::load_or_create(&p).unwrap_err().to_string();
+        assert!(e.contains("chmod 600"), "{e}");
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::write(&p, b"short").unwrap();
+        assert!(HandleKey::load_or_create(&p).is_err());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

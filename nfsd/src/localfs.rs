@@ -1,29 +1,39 @@
-//! [`LocalFs`]: nfs-glue's [`Backend`] over a local directory, with `std::fs`.
+//! [`LocalFs`]: nfs-glue's [`Backend`] over a local directory, on descriptors.
 //!
-//! * Handles: [`crate::handle`] (valid across a server restart).
-//! * Identity: the server runs as root and enforces the POSIX mode bits against the
-//!   caller's `AUTH_SYS` credential itself ([`crate::attr`]); created objects are given
-//!   the caller's uid and gid (`lchown` after the create). Root squash is the dispatcher's
+//! * **Confinement.** No operation resolves a path a client can change. A handle
+//!   ([`crate::handle`]) opens its object with `open_by_handle_at(2)`; a name in a directory
+//!   is opened with `openat2(2)` from the directory's descriptor, one component, never
+//!   following a symlink (`RESOLVE_NO_SYMLINKS`) nor crossing a mount (`RESOLVE_NO_XDEV`);
+//!   `..` is refused above the export root; every change works on the descriptor (`*at`
+//!   calls with `AT_EMPTY_PATH`, `ftruncate`, `futimens`, `linkat` of the descriptor,
+//!   `chmod` of `/proc/self/fd/N`, which names the inode, not a path). A rename or a symlink
+//!   swap racing an operation can make it fail, never reach outside the export.
+//! * **Identity.** The server runs as root and enforces the POSIX mode bits against the
+//!   caller's `AUTH_SYS` credential itself ([`crate::attr`]), the sticky bit of a directory
+//!   included; created objects are given the caller's uid and gid (`fchownat` of the new
+//!   object's descriptor). A directory, symlink, socket or FIFO is made with mode 0 and
+//!   checked to be the server's fresh object before it is handed to the caller, so a rename
+//!   racing the creation cannot get another object chowned. Root squash is the dispatcher's
 //!   ([`nfs_glue::svc::Squash`]).
-//! * WRITE and READ without a copy: when the pages are those of the registered arena the
+//! * **WRITE and READ without a copy**: when the pages are those of the registered arena the
 //!   server runs on ([`LocalFs::with_file_pages`]), a WRITE's received pages go to the file
 //!   with one `pwritev` over them, and a READ is one `preadv` straight into fresh pages
 //!   ([`VerbsArena::write_pages_at`] / [`VerbsArena::read_pages_at`]: the system call with
-//!   the page pointers is the verbs shim's, this crate has no `unsafe`). Pages of any other
-//!   provider (tests over a heap arena) are copied once through a per-thread buffer, counted
-//!   in [`LocalFs::bounced_bytes`].
+//!   the page pointers is the verbs shim's). Pages of any other provider (tests over a heap
+//!   arena) are copied once through a per-thread buffer, counted in
+//!   [`LocalFs::bounced_bytes`].
 //! * COMMIT is `fdatasync`; a FILE_SYNC WRITE `fsync`, DATA_SYNC `fdatasync`. The write
-//!   verifier is the server instance's start time.
+//!   verifier is the server instance's start time. FSSTAT is `fstatvfs` of the export.
 //! * READDIR cookies are a hash of the entry name (sorted by it), so they stay valid while
 //!   entries are added or removed between calls (`rm -r` lists as it deletes); the cookie
-//!   verifier is not used. FSSTAT has no `statvfs` in `std`: it reports fixed large values.
+//!   verifier is not used.
+//! * The export must be on a file system that gives file handles (ext4, xfs, btrfs, tmpfs;
+//!   not 9p, nor overlayfs without `nfs_export=on`): [`LocalFs::new`] says so otherwise.
 
 use std::cell::RefCell;
-use std::ffi::OsStr;
-use std::fs::{self, File, FileTimes, OpenOptions};
-use std::io::ErrorKind;
-use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::{CStr, CString};
+use std::fs::{self, File, FileTimes};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,9 +47,11 @@ use nfs_glue::nfsd::{
     Backend, DirEnd, DirEntry, DirSink, NfsError, NfsResult, ReadData, WriteIov, Written,
 };
 use nfs_glue::svc::Cred;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Timespec, Timestamps};
 
 use crate::attr::{check, fattr, in_group, nfs_err, owns, perms, R, W, X};
-use crate::handle::{self, ino_of, Ino, InodeMap};
+use crate::fhandle::KernelFh;
+use crate::handle::{HandleKey, Handles};
 
 /// READ of `want` bytes at `offset` of `f` by one `preadv` (resumed only after a short
 /// read) straight into fresh pages of `arena` (which `pages` is); the chain is trimmed to
@@ -70,6 +82,9 @@ fn read_into_pages(
 const DOT: u64 = 1;
 const DOTDOT: u64 = 2;
 
+/// How many `..` steps a LOOKUP of `..` may take to find the export root above it.
+const MAX_DEPTH: usize = 4096;
+
 thread_local! {
     /// The per-thread READ / WRITE buffer (grown to the largest transfer once).
     static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
@@ -80,8 +95,16 @@ thread_local! {
 /// A local directory served over NFSv3.
 #[derive(Debug)]
 pub struct LocalFs {
-    map: InodeMap,
-    root: Ino,
+    /// The export root, open for reading: the file system's descriptor for
+    /// `open_by_handle_at` as well.
+    root_fd: OwnedFd,
+    root_path: PathBuf,
+    /// The export root's (`st_dev`, `st_ino`).
+    root_id: (u64, u64),
+    root_fh: KernelFh,
+    handles: Handles,
+    /// The server's effective uid: the owner of an object it just made.
+    euid: u32,
     verf: Writeverf3,
     /// The registered arena whose pages are moved by `pwritev` / `preadv`.
     file_pages: Option<Arc<VerbsArena>>,
@@ -89,23 +112,88 @@ pub struct LocalFs {
     bounced: AtomicU64,
 }
 
-fn name_ok(name: &[u8]) -> NfsResult<&OsStr> {
+/// An object opened from a handle or a name: an `O_PATH` descriptor (it opens nothing: a
+/// FIFO does not block, a device is not touched) and its metadata.
+struct Obj {
+    fd: OwnedFd,
+    m: fs::Metadata,
+}
+
+/// What a new object is made as.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    Symlink,
+    Socket,
+    Fifo,
+}
+
+fn name_ok(name: &[u8]) -> NfsResult<CString> {
     if name.len() > NFS3_MAXNAMLEN {
         return Err(NfsError::NameTooLong);
     }
-    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
-    {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
         return Err(NfsError::Inval);
     }
-    Ok(OsStr::from_bytes(name))
+    CString::new(name).map_err(|_| NfsError::Inval)
 }
 
 fn io<T>(r: std::io::Result<T>) -> NfsResult<T> {
     r.map_err(|e| nfs_err(&e))
 }
 
+fn rx<T>(r: rustix::io::Result<T>) -> NfsResult<T> {
+    r.map_err(|e| nfs_err(&e.into()))
+}
+
 fn systime(t: Nfstime3) -> SystemTime {
     UNIX_EPOCH + Duration::new(u64::from(t.seconds), t.nseconds.min(999_999_999))
+}
+
+fn timespec(t: SystemTime) -> Timespec {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    Timespec {
+        tv_sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: d.subsec_nanos().into(),
+    }
+}
+
+/// `UTIME_OMIT`: leave this time as it is.
+const OMIT: Timespec = Timespec {
+    tv_sec: 0,
+    tv_nsec: (1 << 30) - 2,
+};
+
+/// The metadata of a descriptor (`fstat`; an `O_PATH` one too).
+fn meta(fd: OwnedFd) -> NfsResult<Obj> {
+    let f = File::from(fd);
+    let m = io(f.metadata())?;
+    Ok(Obj { fd: f.into(), m })
+}
+
+/// `fchownat(fd, "", AT_EMPTY_PATH)`: the object itself, a symlink included.
+fn chown_fd(fd: BorrowedFd<'_>, uid: Option<u32>, gid: Option<u32>) -> NfsResult<()> {
+    // -1 means "unchanged" to the kernel: no peer-sent id may say it.
+    if uid == Some(u32::MAX) || gid == Some(u32::MAX) {
+        return Err(NfsError::Inval);
+    }
+    rx(rustix::fs::chownat(
+        fd,
+        c"",
+        uid.map(rustix::fs::Uid::from_raw_unchecked),
+        gid.map(rustix::fs::Gid::from_raw_unchecked),
+        AtFlags::EMPTY_PATH,
+    ))
+}
+
+/// `chmod` of the inode `fd` holds, through its `/proc/self/fd` link (no `fchmod` on an
+/// `O_PATH` descriptor; the link names the inode, not a path). Not for symlinks.
+fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> NfsResult<()> {
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    io(fs::set_permissions(
+        link,
+        fs::Permissions::from_mode(mode & 0o7777),
+    ))
 }
 
 /// The cookie of a directory entry: a hash of its name, above [`DOTDOT`] and below 2^62.
@@ -119,26 +207,60 @@ pub fn cookie_of(name: &[u8]) -> u64 {
 }
 
 impl LocalFs {
-    /// Serve the directory `root`.
+    /// Serve the directory `root`, with handles sealed by a fresh random key: they do not
+    /// survive the process ([`LocalFs::with_key`] for a kept key).
     ///
     /// # Errors
-    /// The directory cannot be resolved or is not a directory.
+    /// As [`LocalFs::with_key`], or no random key.
     pub fn new(root: &Path) -> std::io::Result<LocalFs> {
-        let root = fs::canonicalize(root)?;
-        let m = fs::metadata(&root)?;
+        LocalFs::with_key(root, HandleKey::random()?)
+    }
+
+    /// Serve the directory `root`, sealing handles with `key`.
+    ///
+    /// # Errors
+    /// The directory cannot be opened or is not a directory, or its file system gives no
+    /// file handles, or the server may not open them (`CAP_DAC_READ_SEARCH`).
+    pub fn with_key(root: &Path, key: HandleKey) -> std::io::Result<LocalFs> {
+        use std::io::{Error, ErrorKind};
+        let root_path = fs::canonicalize(root)?;
+        let f = File::open(&root_path)?;
+        let m = f.metadata()?;
         if !m.is_dir() {
-            return Err(std::io::Error::new(
-                ErrorKind::InvalidInput,
-                "not a directory",
-            ));
+            return Err(Error::new(ErrorKind::InvalidInput, "not a directory"));
         }
+        let root_fd: OwnedFd = f.into();
+        let root_fh = KernelFh::of(root_fd.as_fd(), c"").map_err(|e| {
+            let why = match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP) => {
+                    "its file system gives no file handles (name_to_handle_at: not supported): \
+                     export a directory on ext4, xfs, btrfs or tmpfs"
+                        .to_string()
+                }
+                Some(libc::EOVERFLOW) => {
+                    "its file system's handles do not fit an NFSv3 handle".to_string()
+                }
+                _ => format!("name_to_handle_at: {e}"),
+            };
+            Error::new(ErrorKind::Unsupported, why)
+        })?;
+        root_fh.open(root_fd.as_fd(), libc::O_PATH).map_err(|e| {
+            Error::new(
+                e.kind(),
+                format!("open_by_handle_at: {e} (the server needs CAP_DAC_READ_SEARCH: run it as root)"),
+            )
+        })?;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         let verf = (now.as_secs() << 30 ^ u64::from(now.subsec_nanos())).to_be_bytes();
         Ok(LocalFs {
-            map: InodeMap::new(root, ino_of(&m)),
-            root: ino_of(&m),
+            root_fd,
+            root_path,
+            root_id: (m.dev(), m.ino()),
+            handles: Handles::new(key, root_fh),
+            root_fh,
+            euid: rustix::process::geteuid().as_raw(),
             verf: Writeverf3(verf),
             file_pages: None,
             bounced: AtomicU64::new(0),
@@ -203,12 +325,12 @@ impl LocalFs {
 
     /// The export root's path.
     pub fn root_path(&self) -> &Path {
-        self.map.root()
+        &self.root_path
     }
 
     /// The export root's handle.
     pub fn root_fh(&self) -> NfsFh3 {
-        handle::encode(self.root, self.root)
+        self.handles.encode(&self.root_fh)
     }
 
     /// The write verifier of this server instance.
@@ -216,62 +338,142 @@ impl LocalFs {
         self.verf
     }
 
-    fn obj(&self, fh: &NfsFh3) -> NfsResult<(PathBuf, fs::Metadata)> {
-        self.map.resolve(handle::decode(self.root, fh)?)
+    fn fsid(&self) -> u64 {
+        self.root_id.0
+    }
+
+    fn is_root(&self, m: &fs::Metadata) -> bool {
+        (m.dev(), m.ino()) == self.root_id
+    }
+
+    /// The object of a handle, opened `O_PATH` by its kernel handle.
+    fn obj(&self, fh: &NfsFh3) -> NfsResult<Obj> {
+        let k = self.handles.decode(fh)?;
+        let fd = k
+            .open(self.root_fd.as_fd(), libc::O_PATH)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ESTALE) | Some(libc::ENOENT) => NfsError::Stale,
+                _ => nfs_err(&e),
+            })?;
+        let o = meta(fd)?;
+        if o.m.dev() != self.root_id.0 {
+            return Err(NfsError::Stale);
+        }
+        Ok(o)
+    }
+
+    /// The object of `fh` opened again with `flags` (for I/O: the `O_PATH` descriptor
+    /// cannot read or write); the handle names the same inode, no path is resolved.
+    fn reopen(&self, fh: &NfsFh3, flags: libc::c_int) -> NfsResult<File> {
+        let k = self.handles.decode(fh)?;
+        k.open(self.root_fd.as_fd(), flags)
+            .map(File::from)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ESTALE) | Some(libc::ENOENT) => NfsError::Stale,
+                _ => nfs_err(&e),
+            })
     }
 
     /// A directory the caller may search and, with `want`, read or change.
-    fn dir(&self, cred: &Cred<'_>, fh: &NfsFh3, want: u32) -> NfsResult<PathBuf> {
-        let (p, m) = self.obj(fh)?;
-        if !m.is_dir() {
+    fn dir(&self, cred: &Cred<'_>, fh: &NfsFh3, want: u32) -> NfsResult<Obj> {
+        let o = self.obj(fh)?;
+        if !o.m.is_dir() {
             return Err(NfsError::NotDir);
         }
-        check(cred, &m, want)?;
-        Ok(p)
+        check(cred, &o.m, want)?;
+        Ok(o)
     }
 
     /// A regular file for reading (`R`) or writing (`W`); the owner may always (as knfsd's
     /// owner override: a client checks access at open).
-    fn file(&self, cred: &Cred<'_>, fh: &NfsFh3, want: u32) -> NfsResult<(PathBuf, fs::Metadata)> {
-        let (p, m) = self.obj(fh)?;
-        if m.is_dir() {
+    fn file(&self, cred: &Cred<'_>, fh: &NfsFh3, want: u32) -> NfsResult<Obj> {
+        let o = self.obj(fh)?;
+        if o.m.is_dir() {
             return Err(NfsError::IsDir);
         }
-        if !m.is_file() {
+        if !o.m.is_file() {
             return Err(NfsError::Inval);
         }
-        if !(owns(cred, &m) || perms(cred, &m) & want == want) {
+        if !(owns(cred, &o.m) || perms(cred, &o.m) & want == want) {
             return Err(NfsError::Acces);
         }
-        Ok((p, m))
+        Ok(o)
     }
 
-    fn fsid(&self) -> u64 {
-        self.root.0
+    /// Open `name` in the directory `dir`: one component, no symlink followed, no mount
+    /// crossed.
+    fn child(&self, dir: &Obj, name: &CStr) -> NfsResult<Obj> {
+        let fd = rustix::fs::openat2(
+            &dir.fd,
+            name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH
+                | ResolveFlags::NO_SYMLINKS
+                | ResolveFlags::NO_MAGICLINKS
+                | ResolveFlags::NO_XDEV,
+        )
+        .map_err(|e| match e {
+            // A mount point inside the export: not served (no `crossmnt`).
+            rustix::io::Errno::XDEV => NfsError::Acces,
+            e => nfs_err(&e.into()),
+        })?;
+        meta(fd)
     }
 
-    /// Record and return the handle of `path`.
-    fn handle_at(&self, path: PathBuf) -> NfsResult<NfsFh3> {
-        let m = io(fs::symlink_metadata(&path))?;
-        let ino = ino_of(&m);
-        self.map.insert(ino, path);
-        Ok(handle::encode(self.root, ino))
+    /// The handle of an opened object.
+    fn fh_of(&self, o: &Obj) -> NfsResult<NfsFh3> {
+        let k = KernelFh::of(o.fd.as_fd(), c"").map_err(|_| NfsError::ServerFault)?;
+        Ok(self.handles.encode(&k))
     }
 
-    /// A new object at `path`, whose metadata is `m`, belongs to the caller.
-    fn own(&self, cred: &Cred<'_>, path: &Path, m: &fs::Metadata) -> NfsResult<()> {
-        if m.uid() == cred.uid && m.gid() == cred.gid {
+    /// The parent of the directory `d`, if it is still inside the export: found by walking
+    /// `..` up to the export root (at most [`MAX_DEPTH`] steps).
+    fn parent_in_export(&self, d: &Obj) -> NfsResult<Obj> {
+        if self.is_root(&d.m) {
+            return self.obj(&self.root_fh());
+        }
+        let up = |o: &Obj| -> NfsResult<Obj> {
+            let fd = rx(rustix::fs::openat(
+                &o.fd,
+                c"..",
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            ))?;
+            meta(fd)
+        };
+        let parent = up(d)?;
+        let mut at = up(d)?;
+        for _ in 0..MAX_DEPTH {
+            if self.is_root(&at.m) {
+                return Ok(parent);
+            }
+            let next = up(&at)?;
+            if (next.m.dev(), next.m.ino()) == (at.m.dev(), at.m.ino()) {
+                break; // the file system's root: the export is not above
+            }
+            at = next;
+        }
+        Err(NfsError::Stale)
+    }
+
+    /// Whether `cred` may remove or rename the entry `name` of `dir` under the sticky bit:
+    /// only the entry's owner, the directory's owner, or root.
+    fn sticky_ok(&self, cred: &Cred<'_>, dir: &Obj, name: &CStr) -> NfsResult<()> {
+        if dir.m.mode() & 0o1000 == 0 || owns(cred, &dir.m) {
             return Ok(());
         }
-        io(std::os::unix::fs::lchown(
-            path,
-            Some(cred.uid),
-            Some(cred.gid),
-        ))
+        let st = rx(rustix::fs::statat(&dir.fd, name, AtFlags::SYMLINK_NOFOLLOW))?;
+        if st.st_uid == cred.uid {
+            Ok(())
+        } else {
+            Err(NfsError::Perm)
+        }
     }
 
-    /// SETATTR's work on `path` (also after CREATE / MKDIR / MKNOD).
-    fn apply(&self, cred: &Cred<'_>, path: &Path, m: &fs::Metadata, a: &Sattr3) -> NfsResult<()> {
+    /// SETATTR's work on the object `o` of handle `fh` (also after CREATE / MKDIR / MKNOD).
+    fn apply(&self, cred: &Cred<'_>, fh: &NfsFh3, o: &Obj, a: &Sattr3) -> NfsResult<()> {
+        let m = &o.m;
         let link = m.file_type().is_symlink();
         if let Some(size) = a.size {
             if m.is_dir() {
@@ -283,8 +485,7 @@ impl LocalFs {
             if !owns(cred, m) {
                 check(cred, m, W)?;
             }
-            let f = io(OpenOptions::new().write(true).open(path))?;
-            io(f.set_len(size))?;
+            io(self.reopen(fh, libc::O_WRONLY)?.set_len(size))?;
         }
         if a.uid.is_some() || a.gid.is_some() {
             let uid = a.uid.filter(|u| *u != m.uid());
@@ -295,7 +496,7 @@ impl LocalFs {
                 return Err(NfsError::Perm);
             }
             if uid.is_some() || gid.is_some() {
-                io(std::os::unix::fs::lchown(path, uid, gid))?;
+                chown_fd(o.fd.as_fd(), uid, gid)?;
             }
         }
         if let Some(mode) = a.mode {
@@ -303,10 +504,7 @@ impl LocalFs {
                 return Err(NfsError::Perm);
             }
             if !link {
-                io(fs::set_permissions(
-                    path,
-                    fs::Permissions::from_mode(mode & 0o7777),
-                ))?;
+                chmod_fd(o.fd.as_fd(), mode)?;
             }
         }
         let when = |t: SetTime| match t {
@@ -320,55 +518,91 @@ impl LocalFs {
             if !owns(cred, m) && (explicit || check(cred, m, W).is_err()) {
                 return Err(NfsError::Perm);
             }
-            let mut times = FileTimes::new();
-            if let Some((t, _)) = at {
-                times = times.set_accessed(t);
-            }
-            if let Some((t, _)) = mt {
-                times = times.set_modified(t);
-            }
-            let f = io(File::open(path))?;
-            io(f.set_times(times))?;
+            let ts = |t: Option<(SystemTime, bool)>| t.map_or(OMIT, |(t, _)| timespec(t));
+            let times = Timestamps {
+                last_access: ts(at),
+                last_modification: ts(mt),
+            };
+            rx(rustix::fs::utimensat(
+                &o.fd,
+                c"",
+                &times,
+                AtFlags::EMPTY_PATH,
+            ))?;
         }
         Ok(())
     }
 
-    /// Make the object `p` (a [`Self::child`] path) with `make`, owned by the caller,
-    /// attributes `attrs` applied. One `lstat` of the new object serves the ownership, the
-    /// attributes and the handle (its identity does not change).
-    fn make(
-        &self,
-        cred: &Cred<'_>,
-        p: PathBuf,
-        attrs: Option<&Sattr3>,
-        make: impl FnOnce(&Path) -> std::io::Result<()>,
-    ) -> NfsResult<NfsFh3> {
-        io(make(&p))?;
-        let m = io(fs::symlink_metadata(&p))?;
-        self.own(cred, &p, &m)?;
+    /// Give the new object `o` to the caller and apply `attrs` (the caller's uid and gid
+    /// are not taken from them); its handle.
+    fn hand_over(&self, cred: &Cred<'_>, o: &Obj, attrs: Option<&Sattr3>) -> NfsResult<NfsFh3> {
+        if o.m.uid() != cred.uid || o.m.gid() != cred.gid {
+            chown_fd(o.fd.as_fd(), Some(cred.uid), Some(cred.gid))?;
+        }
+        let fh = self.fh_of(o)?;
         if let Some(a) = attrs {
             let a = Sattr3 {
                 uid: None,
                 gid: None,
                 ..a.clone()
             };
-            self.apply(&Cred { uid: 0, ..*cred }, &p, &m, &a)?;
+            self.apply(&Cred { uid: 0, ..*cred }, &fh, o, &a)?;
         }
-        let ino = ino_of(&m);
-        self.map.insert(ino, p);
-        Ok(handle::encode(self.root, ino))
+        Ok(fh)
     }
 
-    fn child(&self, cred: &Cred<'_>, dir: &NfsFh3, name: &[u8]) -> NfsResult<PathBuf> {
+    /// Make `name` in `dir` as `kind` with mode 0 (`mk`), open it, check it is the object
+    /// just made (the server's, mode 0, one link, or two for a directory: a rename racing
+    /// the creation finds nothing else to hand over), then give it to the caller with its
+    /// mode (`mode`) and `attrs`.
+    fn make(
+        &self,
+        cred: &Cred<'_>,
+        dir: &Obj,
+        name: &CStr,
+        kind: Kind,
+        mode: u32,
+        attrs: Option<&Sattr3>,
+        mk: impl FnOnce() -> rustix::io::Result<()>,
+    ) -> NfsResult<NfsFh3> {
+        rx(mk())?;
+        let o = self.child(dir, name)?;
+        let ft = o.m.file_type();
+        use std::os::unix::fs::FileTypeExt;
+        let (is_kind, links) = match kind {
+            Kind::Dir => (ft.is_dir(), 2),
+            Kind::Symlink => (ft.is_symlink(), 1),
+            Kind::Socket => (ft.is_socket(), 1),
+            Kind::Fifo => (ft.is_fifo(), 1),
+        };
+        let fresh = is_kind
+            && o.m.uid() == self.euid
+            && o.m.nlink() == links
+            && (kind == Kind::Symlink || o.m.mode() & 0o7777 == 0);
+        if !fresh {
+            return Err(NfsError::Exist);
+        }
+        if kind != Kind::Symlink {
+            chmod_fd(o.fd.as_fd(), mode)?;
+        }
+        self.hand_over(cred, &o, attrs)
+    }
+
+    /// The directory `dir` the caller may change, and a valid entry name.
+    fn changing(&self, cred: &Cred<'_>, dir: &NfsFh3, name: &[u8]) -> NfsResult<(Obj, CString)> {
         let name = name_ok(name)?;
-        Ok(self.dir(cred, dir, W | X)?.join(name))
+        // The kernel reads an id of -1 as "unchanged": a new object could not be handed over.
+        if cred.uid == u32::MAX || cred.gid == u32::MAX {
+            return Err(NfsError::Inval);
+        }
+        Ok((self.dir(cred, dir, W | X)?, name))
     }
 }
 
 impl Backend for LocalFs {
     fn getattr(&self, _cred: &Cred<'_>, fh: &NfsFh3) -> NfsResult<Fattr3> {
-        let (_, m) = self.obj(fh)?;
-        Ok(fattr(&m, self.fsid()))
+        let o = self.obj(fh)?;
+        Ok(fattr(&o.m, self.fsid()))
     }
 
     fn setattr(
@@ -378,29 +612,29 @@ impl Backend for LocalFs {
         attrs: &Sattr3,
         guard: Option<Nfstime3>,
     ) -> NfsResult<()> {
-        let (p, m) = self.obj(fh)?;
+        let o = self.obj(fh)?;
         if let Some(g) = guard {
-            if fattr(&m, self.fsid()).ctime != g {
+            if fattr(&o.m, self.fsid()).ctime != g {
                 return Err(NfsError::NotSync);
             }
         }
-        self.apply(cred, &p, &m, attrs)
+        self.apply(cred, fh, &o, attrs)
     }
 
     fn lookup(&self, cred: &Cred<'_>, dir: &NfsFh3, name: &[u8]) -> NfsResult<NfsFh3> {
         let d = self.dir(cred, dir, X)?;
-        let p = match name {
+        let o = match name {
             b"." => d,
-            b".." if d == self.map.root() => d,
-            b".." => d.parent().map(Path::to_path_buf).ok_or(NfsError::NoEnt)?,
-            _ => d.join(name_ok(name)?),
+            b".." => self.parent_in_export(&d)?,
+            _ => self.child(&d, &name_ok(name)?)?,
         };
-        self.handle_at(p)
+        self.fh_of(&o)
     }
 
     fn access(&self, cred: &Cred<'_>, fh: &NfsFh3, mask: u32) -> NfsResult<u32> {
-        let (_, m) = self.obj(fh)?;
-        let p = perms(cred, &m);
+        let o = self.obj(fh)?;
+        let m = &o.m;
+        let p = perms(cred, m);
         let mut a = 0;
         if p & R != 0 {
             a |= ACCESS3_READ;
@@ -422,13 +656,12 @@ impl Backend for LocalFs {
     }
 
     fn readlink(&self, _cred: &Cred<'_>, fh: &NfsFh3) -> NfsResult<Nfspath3> {
-        let (p, m) = self.obj(fh)?;
-        if !m.file_type().is_symlink() {
+        let o = self.obj(fh)?;
+        if !o.m.file_type().is_symlink() {
             return Err(NfsError::Inval);
         }
-        Ok(Nfspath3(
-            io(fs::read_link(p))?.as_os_str().as_bytes().to_vec(),
-        ))
+        let target = rx(rustix::fs::readlinkat(&o.fd, c"", Vec::new()))?;
+        Ok(Nfspath3(target.into_bytes()))
     }
 
     fn read(
@@ -439,8 +672,8 @@ impl Backend for LocalFs {
         count: u32,
         pages: &Arc<dyn PageProvider>,
     ) -> NfsResult<ReadData> {
-        let (p, m) = self.file(cred, fh, R)?;
-        let f = io(File::open(p))?;
+        let o = self.file(cred, fh, R)?;
+        let f = self.reopen(fh, libc::O_RDONLY)?;
         let want = usize::try_from(count).map_err(|_| NfsError::Inval)?;
         let (data, n) = match self.arena_for(pages) {
             Some(arena) => read_into_pages(arena, pages, &f, offset, want)?,
@@ -449,7 +682,7 @@ impl Backend for LocalFs {
         let end = offset.saturating_add(n as u64);
         Ok(ReadData {
             data,
-            eof: end >= m.size(),
+            eof: end >= o.m.size(),
         })
     }
 
@@ -461,10 +694,10 @@ impl Backend for LocalFs {
         stable: StableHow,
         data: WriteIov<'_>,
     ) -> NfsResult<Written> {
-        let (p, _) = self.file(cred, fh, W)?;
+        self.file(cred, fh, W)?;
         let len = data.len();
         offset.checked_add(len as u64).ok_or(NfsError::FBig)?;
-        let f = io(OpenOptions::new().write(true).open(p))?;
+        let f = self.reopen(fh, libc::O_WRONLY)?;
         match data {
             WriteIov::Bytes(b) => io(f.write_all_at(b, offset))?,
             WriteIov::Pages { provider, slices } if self.arena_for(provider).is_some() => {
@@ -512,17 +745,33 @@ impl Backend for LocalFs {
         name: &[u8],
         how: &Createhow3,
     ) -> NfsResult<NfsFh3> {
-        let path = self.child(cred, dir, name)?;
-        let new = |p: &Path| OpenOptions::new().write(true).create_new(true).open(p);
+        let (d, name) = self.changing(cred, dir, name)?;
+        // O_EXCL: the descriptor is the new file's, whatever races the name.
+        let new = |mode: u32| {
+            let fd = rustix::fs::openat(
+                &d.fd,
+                name.as_c_str(),
+                OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(mode),
+            )?;
+            Ok::<File, rustix::io::Errno>(File::from(fd))
+        };
         match how {
-            Createhow3::Guarded(a) => self.make(cred, path, Some(a), |p| new(p).map(drop)),
-            Createhow3::Unchecked(a) => match fs::symlink_metadata(&path) {
-                Ok(m) if m.is_file() => {
-                    self.apply(cred, &path, &m, a)?;
-                    self.handle_at(path)
+            Createhow3::Guarded(a) | Createhow3::Unchecked(a) => match new(0o666) {
+                Ok(f) => {
+                    let o = meta(f.into())?;
+                    self.hand_over(cred, &o, Some(a))
                 }
-                Ok(_) => Err(NfsError::Exist),
-                Err(_) => self.make(cred, path, Some(a), |p| new(p).map(drop)),
+                Err(rustix::io::Errno::EXIST) if matches!(how, Createhow3::Unchecked(_)) => {
+                    let o = self.child(&d, &name)?;
+                    if !o.m.is_file() {
+                        return Err(NfsError::Exist);
+                    }
+                    let fh = self.fh_of(&o)?;
+                    self.apply(cred, &fh, &o, a)?;
+                    Ok(fh)
+                }
+                Err(e) => rx(Err(e)),
             },
             Createhow3::Exclusive(v) => {
                 // The verifier is kept in atime / mtime (as knfsd and FreeBSD do); the
@@ -533,25 +782,29 @@ impl Backend for LocalFs {
                     u32::from_be_bytes(w)
                 };
                 let (at, mt) = (secs(a), secs(b));
-                if let Ok(m) = fs::symlink_metadata(&path) {
-                    let same = m.is_file()
-                        && u32::try_from(m.atime()).ok() == Some(at)
-                        && u32::try_from(m.mtime()).ok() == Some(mt);
-                    return if same {
-                        self.handle_at(path)
-                    } else {
-                        Err(NfsError::Exist)
-                    };
+                match new(0o600) {
+                    Ok(f) => {
+                        io(f.set_times(
+                            FileTimes::new()
+                                .set_accessed(UNIX_EPOCH + Duration::from_secs(at.into()))
+                                .set_modified(UNIX_EPOCH + Duration::from_secs(mt.into())),
+                        ))?;
+                        let o = meta(f.into())?;
+                        self.hand_over(cred, &o, None)
+                    }
+                    Err(rustix::io::Errno::EXIST) => {
+                        let o = self.child(&d, &name)?;
+                        let same = o.m.is_file()
+                            && u32::try_from(o.m.atime()).ok() == Some(at)
+                            && u32::try_from(o.m.mtime()).ok() == Some(mt);
+                        if same {
+                            self.fh_of(&o)
+                        } else {
+                            Err(NfsError::Exist)
+                        }
+                    }
+                    Err(e) => rx(Err(e)),
                 }
-                self.make(cred, path, None, |p| {
-                    let f = new(p)?;
-                    f.set_permissions(fs::Permissions::from_mode(0o600))?;
-                    f.set_times(
-                        FileTimes::new()
-                            .set_accessed(UNIX_EPOCH + Duration::from_secs(at.into()))
-                            .set_modified(UNIX_EPOCH + Duration::from_secs(mt.into())),
-                    )
-                })
             }
         }
     }
@@ -563,12 +816,15 @@ impl Backend for LocalFs {
         name: &[u8],
         attrs: &Sattr3,
     ) -> NfsResult<NfsFh3> {
-        let a = Sattr3 {
-            mode: Some(attrs.mode.unwrap_or(0o755)),
+        let (d, name) = self.changing(cred, dir, name)?;
+        let rest = Sattr3 {
+            mode: None,
             ..attrs.clone()
         };
-        let p = self.child(cred, dir, name)?;
-        self.make(cred, p, Some(&a), |p| fs::create_dir(p))
+        let mode = attrs.mode.unwrap_or(0o755);
+        self.make(cred, &d, &name, Kind::Dir, mode, Some(&rest), || {
+            rustix::fs::mkdirat(&d.fd, name.as_c_str(), Mode::empty())
+        })
     }
 
     fn symlink(
@@ -582,9 +838,10 @@ impl Backend for LocalFs {
         if target.is_empty() || target.contains(&0) {
             return Err(NfsError::Inval);
         }
-        let p = self.child(cred, dir, name)?;
-        self.make(cred, p, None, |p| {
-            std::os::unix::fs::symlink(OsStr::from_bytes(target), p)
+        let target = CString::new(target).map_err(|_| NfsError::Inval)?;
+        let (d, name) = self.changing(cred, dir, name)?;
+        self.make(cred, &d, &name, Kind::Symlink, 0, None, || {
+            rustix::fs::symlinkat(target.as_c_str(), &d.fd, name.as_c_str())
         })
     }
 
@@ -595,31 +852,39 @@ impl Backend for LocalFs {
         name: &[u8],
         what: &Mknoddata3,
     ) -> NfsResult<NfsFh3> {
-        match what {
-            // A socket file is what binding a Unix socket leaves behind.
-            Mknoddata3::Sock(a) => self.make(cred, self.child(cred, dir, name)?, Some(a), |p| {
-                std::os::unix::net::UnixListener::bind(p).map(drop)
-            }),
-            // FIFOs and devices need mknod(2), which std does not offer.
-            Mknoddata3::Fifo(_) | Mknoddata3::Chr(_) | Mknoddata3::Blk(_) => Err(NfsError::NotSupp),
-            Mknoddata3::Other(_) => Err(NfsError::BadType),
-        }
+        let (kind, ft, a) = match what {
+            Mknoddata3::Sock(a) => (Kind::Socket, FileType::Socket, a),
+            Mknoddata3::Fifo(a) => (Kind::Fifo, FileType::Fifo, a),
+            // Devices: only root may make them, and this server does not.
+            Mknoddata3::Chr(_) | Mknoddata3::Blk(_) => return Err(NfsError::NotSupp),
+            Mknoddata3::Other(_) => return Err(NfsError::BadType),
+        };
+        let (d, name) = self.changing(cred, dir, name)?;
+        let rest = Sattr3 {
+            mode: None,
+            ..a.clone()
+        };
+        let mode = a.mode.unwrap_or(0o644);
+        self.make(cred, &d, &name, kind, mode, Some(&rest), || {
+            rustix::fs::mknodat(&d.fd, name.as_c_str(), ft, Mode::empty(), 0)
+        })
     }
 
     fn remove(&self, cred: &Cred<'_>, dir: &NfsFh3, name: &[u8]) -> NfsResult<()> {
-        let p = self.child(cred, dir, name)?;
-        if io(fs::symlink_metadata(&p))?.is_dir() {
-            return Err(NfsError::IsDir);
-        }
-        io(fs::remove_file(p))
+        let (d, name) = self.changing(cred, dir, name)?;
+        self.sticky_ok(cred, &d, &name)?;
+        // Linux's unlink of a directory is EISDIR.
+        rx(rustix::fs::unlinkat(&d.fd, name.as_c_str(), AtFlags::empty()))
     }
 
     fn rmdir(&self, cred: &Cred<'_>, dir: &NfsFh3, name: &[u8]) -> NfsResult<()> {
-        let p = self.child(cred, dir, name)?;
-        if !io(fs::symlink_metadata(&p))?.is_dir() {
-            return Err(NfsError::NotDir);
-        }
-        io(fs::remove_dir(p))
+        let (d, name) = self.changing(cred, dir, name)?;
+        self.sticky_ok(cred, &d, &name)?;
+        rx(rustix::fs::unlinkat(
+            &d.fd,
+            name.as_c_str(),
+            AtFlags::REMOVEDIR,
+        ))
     }
 
     fn rename(
@@ -630,19 +895,35 @@ impl Backend for LocalFs {
         to_dir: &NfsFh3,
         to: &[u8],
     ) -> NfsResult<()> {
-        let a = self.child(cred, from_dir, from)?;
-        let b = self.child(cred, to_dir, to)?;
-        io(fs::rename(&a, &b))?;
-        self.handle_at(b).map(drop)
+        let (a, from) = self.changing(cred, from_dir, from)?;
+        let (b, to) = self.changing(cred, to_dir, to)?;
+        self.sticky_ok(cred, &a, &from)?;
+        match self.sticky_ok(cred, &b, &to) {
+            Ok(()) | Err(NfsError::NoEnt) => {}
+            Err(e) => return Err(e),
+        }
+        rx(rustix::fs::renameat(
+            &a.fd,
+            from.as_c_str(),
+            &b.fd,
+            to.as_c_str(),
+        ))
     }
 
     fn link(&self, cred: &Cred<'_>, file: &NfsFh3, dir: &NfsFh3, name: &[u8]) -> NfsResult<()> {
-        let (src, m) = self.obj(file)?;
-        if m.is_dir() {
+        let src = self.obj(file)?;
+        if src.m.is_dir() {
             return Err(NfsError::IsDir);
         }
-        let p = self.child(cred, dir, name)?;
-        io(fs::hard_link(src, p))
+        let (d, name) = self.changing(cred, dir, name)?;
+        // The descriptor itself (AT_EMPTY_PATH, which needs CAP_DAC_READ_SEARCH).
+        rx(rustix::fs::linkat(
+            &src.fd,
+            c"",
+            &d.fd,
+            name.as_c_str(),
+            AtFlags::EMPTY_PATH,
+        ))
     }
 
     fn readdir(
@@ -654,40 +935,47 @@ impl Backend for LocalFs {
         sink: &mut dyn DirSink,
     ) -> NfsResult<DirEnd> {
         let d = self.dir(cred, dir, R)?;
-        let mut names: Vec<(u64, Vec<u8>)> = Vec::new();
-        for e in io(fs::read_dir(&d))? {
-            let e = io(e)?;
-            let n = e.file_name().as_bytes().to_vec();
-            names.push((cookie_of(&n), n));
+        let list = self.reopen(dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        let mut names: Vec<(u64, Vec<u8>, u64)> = Vec::new();
+        for e in rx(rustix::fs::Dir::new(list))? {
+            let e = rx(e)?;
+            let n = e.file_name().to_bytes();
+            if n == b"." || n == b".." {
+                continue;
+            }
+            names.push((cookie_of(n), n.to_vec(), e.ino()));
         }
-        names.push((DOT, b".".to_vec()));
-        names.push((DOTDOT, b"..".to_vec()));
+        names.push((DOT, b".".to_vec(), d.m.ino()));
+        names.push((DOTDOT, b"..".to_vec(), 0));
         names.sort_unstable();
         let end = |eof| DirEnd {
             verf: Cookieverf3::default(),
             eof,
         };
-        for (c, n) in names.iter().filter(|(c, _)| *c > cookie) {
-            let p = match n.as_slice() {
-                b"." => d.clone(),
-                b".." if d == self.map.root() => d.clone(),
-                b".." => d.parent().map_or_else(|| d.clone(), Path::to_path_buf),
-                _ => d.join(OsStr::from_bytes(n)),
+        for (c, n, ino) in names.iter().filter(|(c, _, _)| *c > cookie) {
+            let plus = sink.wants_plus();
+            let o = match n.as_slice() {
+                b"." if plus => Some(self.obj(dir)?),
+                b"." => None,
+                // Above the export root, `..` is the root itself.
+                b".." => self.parent_in_export(&d).ok(),
+                _ if plus => {
+                    let c = CString::new(n.as_slice()).map_err(|_| NfsError::ServerFault)?;
+                    match self.child(&d, &c) {
+                        Ok(o) => Some(o),
+                        Err(NfsError::NoEnt) => continue, // removed since the listing
+                        Err(_) => None,                   // a mount point: no attributes
+                    }
+                }
+                _ => None,
             };
-            let Ok(m) = fs::symlink_metadata(&p) else {
-                continue; // removed since the listing
+            let (attr, fh) = match (&o, plus) {
+                (Some(o), true) => (Some(fattr(&o.m, self.fsid())), self.fh_of(o).ok()),
+                _ => (None, None),
             };
-            let (attr, fh) = if sink.wants_plus() {
-                self.map.insert(ino_of(&m), p);
-                (
-                    Some(fattr(&m, self.fsid())),
-                    Some(handle::encode(self.root, ino_of(&m))),
-                )
-            } else {
-                (None, None)
-            };
+            let fileid = o.as_ref().map_or(*ino, |o| o.m.ino());
             let e = DirEntry {
-                fileid: m.ino(),
+                fileid,
                 name: n,
                 cookie: *c,
                 attr: attr.as_ref(),
@@ -702,14 +990,16 @@ impl Backend for LocalFs {
 
     fn fsstat(&self, _cred: &Cred<'_>, fh: &NfsFh3) -> NfsResult<FsstatResOk> {
         self.obj(fh)?;
+        let v = rx(rustix::fs::fstatvfs(&self.root_fd))?;
+        let bytes = |blocks: u64| blocks.saturating_mul(v.f_frsize);
         Ok(FsstatResOk {
             obj_attributes: None,
-            tbytes: 1 << 40,
-            fbytes: 1 << 39,
-            abytes: 1 << 39,
-            tfiles: 1 << 30,
-            ffiles: 1 << 29,
-            afiles: 1 << 29,
+            tbytes: bytes(v.f_blocks),
+            fbytes: bytes(v.f_bfree),
+            abytes: bytes(v.f_bavail),
+            tfiles: v.f_files,
+            ffiles: v.f_ffree,
+            afiles: v.f_favail,
             invarsec: 0,
         })
     }
@@ -754,9 +1044,9 @@ impl Backend for LocalFs {
         _offset: u64,
         _count: u32,
     ) -> NfsResult<Writeverf3> {
-        let (p, m) = self.obj(fh)?;
-        if m.is_file() {
-            io(io(File::open(p))?.sync_data())?;
+        let o = self.obj(fh)?;
+        if o.m.is_file() {
+            io(self.reopen(fh, libc::O_RDONLY)?.sync_data())?;
         }
         Ok(self.verf)
     }

@@ -15,6 +15,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use krpc_rdma_nfsd::handle::HandleKey;
 use krpc_rdma_nfsd::LocalFs;
 use mbuf::{HeapPageArena, PageFragment, PageProvider, PAGE_SIZE};
 use nfs_glue::nfs3::*;
@@ -157,8 +158,9 @@ fn mode_bits_are_enforced_for_other_users() {
 fn handles_survive_a_restart_and_exclusive_create_is_idempotent() {
     let dir = tmp("restart");
     let me = cred(0, 0);
+    let key = HandleKey::from_bytes(*b"a server's key!!");
     let fh = {
-        let fs = LocalFs::new(&dir).unwrap();
+        let fs = LocalFs::with_key(&dir, key.clone()).unwrap();
         let a = fs
             .mkdir(&me, &fs.root_fh(), b"a", &Sattr3::default())
             .unwrap();
@@ -176,9 +178,12 @@ fn handles_survive_a_restart_and_exclusive_create_is_idempotent() {
         assert_eq!(fs.create(&me, &a, b"f", &other), Err(NfsError::Exist));
         f
     };
-    // A new server over the same directory: the old handle still names the file.
-    let fs = LocalFs::new(&dir).unwrap();
+    // A new server over the same directory with the same key: the old handle still names
+    // the file; with another key it is stale (it cannot be told from a forgery).
+    let fs = LocalFs::with_key(&dir, key).unwrap();
     assert_eq!(fs.getattr(&me, &fh).unwrap().type_, Ftype3::Reg);
+    let other = LocalFs::new(&dir).unwrap();
+    assert_eq!(other.getattr(&me, &fh), Err(NfsError::Stale));
     std::fs::remove_file(dir.join("a/f")).unwrap();
     assert_eq!(fs.getattr(&me, &fh), Err(NfsError::Stale));
     assert_eq!(

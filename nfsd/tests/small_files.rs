@@ -18,13 +18,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use krpc_rdma_nfsd::handle::{self, ino_of};
 use krpc_rdma_nfsd::server::{serve_call, ConnStats, Shared, DRC_CAPACITY};
 use krpc_rdma_nfsd::LocalFs;
 use mbuf::{Chain, HeapPageArena, PageProvider};
 use nfs_glue::nfs3::*;
 use nfs_glue::nfsd::drc::ReplyCache;
-use nfs_glue::nfsd::{Nfs3Config, Nfs3Service};
+use nfs_glue::nfsd::{Backend, Nfs3Config, Nfs3Service};
+use nfs_glue::svc::Cred;
 use nfs_glue::rpc::{Auth, AuthSys, CallHeader};
 use nfs_glue::xdr::Encoder;
 
@@ -69,7 +69,6 @@ fn tar_x_calls_through_the_reply_cache_and_localfs() {
     std::fs::create_dir_all(&dir).unwrap();
     let me = std::fs::metadata(&dir).unwrap();
     let (uid, gid) = (me.uid(), me.gid());
-    let root_ino = ino_of(&me);
     let fs = LocalFs::new(&dir).unwrap();
     let root = fs.root_fh();
     let pages: Arc<dyn PageProvider> = Arc::new(HeapPageArena::new(64).unwrap());
@@ -113,8 +112,12 @@ fn tar_x_calls_through_the_reply_cache_and_localfs() {
             }
             .encode(e)
         });
-        let m = std::fs::metadata(dir.join(&name)).unwrap();
-        let fh = handle::encode(root_ino, ino_of(&m));
+        let me = Cred {
+            uid,
+            gid,
+            ..Cred::none()
+        };
+        let fh = sh.svc.backend().lookup(&me, &root, name.as_bytes()).unwrap();
         let mode = Sattr3 {
             mode: Some(0o644),
             ..Sattr3::default()

@@ -75,7 +75,8 @@ use crate::ddp::{nfs3_ddp_item, Direction};
 use crate::nfs3::*;
 use crate::rpc::AcceptStat;
 use crate::svc::{
-    accept_call, header_bytes, refusal, success_encoder, AuthPolicy, Cred, Program, Refusal, Squash,
+    accept_call, header_bytes, refusal, success_encoder, Access, AuthPolicy, Cred, Program, Refusal,
+    Squash,
 };
 use crate::xdr::{Decoder, Encoder, XdrError};
 
@@ -94,8 +95,11 @@ use readdir::Listing;
 pub struct Nfs3Config {
     /// Credential policy (default: `AUTH_SYS` and `AUTH_NONE`).
     pub auth: AuthPolicy,
-    /// Identity mapping (default: none).
+    /// Identity mapping (default: none) of [`Nfs3Service::dispatch`];
+    /// [`Nfs3Service::dispatch_as`] takes it per call.
     pub squash: Squash,
+    /// Refuse every change with `NFS3ERR_ROFS` (default: no), as `squash`.
+    pub read_only: bool,
     /// Largest READ and WRITE data (FSINFO's `rtmax` / `wtmax` are clamped to it; a READ
     /// asks for at most this). Default 1 MiB, Linux's and FreeBSD's maximum.
     pub max_data: u32,
@@ -109,6 +113,7 @@ impl Default for Nfs3Config {
         Nfs3Config {
             auth: AuthPolicy::AllowNone,
             squash: Squash::None,
+            read_only: false,
             max_data: NFS3_MAX_DATA as u32,
             max_call_xdr: NFS3_MAX_DATA + 4096,
         }
@@ -175,8 +180,22 @@ type Proc = Result<Done, Garbage>;
 struct Call<'a> {
     chain: &'a Chain,
     cred: Cred<'a>,
+    /// The export is read-only for this caller.
+    read_only: bool,
     /// Chain offset and length of the DDP region (at most one: WRITE data, SYMLINK path).
     ddp: Option<(usize, usize)>,
+}
+
+impl Call<'_> {
+    /// `Ok` unless the export is read-only for the caller: then `NFS3ERR_ROFS`, before the
+    /// backend is asked (as knfsd's `nfsd_permission` on an `ro` export).
+    fn may_change(&self) -> NfsResult<()> {
+        if self.read_only {
+            Err(NfsError::RoFs)
+        } else {
+            Ok(())
+        }
+    }
 }
 
 /// The NFSv3 service: decodes calls, runs them on the backend, encodes replies.
@@ -304,6 +323,20 @@ impl<B: Backend> Nfs3Service<B> {
     /// # Errors
     /// [`DispatchError::NotACall`]: not answered; [`DispatchError::Alloc`].
     pub fn dispatch(&self, call: &Chain) -> Result<Dispatched, DispatchError> {
+        let access = Access {
+            squash: self.config.squash,
+            read_only: self.config.read_only,
+        };
+        self.dispatch_as(call, access)
+    }
+
+    /// [`Self::dispatch`] with the export's [`Access`] for the calling client (its squash and
+    /// `ro`) instead of the configuration's: a server whose clients get different export
+    /// options (matched by their address) shares one service.
+    ///
+    /// # Errors
+    /// As [`Self::dispatch`].
+    pub fn dispatch_as(&self, call: &Chain, access: Access) -> Result<Dispatched, DispatchError> {
         let first = call.ddp_regions().next();
         let xdr_len = first
             .map_or(call.len(), |r| r.offset)
@@ -332,7 +365,8 @@ impl<B: Backend> Nfs3Service<B> {
         };
         let c = Call {
             chain: call,
-            cred: Cred::of(&acc.header).squashed(self.config.squash),
+            cred: Cred::of(&acc.header).squashed(access.squash),
+            read_only: access.read_only,
             ddp,
         };
         let mut e = success_encoder(xid);
@@ -395,7 +429,7 @@ impl<B: Backend> Nfs3Service<B> {
             NFSPROC3_SETATTR => {
                 let a = SetattrArgs::decode(d)?;
                 let before = self.pre(cr, &a.object);
-                let r = b.setattr(cr, &a.object, &a.new_attributes, a.guard);
+                let r = c.may_change().and_then(|()| b.setattr(cr, &a.object, &a.new_attributes, a.guard));
                 let wcc = self.wcc(cr, &a.object, before);
                 put_with(
                     e,
@@ -424,14 +458,20 @@ impl<B: Backend> Nfs3Service<B> {
             }
             NFSPROC3_ACCESS => {
                 let a = AccessArgs::decode(d)?;
-                let r = b.access(cr, &a.object, a.access);
+                // A read-only export grants nothing that changes the file system.
+                let ro_mask = if c.read_only {
+                    !(ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE)
+                } else {
+                    u32::MAX
+                };
+                let r = b.access(cr, &a.object, a.access & ro_mask);
                 put_with(
                     e,
                     r,
                     self.post(cr, &a.object),
                     |obj_attributes, access| AccessResOk {
                         obj_attributes,
-                        access: access & a.access,
+                        access: access & a.access & ro_mask,
                     },
                     |obj_attributes| AccessResFail { obj_attributes },
                 )
@@ -455,13 +495,19 @@ impl<B: Backend> Nfs3Service<B> {
             NFSPROC3_CREATE => {
                 let a = CreateArgs::decode(d)?;
                 let w = &a.where_;
-                let r = self.dirop(cr, &w.dir, || b.create(cr, &w.dir, &w.name.0, &a.how));
+                let r = self.dirop(cr, &w.dir, || {
+                    c.may_change()?;
+                    b.create(cr, &w.dir, &w.name.0, &a.how)
+                });
                 put_dirop!(e, r, CreateResOk, CreateResFail)
             }
             NFSPROC3_MKDIR => {
                 let a = MkdirArgs::decode(d)?;
                 let w = &a.where_;
-                let r = self.dirop(cr, &w.dir, || b.mkdir(cr, &w.dir, &w.name.0, &a.attributes));
+                let r = self.dirop(cr, &w.dir, || {
+                    c.may_change()?;
+                    b.mkdir(cr, &w.dir, &w.name.0, &a.attributes)
+                });
                 put_dirop!(e, r, MkdirResOk, MkdirResFail)
             }
             NFSPROC3_SYMLINK => {
@@ -469,6 +515,7 @@ impl<B: Backend> Nfs3Service<B> {
                 let target = self.item(c, d, len)?;
                 let w = &h.where_;
                 let r = self.dirop(cr, &w.dir, || {
+                    c.may_change()?;
                     b.symlink(cr, &w.dir, &w.name.0, &h.symlink_attributes, &target)
                 });
                 put_dirop!(e, r, SymlinkResOk, SymlinkResFail)
@@ -476,13 +523,18 @@ impl<B: Backend> Nfs3Service<B> {
             NFSPROC3_MKNOD => {
                 let a = MknodArgs::decode(d)?;
                 let w = &a.where_;
-                let r = self.dirop(cr, &w.dir, || b.mknod(cr, &w.dir, &w.name.0, &a.what));
+                let r = self.dirop(cr, &w.dir, || {
+                    c.may_change()?;
+                    b.mknod(cr, &w.dir, &w.name.0, &a.what)
+                });
                 put_dirop!(e, r, MknodResOk, MknodResFail)
             }
             NFSPROC3_REMOVE | NFSPROC3_RMDIR => {
                 let o = Diropargs3::decode(d)?;
                 let before = self.pre(cr, &o.dir);
-                let r = if proc_ == NFSPROC3_REMOVE {
+                let r = if let Err(ro) = c.may_change() {
+                    Err(ro)
+                } else if proc_ == NFSPROC3_REMOVE {
                     b.remove(cr, &o.dir, &o.name.0)
                 } else {
                     b.rmdir(cr, &o.dir, &o.name.0)
@@ -500,7 +552,7 @@ impl<B: Backend> Nfs3Service<B> {
                 let a = RenameArgs::decode(d)?;
                 let (f, t) = (&a.from, &a.to);
                 let (fb, tb) = (self.pre(cr, &f.dir), self.pre(cr, &t.dir));
-                let r = b.rename(cr, &f.dir, &f.name.0, &t.dir, &t.name.0);
+                let r = c.may_change().and_then(|()| b.rename(cr, &f.dir, &f.name.0, &t.dir, &t.name.0));
                 put_with(
                     e,
                     r,
@@ -518,7 +570,7 @@ impl<B: Backend> Nfs3Service<B> {
             NFSPROC3_LINK => {
                 let a = LinkArgs::decode(d)?;
                 let before = self.pre(cr, &a.link.dir);
-                let r = b.link(cr, &a.file, &a.link.dir, &a.link.name.0);
+                let r = c.may_change().and_then(|()| b.link(cr, &a.file, &a.link.dir, &a.link.name.0));
                 put_with(
                     e,
                     r,
@@ -751,7 +803,9 @@ impl<B: Backend> Nfs3Service<B> {
         };
         let before = self.pre(cr, &h.file);
         let r = match h.offset.checked_add(u64::from(len)) {
-            Some(_) => self.backend.write(cr, &h.file, h.offset, h.stable, iov),
+            Some(_) => c
+                .may_change()
+                .and_then(|()| self.backend.write(cr, &h.file, h.offset, h.stable, iov)),
             None => Err(NfsError::FBig),
         };
         // A backend that claims more bytes than it was given, or less durability than the
