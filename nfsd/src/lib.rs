@@ -34,10 +34,13 @@ use mbuf::{PageProvider, PAGE_SIZE};
 use nfs_glue::mount::MountService;
 use nfs_glue::nfsd::drc::ReplyCache;
 use nfs_glue::nfsd::{Nfs3Config, Nfs3Service};
-use nfs_glue::svc::{AuthPolicy, Squash, NOBODY};
+use nfs_glue::svc::AuthPolicy;
 
 pub use localfs::LocalFs;
 pub use server::{plain, QpWrap};
+
+/// The default of `nfsd --state-dir`.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/krpc-rdma-nfsd";
 
 /// The default RPC-over-RDMA port (RFC 8267).
 pub const NFS_RDMA_PORT: u16 = 20049;
@@ -69,9 +72,18 @@ pub struct NfsdArgs {
     /// TCP port of the MOUNT v3 service (on the --listen address; 0: any free port).
     #[arg(long, value_name = "N", default_value_t = 20048)]
     pub mount_port: u16,
-    /// Map uid 0 / gid 0 to nobody (65534).
-    #[arg(long)]
-    pub root_squash: bool,
+    /// Who may use the export and how: the client list of an exports(5) line,
+    /// `CLIENT(OPTIONS) …` with CLIENT `*`, an address or a network (ADDR/LEN or
+    /// ADDR/MASK) and OPTIONS of rw, ro, root_squash, no_root_squash, all_squash,
+    /// no_all_squash, anonuid=N, anongid=N, insecure, no_subtree_check (exports(5)'s
+    /// defaults: ro, root_squash). The first entry matching a client applies; others are
+    /// refused.
+    #[arg(long, value_name = "LIST", default_value = exports::Clients::DEFAULT)]
+    pub clients: exports::Clients,
+    /// Where the server keeps its state: `handle-key`, the secret that seals file handles
+    /// (made on first start, mode 0600), so handles stay valid across a restart.
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_STATE_DIR)]
+    pub state_dir: PathBuf,
     /// Registered page arena shared by the connections, in MiB.
     #[arg(long, value_name = "MIB", default_value_t = 256)]
     pub arena_mib: u32,
@@ -90,8 +102,11 @@ pub fn run<Q: Provider + Send + 'static>(a: &NfsdArgs, qpw: QpWrap<Q>) -> Result
     let pages = (a.arena_mib as usize) << 20;
     let arena = VerbsArena::new(&dev, pages.div_ceil(PAGE_SIZE))
         .map_err(|e| format!("registering a {} MiB arena: {e}", a.arena_mib))?;
+    let key_file = a.state_dir.join("handle-key");
+    let key = handle::HandleKey::load_or_create(&key_file)
+        .map_err(|e| format!("handle key {}: {e} (see --state-dir)", key_file.display()))?;
     let fs = Arc::new(
-        LocalFs::new(&a.export)
+        LocalFs::with_key(&a.export, key)
             .map_err(|e| format!("export {}: {e}", a.export.display()))?
             .with_file_pages(arena.clone()),
     );
@@ -100,33 +115,25 @@ pub fn run<Q: Provider + Send + 'static>(a: &NfsdArgs, qpw: QpWrap<Q>) -> Result
     let maddr = SocketAddr::new(a.listen.ip(), a.mount_port);
     let mountd = mountd::Mountd::bind(maddr).map_err(|e| format!("mountd on {maddr}: {e}"))?;
     let maddr = mountd.local_addr().map_err(|e| e.to_string())?;
-    let squash = if a.root_squash {
-        Squash::Root {
-            uid: NOBODY,
-            gid: NOBODY,
-        }
-    } else {
-        Squash::None
-    };
-    let cfg = Nfs3Config {
-        squash,
-        ..Nfs3Config::default()
-    };
+    let cfg = Nfs3Config::default();
     let provider: Arc<dyn PageProvider> = arena.clone();
     let sh = Arc::new(server::Shared {
         svc: Nfs3Service::new(fs.clone(), provider, cfg),
         drc: Mutex::new(ReplyCache::new(server::DRC_CAPACITY).ok_or("reply cache: no memory")?),
+        clients: a.clients.clone(),
         stop: &STOP,
     });
-    let export = exports::OneExport::new(fs.clone(), a.export.as_os_str().as_bytes());
+    let export =
+        exports::OneExport::new(fs.clone(), a.export.as_os_str().as_bytes(), a.clients.clone());
     let msvc = Arc::new(MountService::new(export, AuthPolicy::AllowNone));
     signals::install();
     let mthread = mountd.spawn(msvc, &STOP).map_err(|e| e.to_string())?;
+    let clients: Vec<&str> = a.clients.rules().iter().map(|r| r.text.as_str()).collect();
     println!(
-        "nfsd: serving {} on {} (RPC-over-RDMA), MOUNT v3 on tcp {maddr}{}",
+        "nfsd: serving {} on {} (RPC-over-RDMA), MOUNT v3 on tcp {maddr}, to {}",
         fs.root_path().display(),
         a.listen,
-        if a.root_squash { ", root squash" } else { "" }
+        clients.join(" ")
     );
     let totals = server::serve(&sh, &arena, &mut listener, qpw)?;
     let _ = mthread.join();

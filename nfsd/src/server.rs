@@ -19,6 +19,9 @@ use krpc_rdma_verbs::wait;
 use mbuf::{Chain, PageProvider};
 use nfs_glue::nfsd::drc::{Begin, CallKey, ReplyCache};
 use nfs_glue::nfsd::{Backend, Nfs3Service};
+use nfs_glue::svc::Access;
+
+use crate::exports::Clients;
 
 use crate::service_time::ServiceTime;
 
@@ -139,16 +142,19 @@ pub struct Shared<B> {
     pub svc: Nfs3Service<B>,
     /// The reply cache.
     pub drc: Mutex<ReplyCache>,
+    /// Who may use the export and how (matched by a connection's peer address).
+    pub clients: Clients,
     /// Set to stop every connection.
     pub stop: &'static AtomicBool,
 }
 
-/// Serve one call: through the reply cache into the service; the reply, if any, and the
-/// procedure it ran (none for a replay, a drop, an RPC-level refusal). `st` counts replays
-/// and NFS errors.
+/// Serve one call from a client granted `access`: through the reply cache into the service;
+/// the reply, if any, and the procedure it ran (none for a replay, a drop, an RPC-level
+/// refusal). `st` counts replays and NFS errors.
 pub fn serve_call<B: Backend>(
     sh: &Shared<B>,
     client: u64,
+    access: Access,
     call: &Chain,
     st: &mut ConnStats,
 ) -> (Option<Chain>, Option<u32>) {
@@ -164,7 +170,7 @@ pub fn serve_call<B: Backend>(
             Begin::InProgress => return (None, None),
         }
     }
-    match sh.svc.dispatch(call) {
+    match sh.svc.dispatch_as(call, access) {
         Ok(d) => {
             if d.status.is_some_and(|s| s != nfs_glue::nfs3::Nfsstat3::OK) {
                 st.nfs_errors += 1;
@@ -218,6 +224,7 @@ pub fn serve_connection<B: Backend, Q: Provider>(
     inner: fn(&mut Q) -> &mut VerbsQp,
     mut resp: Responder,
     client: u64,
+    access: Access,
 ) -> (ConnStats, Counters, &'static str) {
     let mut st = ConnStats::default();
     let mut pending: VecDeque<(ReplyCtx, Chain)> = VecDeque::new();
@@ -236,7 +243,7 @@ pub fn serve_connection<B: Backend, Q: Provider>(
         for c in calls.drain(..) {
             st.calls += 1;
             let start = Instant::now();
-            let (reply, proc_) = serve_call(sh, client, &c.call, &mut st);
+            let (reply, proc_) = serve_call(sh, client, access, &c.call, &mut st);
             let built = Instant::now();
             match reply {
                 Some(r) => lost |= post_reply(&mut resp, &mut qp, &mut pending, c.ctx, r, &mut st),
@@ -307,9 +314,15 @@ where
         move |a| {
             let peer = a.peer_name();
             let client = client_id(a.peer);
-            let q = (qpw.wrap)(a.qp, peer.clone());
+            let mut q = (qpw.wrap)(a.qp, peer.clone());
+            let Some(access) = a.peer.and_then(|p| sh.clients.access_for(p.ip())) else {
+                // Not a client of the export: MOUNT refused it too.
+                q.disconnect();
+                println!("connection from {peer} refused: not in the export's client list");
+                return (ConnStats::default(), Counters::default());
+            };
             let start = Instant::now();
-            let (st, c, how) = serve_connection(&sh, q, qpw.inner, a.responder, client);
+            let (st, c, how) = serve_connection(&sh, q, qpw.inner, a.responder, client, access);
             println!(
                 "connection from {peer} {how} after {:.1} s: {}; transport: {}",
                 start.elapsed().as_secs_f64(),

@@ -18,13 +18,14 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use krpc_rdma_nfsd::exports::Clients;
 use krpc_rdma_nfsd::server::{serve_call, ConnStats, Shared, DRC_CAPACITY};
 use krpc_rdma_nfsd::LocalFs;
 use mbuf::{Chain, HeapPageArena, PageProvider};
 use nfs_glue::nfs3::*;
 use nfs_glue::nfsd::drc::ReplyCache;
 use nfs_glue::nfsd::{Backend, Nfs3Config, Nfs3Service};
-use nfs_glue::svc::Cred;
+use nfs_glue::svc::{Access, Cred};
 use nfs_glue::rpc::{Auth, AuthSys, CallHeader};
 use nfs_glue::xdr::Encoder;
 
@@ -75,6 +76,7 @@ fn tar_x_calls_through_the_reply_cache_and_localfs() {
     let sh = Shared {
         svc: Nfs3Service::new(fs, pages, Nfs3Config::default()),
         drc: Mutex::new(ReplyCache::new(DRC_CAPACITY).unwrap()),
+        clients: Clients::parse("*(rw,no_root_squash)").unwrap(),
         stop: &STOP,
     };
     let files: u32 = std::env::var("SMALL_FILES")
@@ -87,7 +89,7 @@ fn tar_x_calls_through_the_reply_cache_and_localfs() {
         xid += 1;
         let c = call(xid, proc_, uid, gid, args);
         let t = Instant::now();
-        let (reply, p) = serve_call(&sh, 1, &c, st);
+        let (reply, p) = serve_call(&sh, 1, Access::default(), &c, st);
         let built = Instant::now();
         assert!(reply.is_some(), "no reply to proc {proc_}");
         st.time.call(p, t, built, built);
