@@ -309,7 +309,7 @@ impl KrpcSvc {
     fn answer(&mut self, xid: u32, ctx: ReplyCtx, a: Answer) {
         let Some(chain) = answer_chain(xid, a) else {
             // No memory for 24 bytes: give the context back rather than hold it forever.
-            let _ = self.resp.drop_call(&mut *self.qp, ctx, &mut |_| {});
+            self.give_back(ctx);
             return;
         };
         match self.resp.reply(&mut *self.qp, ctx, chain) {
@@ -469,10 +469,34 @@ impl KrpcSvc {
         let Some(ctx) = self.ctxs.take(xid) else {
             return false;
         };
-        // A context the Responder no longer knows (the connection went) is gone already.
-        let _ = self.resp.drop_call(&mut *self.qp, ctx, &mut |_| {});
+        self.give_back(ctx);
         self.stats.dropped += 1;
         true
+    }
+
+    /// `Responder::drop_call`: calls it hands up (a read job that was waiting for the DDP
+    /// budget may start) join the queue, never dropped unanswered. A context the Responder
+    /// no longer knows (the connection went) is gone already.
+    fn give_back(&mut self, ctx: ReplyCtx) {
+        let (queue, lost) = (&mut self.queue, &mut self.lost);
+        let mut overflow = false;
+        let _ = self.resp.drop_call(&mut *self.qp, ctx, &mut |e| match e {
+            ResponderEvent::Call(c) => {
+                if queue.len() < queue.capacity() {
+                    queue.push_back(c);
+                } else {
+                    overflow = true;
+                }
+            }
+            ResponderEvent::ConnectionLost => *lost = true,
+            _ => {}
+        });
+        if overflow {
+            // As in `reap`: impossible while contexts are bounded by the credits; never a
+            // silent drop.
+            debug_assert!(false, "krpc_svc: call queue overflow");
+            self.qp.disconnect();
+        }
     }
 
     fn stat(&mut self) -> i32 {
