@@ -12,8 +12,10 @@
  * Limits of this piece: per connection only (the connection is accepted by the Rust side
  * before svc_rdma_create; no rendezvous transport over a listener), no xp_ack (NULL, as
  * svc_dg: SVC_ACK is FALSE; the core does not report Send completions per reply), no
- * xp_idletimeout, and a call the krpc drops without replying keeps its Responder context
- * (and credit) until the connection goes: struct xp_ops has no "dropped" hook.
+ * xp_idletimeout. A call the krpc drops without replying keeps its Responder context (and
+ * credit) until the connection goes unless the caller says so with svc_rdma_drop() (or
+ * SVC_CONTROL(xprt, SVCRDMA_DROP_CALL, &xid)): struct xp_ops has no "request freed" hook
+ * (see krpc_rdma_svc.h for the svc.c paths that need the call).
  */
 #ifdef KRPC_OFED_EMU
 #include "kpi_emu.h"
@@ -296,9 +298,36 @@ svc_rdma_destroy(SVCXPRT *xprt)
 	svc_xprt_free(xprt);
 }
 
-/* As the kernel's svc_vc_control: no request means anything here. */
+int
+svc_rdma_drop(SVCXPRT *xprt, uint32_t xid)
+{
+	struct svc_rdma *sr = xprt->xp_p1;
+	int rc;
+
+	mtx_lock(&sr->sr_lock);
+	rc = krpc_svc_drop(sr->sr_h, xid);
+	mtx_unlock(&sr->sr_lock);
+	return (rc == KRPC_SVC_DROPPED);
+}
+
+void
+svc_rdma_get_stats(SVCXPRT *xprt, struct krpc_svc_stats *out)
+{
+	struct svc_rdma *sr = xprt->xp_p1;
+
+	mtx_lock(&sr->sr_lock);
+	krpc_svc_get_stats(sr->sr_h, out);
+	mtx_unlock(&sr->sr_lock);
+}
+
+/*
+ * SVCRDMA_DROP_CALL (svc_rdma_drop through the ops table); as the kernel's svc_vc_control,
+ * no other request means anything here.
+ */
 static bool_t
 svc_rdma_control(SVCXPRT *xprt, const u_int rq, void *in)
 {
+	if (rq == SVCRDMA_DROP_CALL && in != NULL)
+		return (svc_rdma_drop(xprt, *(uint32_t *)in) ? TRUE : FALSE);
 	return (FALSE);
 }

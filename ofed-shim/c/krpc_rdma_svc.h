@@ -31,7 +31,7 @@
 #include <stdint.h>
 #endif
 
-#define KRPC_SVC_ABI_VERSION	1
+#define KRPC_SVC_ABI_VERSION	2
 
 /* krpc_svc_recv: a call (*call, *args); nothing queued; the connection is gone. */
 #define KRPC_SVC_CALL		0
@@ -42,6 +42,16 @@
 #define KRPC_SVC_SENT		0
 #define KRPC_SVC_AGAIN		2
 #define KRPC_SVC_FAILED		3
+/* krpc_svc_drop: the call's context was given back; (KRPC_SVC_FAILED: no such call). */
+#define KRPC_SVC_DROPPED	0
+/*
+ * svc_rdma's xp_control request: "the krpc will not answer the call whose XID *in (a
+ * uint32_t) points at" (SVC_CONTROL(rqstp->rq_xprt, SVCRDMA_DROP_CALL, &rqstp->rq_xid)).
+ * TRUE when the call's context was given back, FALSE otherwise; every other transport's
+ * xp_control answers FALSE to a request it does not know, so a generic caller may issue it
+ * whatever the transport. The value is outside sys/rpc/svc.h's SVCGET_* / SVCSET_* (1-4).
+ */
+#define SVCRDMA_DROP_CALL	0x52440001
 /* krpc_svc_stat: enum xprt_stat values (XPRT_DIED, XPRT_MOREREQS, XPRT_IDLE). */
 #define KRPC_SVC_STAT_DIED	0
 #define KRPC_SVC_STAT_MOREREQS	1
@@ -68,6 +78,7 @@ struct krpc_svc_stats {
 	uint64_t reply_failed;	/* xp_reply calls that could not be sent */
 	uint64_t held;		/* reply chains kept until their pages are released, now */
 	uint64_t released;	/* reply chains freed after their pages were released */
+	uint64_t dropped;	/* calls the krpc will not answer: contexts given back */
 };
 
 struct krpc_svc;	/* Rust: connection + Responder + bridge scratch */
@@ -98,6 +109,11 @@ int krpc_svc_recv(struct krpc_svc *h, struct krpc_svc_call *call, void *cred, vo
 int krpc_svc_reply(struct krpc_svc *h, uint32_t xid, struct mbuf *hdr, struct mbuf *res);
 /* Reap completions, re-arm, free the reply chains whose pages were released. */
 void krpc_svc_reap(struct krpc_svc *h);
+/*
+ * The krpc will not answer call xid (see svc_rdma_drop): its Responder context and credit
+ * come back. KRPC_SVC_DROPPED, or KRPC_SVC_FAILED if no call xid is waiting for a reply.
+ */
+int krpc_svc_drop(struct krpc_svc *h, uint32_t xid);
 /* KRPC_SVC_STAT_*. */
 int krpc_svc_stat(struct krpc_svc *h);
 void krpc_svc_get_stats(struct krpc_svc *h, struct krpc_svc_stats *out);
@@ -114,12 +130,37 @@ void krpc_svc_set_upcall(struct krpc_svc *h, void (*f)(void *), void *arg);
 struct __rpc_svcxprt *svc_rdma_create(struct __rpc_svcpool *pool, struct krpc_svc *h);
 /* The same, under the krpc_ prefix of the names Rust imports (KrpcSvc::into_xprt). */
 struct __rpc_svcxprt *krpc_svc_create(struct __rpc_svcpool *pool, struct krpc_svc *h);
+/*
+ * The caller will not answer the call xid it received on xprt: give its context (and the
+ * credit it holds) back. Returns nonzero (TRUE) if the call was waiting for its reply.
+ * Also reachable generically as SVC_CONTROL(xprt, SVCRDMA_DROP_CALL, &xid).
+ *
+ * Why a caller must call it. FreeBSD 14.2's sys/rpc/svc.c has no per-request callback into
+ * the transport when a request ends without a reply: svc_freereq() calls the pool's
+ * sp_done (the NFS server's own hook), SVCAUTH_RELEASE, SVC_RELEASE(rq_xprt) (the
+ * transport's reference count, the same for every request, answered or not) and
+ * m_freem(rq_args); struct xp_ops has no "request freed" entry. The requests 14.2 frees
+ * unanswered are: svc_getreq()'s replay-cache lookup other than RS_NEW / RS_DONE (a
+ * retransmission of a request still in progress: m_freem(args); goto call_done ->
+ * svc_freereq), _authenticate() returning RPCSEC_GSS_NODISPATCH (RPCSEC_GSS context
+ * establishment, no svcerr_auth), svc_sendreply_common() failing SVCAUTH_WRAP before
+ * SVC_REPLY, svc_sendreply() failing to encode the results, and a dispatch routine that
+ * svc_freereq()s without replying (the NFS server's nfssvc_program() for a duplicate
+ * request cache hit on a request in progress, RC_DROPIT). On any of these paths the
+ * caller (svc.c, or the dispatch routine) must call svc_rdma_drop(rqstp->rq_xprt, xid) (or
+ * the SVC_CONTROL above) before svc_freereq(); msg.rm_xid in svc_getreq, rqstp->rq_xid
+ * after it. Without it the context stays held until the connection goes, and the client,
+ * which counts the call as outstanding, has one credit less until then.
+ */
+int svc_rdma_drop(struct __rpc_svcxprt *xprt, uint32_t xid);
+/* The transport's counters (krpc_svc_get_stats under the transport's mutex). */
+void svc_rdma_get_stats(struct __rpc_svcxprt *xprt, struct krpc_svc_stats *out);
 
 #ifdef __cplusplus
 }
 #endif
 
 _Static_assert(sizeof(struct krpc_svc_call) == 36, "krpc_svc_call size");
-_Static_assert(sizeof(struct krpc_svc_stats) == 48, "krpc_svc_stats size");
+_Static_assert(sizeof(struct krpc_svc_stats) == 56, "krpc_svc_stats size");
 
 #endif /* KRPC_RDMA_SVC_H */

@@ -223,6 +223,12 @@ krpc_emu_svc_control(SVCXPRT *xprt, uint32_t rq)
 	return (SVC_CONTROL(xprt, rq, NULL));
 }
 
+int
+krpc_emu_svc_control_arg(SVCXPRT *xprt, uint32_t rq, void *in)
+{
+	return (SVC_CONTROL(xprt, rq, in));
+}
+
 void
 krpc_emu_svc_release(SVCXPRT *xprt)
 {

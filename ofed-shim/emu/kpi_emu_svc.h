@@ -183,10 +183,11 @@ int krpc_emu_svc_recv(SVCXPRT *xprt, struct krpc_emu_svc_msg *out, struct mbuf *
  * SUCCESS, consumed), as svc_sendreply_mbuf / svcerr_*; the bool_t and *seq. */
 int krpc_emu_svc_reply(SVCXPRT *xprt, uint32_t xid, uint32_t stat, struct mbuf *m,
     uint32_t *seq);
-/* SVC_STAT, SVC_ACK (with a non-NULL ack), SVC_CONTROL(rq, NULL). */
+/* SVC_STAT, SVC_ACK (with a non-NULL ack), SVC_CONTROL(rq, NULL), SVC_CONTROL(rq, in). */
 int krpc_emu_svc_stat(SVCXPRT *xprt);
 int krpc_emu_svc_ack(SVCXPRT *xprt, uint32_t *ack);
 int krpc_emu_svc_control(SVCXPRT *xprt, uint32_t rq);
+int krpc_emu_svc_control_arg(SVCXPRT *xprt, uint32_t rq, void *in);
 /* What svc_getreq does for XPRT_DIED and the last SVC_RELEASE: xprt_unregister, then the
  * reference drop that calls SVC_DESTROY. */
 void krpc_emu_svc_release(SVCXPRT *xprt);

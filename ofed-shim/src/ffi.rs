@@ -493,7 +493,7 @@ extern "C" {
 // ---- the RPC server transport (`c/krpc_rdma_svc.h`, `c/krpc_rdma_svc.c`) -----------------
 
 /// ABI version of `krpc_rdma_svc.h` (`KRPC_SVC_ABI_VERSION`).
-pub const SVC_ABI_VERSION: u32 = 1;
+pub const SVC_ABI_VERSION: u32 = 2;
 /// `KRPC_SVC_CALL`: `krpc_svc_recv` hands up a call.
 pub const SVC_CALL: i32 = 0;
 /// `KRPC_SVC_NONE`: nothing queued.
@@ -504,8 +504,10 @@ pub const SVC_DIED: i32 = 2;
 pub const SVC_SENT: i32 = 0;
 /// `KRPC_SVC_AGAIN`: no send resource or reply slot now (nothing consumed).
 pub const SVC_AGAIN: i32 = 2;
-/// `KRPC_SVC_FAILED`: not sent (the chains were consumed).
+/// `KRPC_SVC_FAILED`: not sent (the chains were consumed); for `krpc_svc_drop`: no such call.
 pub const SVC_FAILED: i32 = 3;
+/// `KRPC_SVC_DROPPED`: `krpc_svc_drop` gave the call's context back.
+pub const SVC_DROPPED: i32 = 0;
 /// `KRPC_SVC_STAT_DIED` (`XPRT_DIED`).
 pub const SVC_STAT_DIED: i32 = 0;
 /// `KRPC_SVC_STAT_MOREREQS` (`XPRT_MOREREQS`).
@@ -555,9 +557,11 @@ pub struct KrpcSvcStats {
     pub held: u64,
     /// Reply chains freed after their pages were released.
     pub released: u64,
+    /// Calls the krpc said it will not answer (`svc_rdma_drop`): contexts given back.
+    pub dropped: u64,
 }
 
-const_assert_eq!(size_of::<KrpcSvcStats>(), 48);
+const_assert_eq!(size_of::<KrpcSvcStats>(), 56);
 
 /// Opaque `struct krpc_svc`: the Rust server state ([`crate::krpc_svc::KrpcSvc`]).
 #[repr(C)]

@@ -82,7 +82,7 @@ pub struct KrpcSvc {
     /// Calls polled, not yet handed up.
     queue: VecDeque<Incoming>,
     /// Contexts of calls handed up, by XID.
-    ctxs: Vec<(u32, ReplyCtx)>,
+    ctxs: Contexts,
     /// Transport answers to malformed calls that found no send resource yet.
     owed: Vec<(ReplyCtx, Chain)>,
     bridge: MbufBridge,
@@ -224,7 +224,7 @@ impl KrpcSvc {
             qp,
             resp,
             queue,
-            ctxs: table(n)?,
+            ctxs: Contexts(table(n)?),
             owed: table(n)?,
             bridge: MbufBridge::new(64, 64)?,
             lost: false,
@@ -309,7 +309,7 @@ impl KrpcSvc {
     fn answer(&mut self, xid: u32, ctx: ReplyCtx, a: Answer) {
         let Some(chain) = answer_chain(xid, a) else {
             // No memory for 24 bytes: give the context back rather than hold it forever.
-            let _ = self.resp.drop_call(&mut *self.qp, ctx, &mut |_| {});
+            self.give_back(ctx);
             return;
         };
         match self.resp.reply(&mut *self.qp, ctx, chain) {
@@ -371,10 +371,10 @@ impl KrpcSvc {
             };
             match built {
                 Ok(m) => {
-                    // One context per call handed up, max_requests at most: it fits.
-                    if self.ctxs.len() < self.ctxs.capacity() {
-                        self.ctxs.push((call.xid, ctx));
-                    }
+                    // One context per call handed up, max_requests at most: it fits (were
+                    // it not, the context would be dropped here and given back at the
+                    // next poll, never held for nothing).
+                    self.ctxs.put(call.xid, ctx);
                     self.stats.calls += 1;
                     return Recv::Call(m);
                 }
@@ -385,7 +385,7 @@ impl KrpcSvc {
 
     /// Reply to `xid` with `hdr` + `res` (see `krpc_svc_reply`).
     fn reply(&mut self, xid: u32, hdr: *mut FbsdMbuf, res: *mut FbsdMbuf) -> i32 {
-        let Some(ci) = self.ctxs.iter().position(|(x, _)| *x == xid) else {
+        let Some(ci) = self.ctxs.find(xid) else {
             self.stats.reply_failed += 1;
             // SAFETY: per krpc_svc_reply's contract the chains are ours to consume.
             drop(unsafe { (MbufChain::from_raw(hdr), MbufChain::from_raw(res)) });
@@ -400,7 +400,7 @@ impl KrpcSvc {
         let sp: Arc<dyn PageProvider> = slot.pages.clone();
         // SAFETY: the C caller holds both chains (live, unchanged) during the call.
         let walked = unsafe { self.bridge.chain_from_mbuf_parts(&[hdr, res], &sp) };
-        let (_, ctx) = self.ctxs.remove(ci);
+        let (_, ctx) = self.ctxs.0.remove(ci);
         // SAFETY: from here on the chains are consumed (held or freed) unless we return
         // SVC_AGAIN, which gives them back unowned (into_raw).
         let owned = unsafe { (MbufChain::from_raw(hdr), MbufChain::from_raw(res)) };
@@ -423,7 +423,7 @@ impl KrpcSvc {
             Err(ReplyError::WouldBlock { ctx, reply }) => {
                 drop(reply);
                 // Room: the remove above made it.
-                self.ctxs.push((xid, ctx));
+                self.ctxs.put(xid, ctx);
                 let (h, r) = owned;
                 let _ = (h.map(MbufChain::into_raw), r.map(MbufChain::into_raw));
                 ffi::SVC_AGAIN
@@ -462,6 +462,43 @@ impl KrpcSvc {
         drop(owned);
     }
 
+    /// The krpc will not answer `xid` (`svc_rdma_drop`, see `c/krpc_rdma_svc.h`): its
+    /// context and credit go back to the Responder ([`Responder::drop_call`]). False if no
+    /// call `xid` is waiting for its reply.
+    fn drop_call(&mut self, xid: u32) -> bool {
+        let Some(ctx) = self.ctxs.take(xid) else {
+            return false;
+        };
+        self.give_back(ctx);
+        self.stats.dropped += 1;
+        true
+    }
+
+    /// `Responder::drop_call`: calls it hands up (a read job that was waiting for the DDP
+    /// budget may start) join the queue, never dropped unanswered. A context the Responder
+    /// no longer knows (the connection went) is gone already.
+    fn give_back(&mut self, ctx: ReplyCtx) {
+        let (queue, lost) = (&mut self.queue, &mut self.lost);
+        let mut overflow = false;
+        let _ = self.resp.drop_call(&mut *self.qp, ctx, &mut |e| match e {
+            ResponderEvent::Call(c) => {
+                if queue.len() < queue.capacity() {
+                    queue.push_back(c);
+                } else {
+                    overflow = true;
+                }
+            }
+            ResponderEvent::ConnectionLost => *lost = true,
+            _ => {}
+        });
+        if overflow {
+            // As in `reap`: impossible while contexts are bounded by the credits; never a
+            // silent drop.
+            debug_assert!(false, "krpc_svc: call queue overflow");
+            self.qp.disconnect();
+        }
+    }
+
     fn stat(&mut self) -> i32 {
         self.reap();
         if self.lost {
@@ -471,6 +508,31 @@ impl KrpcSvc {
         } else {
             ffi::SVC_STAT_IDLE
         }
+    }
+}
+
+/// The contexts of the calls handed up and not answered yet, by XID (a table allocated once,
+/// `max_requests` entries).
+#[derive(Debug)]
+struct Contexts(Vec<(u32, ReplyCtx)>);
+
+impl Contexts {
+    /// Keep `ctx` for `xid`; a table full (impossible: one context per call handed up)
+    /// drops it, which gives it back to the Responder at its next poll.
+    fn put(&mut self, xid: u32, ctx: ReplyCtx) {
+        if self.0.len() < self.0.capacity() {
+            self.0.push((xid, ctx));
+        }
+    }
+
+    fn find(&self, xid: u32) -> Option<usize> {
+        self.0.iter().position(|(x, _)| *x == xid)
+    }
+
+    /// The context of `xid`, out of the table.
+    fn take(&mut self, xid: u32) -> Option<ReplyCtx> {
+        let i = self.find(xid)?;
+        Some(self.0.swap_remove(i).1)
     }
 }
 
@@ -550,6 +612,21 @@ pub unsafe extern "C" fn krpc_svc_reply(
 pub unsafe extern "C" fn krpc_svc_reap(h: *mut KrpcSvcHandle) {
     // SAFETY: per the function's contract.
     unsafe { state(h) }.reap_armed();
+}
+
+/// `krpc_svc_drop` (see `c/krpc_rdma_svc.h`): `KRPC_SVC_DROPPED`, or `KRPC_SVC_FAILED` when
+/// no call `xid` is waiting for its reply.
+///
+/// # Safety
+/// `h` as for [`state`].
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_drop(h: *mut KrpcSvcHandle, xid: u32) -> i32 {
+    // SAFETY: per the function's contract.
+    if unsafe { state(h) }.drop_call(xid) {
+        ffi::SVC_DROPPED
+    } else {
+        ffi::SVC_FAILED
+    }
 }
 
 /// `krpc_svc_stat` (see `c/krpc_rdma_svc.h`).
@@ -656,6 +733,89 @@ mod tests {
         }
         // A length that overflows the padding arithmetic: refused, no panic.
         assert!(parse_call(&chain(&[1, 0, 2, 1, 1, 0, 1, u32::MAX], &[]), &mut call).is_err());
+    }
+
+    /// What `krpc_svc_drop` does with the table, over a real Responder (software RC
+    /// provider): the context of the dropped XID leaves the table and goes back to the
+    /// Responder (`calls_dropped`), a second drop of it finds nothing, the other call's
+    /// context stays and is answered; a context left in the table is given back when the
+    /// table goes (`contexts_reclaimed`), not leaked.
+    #[test]
+    fn a_dropped_xid_gives_its_context_back() {
+        use krpc_rdma::soft::{pair, SoftConfig};
+        use krpc_rdma::transport::{ReplySpec, Requester, TransportConfig};
+        use mbuf::HeapPageArena;
+
+        let pa: Arc<dyn PageProvider> = Arc::new(HeapPageArena::new(64).unwrap());
+        let pb: Arc<dyn PageProvider> =
+            Arc::new(HeapPageArena::with_base(64, 0x10_0000_0000).unwrap());
+        let cfg = TransportConfig {
+            max_requests: 3,
+            ..TransportConfig::default()
+        };
+        let (ca, cb) = (SoftConfig::default(), SoftConfig::default());
+        let mut req = Requester::new(cfg, ca.resources(), pa.clone()).unwrap();
+        let mut resp = Responder::new(cfg, cb.resources(), pb.clone()).unwrap();
+        let ca = SoftConfig {
+            private_data: heapless::Vec::from_slice(&req.private_data()).unwrap(),
+            ..ca
+        };
+        let cb = SoftConfig {
+            private_data: heapless::Vec::from_slice(&resp.private_data()).unwrap(),
+            ..cb
+        };
+        let (mut qa, mut qb) = pair(ca, pa.clone(), cb, pb.clone()).unwrap();
+        type Qp = krpc_rdma::soft::SoftQp;
+        fn poll(r: &mut Requester, qa: &mut Qp, s: &mut Responder, qb: &mut Qp) -> Vec<Incoming> {
+            let mut calls = Vec::new();
+            r.poll(qa, &mut |_| {});
+            s.poll(qb, &mut |e| {
+                if let ResponderEvent::Call(c) = e {
+                    calls.push(c);
+                }
+            });
+            calls
+        }
+        let mut calls = poll(&mut req, &mut qa, &mut resp, &mut qb);
+        // One call answered first (the grant starts at 1), then three held.
+        let first = Chain::from_bytes(&0x50u32.to_be_bytes()).unwrap();
+        req.call(&mut qa, first, ReplySpec::inline(64)).unwrap();
+        calls.extend(poll(&mut req, &mut qa, &mut resp, &mut qb));
+        let c = calls.pop().unwrap();
+        resp.reply(&mut qb, c.ctx, Chain::from_bytes(&[0, 0, 0, 0x50]).unwrap())
+            .unwrap();
+        calls.extend(poll(&mut req, &mut qa, &mut resp, &mut qb));
+        assert!(req.credits_granted() >= 3, "the grant opened up");
+        for xid in 0x51..0x54u32 {
+            let call = Chain::from_bytes(&xid.to_be_bytes()).unwrap();
+            req.call(&mut qa, call, ReplySpec::inline(64)).unwrap();
+            calls.extend(poll(&mut req, &mut qa, &mut resp, &mut qb));
+        }
+        assert_eq!(calls.len(), 3, "three calls handed up");
+        let mut t = Contexts(Vec::with_capacity(3));
+        let xids: Vec<u32> = calls.iter().map(|c| c.xid).collect();
+        for c in calls.drain(..) {
+            t.put(c.xid, c.ctx);
+        }
+        let ctx = t.take(xids[1]).expect("the call is in the table");
+        resp.drop_call(&mut qb, ctx, &mut |_| {}).unwrap();
+        assert_eq!(resp.counters().calls_dropped, 1);
+        assert!(t.take(xids[1]).is_none(), "a second drop finds nothing");
+        let ctx = t.take(xids[0]).unwrap();
+        resp.reply(
+            &mut qb,
+            ctx,
+            Chain::from_bytes(&xids[0].to_be_bytes()).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(t.0.len(), 1);
+        drop(t);
+        resp.poll(&mut qb, &mut |_| {});
+        assert_eq!(
+            resp.counters().contexts_reclaimed,
+            1,
+            "the table's last context came back"
+        );
     }
 
     #[test]

@@ -429,3 +429,105 @@ pub fn drop_call_returns_the_context_and_the_credit<F: Fixture>(fx: &mut F) -> O
     eq("refusals counted (ERR_CHUNK, bad)", (3, 3), refusals(&h))?;
     still_works_and_finish(h, 0x600)
 }
+
+/// An upper layer that forgets its calls: every `Incoming` (and with it its `ReplyCtx`) is
+/// dropped without `reply` or `drop_call`, round after round with `max_requests` 4. Each
+/// dropped context comes back to the Responder (counted in `contexts_reclaimed`), so the
+/// next round's four calls are handed up again instead of refused for want of a context;
+/// a fifth call beyond the grant is still refused; nothing is sent for a forgotten call.
+/// One forgotten call carried a read chunk: its pages charge comes back too. Before, each
+/// forgotten context leaked and the grant kept advertising it: after four, every call got
+/// `ERR_CHUNK`.
+pub fn a_dropped_incoming_returns_its_context<F: Fixture>(fx: &mut F) -> Outcome {
+    let cfg = TransportConfig {
+        max_requests: 4,
+        ..TransportConfig::default()
+    };
+    let mut h = peer(fx, cfg)?;
+    let mut xid: u32 = 0x2740;
+    let data = pattern(3000, 27);
+    let (src, reg, segs) = h.exposed(&data)?;
+    for round in 0..3u64 {
+        for i in 0..4 {
+            xid += 1;
+            let m = if round == 1 && i == 0 {
+                // A WRITE-like call: 4 inline bytes, then its read chunk at position 8.
+                let mut body = Vec::from(xid.to_be_bytes());
+                body.extend_from_slice(&(data.len() as u32).to_be_bytes());
+                call(xid, &*read_chunk(8, &segs)?, &body)?
+            } else {
+                call(xid, &*chunk_lists()?, &xid.to_be_bytes())?
+            };
+            eq(
+                format!("round {round}: call {xid:#x} answers"),
+                0,
+                h.exchange(&m)?.len(),
+            )?;
+        }
+        eq(format!("round {round}: handed up"), 4, h.held.len())?;
+        if round == 1 {
+            ensure(
+                h.p.resp.ddp_bytes_in_use() >= data.len(),
+                "round 1: the read chunk's pages charged",
+                format!("at least {}", data.len()),
+            )?;
+        }
+        xid += 1;
+        let m = call(xid, &*chunk_lists()?, &xid.to_be_bytes())?;
+        refused(&mut h, &format!("round {round}: a fifth call"), xid, &m)?;
+        // Forgotten: half dropped whole, half with the call chain kept and only the context
+        // dropped.
+        for (i, c) in core::mem::take(&mut h.held).into_iter().enumerate() {
+            if i % 2 == 0 {
+                drop(c);
+            } else {
+                let krpc_rdma::transport::Incoming { call, ctx, .. } = c;
+                drop(ctx);
+                drop(call);
+            }
+        }
+        eq(
+            format!("round {round}: nothing sent for the forgotten calls"),
+            0,
+            h.settle(false)?.len(),
+        )?;
+        eq(
+            format!("round {round}: DDP bytes held"),
+            0,
+            h.p.resp.ddp_bytes_in_use(),
+        )?;
+    }
+    eq(
+        "contexts reclaimed",
+        12,
+        h.p.resp.counters().contexts_reclaimed,
+    )?;
+    eq(
+        "calls dropped by drop_call",
+        0,
+        h.p.resp.counters().calls_dropped,
+    )?;
+    eq("refusals counted (ERR_CHUNK, bad)", (3, 3), refusals(&h))?;
+    h.p.l.a.release(reg).at("release")?;
+    drop(src);
+    still_works_and_finish(h, 0x2800)
+}
+
+/// A Long Call (`RDMA_NOMSG`) whose position-zero read chunk carries no bytes: there is no
+/// RPC message (not even an XID to answer at the RPC level), so it is refused with
+/// `ERR_CHUNK` carrying the grant, counted, and nothing is handed up (before, an empty call
+/// went up that nobody could answer). The made-up handle is never read.
+pub fn hostile_long_call_without_bytes_is_refused<F: Fixture>(fx: &mut F) -> Outcome {
+    let mut h = peer(fx, TransportConfig::default())?;
+    let m = header(0x2750, true, &*read_chunk(0, &[seg(0x7777, 0, 0)])?)?;
+    refused(&mut h, "a Long Call of 0 bytes", 0x2750, &m)?;
+    // Two empty segments are no better.
+    let m = header(
+        0x2751,
+        true,
+        &*read_chunk(0, &[seg(0x7777, 0, 0), seg(0x7778, 0, 4096)])?,
+    )?;
+    refused(&mut h, "a Long Call of two empty segments", 0x2751, &m)?;
+    eq("refusals counted (ERR_CHUNK, bad)", (2, 2), refusals(&h))?;
+    still_works_and_finish(h, 0x2752)
+}

@@ -22,6 +22,7 @@
 
 extern crate alloc;
 
+mod bad_reply;
 mod cancel;
 pub mod check;
 mod contract;
@@ -44,14 +45,17 @@ pub use pair::{Link, Pair, Side};
 
 /// The scenario functions, by name.
 pub mod scenarios {
+    pub use crate::bad_reply::a_malformed_reply_fails_its_call_and_returns_its_credit;
     pub use crate::cancel::{
         abandon_revokes_at_once_and_drops_the_late_reply,
         close_fails_every_pending_call_and_hands_the_pages_back,
     };
     pub use crate::contract::*;
     pub use crate::hostile::{
-        drop_call_returns_the_context_and_the_credit, hostile_calls_beyond_the_grant,
-        hostile_junk_after_a_valid_header, hostile_one_handle_reused_within_the_ddp_budget,
+        a_dropped_incoming_returns_its_context, drop_call_returns_the_context_and_the_credit,
+        hostile_calls_beyond_the_grant, hostile_junk_after_a_valid_header,
+        hostile_long_call_without_bytes_is_refused,
+        hostile_one_handle_reused_within_the_ddp_budget,
         hostile_read_chunks_beyond_the_call_budget, hostile_segment_offsets_near_2_64,
         rfc8166_s4_3_2_3_empty_write_chunk_returns_the_item_inline,
     };
@@ -128,6 +132,9 @@ macro_rules! __with_scenarios {
             rfc8166_s4_3_2_3_empty_write_chunk_returns_the_item_inline,
             hostile_junk_after_a_valid_header,
             drop_call_returns_the_context_and_the_credit,
+            a_dropped_incoming_returns_its_context,
+            hostile_long_call_without_bytes_is_refused,
+            a_malformed_reply_fails_its_call_and_returns_its_credit,
             a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes,
             a_reply_built_while_reads_stall_leaves_the_reads_alone,
             abandon_revokes_at_once_and_drops_the_late_reply,

@@ -497,7 +497,8 @@ fn corrupted_call_headers() {
 }
 
 /// Corrupt one byte of the reply header (a READ reply with a write chunk): the requester
-/// drops it (counted) or fails the call — never a panic, never a leak.
+/// drops it (counted) only when the XID was hit, and otherwise delivers the reply or fails
+/// the call (`MalformedReply` / `BadReply`) — never a panic, never a leak.
 #[test]
 fn corrupted_reply_headers() {
     let mut seen: BTreeMap<String, u32> = BTreeMap::new();
@@ -524,6 +525,12 @@ fn corrupted_reply_headers() {
                     r.req.counters().bad_messages > 0,
                     "{what}: a silent drop must be counted"
                 );
+                // Only a reply whose XID no longer names the call may be dropped: one that
+                // still names it ends it (a reply, or a failure with the peer at fault).
+                assert!(
+                    offset < 4,
+                    "{what}: the XID was intact, yet the call stays pending"
+                );
                 "dropped (counted)".to_string()
             };
             *seen.entry(class).or_default() += 1;
@@ -536,6 +543,10 @@ fn corrupted_reply_headers() {
     }
     println!("corrupted reply headers: {seen:?}");
     assert!(seen.contains_key("dropped (counted)"), "{seen:?}");
+    assert!(
+        seen.keys().any(|k| k.starts_with("MalformedReply")),
+        "{seen:?}"
+    );
 }
 
 /// Specific header corruptions and their required answers.

@@ -39,7 +39,9 @@ pub struct Counters {
     pub remote_invalidations: u64,
     /// Sends With Invalidate we posted.
     pub send_with_invalidate: u64,
-    /// Received messages dropped: unknown XID, bad header, wrong procedure.
+    /// Received messages that were not valid: dropped (unknown XID, a message too short to
+    /// name one, a requester's `RDMA_ERROR`), refused with `RDMA_ERROR` (responder), or
+    /// failing the call their XID names (requester, also in `bad_replies`).
     pub bad_messages: u64,
     /// `RDMA_ERROR` / `ERR_VERS` sent.
     pub err_vers_sent: u64,
@@ -74,10 +76,18 @@ pub struct Counters {
     /// Connections closed by `abandon` because too many abandoned calls held handles back
     /// (requester; the bound on the quarantine).
     pub abandon_closes: u64,
+    /// Calls failed by their reply (requester; Linux's `bad_reply_count`): a transport
+    /// header the codec rejects whose XID names the call (`CallError::MalformedReply`), or
+    /// one whose chunks do not match what was provisioned (`CallError::BadReply`). Each
+    /// such message is also counted in `bad_messages`.
+    pub bad_replies: u64,
+    /// Call contexts given back because the upper layer dropped the call's `ReplyCtx`
+    /// (or the `Incoming` holding it) without `reply` or `drop_call` (responder).
+    pub contexts_reclaimed: u64,
 }
 
 /// Number of [`Counters`] fields.
-pub const COUNTER_FIELDS: usize = 34;
+pub const COUNTER_FIELDS: usize = 36;
 
 static_assertions::const_assert_eq!(
     core::mem::size_of::<Counters>(),
@@ -122,6 +132,8 @@ impl Counters {
             ("late_replies", self.late_replies),
             ("abandon_quarantines", self.abandon_quarantines),
             ("abandon_closes", self.abandon_closes),
+            ("bad_replies", self.bad_replies),
+            ("contexts_reclaimed", self.contexts_reclaimed),
         ]
     }
 
@@ -185,6 +197,10 @@ impl Counters {
                 .abandon_quarantines
                 .saturating_add(other.abandon_quarantines),
             abandon_closes: self.abandon_closes.saturating_add(other.abandon_closes),
+            bad_replies: self.bad_replies.saturating_add(other.bad_replies),
+            contexts_reclaimed: self
+                .contexts_reclaimed
+                .saturating_add(other.contexts_reclaimed),
         }
     }
 }

@@ -9,7 +9,7 @@ use core::fmt;
 use mbuf::MbufError;
 
 use crate::provider::ProviderError;
-use crate::wire::ErrorCode;
+use crate::wire::{DecodeErrorKind, ErrorCode};
 
 /// Who is at fault for an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,8 +52,14 @@ pub enum CallError {
     TooLarge,
     /// The peer answered `RDMA_ERROR` (`ERR_VERS` or `ERR_CHUNK`, RFC 8166 §4.5).
     Rdma(ErrorCode),
-    /// The reply did not match what was provisioned (e.g. more bytes than the chunk).
+    /// The reply did not match what was provisioned (e.g. more bytes than the chunk, a
+    /// Write list with more chunks than were offered, a Read list, `RDMA_NOMSG` without a
+    /// Reply chunk, `RDMA_MSG` reporting bytes written into the Reply chunk).
     BadReply,
+    /// The reply's transport header is malformed (the codec rejected it, for this reason)
+    /// but its XID named this call: the call fails rather than wait for a reply that will
+    /// not come (Linux xprtrdma fails such a call with `-EIO`).
+    MalformedReply(DecodeErrorKind),
     /// The connection is gone; the krpc layer reconnects and retransmits.
     ConnectionLost,
     /// Memory or page allocation failed.
@@ -81,6 +87,7 @@ impl fmt::Display for CallError {
             CallError::TooLarge => f.write_str("call or reply exceeds transport limits"),
             CallError::Rdma(code) => write!(f, "peer answered RDMA_ERROR {code}"),
             CallError::BadReply => f.write_str("reply does not match the provisioned chunks"),
+            CallError::MalformedReply(k) => write!(f, "malformed reply header: {k:?}"),
             CallError::ConnectionLost => f.write_str("connection lost"),
             CallError::NoMemory => f.write_str("out of memory"),
             CallError::BadConfig => {
@@ -105,7 +112,7 @@ impl CallError {
             | CallError::DuplicateXid
             | CallError::Closed => Fault::Refused,
             CallError::NoMemory => Fault::Memory,
-            CallError::Rdma(_) | CallError::BadReply => Fault::Peer,
+            CallError::Rdma(_) | CallError::BadReply | CallError::MalformedReply(_) => Fault::Peer,
             CallError::ConnectionLost => Fault::Fabric,
             CallError::Provider(e) => e.fault(),
         }

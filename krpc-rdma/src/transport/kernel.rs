@@ -141,7 +141,7 @@ impl CallError {
             CallError::ConnectionLost => Errno::ENOTCONN,
             CallError::Closed => Errno::ESHUTDOWN,
             CallError::Rdma(_) => Errno::EPROTO,
-            CallError::BadReply => Errno::EBADMSG,
+            CallError::BadReply | CallError::MalformedReply(_) => Errno::EBADMSG,
             CallError::Provider(e) => e.errno(),
         }
     }
@@ -153,7 +153,7 @@ impl CallError {
     pub const fn rpc_err(&self, phase: Phase) -> RpcErr {
         let status = match self {
             CallError::BadCall | CallError::UnalignedPosition => ClntStat::CantEncodeArgs,
-            CallError::BadReply => ClntStat::CantDecodeRes,
+            CallError::BadReply | CallError::MalformedReply(_) => ClntStat::CantDecodeRes,
             CallError::BadConfig | CallError::Provider(ProviderError::BadId) => {
                 ClntStat::SystemError
             }
@@ -189,7 +189,7 @@ mod tests {
     use crate::wire::ErrorCode;
 
     /// Every variant (the provider errors but `NoMemory`, which maps like `CallError::NoMemory`).
-    const ALL: [CallError; 17] = [
+    const ALL: [CallError; 18] = [
         CallError::NoCredit,
         CallError::WouldBlock,
         CallError::BadCall,
@@ -198,6 +198,7 @@ mod tests {
         CallError::Rdma(ErrorCode::Vers),
         CallError::Rdma(ErrorCode::Chunk),
         CallError::BadReply,
+        CallError::MalformedReply(crate::wire::DecodeErrorKind::Truncated),
         CallError::ConnectionLost,
         CallError::NoMemory,
         CallError::BadConfig,
@@ -289,15 +290,17 @@ mod tests {
                 }
             );
         }
-        let bad = CallError::BadReply;
-        assert_eq!(bad.fault(), Fault::Peer);
-        assert_eq!(
-            bad.rpc_err(Phase::Reply),
-            RpcErr {
-                status: ClntStat::CantDecodeRes,
-                errno: Errno::EBADMSG
-            }
-        );
+        let malformed = CallError::MalformedReply(crate::wire::DecodeErrorKind::BadDiscriminator);
+        for bad in [CallError::BadReply, malformed] {
+            assert_eq!(bad.fault(), Fault::Peer);
+            assert_eq!(
+                bad.rpc_err(Phase::Reply),
+                RpcErr {
+                    status: ClntStat::CantDecodeRes,
+                    errno: Errno::EBADMSG
+                }
+            );
+        }
     }
 
     #[test]

@@ -32,13 +32,15 @@ impl ReadBudget {
 
 /// Whether the read chunks `(position, length)` of a call fit the XDR stream they are placed
 /// in: the inline payload (`payload_len` bytes) of an `RDMA_MSG`, or for a Long Call
-/// (`nomsg`) the position-zero chunk, which must come first (RFC 8166 §3.5.3). Each other
-/// chunk's position, less the chunks and pads before it, must fall inside that stream, in
-/// order, and not at 0.
+/// (`nomsg`) the position-zero chunk, which must come first (RFC 8166 §3.5.3) and carry at
+/// least one byte: an empty one is a Long Call with no RPC message, which nobody could
+/// answer (the XID is in the message), so it is refused (`ERR_CHUNK`) rather than handed up.
+/// Each other chunk's position, less the chunks and pads before it, must fall inside that
+/// stream, in order, and not at 0.
 pub fn positions_fit(chunks: &[(u32, u32)], nomsg: bool, payload_len: usize) -> bool {
     let (stream_len, placed) = if nomsg {
         match chunks.split_first() {
-            Some((&(0, total0), rest)) => (u64::from(total0), rest),
+            Some((&(0, total0), rest)) if total0 > 0 => (u64::from(total0), rest),
             _ => return false,
         }
     } else {
@@ -108,5 +110,14 @@ mod tests {
         assert!(!positions_fit(&[(0, 100), (104, 8)], true, 0));
         assert!(!positions_fit(&[(4, 100)], true, 0));
         assert!(!positions_fit(&[], true, 0));
+    }
+
+    #[test]
+    fn a_long_call_with_an_empty_position_zero_chunk_is_refused() {
+        // No RPC message at all: nothing to hand up, nobody to answer.
+        assert!(!positions_fit(&[(0, 0)], true, 0));
+        assert!(!positions_fit(&[(0, 0), (4, 8)], true, 0));
+        // One byte is a message (the upper layer decides what it is worth).
+        assert!(positions_fit(&[(0, 1)], true, 0));
     }
 }

@@ -21,7 +21,8 @@ use crate::provider::{
     WcKind, WcStatus,
 };
 use crate::wire::{
-    ErrorCode, Header, HeaderEncoder, InlineThresholds, Proc, ReadSegment, Segment, WriteChunk,
+    DecodeError, ErrorCode, Header, HeaderEncoder, InlineThresholds, Proc, ReadSegment, Segment,
+    WriteChunk,
 };
 
 /// Where, in the reduced inline reply, the DDP data item belongs: the byte offset just after
@@ -806,16 +807,12 @@ impl Requester {
             return;
         };
         self.ep.counters.inline_bytes_received += u64::from(len);
-        let Ok(hdr) = Header::new_checked(data) else {
-            self.ep.counters.bad_messages += 1;
-            return;
+        let hdr = match Header::new_checked(data) {
+            Ok(h) => h,
+            Err(e) => return self.on_malformed(prov, &e, invalidated, events),
         };
         let xid = hdr.xid();
-        let Some(idx) = self.xids.get(xid).map(|i| i as usize).filter(|&i| {
-            self.slots
-                .get(i)
-                .is_some_and(|s| matches!(s.state, SlotState::Waiting | SlotState::Abandoned))
-        }) else {
+        let Some(idx) = self.pending(xid) else {
             self.ep.counters.bad_messages += 1;
             return;
         };
@@ -827,22 +824,18 @@ impl Requester {
             return;
         };
         if slot.state == SlotState::Abandoned {
-            // Its caller is gone and its registrations were revoked at abandon time (their
-            // handles held back until now: the reply may have invalidated one of them): the
-            // reply gives the handles, the slot and the credit back.
-            for r in &slot.regs {
-                let _ = prov.release(r.id);
-            }
-            slot.reset();
-            self.xids.remove(xid);
-            self.free_slots.push(idx as u32);
-            self.ep.counters.late_replies += 1;
+            self.end_abandoned(prov, idx);
             return;
         }
+        // Write chunks the reply reports against those offered (none, or one for a DDP
+        // result): a responder echoes what it was given (RFC 8166 §4.3.2), no more.
+        let offered = usize::from(slot.write_chunk);
+        let extra_writes = hdr.write_list().nth(offered).is_some();
         let outcome = match hdr.proc_() {
             // A responder leaves the Read list of a reply empty (RFC 8166 §4.3.1); Linux's
             // client fails such a reply with -EIO.
             Proc::Msg | Proc::NoMsg if hdr.read_list().next().is_some() => Err(CallError::BadReply),
+            Proc::Msg | Proc::NoMsg if extra_writes => Err(CallError::BadReply),
             Proc::Error => {
                 let code = hdr.error_body().map_or(ErrorCode::Chunk, |b| b.code());
                 match code {
@@ -850,6 +843,11 @@ impl Requester {
                     ErrorCode::Chunk => self.ep.counters.err_chunk_received += 1,
                 }
                 Err(CallError::Rdma(code))
+            }
+            // A Long Reply is RDMA_NOMSG (§3.5.4): RDMA_MSG saying bytes went into the Reply
+            // chunk contradicts itself (Linux's rpcrdma_decode_msg: -EIO).
+            Proc::Msg if hdr.reply_chunk().is_some_and(|c| c.total_length() > 0) => {
+                Err(CallError::BadReply)
             }
             Proc::Msg => {
                 // The inline reply goes into the call chain's storage when it fits (the call
@@ -899,9 +897,86 @@ impl Requester {
             self.ep.counters.messages_received += 1;
         } else if matches!(outcome, Err(CallError::BadReply)) {
             self.ep.counters.bad_messages += 1;
+            self.ep.counters.bad_replies += 1;
         }
         slot.outcome = Some(outcome);
-        // Invalidate every registration before handing the reply up (RFC 8166 §3.4.3).
+        self.end_call(prov, idx, invalidated, events);
+    }
+
+    /// The slot of the call `xid` that is owed a reply (waiting, or abandoned: a zombie).
+    fn pending(&self, xid: u32) -> Option<usize> {
+        self.xids.get(xid).map(|i| i as usize).filter(|&i| {
+            self.slots
+                .get(i)
+                .is_some_and(|s| matches!(s.state, SlotState::Waiting | SlotState::Abandoned))
+        })
+    }
+
+    /// A reply whose transport header the codec rejects. Too short to name an XID, or
+    /// naming no call owed a reply: counted and dropped (nothing can be told). Naming a call
+    /// owed a reply: that call fails with [`CallError::MalformedReply`] — it would otherwise
+    /// wait, its credit and registrations held, for a reply the responder believes it sent
+    /// (Linux xprtrdma fails it with `-EIO`) — and an abandoned call's zombie slot ends as
+    /// with a late reply. The credit comes back; the grant stays what the last valid reply
+    /// said (the header carrying this one is not trusted). The registrations are
+    /// invalidated before the failure is reported, as for any other reply.
+    #[cold]
+    #[inline(never)]
+    fn on_malformed<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        e: &DecodeError,
+        invalidated: Option<u32>,
+        events: &mut impl FnMut(RequesterEvent),
+    ) {
+        self.ep.counters.bad_messages += 1;
+        let Some(idx) = e.xid().and_then(|xid| self.pending(xid)) else {
+            return;
+        };
+        self.credits.release();
+        let Some(slot) = self.slots.get_mut(idx) else {
+            debug_assert!(false, "reply for a slot out of range");
+            return;
+        };
+        if slot.state == SlotState::Abandoned {
+            self.end_abandoned(prov, idx);
+            return;
+        }
+        self.ep.counters.bad_replies += 1;
+        slot.outcome = Some(Err(CallError::MalformedReply(e.kind())));
+        self.end_call(prov, idx, invalidated, events);
+    }
+
+    /// The reply of an abandoned call: its caller is gone and its registrations were revoked
+    /// at abandon time (their handles held back until now: the reply may have invalidated one
+    /// of them); the reply gives the handles, the slot and the credit back.
+    fn end_abandoned<P: Provider>(&mut self, prov: &mut P, idx: usize) {
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return;
+        };
+        for r in &slot.regs {
+            let _ = prov.release(r.id);
+        }
+        let xid = slot.xid;
+        slot.reset();
+        self.xids.remove(xid);
+        self.free_slots.push(idx as u32);
+        self.ep.counters.late_replies += 1;
+    }
+
+    /// The reply of the call in slot `idx` arrived (its outcome stored): invalidate every
+    /// registration before reporting it (RFC 8166 §3.4.3), unless the Send With Invalidate
+    /// that carried the reply already revoked a single-segment registration.
+    fn end_call<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        idx: usize,
+        invalidated: Option<u32>,
+        events: &mut impl FnMut(RequesterEvent),
+    ) {
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return;
+        };
         let mut pending = 0u32;
         for r in &slot.regs {
             if r.single && invalidated == Some(r.handle) {

@@ -4,6 +4,7 @@
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use mbuf::{Chain, Mbuf, PageFragment, PageProvider};
 
@@ -30,10 +31,88 @@ use crate::wire::{
 
 /// Handle of a received call, needed to send its reply. Bounded by the credits: there are at
 /// most `max_requests` live contexts.
-#[derive(Debug, PartialEq, Eq)]
+///
+/// A guard: it is consumed by [`Responder::reply`] or [`Responder::drop_call`], and if it
+/// is dropped instead (with its [`Incoming`], by an upper layer that forgot the call or
+/// chose to say nothing) its context comes back to the Responder at the next
+/// [`poll`](Responder::poll) (or at once when a call finds no free context), counted in
+/// `contexts_reclaimed`, exactly as `drop_call` would give it back. The drop needs no
+/// reference to the Responder: it writes the context's generation into a slot of a table
+/// shared with it (one `AtomicU32` per context, allocated with the Responder), so a drop
+/// allocates nothing and may happen on any thread.
 pub struct ReplyCtx {
     idx: u32,
     generation: u32,
+    /// Where a drop leaves the context; `None` once consumed.
+    returns: Option<Arc<Returns>>,
+}
+
+impl ReplyCtx {
+    /// Consumed by the Responder (replied, dropped, or refused as stale): nothing to give
+    /// back on drop.
+    fn consume(mut self) {
+        self.returns = None;
+    }
+}
+
+impl Drop for ReplyCtx {
+    fn drop(&mut self) {
+        if let Some(r) = self.returns.take() {
+            r.give_back(self.idx, self.generation);
+        }
+    }
+}
+
+impl core::fmt::Debug for ReplyCtx {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ReplyCtx")
+            .field("idx", &self.idx)
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
+
+impl PartialEq for ReplyCtx {
+    fn eq(&self, other: &Self) -> bool {
+        (self.idx, self.generation) == (other.idx, other.generation)
+            && match (&self.returns, &other.returns) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+    }
+}
+
+impl Eq for ReplyCtx {}
+
+/// The contexts whose [`ReplyCtx`] was dropped unconsumed, shared by a Responder and every
+/// `ReplyCtx` it handed out.
+#[derive(Debug)]
+struct Returns {
+    /// Per context: the generation of its dropped `ReplyCtx`, 0 for none (a context's
+    /// generation is never 0).
+    dropped: Vec<AtomicU32>,
+    /// Drops not reclaimed yet: the Responder looks at `dropped` only when this is not 0.
+    count: AtomicU32,
+}
+
+impl Returns {
+    fn new(n: u32) -> Result<Self, CallError> {
+        let mut dropped = Vec::new();
+        reserve(&mut dropped, n as usize)?;
+        dropped.extend((0..n).map(|_| AtomicU32::new(0)));
+        Ok(Returns {
+            dropped,
+            count: AtomicU32::new(0),
+        })
+    }
+
+    fn give_back(&self, idx: u32, generation: u32) {
+        if let Some(slot) = self.dropped.get(idx as usize) {
+            slot.store(generation, Ordering::Release);
+            self.count.fetch_add(1, Ordering::Release);
+        }
+    }
 }
 
 /// A call handed up by [`Responder::poll`].
@@ -275,6 +354,8 @@ pub struct Responder {
     errors: heapless::Deque<Refusal, DEFERRED_ERRORS>,
     /// Page bytes held by live contexts' read chunks (bounded by `max_ddp_bytes`).
     ddp_in_use: usize,
+    /// Contexts whose `ReplyCtx` was dropped unconsumed, to reclaim.
+    returns: Arc<Returns>,
 }
 
 impl core::fmt::Debug for Responder {
@@ -321,6 +402,7 @@ impl Responder {
         let mut wr_array = Vec::new();
         reserve(&mut wr_array, nf * 2 + 1)?;
         let free_ctx = FreeList::new(n).map_err(|_| CallError::NoMemory)?;
+        let returns = Arc::new(Returns::new(n)?);
         // The endpoint core last, straight into the value returned (no fallible step after
         // it), so the compiler builds it in place: one copy of the endpoint on the stack.
         Ok(Responder {
@@ -339,6 +421,7 @@ impl Responder {
             wr_array,
             errors: heapless::Deque::new(),
             ddp_in_use: 0,
+            returns,
         })
     }
 
@@ -404,6 +487,9 @@ impl Responder {
             }
         }
         self.post_receives(prov);
+        if self.reclaim() {
+            self.pump_reads(prov, events);
+        }
         let done = drain_cq_bounded(prov, budget, |prov, wc| {
             self.on_completion(prov, wc, events)
         });
@@ -437,19 +523,62 @@ impl Responder {
         ctx: ReplyCtx,
         events: &mut impl FnMut(ResponderEvent),
     ) -> Result<(), ReplyError> {
-        if !self.is_handed(&ctx) {
+        let (valid, idx) = (self.is_handed(&ctx), ctx.idx);
+        ctx.consume();
+        if !valid {
             return Err(ReplyError::StaleContext);
         }
         self.ep.counters.calls_dropped += 1;
-        self.release_ctx(ctx.idx);
+        self.release_ctx(idx);
         self.pump_reads(prov, events);
         Ok(())
     }
 
+    /// Whether `ctx` is this Responder's (not another connection's) and its context is
+    /// still the handed-up call it names.
     fn is_handed(&self, ctx: &ReplyCtx) -> bool {
-        self.ctxs
-            .get(ctx.idx as usize)
-            .is_some_and(|c| c.state == CtxState::Handed && c.generation == ctx.generation)
+        ctx.returns
+            .as_ref()
+            .is_some_and(|r| Arc::ptr_eq(r, &self.returns))
+            && self
+                .ctxs
+                .get(ctx.idx as usize)
+                .is_some_and(|c| c.state == CtxState::Handed && c.generation == ctx.generation)
+    }
+
+    /// Give back the contexts whose [`ReplyCtx`] was dropped unconsumed (see there); true if
+    /// any was (calls waiting for the DDP budget may start: the caller pumps the reads).
+    /// Costs one atomic load when nothing was dropped.
+    fn reclaim(&mut self) -> bool {
+        if self.returns.count.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        self.returns.count.store(0, Ordering::Release);
+        let mut any = false;
+        for i in 0..self.ctxs.len() {
+            let Some(slot) = self.returns.dropped.get(i) else {
+                break;
+            };
+            let g = slot.load(Ordering::Acquire);
+            if g == 0 {
+                continue;
+            }
+            // Only the value read: a drop racing with this scan (its count added after the
+            // store above) stays for the next reclaim.
+            let _ = slot.compare_exchange(g, 0, Ordering::AcqRel, Ordering::Relaxed);
+            // A mark of a context already gone (the connection's loss released it) is
+            // just cleared.
+            let live = self
+                .ctxs
+                .get(i)
+                .is_some_and(|c| c.state == CtxState::Handed && c.generation == g);
+            if live {
+                self.ep.counters.contexts_reclaimed += 1;
+                self.release_ctx(i as u32);
+                any = true;
+            }
+        }
+        any
     }
 
     /// We can neither answer nor refuse: close the connection (RFC 8166 §4.5.4). The loss is
@@ -589,6 +718,10 @@ impl Responder {
         events: &mut impl FnMut(ResponderEvent),
     ) {
         self.ep.counters.inline_bytes_received += u64::from(len);
+        // A call finding every context taken may find one its upper layer dropped.
+        if self.free_ctx.is_empty() && self.reclaim() {
+            self.pump_reads(prov, events);
+        }
         let received = match prov.recv_buf(buf) {
             Ok(data) => match data.get(..len as usize) {
                 Some(d) => self.parse_call(d),
@@ -770,7 +903,8 @@ impl Responder {
             self.free_ctx.push(idx);
             return refuse;
         }
-        ctx.generation = ctx.generation.wrapping_add(1);
+        // Never 0: 0 marks "nothing dropped" in the shared table of returns.
+        ctx.generation = ctx.generation.wrapping_add(1).max(1);
         ctx.xid = xid;
         ctx.inv_handle = inv_handle;
         ctx.nomsg = nomsg;
@@ -868,6 +1002,7 @@ impl Responder {
             ctx: ReplyCtx {
                 idx,
                 generation: ctx.generation,
+                returns: Some(Arc::clone(&self.returns)),
             },
         }));
     }
@@ -1041,9 +1176,11 @@ impl Responder {
     ) -> Result<(), ReplyError> {
         let valid = self.is_handed(&ctx);
         if self.ep.lost || self.closing {
+            ctx.consume();
             return Err(ReplyError::ConnectionLost);
         }
         if !valid {
+            ctx.consume();
             return Err(ReplyError::StaleContext);
         }
         let Some(buf) = self.ep.send.get() else {
@@ -1051,25 +1188,30 @@ impl Responder {
             return Err(ReplyError::WouldBlock { ctx, reply });
         };
         let idx = ctx.idx;
-        match self.build_reply(prov, idx, buf, reply) {
+        let result = match self.build_reply(prov, idx, buf, reply) {
+            Err((_, Some(reply))) => {
+                self.ep.send.complete(buf);
+                self.ep.counters.resource_stalls += 1;
+                return Err(ReplyError::WouldBlock { ctx, reply });
+            }
+            Ok(()) => Ok(()),
+            Err((e, None)) => Err(e),
+        };
+        // Every other outcome consumes the context.
+        ctx.consume();
+        match result {
             Ok(()) => {
                 self.release_ctx(idx);
                 Ok(())
             }
-            Err((e, Some(reply))) => {
-                self.ep.send.complete(buf);
-                self.ep.counters.resource_stalls += 1;
-                let _ = e;
-                Err(ReplyError::WouldBlock { ctx, reply })
-            }
-            Err((CallError::TooLarge, None)) => {
+            Err(CallError::TooLarge) => {
                 self.ep.send.complete(buf);
                 let xid = self.ctxs.get(idx as usize).map_or(0, |c| c.xid);
                 self.send_error(prov, Refusal::chunk(xid));
                 self.release_ctx(idx);
                 Err(ReplyError::ChunkError)
             }
-            Err((e, None)) => {
+            Err(e) => {
                 // The reply cannot be built (memory, an unaligned DDP region): the requester
                 // gets ERR_CHUNK rather than silence. A provider failure means the queue pair
                 // is unusable: close (RFC 8166 §4.5.4).

@@ -20,7 +20,7 @@ use nfs_glue::nfs3::{
 use nfs_glue::rpc::CallHeader;
 use nfs_glue::xdr::{Decoder, Encoder};
 use ofed_shim::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
-use ofed_shim::ffi::{FbsdClient, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt};
+use ofed_shim::ffi::{FbsdClient, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcSvcStats};
 use ofed_shim::krpc_clnt::KrpcClnt;
 use ofed_shim::krpc_svc::KrpcSvc;
 use ofed_shim::mbuf_bridge::{self, MbufChain};
@@ -66,6 +66,8 @@ extern "C" {
     fn krpc_emu_svc_stat(xprt: *mut FbsdSvcxprt) -> i32;
     fn krpc_emu_svc_ack(xprt: *mut FbsdSvcxprt, ack: *mut u32) -> i32;
     fn krpc_emu_svc_control(xprt: *mut FbsdSvcxprt, rq: u32) -> i32;
+    fn krpc_emu_svc_control_arg(xprt: *mut FbsdSvcxprt, rq: u32, inp: *mut u32) -> i32;
+    fn svc_rdma_get_stats(xprt: *mut FbsdSvcxprt, out: *mut KrpcSvcStats);
     fn krpc_emu_svc_release(xprt: *mut FbsdSvcxprt);
 }
 
@@ -81,6 +83,14 @@ const N: usize = (1 << 20) + 3;
 const BAD_PROC: u32 = 99;
 /// A call with this XID is received and never answered (the destroy test).
 const HOLD_XID: u32 = 0x7100_0000;
+/// A call with this XID is received and not answered: the pool thread says so with
+/// `SVC_CONTROL(xprt, SVCRDMA_DROP_CALL, &xid)` (what svc.c's paths that free a request
+/// unanswered must do), twice: the second finds no such call.
+const DROP_XID: u32 = 0x7200_0000;
+/// `SVCRDMA_DROP_CALL` of `c/krpc_rdma_svc.h`.
+const SVCRDMA_DROP_CALL: u32 = 0x5244_0001;
+/// `RPC_TIMEDOUT`.
+const RPC_TIMEDOUT: i32 = 5;
 const TIMEOUT_MS: u32 = 15_000;
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
@@ -139,6 +149,8 @@ struct Served {
     seen: Vec<Seen>,
     replies_ok: usize,
     died: bool,
+    /// SVCRDMA_DROP_CALL's answers for DROP_XID: the first, then the second.
+    drops: Option<(i32, i32)>,
 }
 
 /// A pool thread: sleeps until the transport is active, then `SVC_RECV` until it returns
@@ -195,6 +207,16 @@ fn pool_thread(
             let (stat, res) = match msg.proc_ {
                 _ if msg.xid == HOLD_XID => {
                     held.store(msg.xid, Ordering::SeqCst);
+                    continue;
+                }
+                _ if msg.xid == DROP_XID => {
+                    let mut xid = msg.xid;
+                    // SAFETY: live transport; `xid` outlives the calls.
+                    let first = unsafe { krpc_emu_svc_control_arg(x, SVCRDMA_DROP_CALL, &mut xid) };
+                    // SAFETY: as above.
+                    let second =
+                        unsafe { krpc_emu_svc_control_arg(x, SVCRDMA_DROP_CALL, &mut xid) };
+                    out.drops = Some((first, second));
                     continue;
                 }
                 0 => (SUCCESS, None),
@@ -275,7 +297,8 @@ fn start_server(
 /// Through both ops tables: NULL; an NFSv3 WRITE of 1 MiB + 3 bytes in M_EXTPG mbufs (out
 /// as a read chunk) that arrives at xp_recv as M_EXTPG mbufs over the RDMA-Read pages; a
 /// READ whose 1 MiB + 3 bytes of results, given to xp_reply as knfsd's M_EXTPG mbufs, come
-/// back through the write chunk; PROC_UNAVAIL; SVC_STAT / SVC_ACK / SVC_CONTROL; xp_destroy
+/// back through the write chunk; PROC_UNAVAIL; a call the server drops unanswered, its
+/// context given back by `SVC_CONTROL(SVCRDMA_DROP_CALL)`; SVC_STAT / SVC_ACK / SVC_CONTROL; xp_destroy
 /// with a call outstanding (the client's call ends with the connection). Then, against the
 /// core's Requester, malformed RPC headers answered (RPC_MISMATCH, AUTH_BADCRED,
 /// GARBAGE_ARGS) and a NULL call after them. No mbuf, page or registration left.
@@ -353,6 +376,21 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
         assert_eq!(st, RPC_PROCUNAVAIL);
         assert!(rep.is_none());
 
+        // A call the server will not answer: the pool thread gives its context back through
+        // SVC_CONTROL(SVCRDMA_DROP_CALL); the client's call times out.
+        set_xid(cl, DROP_XID);
+        let (st, _, _, rep) = call(cl, 0, None, 300);
+        assert_eq!(st, RPC_TIMEDOUT, "the dropped call is not answered");
+        assert!(rep.is_none());
+        let mut stats = KrpcSvcStats::default();
+        let t = Instant::now();
+        while stats.dropped == 0 && t.elapsed() < Duration::from_secs(10) {
+            // SAFETY: live transport, valid out-pointer.
+            unsafe { svc_rdma_get_stats(xprt, &mut stats) };
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(stats.dropped, 1, "one context given back by svc_rdma_drop");
+
         // SVC_STAT / SVC_ACK / SVC_CONTROL from this thread (a pool thread may run them too).
         let mut ack = 0u32;
         // SAFETY: live transport.
@@ -415,7 +453,15 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
             "NULL, WRITE, READ, PROC_UNAVAIL replied"
         );
         let xids: Vec<u32> = served.seen.iter().map(|s| s.msg_xid).collect();
-        assert_eq!(xids, vec![0x1000, 0x2000, 0x3000, 0x3001, HOLD_XID]);
+        assert_eq!(
+            xids,
+            vec![0x1000, 0x2000, 0x3000, 0x3001, DROP_XID, HOLD_XID]
+        );
+        assert_eq!(
+            served.drops,
+            Some((1, 0)),
+            "SVCRDMA_DROP_CALL: TRUE for the waiting call, FALSE once its context is back"
+        );
         assert!(served
             .seen
             .iter()
