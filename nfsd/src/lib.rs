@@ -26,6 +26,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use krpc_rdma::provider::Provider;
+use krpc_rdma_verbs::accept::{ConnLimits, ServerConfig};
 use krpc_rdma_verbs::arena::VerbsArena;
 use krpc_rdma_verbs::cm::VerbsListener;
 use krpc_rdma_verbs::device::Device;
@@ -90,6 +91,12 @@ pub struct NfsdArgs {
     /// Write every transport header sent and received to FILE (JSON lines).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// RPC-over-RDMA connection limit.
+    #[command(flatten)]
+    pub limits: ConnLimits,
+    /// MOUNT connection limit.
+    #[command(flatten)]
+    pub mount_limits: mountd::MountLimits,
 }
 
 /// Run the server until SIGINT / SIGTERM: bind the RDMA listener and the MOUNT service,
@@ -127,7 +134,9 @@ pub fn run<Q: Provider + Send + 'static>(a: &NfsdArgs, qpw: QpWrap<Q>) -> Result
         exports::OneExport::new(fs.clone(), a.export.as_os_str().as_bytes(), a.clients.clone());
     let msvc = Arc::new(MountService::new(export, AuthPolicy::AllowNone));
     signals::install();
-    let mthread = mountd.spawn(msvc, &STOP).map_err(|e| e.to_string())?;
+    let mthread = mountd
+        .spawn(msvc, a.mount_limits, &STOP)
+        .map_err(|e| e.to_string())?;
     let clients: Vec<&str> = a.clients.rules().iter().map(|r| r.text.as_str()).collect();
     println!(
         "nfsd: serving {} on {} (RPC-over-RDMA), MOUNT v3 on tcp {maddr}, to {}",
@@ -135,11 +144,15 @@ pub fn run<Q: Provider + Send + 'static>(a: &NfsdArgs, qpw: QpWrap<Q>) -> Result
         a.listen,
         clients.join(" ")
     );
-    let totals = server::serve(&sh, &arena, &mut listener, qpw)?;
+    let scfg = ServerConfig::default()
+        .with_limits(a.limits)
+        .sharing_pages(server::ddp_budget(pages));
+    let totals = server::serve(&sh, &arena, &mut listener, &scfg, qpw)?;
     let _ = mthread.join();
     println!(
-        "nfsd: {} connections, {}, {} reply cache replays",
+        "nfsd: {} connections ({} refused), {}, {} reply cache replays",
         totals.connections,
+        totals.refused,
         totals.stats.summary(),
         sh.drc.lock().map(|d| d.replays()).unwrap_or(0)
     );

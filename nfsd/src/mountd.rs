@@ -1,11 +1,42 @@
 //! A small ONC RPC server over TCP (RFC 5531 record marking) for MOUNT v3: one thread per
-//! connection, each record handed to [`MountService::dispatch`].
+//! connection, at most `--max-mount-connections` at once (a connection beyond them is closed
+//! at once, with one line on stdout), each record handed to [`MountService::dispatch`].
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The default of `--max-mount-connections`.
+pub const DEFAULT_MAX_MOUNT_CONNECTIONS: u32 = 16;
+
+/// The MOUNT service's command-line options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
+pub struct MountLimits {
+    /// Most MOUNT (TCP) connections served at once (one thread each); further ones are
+    /// closed at once.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_MOUNT_CONNECTIONS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_mount_connections: u32,
+}
+
+impl Default for MountLimits {
+    fn default() -> Self {
+        MountLimits {
+            max_mount_connections: DEFAULT_MAX_MOUNT_CONNECTIONS,
+        }
+    }
+}
+
+/// Gives its connection's place back when the connection's thread ends.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 use nfs_glue::mount::{Exports, MountService};
 
@@ -75,6 +106,8 @@ fn serve_stream<E: Exports>(svc: &MountService<E>, mut s: TcpStream, peer: Socke
 #[derive(Debug)]
 pub struct Mountd {
     listener: TcpListener,
+    open: Arc<AtomicUsize>,
+    refused: Arc<AtomicUsize>,
 }
 
 impl Mountd {
@@ -85,7 +118,17 @@ impl Mountd {
     pub fn bind(addr: SocketAddr) -> io::Result<Mountd> {
         let listener = TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
-        Ok(Mountd { listener })
+        Ok(Mountd {
+            listener,
+            open: Arc::new(AtomicUsize::new(0)),
+            refused: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    /// Connections being served now and connections refused so far (shared with the
+    /// serving thread: read them while it runs).
+    pub fn counts(&self) -> (Arc<AtomicUsize>, Arc<AtomicUsize>) {
+        (self.open.clone(), self.refused.clone())
     }
 
     /// The bound address.
@@ -96,27 +139,46 @@ impl Mountd {
         self.listener.local_addr()
     }
 
-    /// Serve on a thread of its own until `stop`.
+    /// Serve on a thread of its own until `stop`, one thread per connection, at most
+    /// `limits.max_mount_connections` at once: a connection beyond them is closed at once
+    /// (the client sees the connection reset or closed) and one line says so.
     ///
     /// # Errors
     /// The thread cannot be spawned.
     pub fn spawn<E: Exports + Send + Sync + 'static>(
         self,
         svc: Arc<MountService<E>>,
+        limits: MountLimits,
         stop: &'static AtomicBool,
     ) -> io::Result<std::thread::JoinHandle<()>> {
+        let max = limits.max_mount_connections as usize;
         std::thread::Builder::new()
             .name("mountd".into())
             .spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     match self.listener.accept() {
                         Ok((s, peer)) => {
+                            let open = self.open.load(Ordering::Acquire);
+                            if open >= max {
+                                self.refused.fetch_add(1, Ordering::AcqRel);
+                                println!(
+                                    "mountd: refused a connection from {peer}: {open} connections open (--max-mount-connections)"
+                                );
+                                drop(s);
+                                continue;
+                            }
+                            self.open.fetch_add(1, Ordering::AcqRel);
+                            let slot = Slot(self.open.clone());
                             let svc = svc.clone();
                             let _ = s.set_nonblocking(false);
                             let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
                             let spawned = std::thread::Builder::new()
                                 .name(format!("mountd {peer}"))
-                                .spawn(move || serve_stream(&svc, s, peer));
+                                .spawn(move || {
+                                    let _slot = slot;
+                                    serve_stream(&svc, s, peer);
+                                });
+                            // Not spawned: the closure, its slot and the stream are dropped.
                             drop(spawned);
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {

@@ -1,7 +1,8 @@
-//! The RPC-over-RDMA side: a verbs listener accepting connections, one thread and one
-//! [`Responder`] per connection, every call through the shared reply cache into
-//! [`Nfs3Service::dispatch`], the reply back through the Responder (READ data by RDMA Write
-//! into the client's write chunk, long replies by reply chunk).
+//! The RPC-over-RDMA side: a verbs listener accepting connections (at most
+//! `--max-connections`), one thread and one [`Responder`] per connection, every call through
+//! the shared reply cache into [`Nfs3Service::dispatch`], the reply back through the
+//! Responder (READ data by RDMA Write into the client's write chunk, long replies by reply
+//! chunk). The connections' RDMA Reads share one page budget ([`ddp_budget`]), fairly.
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -10,7 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use krpc_rdma::provider::Provider;
-use krpc_rdma::transport::{Counters, ReplyCtx, ReplyError, Responder, ResponderEvent};
+use krpc_rdma::transport::{
+    Counters, ReplyCtx, ReplyError, Responder, ResponderEvent, SharedPages,
+};
 use krpc_rdma_verbs::accept::{accept_each, ServerConfig};
 use krpc_rdma_verbs::arena::VerbsArena;
 use krpc_rdma_verbs::cm::VerbsListener;
@@ -27,6 +30,21 @@ use crate::service_time::ServiceTime;
 
 /// Replies the shared reply cache keeps.
 pub const DRC_CAPACITY: usize = 1024;
+
+/// The server-wide budget of the connections' RDMA-Read pages in an arena of `arena_bytes`:
+/// three quarters of it, shared fairly (`krpc_rdma::transport::shared_pages`: a connection
+/// alone may use all of it, one over its fair share waits while the others' calls proceed).
+/// The last quarter is for what takes arena pages outside the budget: the NFS service's
+/// READ data (LocalFs `preadv`s into the arena's own pages, recognising the arena by
+/// identity, so the service is given the arena itself and not a `BudgetedPages` wrapper)
+/// and the Responders' reply-chunk pages.
+pub fn ddp_budget(arena_bytes: usize) -> Arc<SharedPages> {
+    SharedPages::new(arena_bytes / 4 * 3)
+}
+
+/// How long a connection whose calls wait for pages sleeps before polling again: the pages
+/// come back from other connections, which wake nothing here.
+const PAGE_WAIT: Duration = Duration::from_millis(1);
 
 /// What one connection (or all of them) did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -101,6 +119,8 @@ pub fn counters_line(c: &Counters) -> String {
 pub struct Totals {
     /// Connections served.
     pub connections: u64,
+    /// Connect requests rejected at `--max-connections`.
+    pub refused: u64,
     /// Calls and replies.
     pub stats: ConnStats,
     /// Responder counters, summed.
@@ -229,6 +249,7 @@ pub fn serve_connection<B: Backend, Q: Provider>(
     let mut st = ConnStats::default();
     let mut pending: VecDeque<(ReplyCtx, Chain)> = VecDeque::new();
     let mut calls = Vec::new();
+    let mut later = Vec::new();
     let sched = crate::service_time::sched_now();
     let how = loop {
         let mut lost = false;
@@ -249,13 +270,20 @@ pub fn serve_connection<B: Backend, Q: Provider>(
                 Some(r) => lost |= post_reply(&mut resp, &mut qp, &mut pending, c.ctx, r, &mut st),
                 None => {
                     st.dropped += 1;
-                    if resp.drop_call(&mut qp, c.ctx, &mut |_| {}).is_err() {
+                    // A freed context may start a call that waited for it: served next turn.
+                    let r = resp.drop_call(&mut qp, c.ctx, &mut |e| match e {
+                        ResponderEvent::Call(c) => later.push(c),
+                        ResponderEvent::ConnectionLost => lost = true,
+                        ResponderEvent::Connected(_) => {}
+                    });
+                    if r.is_err() {
                         st.reply_errors += 1;
                     }
                 }
             }
             st.time.call(proc_, start, built, Instant::now());
         }
+        calls.append(&mut later);
         while let Some((ctx, reply)) = pending.pop_front() {
             match resp.reply(&mut qp, ctx, reply) {
                 Ok(()) => st.replies += 1,
@@ -279,7 +307,12 @@ pub fn serve_connection<B: Backend, Q: Provider>(
         }
         if pending.is_empty() && !progressed {
             let t = Instant::now();
-            wait::wait(inner(&mut qp), Duration::from_millis(100));
+            let timeout = if resp.calls_waiting_for_pages() {
+                PAGE_WAIT
+            } else {
+                Duration::from_millis(100)
+            };
+            wait::wait(inner(&mut qp), timeout);
             st.time.waited(t);
         }
     };
@@ -288,7 +321,8 @@ pub fn serve_connection<B: Backend, Q: Provider>(
 }
 
 /// Accept connections on `listener` until `stop`; serve each on its own thread
-/// (verbs-provider's [`accept_each`], advertising inline sizes equal to the 4 KiB buffers).
+/// (verbs-provider's [`accept_each`] with `cfg`: `ServerConfig::default()` advertises inline
+/// sizes equal to the 4 KiB buffers; its connection limit and shared page budget).
 ///
 /// # Errors
 /// A Responder or a thread cannot be created.
@@ -296,6 +330,7 @@ pub fn serve<B, Q>(
     sh: &Arc<Shared<B>>,
     arena: &Arc<VerbsArena>,
     listener: &mut VerbsListener,
+    cfg: &ServerConfig,
     qpw: QpWrap<Q>,
 ) -> Result<Totals, String>
 where
@@ -307,10 +342,10 @@ where
     let sh = sh.clone();
     let conns = accept_each(
         listener,
-        &ServerConfig::default(),
+        cfg,
         &pages,
         |_| stop.load(Ordering::SeqCst),
-        |e| println!("accept: {e}"),
+        |n| println!("accept: {n}"),
         move |a| {
             let peer = a.peer_name();
             let client = client_id(a.peer);
@@ -333,7 +368,10 @@ where
         },
     )
     .map_err(|e| e.to_string())?;
-    let mut totals = Totals::default();
+    let mut totals = Totals {
+        refused: conns.refused(),
+        ..Totals::default()
+    };
     for (st, c) in conns.join() {
         totals.connections += 1;
         totals.stats.add(&st);

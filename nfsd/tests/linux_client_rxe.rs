@@ -4,7 +4,9 @@
 //! mount) and an RDMA device; without them it prints why and passes (unless
 //! `KRPC_RDMA_REQUIRE_RDMA=1`).
 //!
-//! One server and one mount; every workload is checked against the backing directory.
+//! One server and one mount; every workload is checked against the backing directory. The
+//! exports are tmpfs mounts: the server needs a file system that gives file handles (the
+//! VM's `/tmp` is an overlay over 9p, which does not).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -77,13 +79,31 @@ struct Server {
     seen: Vec<String>,
 }
 
+/// Mount a tmpfs of `mib` MiB on `dir` (made if missing).
+fn tmpfs(dir: &Path, mib: u32) {
+    std::fs::create_dir_all(dir).unwrap();
+    ok(&format!(
+        "mountpoint -q {0} || mount -t tmpfs -o size={mib}m tmpfs {0}",
+        dir.display()
+    ));
+}
+
 impl Server {
-    fn start(export: &Path) -> Server {
+    /// The server on `export`, for every client, root not squashed (as knfsd.sh exports
+    /// /export to the tests), its handle key in `state` (kept across a restart).
+    fn start(export: &Path, state: &Path) -> Server {
+        Server::with_clients(export, state, "*(rw,no_root_squash)")
+    }
+
+    fn with_clients(export: &Path, state: &Path, clients: &str) -> Server {
         let mut child = Command::new(BIN)
             .args(["--listen", &format!("{}:{PORT}", ip())])
             .arg("--export")
             .arg(export)
             .args(["--mount-port", &MOUNT_PORT.to_string()])
+            .args(["--clients", clients])
+            .arg("--state-dir")
+            .arg(state)
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -123,6 +143,7 @@ impl Server {
 struct Dirs {
     base: PathBuf,
     export: PathBuf,
+    state: PathBuf,
     mnt: PathBuf,
     scratch: PathBuf,
 }
@@ -131,14 +152,22 @@ fn dirs() -> Dirs {
     let base = PathBuf::from(format!("/tmp/nfsd-linux-{}", std::process::id()));
     let d = Dirs {
         export: base.join("export"),
+        state: base.join("state"),
         mnt: base.join("mnt"),
         scratch: base.join("scratch"),
         base,
     };
-    for p in [&d.export, &d.mnt, &d.scratch] {
+    for p in [&d.mnt, &d.scratch] {
         std::fs::create_dir_all(p).unwrap();
     }
+    tmpfs(&d.export, 1024);
     d
+}
+
+/// Unmount the export's tmpfs and remove the directories.
+fn cleanup(d: &Dirs) {
+    let _ = sh(&format!("umount {}", d.export.display()));
+    let _ = std::fs::remove_dir_all(&d.base);
 }
 
 /// A random file of `len` bytes in scratch.
@@ -181,7 +210,7 @@ fn linux_client_over_rdma() {
         return;
     }
     let d = dirs();
-    let server = Server::start(&d.export);
+    let server = Server::start(&d.export, &d.state);
     ok("modprobe rpcrdma");
     let opts =
         format!("vers=3,proto=rdma,port={PORT},mountport={MOUNT_PORT},mountproto=tcp,nolock");
@@ -216,7 +245,7 @@ fn linux_client_over_rdma() {
     // The server is restarted under the mounted client: its handles stay valid.
     let (clean, mut lines) = server.stop();
     assert!(clean, "nfsd exit status");
-    let server = Server::start(&d.export);
+    let server = Server::start(&d.export, &d.state);
     std::fs::write(d.export.join("after-restart"), b"again\n").unwrap();
     let cat = ok(&format!(
         "timeout 300 cat {}/hello {}/after-restart",
@@ -259,7 +288,52 @@ fn linux_client_over_rdma() {
         !all.contains("err_chunk_sent") && !all.contains("err_vers_sent"),
         "RDMA_ERROR sent: {all}"
     );
-    let _ = std::fs::remove_dir_all(&d.base);
+    cleanup(&d);
+}
+
+/// The server's defaults as knfsd's: root is squashed to nobody unless the export says
+/// `no_root_squash`; a client the export's list does not name cannot mount.
+#[test]
+fn root_is_squashed_by_default_and_unlisted_clients_cannot_mount() {
+    if skip() {
+        return;
+    }
+    let d = dirs();
+    ok(&format!("chmod 777 {}", d.export.display()));
+    let server = Server::with_clients(
+        &d.export,
+        &d.state,
+        krpc_rdma_nfsd::exports::Clients::DEFAULT,
+    );
+    ok("modprobe rpcrdma");
+    let opts =
+        format!("vers=3,proto=rdma,port={PORT},mountport={MOUNT_PORT},mountproto=tcp,nolock");
+    let mount = format!(
+        "mount -t nfs -o {opts} {}:{} {}",
+        ip(),
+        d.export.display(),
+        d.mnt.display()
+    );
+    ok(&mount);
+    // root (this test) creates a file: it belongs to nobody on the server, and root cannot
+    // give it back to itself.
+    ok(&format!("echo x > {}/by-root", d.mnt.display()));
+    assert_eq!(
+        ok(&format!("stat -c %u:%g {}/by-root", d.export.display())),
+        "65534:65534\n"
+    );
+    assert!(!sh(&format!("chown 0:0 {}/by-root", d.mnt.display())).0);
+    ok(&format!("umount {}", d.mnt.display()));
+    let (clean, _) = server.stop();
+    assert!(clean, "nfsd exit status");
+
+    // A list that names only another network: MOUNT refuses, the mount fails.
+    let server = Server::with_clients(&d.export, &d.state, "192.0.2.0/24(rw)");
+    let (mounted, out) = sh(&format!("timeout 60 {mount}"));
+    assert!(!mounted, "an unlisted client mounted: {out}");
+    let (clean, _) = server.stop();
+    assert!(clean, "nfsd exit status");
+    cleanup(&d);
 }
 
 /// A tree of 2,000 small files (some owned by uid 1000) by `cp -a` and by `tar x`, compared
@@ -347,8 +421,7 @@ fn localfs_moves_arena_pages_without_a_copy() {
         return;
     }
     let dir = PathBuf::from(format!("/tmp/nfsd-localfs-arena-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    tmpfs(&dir, 64);
     let dev = Device::open(None).unwrap();
     let arena = VerbsArena::new(&dev, 1024).unwrap();
     let fs = LocalFs::new(&dir).unwrap().with_file_pages(arena.clone());
@@ -406,5 +479,6 @@ fn localfs_moves_arena_pages_without_a_copy() {
     }
     drop(r);
     assert_eq!(arena.in_use(), 0, "pages leaked");
+    let _ = sh(&format!("umount {}", dir.display()));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -21,6 +21,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use userspace_harness::rpc::Workload;
 use userspace_harness::run::{self, ClientOpts, DemoOpts, Print, ServerOpts};
 use userspace_harness::trace::Tracer;
+use userspace_harness::verbs::accept::ConnLimits;
 use userspace_harness::{decode, nfs3, verbs};
 
 /// Userspace harness for the krpc-rdma RPC-over-RDMA core.
@@ -56,6 +57,9 @@ enum Command {
         /// Write every transport header sent and received to FILE (JSON lines).
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+        /// Connection limit.
+        #[command(flatten)]
+        limits: ConnLimits,
     },
     /// Run a workload against a server and report ops/s, MB/s, latency and counters.
     Client {
@@ -328,7 +332,8 @@ fn main() -> ExitCode {
             duration,
             arena_mib,
             trace,
-        } => run_server(listen, count, duration, arena_mib, trace),
+            limits,
+        } => run_server(listen, count, duration, arena_mib, trace, limits),
         Command::Client { server, load } => run_client(server, &load, false),
         Command::Bench { addr, load } => match addr.map_or_else(default_addr, Ok) {
             Ok(a) => run_client(a, &load, true),
@@ -498,6 +503,7 @@ fn run_server(
     duration: Option<Duration>,
     arena_mib: u32,
     trace: Option<PathBuf>,
+    limits: ConnLimits,
 ) -> ExitCode {
     let trace = match open_trace(trace.as_ref()) {
         Ok(t) => t,
@@ -510,6 +516,7 @@ fn run_server(
         arena_bytes: (arena_mib as usize) << 20,
         trace,
         print: Print::Stdout,
+        limits,
     };
     let bound = match run::bind_server(opts) {
         Ok(b) => b,

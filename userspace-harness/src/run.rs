@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use krpc_rdma::transport::{
     CallError, Counters, DdpReply, ReplyError, ReplySpec, RequesterEvent, Responder,
-    ResponderEvent, TransportConfig,
+    ResponderEvent, SharedPages, TransportConfig,
 };
 use mbuf::{Chain, PageProvider, PAGE_SIZE};
 
@@ -32,7 +32,7 @@ use crate::report::{counters_human, Latency, Report};
 use crate::rpc::{self, ServerStats, Workload};
 use crate::session::{Conn, Dialer, VerbsDialer};
 use crate::trace::{Traced, Tracer};
-use crate::verbs::accept::{accept_each, ServerConfig};
+use crate::verbs::accept::{accept_each, ConnLimits, ServerConfig};
 use crate::verbs::arena::VerbsArena;
 use crate::verbs::cm::VerbsListener;
 use crate::verbs::device::Device;
@@ -113,6 +113,8 @@ pub struct ServerOpts {
     pub trace: Option<Arc<Tracer>>,
     /// Where summaries go.
     pub print: Print,
+    /// Connection limit.
+    pub limits: ConnLimits,
 }
 
 /// What a server did.
@@ -194,9 +196,13 @@ pub fn serve(
     let conn_pages = pages.clone();
     let conn_stop = stop.clone();
     let (trace, print) = (opts.trace.clone(), opts.print);
+    // Every connection's RDMA Reads draw on one budget, the arena's size, fairly.
+    let cfg = ServerConfig::default()
+        .with_limits(opts.limits)
+        .sharing_pages(SharedPages::new(opts.arena_bytes));
     let conns = accept_each(
         &mut listener,
-        &ServerConfig::default(),
+        &cfg,
         &pages,
         |accepted| {
             STOP.load(Ordering::SeqCst)
@@ -290,7 +296,13 @@ fn serve_connection(
             break;
         }
         let wait = if pending.is_empty() && !progressed {
-            Duration::from_millis(100)
+            // Calls waiting for pages another connection holds: nothing here wakes us
+            // when they come back, so look again soon.
+            if resp.calls_waiting_for_pages() {
+                Duration::from_millis(1)
+            } else {
+                Duration::from_millis(100)
+            }
         } else {
             Duration::ZERO
         };
@@ -820,6 +832,7 @@ pub fn bench(o: &ClientOpts, server_print: Print) -> Result<BenchResult, RunErro
         arena_bytes: client_arena_bytes(o.size, o.depth),
         trace: o.trace.clone(),
         print: server_print,
+        limits: ConnLimits::default(),
     })?;
     let (stop, srv) = spawn_server(bound)?;
     let res = client(o);
@@ -886,6 +899,7 @@ pub fn demo(o: &DemoOpts) -> Result<(), RunError> {
         arena_bytes: 96 << 20,
         trace: o.trace.clone(),
         print: Print::Quiet,
+        limits: ConnLimits::default(),
     })?;
     let dev_name = std::env::var("RXE_DEV").unwrap_or_else(|_| "the first RDMA device".into());
     println!(

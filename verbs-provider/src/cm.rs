@@ -487,4 +487,30 @@ impl VerbsListener {
         qp.established(&ev.private_data);
         Ok(qp)
     }
+
+    /// Wait up to `timeout` for a connect request and reject it (`rdma_reject`, no private
+    /// data: the peer's connect fails at once as refused, its CM sees `REJECTED`); the
+    /// peer's address, if the CM gave one. For a server at its connection limit.
+    ///
+    /// # Errors
+    /// [`VerbsError::Timeout`] when no request came; CM failures.
+    pub fn reject_next(&mut self, timeout: Duration) -> Result<Option<SocketAddr>, VerbsError> {
+        let ev = expect_event(
+            self.pair.channel,
+            rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST,
+            "a connect request",
+            self.addr,
+            timeout,
+        )?;
+        let id = ev.id;
+        // SAFETY: `id` is the live id of the request (its event acknowledged); the route's
+        // destination address is plain data, filled by rdma_cm with the request.
+        let ss = unsafe { (*id).route.addr.dst_addr_union.dst_storage };
+        // SAFETY: `id` is the live id of the request; rejected and destroyed once, here.
+        unsafe {
+            rdma_reject(id, ptr::null(), 0);
+            rdma_destroy_id(id);
+        }
+        Ok(socket_addr_of(&ss))
+    }
 }

@@ -66,6 +66,9 @@ pub struct Counters {
     pub calls_dropped: u64,
     /// Times a call's RDMA Reads waited for the connection's DDP budget (responder).
     pub ddp_budget_waits: u64,
+    /// Times a call's RDMA Reads waited for the server-wide page budget shared with the
+    /// other connections (responder with a [`PageShare`](super::PageShare)).
+    pub shared_budget_waits: u64,
     /// Calls the caller abandoned before their reply (requester `abandon`).
     pub calls_abandoned: u64,
     /// Replies that arrived for abandoned calls and were dropped (requester).
@@ -87,7 +90,7 @@ pub struct Counters {
 }
 
 /// Number of [`Counters`] fields.
-pub const COUNTER_FIELDS: usize = 36;
+pub const COUNTER_FIELDS: usize = 37;
 
 static_assertions::const_assert_eq!(
     core::mem::size_of::<Counters>(),
@@ -128,6 +131,7 @@ impl Counters {
             ("closes", self.closes),
             ("calls_dropped", self.calls_dropped),
             ("ddp_budget_waits", self.ddp_budget_waits),
+            ("shared_budget_waits", self.shared_budget_waits),
             ("calls_abandoned", self.calls_abandoned),
             ("late_replies", self.late_replies),
             ("abandon_quarantines", self.abandon_quarantines),
@@ -191,6 +195,9 @@ impl Counters {
             closes: self.closes.saturating_add(other.closes),
             calls_dropped: self.calls_dropped.saturating_add(other.calls_dropped),
             ddp_budget_waits: self.ddp_budget_waits.saturating_add(other.ddp_budget_waits),
+            shared_budget_waits: self
+                .shared_budget_waits
+                .saturating_add(other.shared_budget_waits),
             calls_abandoned: self.calls_abandoned.saturating_add(other.calls_abandoned),
             late_replies: self.late_replies.saturating_add(other.late_replies),
             abandon_quarantines: self

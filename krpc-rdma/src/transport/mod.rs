@@ -58,6 +58,7 @@ pub mod reply_plan;
 pub mod requester;
 pub mod responder;
 pub mod send_ctx;
+pub mod shared_pages;
 pub mod xdr_reduce;
 mod xid_table;
 
@@ -69,3 +70,4 @@ pub use requester::{
     Abandoned, CallRejected, DdpReply, LocateFn, ReplySpec, Requester, RequesterEvent,
 };
 pub use responder::{Incoming, ReplyCtx, ReplyError, Responder, ResponderEvent};
+pub use shared_pages::{BudgetedPages, PageShare, SharedPages};

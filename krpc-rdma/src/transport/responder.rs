@@ -18,6 +18,7 @@ use super::rdma_plan::{plan, WrDesc};
 use super::read_chunks::{positions_fit, ReadBudget, MAX_CALL_CHUNKS};
 use super::reply_plan::{self, write_chunk_use, written_segments, WriteChunkUse};
 use super::send_ctx::{FreeList, WrTag};
+use super::shared_pages::{Admission, PageShare};
 use super::xdr_reduce::{copy_inline, inline_len, kept_ranges, reduce, xdr_pad, ReducedItem};
 use crate::provider::{
     drain_cq_bounded, Completion, Provider, ProviderError, Resources, SendOp, SendWr, WcKind,
@@ -232,12 +233,22 @@ struct CallCtx {
     reads: Bounded<(Segment, usize)>,
     /// Page bytes charged to the connection's DDP budget while the context lives.
     ddp_bytes: usize,
+    /// Bytes (whole pages) taken from the server-wide [`PageShare`] while the context lives.
+    shared_bytes: usize,
 }
 
 impl CallCtx {
     /// Page bytes the call's read chunks need.
     fn read_bytes(&self) -> usize {
         self.chunks.iter().map(|&(_, t)| t as usize).sum()
+    }
+
+    /// Whole pages the call's read chunks take (each chunk starts on a fresh page).
+    fn read_page_bytes(&self) -> usize {
+        self.chunks
+            .iter()
+            .map(|&(_, t)| (t as usize).div_ceil(mbuf::PAGE_SIZE) * mbuf::PAGE_SIZE)
+            .sum()
     }
 
     /// A free context; its lists' storage is allocated here, once (so a context is small
@@ -258,6 +269,7 @@ impl CallCtx {
             chunks: heapless::Vec::new(),
             reads: Bounded::with_capacity(MAX_READ_SEGMENTS)?,
             ddp_bytes: 0,
+            shared_bytes: 0,
         })
     }
 
@@ -356,6 +368,8 @@ pub struct Responder {
     ddp_in_use: usize,
     /// Contexts whose `ReplyCtx` was dropped unconsumed, to reclaim.
     returns: Arc<Returns>,
+    /// This connection's part in a server-wide page budget, if the server shares one.
+    share: Option<PageShare>,
 }
 
 impl core::fmt::Debug for Responder {
@@ -422,7 +436,30 @@ impl Responder {
             errors: heapless::Deque::new(),
             ddp_in_use: 0,
             returns,
+            share: None,
         })
+    }
+
+    /// Make this connection's RDMA Reads draw on a server-wide page budget too (see
+    /// [`shared_pages`](super::shared_pages)): a call's read job then starts only when
+    /// the budget admits its pages, besides `max_ddp_bytes`; otherwise the call waits (the
+    /// requester is throttled by its credits), retried at every [`poll`](Self::poll) and
+    /// whenever a context ends or a Send completes. Set it before the first `poll`.
+    pub fn set_page_share(&mut self, share: PageShare) {
+        debug_assert!(self.ddp_in_use == 0, "page share set while pages are held");
+        self.share = Some(share);
+    }
+
+    /// This connection's part in the server-wide page budget, if any.
+    pub fn page_share(&self) -> Option<&PageShare> {
+        self.share.as_ref()
+    }
+
+    /// Calls received whose RDMA Reads wait for pages (the connection's DDP budget or the
+    /// server-wide one): a server loop should poll again soon rather than sleep long, as the
+    /// pages may come back from another connection, which wakes nothing here.
+    pub fn calls_waiting_for_pages(&self) -> bool {
+        self.job.ctx.is_none() && !self.read_queue.is_empty()
     }
 
     /// Our 8-byte RFC 8797 private data, for the CM accept.
@@ -493,6 +530,10 @@ impl Responder {
         let done = drain_cq_bounded(prov, budget, |prov, wc| {
             self.on_completion(prov, wc, events)
         });
+        // Calls waiting for pages another connection may have given back meanwhile.
+        if self.calls_waiting_for_pages() {
+            self.pump_reads(prov, events);
+        }
         self.flush_errors(prov);
         if self.closing {
             self.lose(events);
@@ -1063,7 +1104,8 @@ impl Responder {
     /// Take the next context needing reads, put its pages in and plan its work requests.
     /// The head of the queue waits while its pages would take the connection over
     /// `max_ddp_bytes` (unless nothing else holds pages: one call within `max_call_ddp_bytes`
-    /// always proceeds); it is retried when a context ends or a Send completes.
+    /// always proceeds), or while the server-wide [`PageShare`] does not admit its pages; it
+    /// is retried at every poll, when a context ends or a Send completes.
     fn start_job<P: Provider>(&mut self, prov: &mut P) -> Option<u32> {
         while let Some(&idx) = self.read_queue.front() {
             let need = self.ctxs.get(idx as usize).map_or(0, CallCtx::read_bytes);
@@ -1072,6 +1114,20 @@ impl Responder {
             {
                 self.ep.counters.ddp_budget_waits += 1;
                 return None;
+            }
+            if let Some(share) = self.share.as_mut() {
+                let pages = self
+                    .ctxs
+                    .get(idx as usize)
+                    .map_or(0, CallCtx::read_page_bytes);
+                if share.try_take(pages) != Admission::Take {
+                    self.ep.counters.shared_budget_waits += 1;
+                    return None;
+                }
+                // Given back by `release_ctx`, whatever happens to the call from here.
+                if let Some(ctx) = self.ctxs.get_mut(idx as usize) {
+                    ctx.shared_bytes = pages;
+                }
             }
             self.read_queue.pop_front();
             match self.build_call(idx) {
@@ -1151,6 +1207,10 @@ impl Responder {
             ctx.chunks.clear();
             self.ddp_in_use = self.ddp_in_use.saturating_sub(ctx.ddp_bytes);
             ctx.ddp_bytes = 0;
+            if let Some(share) = self.share.as_mut() {
+                share.give(ctx.shared_bytes);
+            }
+            ctx.shared_bytes = 0;
             ctx.reads.clear();
             ctx.write_segs.clear();
             ctx.write_ends.clear();
@@ -1479,6 +1539,9 @@ impl Responder {
             }
         }
         self.read_queue.clear();
+        if let Some(share) = self.share.as_mut() {
+            share.stop_waiting();
+        }
         self.job = ReadJob::default();
         self.ep.send.reset();
         self.errors.clear();
