@@ -1324,7 +1324,10 @@ fn a_read_only_export_refuses_every_change_before_the_backend() {
     let as_ro = |proc_: u32, args: Vec<u8>| {
         let mut c = header(NFS_PROGRAM, NFS_V3, proc_, sys(1000));
         c.extend(args);
-        let d = t.svc.dispatch_as(&Chain::from_bytes(&c).unwrap(), ro).unwrap();
+        let d = t
+            .svc
+            .dispatch_as(&Chain::from_bytes(&c).unwrap(), ro)
+            .unwrap();
         d.status
     };
     let rofs = Some(Nfsstat3::ERR_ROFS);

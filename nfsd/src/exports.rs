@@ -355,7 +355,7 @@ mod tests {
                 gid: NOBODY
             }))
         );
-        assert_eq!(c.access_for(ip("198.51.100.1")).unwrap().read_only, true);
+        assert!(c.access_for(ip("198.51.100.1")).unwrap().read_only);
         // Without `*`, a client no entry names is no client.
         let only = Clients::parse("192.0.2.0/24(rw)").unwrap();
         assert_eq!(only.access_for(ip("192.0.3.1")), None);
@@ -369,6 +369,27 @@ mod tests {
                 gid: NOBODY
             }))
         );
+    }
+
+    #[test]
+    fn mnt_answers_only_the_clients_the_list_names() {
+        let dir = std::env::temp_dir().join(format!("nfsd-exports-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fs = Arc::new(LocalFs::new(&dir).unwrap());
+        let path = b"/srv/x";
+        let e = OneExport::new(fs, path, Clients::parse("192.0.2.0/24(rw)").unwrap());
+        let c = Cred::none();
+        assert!(e.mnt(&c, b"192.0.2.9", path).is_ok());
+        assert_eq!(e.mnt(&c, b"198.51.100.1", path), Err(Mountstat3::ERR_ACCES));
+        assert_eq!(e.mnt(&c, b"not an address", path), Err(Mountstat3::ERR_ACCES));
+        assert_eq!(e.mnt(&c, b"192.0.2.9", b"/elsewhere"), Err(Mountstat3::ERR_ACCES));
+        let mut seen = Vec::new();
+        e.exports(&mut |p, groups| {
+            seen.push((p.to_vec(), groups.iter().map(|g| g.to_vec()).collect::<Vec<_>>()))
+        });
+        assert_eq!(seen, vec![(path.to_vec(), vec![b"192.0.2.0/24".to_vec()])]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -83,9 +83,10 @@ impl HandleKey {
                 }
                 let mut b = Vec::new();
                 f.read_to_end(&mut b)?;
-                let b: [u8; 16] = b.as_slice().try_into().map_err(|_| {
-                    bad(format!("{} is not a 16-byte handle key", path.display()))
-                })?;
+                let b: [u8; 16] = b
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| bad(format!("{} is not a 16-byte handle key", path.display())))?;
                 Ok(HandleKey(b))
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -224,7 +225,10 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         let p = dir.join("state/handle-key");
         let a = HandleKey::load_or_create(&p).unwrap();
-        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert_eq!(
             fs::metadata(p.parent().unwrap())
                 .unwrap()

@@ -130,8 +130,11 @@ pub fn run<Q: Provider + Send + 'static>(a: &NfsdArgs, qpw: QpWrap<Q>) -> Result
         clients: a.clients.clone(),
         stop: &STOP,
     });
-    let export =
-        exports::OneExport::new(fs.clone(), a.export.as_os_str().as_bytes(), a.clients.clone());
+    let export = exports::OneExport::new(
+        fs.clone(),
+        a.export.as_os_str().as_bytes(),
+        a.clients.clone(),
+    );
     let msvc = Arc::new(MountService::new(export, AuthPolicy::AllowNone));
     signals::install();
     let mthread = mountd

@@ -247,7 +247,9 @@ impl LocalFs {
         root_fh.open(root_fd.as_fd(), libc::O_PATH).map_err(|e| {
             Error::new(
                 e.kind(),
-                format!("open_by_handle_at: {e} (the server needs CAP_DAC_READ_SEARCH: run it as root)"),
+                format!(
+                    "open_by_handle_at: {e} (the server needs CAP_DAC_READ_SEARCH: run it as root)"
+                ),
             )
         })?;
         let now = SystemTime::now()
@@ -349,12 +351,12 @@ impl LocalFs {
     /// The object of a handle, opened `O_PATH` by its kernel handle.
     fn obj(&self, fh: &NfsFh3) -> NfsResult<Obj> {
         let k = self.handles.decode(fh)?;
-        let fd = k
-            .open(self.root_fd.as_fd(), libc::O_PATH)
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ESTALE) | Some(libc::ENOENT) => NfsError::Stale,
-                _ => nfs_err(&e),
-            })?;
+        let fd =
+            k.open(self.root_fd.as_fd(), libc::O_PATH)
+                .map_err(|e| match e.raw_os_error() {
+                    Some(libc::ESTALE) | Some(libc::ENOENT) => NfsError::Stale,
+                    _ => nfs_err(&e),
+                })?;
         let o = meta(fd)?;
         if o.m.dev() != self.root_id.0 {
             return Err(NfsError::Stale);
@@ -553,16 +555,16 @@ impl LocalFs {
 
     /// Make `name` in `dir` as `kind` with mode 0 (`mk`), open it, check it is the object
     /// just made (the server's, mode 0, one link, or two for a directory: a rename racing
-    /// the creation finds nothing else to hand over), then give it to the caller with its
-    /// mode (`mode`) and `attrs`.
+    /// the creation finds nothing else to hand over), then give it to the caller with
+    /// `attrs` (its mode by default 0755 for a directory, 0644 for a socket or FIFO; none
+    /// for a symlink).
     fn make(
         &self,
         cred: &Cred<'_>,
         dir: &Obj,
         name: &CStr,
         kind: Kind,
-        mode: u32,
-        attrs: Option<&Sattr3>,
+        attrs: &Sattr3,
         mk: impl FnOnce() -> rustix::io::Result<()>,
     ) -> NfsResult<NfsFh3> {
         rx(mk())?;
@@ -583,9 +585,14 @@ impl LocalFs {
             return Err(NfsError::Exist);
         }
         if kind != Kind::Symlink {
-            chmod_fd(o.fd.as_fd(), mode)?;
+            let default = if kind == Kind::Dir { 0o755 } else { 0o644 };
+            chmod_fd(o.fd.as_fd(), attrs.mode.unwrap_or(default))?;
         }
-        self.hand_over(cred, &o, attrs)
+        let rest = Sattr3 {
+            mode: None,
+            ..attrs.clone()
+        };
+        self.hand_over(cred, &o, Some(&rest))
     }
 
     /// The directory `dir` the caller may change, and a valid entry name.
@@ -817,12 +824,7 @@ impl Backend for LocalFs {
         attrs: &Sattr3,
     ) -> NfsResult<NfsFh3> {
         let (d, name) = self.changing(cred, dir, name)?;
-        let rest = Sattr3 {
-            mode: None,
-            ..attrs.clone()
-        };
-        let mode = attrs.mode.unwrap_or(0o755);
-        self.make(cred, &d, &name, Kind::Dir, mode, Some(&rest), || {
+        self.make(cred, &d, &name, Kind::Dir, attrs, || {
             rustix::fs::mkdirat(&d.fd, name.as_c_str(), Mode::empty())
         })
     }
@@ -840,7 +842,7 @@ impl Backend for LocalFs {
         }
         let target = CString::new(target).map_err(|_| NfsError::Inval)?;
         let (d, name) = self.changing(cred, dir, name)?;
-        self.make(cred, &d, &name, Kind::Symlink, 0, None, || {
+        self.make(cred, &d, &name, Kind::Symlink, &Sattr3::default(), || {
             rustix::fs::symlinkat(target.as_c_str(), &d.fd, name.as_c_str())
         })
     }
@@ -860,12 +862,7 @@ impl Backend for LocalFs {
             Mknoddata3::Other(_) => return Err(NfsError::BadType),
         };
         let (d, name) = self.changing(cred, dir, name)?;
-        let rest = Sattr3 {
-            mode: None,
-            ..a.clone()
-        };
-        let mode = a.mode.unwrap_or(0o644);
-        self.make(cred, &d, &name, kind, mode, Some(&rest), || {
+        self.make(cred, &d, &name, kind, a, || {
             rustix::fs::mknodat(&d.fd, name.as_c_str(), ft, Mode::empty(), 0)
         })
     }
@@ -874,7 +871,11 @@ impl Backend for LocalFs {
         let (d, name) = self.changing(cred, dir, name)?;
         self.sticky_ok(cred, &d, &name)?;
         // Linux's unlink of a directory is EISDIR.
-        rx(rustix::fs::unlinkat(&d.fd, name.as_c_str(), AtFlags::empty()))
+        rx(rustix::fs::unlinkat(
+            &d.fd,
+            name.as_c_str(),
+            AtFlags::empty(),
+        ))
     }
 
     fn rmdir(&self, cred: &Cred<'_>, dir: &NfsFh3, name: &[u8]) -> NfsResult<()> {

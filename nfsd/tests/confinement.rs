@@ -40,7 +40,10 @@ fn user() -> Cred<'static> {
 }
 
 fn is_root() -> bool {
-    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) == 0
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(1)
+        == 0
 }
 
 /// Every name a READDIR gives.
@@ -80,8 +83,11 @@ fn a_symlink_swap_racing_every_procedure_never_reaches_outside_the_export() {
     std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o700)).unwrap();
     // Outside: a root-owned secret and a file only it has.
     std::fs::write(outside.join("secret"), SECRET).unwrap();
-    std::fs::set_permissions(outside.join("secret"), std::fs::Permissions::from_mode(0o600))
-        .unwrap();
+    std::fs::set_permissions(
+        outside.join("secret"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
     std::fs::write(outside.join("only-outside"), b"x").unwrap();
     // Inside: the user's directory with a file of the same name.
     std::fs::write(d.join("secret"), b"inside").unwrap();
@@ -195,7 +201,9 @@ fn a_symlink_swap_racing_every_procedure_never_reaches_outside_the_export() {
     swapper.join().unwrap();
     let after = outside_listing(&outside);
     if after != before {
-        escapes.push(format!("the outside directory changed: {before:?} -> {after:?}"));
+        escapes.push(format!(
+            "the outside directory changed: {before:?} -> {after:?}"
+        ));
     }
     println!(
         "{rounds} rounds against {} swaps: {} escapes",

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use krpc_rdma_nfsd::exports::OneExport;
+use krpc_rdma_nfsd::exports::{Clients, OneExport};
 use krpc_rdma_nfsd::mountd::{read_record, write_record, MountLimits, Mountd};
 use krpc_rdma_nfsd::LocalFs;
 use nfs_glue::mount::{MountService, MOUNTPROC3_NULL, MOUNT_PROGRAM, MOUNT_V3};
@@ -62,7 +62,8 @@ fn the_connection_over_the_limit_is_closed_and_the_others_are_served() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let fs = Arc::new(LocalFs::new(&dir).unwrap());
-    let export = OneExport::new(fs, dir.as_os_str().as_encoded_bytes());
+    let clients = Clients::parse("127.0.0.0/8(rw)").unwrap();
+    let export = OneExport::new(fs, dir.as_os_str().as_encoded_bytes(), clients);
     let svc = Arc::new(MountService::new(export, AuthPolicy::AllowNone));
     let m = Mountd::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = m.local_addr().unwrap();

@@ -25,8 +25,8 @@ use mbuf::{Chain, HeapPageArena, PageProvider};
 use nfs_glue::nfs3::*;
 use nfs_glue::nfsd::drc::ReplyCache;
 use nfs_glue::nfsd::{Backend, Nfs3Config, Nfs3Service};
-use nfs_glue::svc::{Access, Cred};
 use nfs_glue::rpc::{Auth, AuthSys, CallHeader};
+use nfs_glue::svc::{Access, Cred};
 use nfs_glue::xdr::Encoder;
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -119,7 +119,11 @@ fn tar_x_calls_through_the_reply_cache_and_localfs() {
             gid,
             ..Cred::none()
         };
-        let fh = sh.svc.backend().lookup(&me, &root, name.as_bytes()).unwrap();
+        let fh = sh
+            .svc
+            .backend()
+            .lookup(&me, &root, name.as_bytes())
+            .unwrap();
         let mode = Sattr3 {
             mode: Some(0o644),
             ..Sattr3::default()

@@ -422,8 +422,8 @@ start_ours() {
     if ! mountpoint -q "$ours"; then
         run mount -t tmpfs -o "size=$((NFS_MB * 3 + 64))m" tmpfs "$ours" || return 1
     fi
-    log "+ $HARNESS nfsd --listen $RXE_IP:$oport --export $ours --mount-port $omport"
-    "$HARNESS" nfsd --listen "$RXE_IP:$oport" --export "$ours" --mount-port "$omport" \
+    log "+ $HARNESS nfsd --listen $RXE_IP:$oport --export $ours --mount-port $omport --clients *(rw,no_root_squash)"
+    "$HARNESS" nfsd --listen "$RXE_IP:$oport" --export "$ours" --mount-port "$omport" --clients "*(rw,no_root_squash)" \
         >"$tmp/nfsd" 2>&1 &
     opid=$!
     n=300

@@ -84,7 +84,7 @@ echo >"$tr/trace"
 echo 1 >"$tr/events/rpcrdma/enable"
 echo 1 >"$tr/events/sunrpc/rpc_request/enable"
 
-"$HARNESS" nfsd --listen "$RXE_IP:20249" --export "$exp" --mount-port 20248 \
+"$HARNESS" nfsd --listen "$RXE_IP:20249" --export "$exp" --mount-port 20248 --clients "*(rw,no_root_squash)" \
     --trace "$OUT/server-trace.jsonl" >"$OUT/nfsd.out" 2>&1 &
 pid=$!
 n=300

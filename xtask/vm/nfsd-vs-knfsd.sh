@@ -20,13 +20,13 @@ modprobe -a nfsv3 rpcrdma
 EXPORT_SIZE=256m sh xtask/vm/knfsd.sh >/dev/null 2>&1 || echo knfsd setup failed
 mkdir -p /export-ours /mnt/k /mnt/o
 mount -t tmpfs -o size=256m tmpfs /export-ours
-$H nfsd --listen $RXE_IP:20249 --export /export-ours --mount-port 20248 >/tmp/nfsd.out 2>&1 &
+$H nfsd --listen $RXE_IP:20249 --export /export-ours --mount-port 20248 --clients '*(rw,no_root_squash)' >/tmp/nfsd.out 2>&1 &
 pid=$!
 # SPIN_US: a second server of ours ("ours-spin", RDMA 20349, MOUNT 20348, its own tmpfs)
 # whose wait spins SPIN_US microseconds before sleeping, interleaved with the other two.
 if [ -n "$SPIN_US" ]; then
   mkdir -p /export-spin /mnt/s; mount -t tmpfs -o size=256m tmpfs /export-spin
-  KRPC_RDMA_WAIT_SPIN_US=$SPIN_US $H nfsd --listen $RXE_IP:20349 --export /export-spin --mount-port 20348 >/tmp/nfsd-spin.out 2>&1 &
+  KRPC_RDMA_WAIT_SPIN_US=$SPIN_US $H nfsd --listen $RXE_IP:20349 --export /export-spin --mount-port 20348 --clients '*(rw,no_root_squash)' >/tmp/nfsd-spin.out 2>&1 &
   spid=$!
 fi
 sleep 3

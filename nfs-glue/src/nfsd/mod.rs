@@ -75,8 +75,8 @@ use crate::ddp::{nfs3_ddp_item, Direction};
 use crate::nfs3::*;
 use crate::rpc::AcceptStat;
 use crate::svc::{
-    accept_call, header_bytes, refusal, success_encoder, Access, AuthPolicy, Cred, Program, Refusal,
-    Squash,
+    accept_call, header_bytes, refusal, success_encoder, Access, AuthPolicy, Cred, Program,
+    Refusal, Squash,
 };
 use crate::xdr::{Decoder, Encoder, XdrError};
 
@@ -429,7 +429,9 @@ impl<B: Backend> Nfs3Service<B> {
             NFSPROC3_SETATTR => {
                 let a = SetattrArgs::decode(d)?;
                 let before = self.pre(cr, &a.object);
-                let r = c.may_change().and_then(|()| b.setattr(cr, &a.object, &a.new_attributes, a.guard));
+                let r = c
+                    .may_change()
+                    .and_then(|()| b.setattr(cr, &a.object, &a.new_attributes, a.guard));
                 let wcc = self.wcc(cr, &a.object, before);
                 put_with(
                     e,
@@ -552,7 +554,9 @@ impl<B: Backend> Nfs3Service<B> {
                 let a = RenameArgs::decode(d)?;
                 let (f, t) = (&a.from, &a.to);
                 let (fb, tb) = (self.pre(cr, &f.dir), self.pre(cr, &t.dir));
-                let r = c.may_change().and_then(|()| b.rename(cr, &f.dir, &f.name.0, &t.dir, &t.name.0));
+                let r = c
+                    .may_change()
+                    .and_then(|()| b.rename(cr, &f.dir, &f.name.0, &t.dir, &t.name.0));
                 put_with(
                     e,
                     r,
@@ -570,7 +574,9 @@ impl<B: Backend> Nfs3Service<B> {
             NFSPROC3_LINK => {
                 let a = LinkArgs::decode(d)?;
                 let before = self.pre(cr, &a.link.dir);
-                let r = c.may_change().and_then(|()| b.link(cr, &a.file, &a.link.dir, &a.link.name.0));
+                let r = c
+                    .may_change()
+                    .and_then(|()| b.link(cr, &a.file, &a.link.dir, &a.link.name.0));
                 put_with(
                     e,
                     r,
