@@ -382,11 +382,20 @@ mod tests {
         let c = Cred::none();
         assert!(e.mnt(&c, b"192.0.2.9", path).is_ok());
         assert_eq!(e.mnt(&c, b"198.51.100.1", path), Err(Mountstat3::ERR_ACCES));
-        assert_eq!(e.mnt(&c, b"not an address", path), Err(Mountstat3::ERR_ACCES));
-        assert_eq!(e.mnt(&c, b"192.0.2.9", b"/elsewhere"), Err(Mountstat3::ERR_ACCES));
+        assert_eq!(
+            e.mnt(&c, b"not an address", path),
+            Err(Mountstat3::ERR_ACCES)
+        );
+        assert_eq!(
+            e.mnt(&c, b"192.0.2.9", b"/elsewhere"),
+            Err(Mountstat3::ERR_ACCES)
+        );
         let mut seen = Vec::new();
         e.exports(&mut |p, groups| {
-            seen.push((p.to_vec(), groups.iter().map(|g| g.to_vec()).collect::<Vec<_>>()))
+            seen.push((
+                p.to_vec(),
+                groups.iter().map(|g| g.to_vec()).collect::<Vec<_>>(),
+            ))
         });
         assert_eq!(seen, vec![(path.to_vec(), vec![b"192.0.2.0/24".to_vec()])]);
         std::fs::remove_dir_all(&dir).unwrap();
