@@ -23,7 +23,7 @@ pub mod error;
 pub mod nfs3;
 pub mod session;
 
-pub use conn::Conn;
+pub use conn::{Conn, DEFAULT_GIVE_UP};
 pub use dialer::Dialer;
 pub use error::RunError;
 pub use session::Session;
