@@ -14,6 +14,14 @@ use crate::error::RunError;
 /// How long a new connection may take to be established.
 const ESTABLISH: Duration = Duration::from_secs(10);
 
+/// How long a client keeps trying across a lost connection or a busy server before it gives
+/// up, unless told otherwise: reconnecting (time without a connection) and, in the NFSv3
+/// client, resending a call the server answers `NFS3ERR_JUKEBOX`. Two minutes: longer than a
+/// server restart takes (knfsd was back after 26 s in the VM), shorter than a Linux soft
+/// mount's default (`timeo=600,retrans=2`: three minutes). A hard mount never gives up;
+/// a command-line client that hangs for ever is worse than one that says why it stopped.
+pub const DEFAULT_GIVE_UP: Duration = Duration::from_secs(120);
+
 /// A client connection that may outlive its queue pair: the [`Requester`] of the current
 /// connection and its queue pair, the [`Dialer`] that made them, and with reconnection on the
 /// kept copies of the calls owed a reply ([`Reconnect`]). Shared by
@@ -114,9 +122,17 @@ impl<D: Dialer> Conn<D> {
         }
     }
 
+    /// How long reconnection goes on before it gives up (zero when it is off).
+    pub fn give_up(&self) -> Duration {
+        self.give_up
+    }
+
     /// The connection is gone: connect again (backing off between attempts, giving up after
     /// the reconnection time or when `stop()` says so) and queue the owed calls for
-    /// resending ([`Conn::poll`] sends them).
+    /// resending ([`Conn::poll`] sends them). One line through [`Dialer::note`] when the loss
+    /// is seen and one when the connection is back, so a user sees why the client waits. The
+    /// times are the dialer's clock ([`Dialer::now`], [`Dialer::sleep`]); no wait goes past
+    /// the give-up time: the last attempt is made at it.
     ///
     /// # Errors
     /// Reconnection is off, or every attempt failed: the last attempt's error.
@@ -125,9 +141,19 @@ impl<D: Dialer> Conn<D> {
             return Err("connection lost".into());
         };
         self.earlier = self.earlier.add(self.req.counters());
-        let start = Instant::now();
+        let start = self.dialer.now();
+        self.dialer.note(format_args!(
+            "connection to {} lost; reconnecting (giving up after {} s)",
+            self.dialer.peer(),
+            secs(self.give_up)
+        ));
         loop {
-            std::thread::sleep(Duration::from_millis(u64::from(rc.backoff_ms())));
+            let spent = self.dialer.now().saturating_duration_since(start);
+            let backoff = Duration::from_millis(u64::from(rc.backoff_ms()));
+            let pause = backoff.min(self.give_up.saturating_sub(spent));
+            if !pause.is_zero() {
+                self.dialer.sleep(pause);
+            }
             if stop() {
                 return Err("stopped".into());
             }
@@ -138,22 +164,37 @@ impl<D: Dialer> Conn<D> {
                     self.thresholds = thresholds;
                     self.reconnects += 1;
                     rc.on_event(RequesterEvent::Connected(thresholds));
+                    let took = self.dialer.now().saturating_duration_since(start);
                     self.dialer.note(format_args!(
                         "reconnected to {} after {:.1} s; resending {} calls",
                         self.dialer.peer(),
-                        start.elapsed().as_secs_f64(),
+                        took.as_secs_f64(),
                         rc.unsent()
                     ));
                     return Ok(());
                 }
                 Err(e) => {
                     rc.attempt_failed();
-                    if start.elapsed() >= self.give_up {
-                        return Err(format!("giving up reconnecting: {e}"));
+                    let spent = self.dialer.now().saturating_duration_since(start);
+                    if spent >= self.give_up {
+                        return Err(format!(
+                            "giving up reconnecting to {} after {:.1} s: {e}",
+                            self.dialer.peer(),
+                            spent.as_secs_f64()
+                        ));
                     }
                 }
             }
         }
+    }
+}
+
+/// `d` in seconds for a message: whole seconds as an integer, else one decimal.
+pub(crate) fn secs(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        d.as_secs().to_string()
+    } else {
+        format!("{:.1}", d.as_secs_f64())
     }
 }
 

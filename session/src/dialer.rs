@@ -11,7 +11,7 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use krpc_rdma::provider::{Provider, Resources};
 use mbuf::{PageFragment, PageProvider, PAGE_SIZE};
@@ -47,6 +47,19 @@ pub trait Dialer {
     /// One line for the user (stderr): reconnections, data sent again.
     fn note(&self, line: fmt::Arguments<'_>) {
         eprintln!("krpc-rdma-session: {line}");
+    }
+
+    /// The clock of reconnection backoff, give-up times and retry delays: the monotonic
+    /// clock by default. A test dialer gives a virtual one (with [`Dialer::sleep`]), so that
+    /// a give-up after two minutes is tested without waiting two minutes.
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    /// Sleep for `d` (a backoff between connection attempts, a retry delay). Default:
+    /// [`std::thread::sleep`].
+    fn sleep(&mut self, d: Duration) {
+        std::thread::sleep(d);
     }
 
     /// Fill `frags` (pieces of pages of [`Dialer::pages`], in order) from `f` at its current

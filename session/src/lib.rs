@@ -13,7 +13,8 @@
 //! * [`nfs3`]: an NFSv3 client ([`nfs3::Nfs3Client`]) over a [`Session`], DDP for file data
 //!   (RFC 8267): WRITE data as read chunks, READ / READLINK data through write chunks,
 //!   READDIRPLUS through reply chunks, UNSTABLE WRITEs sent again when the write verifier
-//!   changes.
+//!   changes, calls answered `NFS3ERR_JUKEBOX` sent again under new XIDs; by default
+//!   ([`nfs3::Nfs3Opts`]) it reconnects and retries for up to [`DEFAULT_GIVE_UP`].
 //!
 //! Every RPC call header is built by `nfs_glue::rpc::CallHeader`.
 
@@ -23,7 +24,7 @@ pub mod error;
 pub mod nfs3;
 pub mod session;
 
-pub use conn::Conn;
+pub use conn::{Conn, DEFAULT_GIVE_UP};
 pub use dialer::Dialer;
 pub use error::RunError;
 pub use session::Session;

@@ -15,8 +15,21 @@
 //! WRITEs are UNSTABLE and followed by one COMMIT whose verifier must match every WRITE's.
 //! `put` and `get` keep `depth` calls in flight, each at most the server's `wtmax` / `rtmax`
 //! (FSINFO) and 1 MiB.
+//!
+//! A server answers `NFS3ERR_JUKEBOX` when it cannot serve a call yet (knfsd while its export
+//! cache refills after a restart, an HSM recalling a file): it did not perform the operation,
+//! and RFC 1813 (§2.6) says to wait and send the call again with a new XID. Every call of
+//! this client does so, as the Linux client does (`NFS_JUKEBOX_RETRY_TIME`, 5 s): after
+//! [`Nfs3Opts::jukebox_delay`] counted from when the answer arrived, from a kept copy of the
+//! call (its data pages shared, not copied) under a new XID, so that a server's duplicate
+//! request cache cannot replay the JUKEBOX answer; until the call has been answered
+//! `NFS3ERR_JUKEBOX` for [`Nfs3Opts::give_up`], when the status is the caller's error. That
+//! holds for the non-idempotent procedures too (CREATE, REMOVE, MKDIR, SYMLINK, WRITE):
+//! JUKEBOX means not performed, so sending again cannot perform it twice. Retries are counted
+//! ([`Nfs3Client::jukebox_retries`]) and the first of each call is a line through
+//! [`Dialer::note`].
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
@@ -28,20 +41,21 @@ use mbuf::{Chain, Fragment, PageFragment};
 use nfs_glue::chain::{data_pages_from_bytes, ddp_call};
 use nfs_glue::ddp::{nfs3_ddp_item, nfs3_reply_hint, Direction, ReplyHint};
 use nfs_glue::nfs3::{
-    locate_read_data, locate_readlink_data, CommitArgs, CommitRes, CreateArgs, CreateRes,
-    Createhow3, Diropargs3, Fattr3, Filename3, FsinfoArgs, FsinfoRes, Ftype3, GetattrArgs,
-    GetattrRes, LookupArgs, LookupRes, MkdirArgs, MkdirRes, NfsFh3, Nfsstat3, ReadArgs, ReadRes,
-    ReaddirplusArgs, ReaddirplusRes, ReadlinkArgs, ReadlinkRes, RemoveArgs, RemoveRes, Sattr3,
-    StableHow, SymlinkHead, SymlinkRes, WriteHead, WriteRes, Writeverf3, Xdr, NFS3_MAXPATHLEN,
-    NFSPROC3_COMMIT, NFSPROC3_CREATE, NFSPROC3_FSINFO, NFSPROC3_GETATTR, NFSPROC3_LOOKUP,
-    NFSPROC3_MKDIR, NFSPROC3_NULL, NFSPROC3_READ, NFSPROC3_READDIRPLUS, NFSPROC3_READLINK,
-    NFSPROC3_REMOVE, NFSPROC3_SYMLINK, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3,
+    locate_read_data, locate_readlink_data, proc_name, CommitArgs, CommitRes, CreateArgs,
+    CreateRes, Createhow3, Diropargs3, Fattr3, Filename3, FsinfoArgs, FsinfoRes, Ftype3,
+    GetattrArgs, GetattrRes, LookupArgs, LookupRes, MkdirArgs, MkdirRes, NfsFh3, Nfsstat3,
+    ReadArgs, ReadRes, ReaddirplusArgs, ReaddirplusRes, ReadlinkArgs, ReadlinkRes, RemoveArgs,
+    RemoveRes, Sattr3, StableHow, SymlinkHead, SymlinkRes, WriteHead, WriteRes, Writeverf3, Xdr,
+    NFS3_MAXPATHLEN, NFSPROC3_COMMIT, NFSPROC3_CREATE, NFSPROC3_FSINFO, NFSPROC3_GETATTR,
+    NFSPROC3_LOOKUP, NFSPROC3_MKDIR, NFSPROC3_NULL, NFSPROC3_READ, NFSPROC3_READDIRPLUS,
+    NFSPROC3_READLINK, NFSPROC3_REMOVE, NFSPROC3_SYMLINK, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3,
 };
 use nfs_glue::rpc::{CallHeader, ReplyHeader};
 use nfs_glue::xdr::{Decoder, Encoder, XdrError};
 
 use krpc_rdma_oncrpc::mount;
 
+use crate::conn::{secs, DEFAULT_GIVE_UP};
 use crate::dialer::Dialer;
 use crate::error::RunError;
 use crate::session::Session;
@@ -63,6 +77,69 @@ pub fn nfs_transport() -> TransportConfig {
 }
 /// Default calls in flight for `put` / `get`.
 pub const DEFAULT_DEPTH: usize = 8;
+/// Default wait before a call answered `NFS3ERR_JUKEBOX` is sent again: the Linux client's
+/// `NFS_JUKEBOX_RETRY_TIME`.
+pub const JUKEBOX_DELAY: Duration = Duration::from_secs(5);
+
+/// How an NFSv3 client behaves ([`Nfs3Client::connect`], [`Nfs3Client::new`]). The default
+/// is what users of NFS expect of a hard mount, bounded: reconnect after a lost connection
+/// and retry `NFS3ERR_JUKEBOX`, for up to [`DEFAULT_GIVE_UP`] each time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Nfs3Opts {
+    /// Calls in flight for `put` / `get` (1 ..= [`MAX_DEPTH`]).
+    pub depth: usize,
+    /// Progress lines on stderr during long transfers.
+    pub progress: bool,
+    /// Reconnect after a lost connection and resend the calls owed a reply (used by
+    /// [`Nfs3Client::connect`]; [`Nfs3Client::new`] takes a session already made). Off: a
+    /// lost connection is [`RunError::Lost`].
+    pub reconnect: bool,
+    /// Give up reconnecting after this long without a connection, and give up on a call
+    /// the server keeps answering `NFS3ERR_JUKEBOX` after this long.
+    pub give_up: Duration,
+    /// Wait this long (from the answer) before sending a call answered `NFS3ERR_JUKEBOX`
+    /// again.
+    pub jukebox_delay: Duration,
+}
+
+impl Default for Nfs3Opts {
+    fn default() -> Self {
+        Nfs3Opts {
+            depth: DEFAULT_DEPTH,
+            progress: false,
+            reconnect: true,
+            give_up: DEFAULT_GIVE_UP,
+            jukebox_delay: JUKEBOX_DELAY,
+        }
+    }
+}
+
+/// What a call's reply needs: see [`Nfs3Client::reply_spec`].
+#[derive(Debug, Clone, Copy)]
+struct ReplyShape {
+    data_max: usize,
+    max_reply: usize,
+}
+
+impl ReplyShape {
+    fn inline(max_reply: usize) -> ReplyShape {
+        ReplyShape {
+            data_max: 0,
+            max_reply,
+        }
+    }
+}
+
+/// A call kept until its reply, to be sent again under a new XID if the server answers
+/// `NFS3ERR_JUKEBOX`.
+struct Kept {
+    proc_: u32,
+    /// A copy of the call as sent ([`Chain::copym`]: data pages shared).
+    call: Chain,
+    reply: ReplyShape,
+    /// When the first `NFS3ERR_JUKEBOX` answer arrived.
+    since: Option<Instant>,
+}
 /// READDIRPLUS `maxcount` (and `dircount`): large enough that a directory of hundreds of
 /// entries needs few calls, so the reply is larger than the inline threshold (reply chunk).
 const READDIR_MAX: u32 = 32 * 1024;
@@ -193,12 +270,33 @@ pub struct Nfs3Client<D: Dialer> {
     wsize: u32,
     depth: usize,
     progress: bool,
+    give_up: Duration,
+    jukebox_delay: Duration,
+    /// Calls sent and not yet collected, by XID (not NULL: it has no status).
+    kept: HashMap<u32, Kept>,
+    jukebox_retries: u64,
 }
 
 impl<D: Dialer> Nfs3Client<D> {
+    /// Connect through `dialer` (a [`Session`] with [`nfs_transport`], reconnecting as `o`
+    /// says) and make a client of it ([`Nfs3Client::new`]).
+    ///
+    /// # Errors
+    /// The connection failed, as [`Nfs3Client::new`].
+    pub fn connect(
+        dialer: D,
+        root: NfsFh3,
+        export: &str,
+        o: &Nfs3Opts,
+    ) -> Result<Nfs3Client<D>, NfsError> {
+        let s = Session::connect(dialer, nfs_transport(), o.reconnect.then_some(o.give_up))?;
+        Nfs3Client::new(s, root, export, o)
+    }
+
     /// An NFSv3 client over `s` for the export whose root handle is `root` (`export` names it
-    /// in errors): asks FSINFO for the transfer sizes. `depth` calls in flight for `put` /
-    /// `get` (1 ..= [`MAX_DEPTH`]), progress lines on stderr with `progress`.
+    /// in errors): asks FSINFO for the transfer sizes. `o` gives the calls in flight for
+    /// `put` / `get`, progress lines, and the `NFS3ERR_JUKEBOX` retry delay and give-up time
+    /// (reconnection is the session's).
     ///
     /// # Errors
     /// The transport failed, an NFS error.
@@ -206,16 +304,19 @@ impl<D: Dialer> Nfs3Client<D> {
         s: Session<D>,
         root: NfsFh3,
         export: &str,
-        depth: usize,
-        progress: bool,
+        o: &Nfs3Opts,
     ) -> Result<Nfs3Client<D>, NfsError> {
         let mut c = Nfs3Client {
             s,
             root,
             rsize: MAX_IO,
             wsize: MAX_IO,
-            depth: depth.clamp(1, MAX_DEPTH),
-            progress,
+            depth: o.depth.clamp(1, MAX_DEPTH),
+            progress: o.progress,
+            give_up: o.give_up,
+            jukebox_delay: o.jukebox_delay,
+            kept: HashMap::new(),
+            jukebox_retries: 0,
         };
         let args = FsinfoArgs {
             fsroot: c.root.clone(),
@@ -243,6 +344,11 @@ impl<D: Dialer> Nfs3Client<D> {
     /// The transport's counters.
     pub fn counters(&self) -> Counters {
         self.s.counters()
+    }
+
+    /// Calls sent again because the server answered `NFS3ERR_JUKEBOX`.
+    pub fn jukebox_retries(&self) -> u64 {
+        self.jukebox_retries
     }
 
     /// The underlying session.
@@ -300,13 +406,115 @@ impl<D: Dialer> Nfs3Client<D> {
         Ok(b)
     }
 
+    /// Send call `xid` of procedure `proc_` with its reply provisioned as `shape` says,
+    /// keeping a copy for a retry after `NFS3ERR_JUKEBOX` ([`Nfs3Client::collect`]).
+    fn send(
+        &mut self,
+        proc_: u32,
+        xid: u32,
+        call: Chain,
+        shape: ReplyShape,
+    ) -> Result<(), NfsError> {
+        let copy = if proc_ == NFSPROC3_NULL {
+            None
+        } else {
+            Some(call.copym(0, call.len()).map_err(|e| {
+                NfsError::Other(format!(
+                    "keeping a copy of the {} call: {e}",
+                    op_name(proc_)
+                ))
+            })?)
+        };
+        let spec = self.reply_spec(proc_, shape.data_max, shape.max_reply)?;
+        self.s.submit(xid, call, spec)?;
+        if let Some(call) = copy {
+            self.kept.insert(
+                xid,
+                Kept {
+                    proc_,
+                    call,
+                    reply: shape,
+                    since: None,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The reply to call `xid` (sent by [`Nfs3Client::send`]) and the XID it answers: while
+    /// the server answers `NFS3ERR_JUKEBOX`, the call is sent again under a new XID
+    /// [`Nfs3Opts::jukebox_delay`] after the answer arrived (answers that waited in the
+    /// session while other calls were collected are not delayed again), for up to
+    /// [`Nfs3Opts::give_up`] from the first such answer; then that answer is returned.
+    fn collect(&mut self, xid: u32) -> Result<(u32, Chain), NfsError> {
+        let mut xid = xid;
+        loop {
+            let got = self.s.wait_arrival(xid);
+            let kept = self.kept.remove(&xid);
+            let (reply, arrived) = got?;
+            let Some(mut k) = kept else {
+                return Ok((xid, reply));
+            };
+            if nfs_status(&reply) != Some(Nfsstat3::ERR_JUKEBOX) {
+                return Ok((xid, reply));
+            }
+            let op = op_name(k.proc_);
+            let first = k.since.is_none();
+            let since = *k.since.get_or_insert(arrived);
+            let retry_at = arrived + self.jukebox_delay;
+            if retry_at.saturating_duration_since(since) > self.give_up {
+                self.s.dialer().note(format_args!(
+                    "{op}: the server answered NFS3ERR_JUKEBOX for {:.1} s; giving up",
+                    arrived.saturating_duration_since(since).as_secs_f64()
+                ));
+                return Ok((xid, reply));
+            }
+            if first {
+                self.s.dialer().note(format_args!(
+                    "{op}: the server is busy (NFS3ERR_JUKEBOX); sending the call again every \
+                     {} s with a new XID, for up to {} s",
+                    secs(self.jukebox_delay),
+                    secs(self.give_up)
+                ));
+            }
+            drop(reply);
+            let now = self.s.now();
+            if retry_at > now {
+                self.s.sleep(retry_at - now);
+            }
+            let new = self.s.next_xid();
+            let again =
+                |e: mbuf::MbufError| NfsError::Other(format!("sending the {op} call again: {e}"));
+            k.call.copyback(0, &new.to_be_bytes()).map_err(again)?;
+            let call = k.call.copym(0, k.call.len()).map_err(again)?;
+            let spec = self.reply_spec(k.proc_, k.reply.data_max, k.reply.max_reply)?;
+            self.s.submit(new, call, spec)?;
+            self.jukebox_retries += 1;
+            self.kept.insert(new, k);
+            xid = new;
+        }
+    }
+
+    /// One call, sent and collected (retried after `NFS3ERR_JUKEBOX`): the reply and the
+    /// XID it answers.
+    fn call_chain(
+        &mut self,
+        proc_: u32,
+        xid: u32,
+        call: Chain,
+        shape: ReplyShape,
+    ) -> Result<(u32, Chain), NfsError> {
+        self.send(proc_, xid, call, shape)?;
+        self.collect(xid)
+    }
+
     /// One call with inline arguments; `T` decoded from the results.
     fn call<T: Xdr>(&mut self, proc_: u32, args: &[u8], max_reply: usize) -> Result<T, NfsError> {
         let (xid, head) = self.header(proc_);
         let mut msg = head?;
         msg.extend_from_slice(args);
         let call = Chain::from_bytes(&msg).map_err(|e| NfsError::Other(format!("{e}")))?;
-        let reply = self.s.call(xid, call, ReplySpec::inline(max_reply))?;
+        let (xid, reply) = self.call_chain(proc_, xid, call, ReplyShape::inline(max_reply))?;
         let r = Self::results(xid, &reply)?;
         <T as Xdr>::decode(&mut Decoder::new(&r))
             .map_err(xdr(nfs_glue::nfs3::proc_name(proc_).unwrap_or("NFS")))
@@ -437,7 +645,8 @@ impl<D: Dialer> Nfs3Client<D> {
         let data = data_pages_from_bytes(self.s.pages(), target.as_bytes())
             .map_err(|e| NfsError::Other(format!("SYMLINK data: {e}")))?;
         let call = Self::call_with_data(NFSPROC3_SYMLINK, &head, data)?;
-        let reply = self.s.call(xid, call, ReplySpec::inline(SMALL_REPLY))?;
+        let (xid, reply) =
+            self.call_chain(NFSPROC3_SYMLINK, xid, call, ReplyShape::inline(SMALL_REPLY))?;
         let r = Self::results(xid, &reply)?;
         let res = SymlinkRes::decode(&mut Decoder::new(&r)).map_err(xdr("SYMLINK"))?;
         status_ok("SYMLINK", path, res.status())
@@ -454,8 +663,11 @@ impl<D: Dialer> Nfs3Client<D> {
         let mut msg = head?;
         msg.extend_from_slice(&encode(|e| args.encode(e))?);
         let call = Chain::from_bytes(&msg).map_err(|e| NfsError::Other(format!("{e}")))?;
-        let spec = self.reply_spec(NFSPROC3_READLINK, NFS3_MAXPATHLEN, SMALL_REPLY)?;
-        let reply = self.s.call(xid, call, spec)?;
+        let shape = ReplyShape {
+            data_max: NFS3_MAXPATHLEN,
+            max_reply: SMALL_REPLY,
+        };
+        let (xid, reply) = self.call_chain(NFSPROC3_READLINK, xid, call, shape)?;
         let r = Self::results(xid, &reply)?;
         let res = ReadlinkRes::decode(&mut Decoder::new(&r)).map_err(xdr("READLINK"))?;
         match res {
@@ -628,7 +840,7 @@ impl<D: Dialer> Nfs3Client<D> {
             let Some((xid, woff, n)) = inflight.pop_front() else {
                 break;
             };
-            let reply = self.s.wait(xid)?;
+            let (xid, reply) = self.collect(xid)?;
             let r = Self::results(xid, &reply)?;
             let res = WriteRes::decode(&mut Decoder::new(&r)).map_err(xdr("WRITE"))?;
             let ok = match res {
@@ -716,7 +928,7 @@ impl<D: Dialer> Nfs3Client<D> {
         };
         head.extend_from_slice(&encode(|e| wh.encode_head(e, n))?);
         let call = Self::call_with_data(NFSPROC3_WRITE, &head, data)?;
-        self.s.submit(xid, call, ReplySpec::inline(SMALL_REPLY))?;
+        self.send(NFSPROC3_WRITE, xid, call, ReplyShape::inline(SMALL_REPLY))?;
         Ok(xid)
     }
 
@@ -757,7 +969,8 @@ impl<D: Dialer> Nfs3Client<D> {
             let end = roff + u64::from(n);
             let mut xid = xid;
             loop {
-                let reply = self.s.wait(xid)?;
+                let (answered, reply) = self.collect(xid)?;
+                xid = answered;
                 let (got, eof) =
                     Self::read_reply(self.s.dialer(), xid, &reply, remote, at, &mut f)?;
                 at += got;
@@ -867,8 +1080,11 @@ impl<D: Dialer> Nfs3Client<D> {
         let mut msg = head?;
         msg.extend_from_slice(&encode(|e| args.encode(e))?);
         let call = Chain::from_bytes(&msg).map_err(|e| NfsError::Other(format!("{e}")))?;
-        let spec = self.reply_spec(NFSPROC3_READ, n as usize, SMALL_REPLY)?;
-        self.s.submit(xid, call, spec)?;
+        let shape = ReplyShape {
+            data_max: n as usize,
+            max_reply: SMALL_REPLY,
+        };
+        self.send(NFSPROC3_READ, xid, call, shape)?;
         Ok(xid)
     }
 
@@ -926,6 +1142,25 @@ impl<D: Dialer> Nfs3Client<D> {
             .map_err(|e| NfsError::Other(format!("call data: {e}")))?;
         Chain::from_bytes(&bytes).map_err(|e| NfsError::Other(format!("{e}")))
     }
+}
+
+/// The procedure's name for messages.
+fn op_name(proc_: u32) -> &'static str {
+    proc_name(proc_).unwrap_or("NFS")
+}
+
+/// The NFS status of an accepted, successful RPC reply (the first word of every NFSv3
+/// procedure's results but NULL's); `None` for anything else.
+fn nfs_status(reply: &Chain) -> Option<Nfsstat3> {
+    let mut head = [0u8; READ_HEAD_MAX];
+    let hb = head.get_mut(..reply.len().min(READ_HEAD_MAX))?;
+    reply.copydata(0, hb).ok()?;
+    let mut d = Decoder::new(hb);
+    let h = ReplyHeader::decode(&mut d).ok()?;
+    if !h.is_success() {
+        return None;
+    }
+    d.u32().ok().map(Nfsstat3)
 }
 
 fn encode(f: impl FnOnce(&mut Encoder)) -> Result<Vec<u8>, NfsError> {

@@ -24,12 +24,16 @@ use crate::error::RunError;
 /// Seconds without progress, calls outstanding, before a wait gives up.
 const STALL: Duration = Duration::from_secs(30);
 
+/// How a call ended, and when (by the dialer's clock) the session saw it.
+type Outcome = (Result<Chain, CallError>, Instant);
+
 /// One RPC-over-RDMA client connection.
 pub struct Session<D: Dialer> {
     c: Conn<D>,
     next_xid: u32,
-    /// Calls submitted and not yet collected.
-    pending: HashMap<u32, Option<Result<Chain, CallError>>>,
+    /// Calls submitted and not yet collected, with when (by the dialer's clock) each
+    /// outcome arrived.
+    pending: HashMap<u32, Option<Outcome>>,
     completed: u64,
 }
 
@@ -102,6 +106,22 @@ impl<D: Dialer> Session<D> {
         self.c.reconnects_enabled()
     }
 
+    /// How long reconnection goes on before it gives up (zero when it is off).
+    pub fn give_up(&self) -> Duration {
+        self.c.give_up()
+    }
+
+    /// The time now by the dialer's clock ([`Dialer::now`]).
+    pub fn now(&self) -> Instant {
+        self.c.dialer.now()
+    }
+
+    /// Sleep for `d` by the dialer ([`Dialer::sleep`]). Replies that arrive meanwhile wait
+    /// in the transport and are reaped by the next [`Session::wait`].
+    pub fn sleep(&mut self, d: Duration) {
+        self.c.dialer.sleep(d);
+    }
+
     /// A fresh XID.
     pub fn next_xid(&mut self) -> u32 {
         let x = self.next_xid;
@@ -137,12 +157,13 @@ impl<D: Dialer> Session<D> {
         let mut evs = Vec::new();
         self.c.poll(wait, &mut evs);
         let progressed = !evs.is_empty();
+        let now = self.c.dialer.now();
         let mut lost = false;
         for e in evs {
             match e {
                 RequesterEvent::Reply { xid, reply } => {
                     if let Some(slot) = self.pending.get_mut(&xid) {
-                        *slot = Some(Ok(reply));
+                        *slot = Some((Ok(reply), now));
                         self.completed += 1;
                     }
                 }
@@ -150,7 +171,7 @@ impl<D: Dialer> Session<D> {
                     if error == CallError::ConnectionLost {
                         lost = true;
                     } else if let Some(slot) = self.pending.get_mut(&xid) {
-                        *slot = Some(Err(error));
+                        *slot = Some((Err(error), now));
                         self.completed += 1;
                     }
                 }
@@ -216,6 +237,16 @@ impl<D: Dialer> Session<D> {
     /// The call failed in the transport (e.g. an RDMA_ERROR from the server), no progress for
     /// 30 s, an unknown XID, or the connection was lost.
     pub fn wait(&mut self, xid: u32) -> Result<Chain, RunError> {
+        self.wait_arrival(xid).map(|(reply, _)| reply)
+    }
+
+    /// As [`Session::wait`], and when the reply arrived by the dialer's clock (it may have
+    /// waited in the session while other calls were collected): a retry delay counts from
+    /// there.
+    ///
+    /// # Errors
+    /// As [`Session::wait`].
+    pub fn wait_arrival(&mut self, xid: u32) -> Result<(Chain, Instant), RunError> {
         let mut last = Instant::now();
         loop {
             match self.pending.get(&xid) {
@@ -223,8 +254,8 @@ impl<D: Dialer> Session<D> {
                 Some(Some(_)) => {
                     let done = self.pending.remove(&xid).flatten();
                     return match done {
-                        Some(Ok(reply)) => Ok(reply),
-                        Some(Err(e)) => Err(RunError::Failed(format!("call {xid:#x}: {e}"))),
+                        Some((Ok(reply), at)) => Ok((reply, at)),
+                        Some((Err(e), _)) => Err(RunError::Failed(format!("call {xid:#x}: {e}"))),
                         None => Err(RunError::Failed(format!("call {xid:#x} vanished"))),
                     };
                 }

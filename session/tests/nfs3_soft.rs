@@ -3,7 +3,9 @@
 //! `common` (the core's `Responder`, nfs-glue's XDR): NULL, GETATTR, LOOKUP, WRITE data in
 //! read chunks, READ data through write chunks, READDIRPLUS through reply chunks, COMMIT,
 //! and the rewrite after a write-verifier change; every byte compared, at the DDP edge
-//! sizes; and the comparison shown to catch one corrupted byte each way.
+//! sizes; and the comparison shown to catch one corrupted byte each way. Calls the server
+//! answers `NFS3ERR_JUKEBOX` are sent again under new XIDs after the delay, up to the
+//! give-up time (the dialer's virtual clock).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -14,14 +16,17 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
 use common::data::{content, first_difference};
-use common::{assert_no_pages_held, fh, scratch, Hooks, NfsServer, SoftDialer, ROOT};
-use krpc_rdma_session::nfs3::{nfs_transport, Nfs3Client, NfsError, Transfer};
+use common::{assert_no_pages_held, fh, scratch, Hooks, NfsServer, Seen, SoftDialer, ROOT};
+use krpc_rdma_session::nfs3::{nfs_transport, Nfs3Client, Nfs3Opts, NfsError, Transfer};
 use krpc_rdma_session::Session;
-use nfs_glue::nfs3::{Ftype3, Nfsstat3, NFSPROC3_WRITE};
+use nfs_glue::nfs3::{
+    Ftype3, Nfsstat3, NFSPROC3_CREATE, NFSPROC3_GETATTR, NFSPROC3_READ, NFSPROC3_WRITE,
+};
 
 /// The DDP edge sizes: empty, one byte, a page and either side of it, 1 MiB + 3 (two
 /// WRITEs / READs at a 1 MiB transfer size, the second of 3 bytes).
@@ -29,7 +34,11 @@ const SIZES: &[usize] = &[0, 1, 4095, 4096, 4097, (1 << 20) + 3];
 
 fn client(server: NfsServer, reconnect: Option<Duration>, depth: usize) -> Nfs3Client<SoftDialer> {
     let s = Session::connect(SoftDialer::new(server), nfs_transport(), reconnect).unwrap();
-    Nfs3Client::new(s, fh(ROOT), "/soft", depth, false).unwrap()
+    let o = Nfs3Opts {
+        depth,
+        ..Nfs3Opts::default()
+    };
+    Nfs3Client::new(s, fh(ROOT), "/soft", &o).unwrap()
 }
 
 fn server(c: &mut Nfs3Client<SoftDialer>) -> &mut NfsServer {
@@ -360,7 +369,7 @@ fn files_survive_connections_broken_by_the_fault_injector() {
         });
     }
     let s = Session::connect(d, nfs_transport(), Some(Duration::from_secs(5))).unwrap();
-    let mut c = Nfs3Client::new(s, fh(ROOT), "/soft", 4, false).unwrap();
+    let mut c = Nfs3Client::new(s, fh(ROOT), "/soft", &Nfs3Opts::default()).unwrap();
     let mut names = Vec::new();
     for (k, &size) in sizes.iter().enumerate() {
         let want = content(size, 100 + k as u64);
@@ -396,6 +405,197 @@ fn files_survive_connections_broken_by_the_fault_injector() {
         "every injected fault broke a connection: {reconnects}"
     );
     assert!(resent >= 1);
+    finish(c);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The server answers the READ of a 5000-byte file `NFS3ERR_JUKEBOX` twice (not executing
+/// it), then serves it: `get` completes byte-exact. The READ was sent three times, each under
+/// a new XID (a duplicate request cache cannot replay the JUKEBOX answer), 5 s after each
+/// answer (the default, as Linux), each with a fresh write chunk; one line said so; and no
+/// page is left held. Reconnection is off: the retry does not depend on it.
+#[test]
+fn a_read_answered_jukebox_twice_is_sent_again_with_new_xids() {
+    let dir = scratch("jukebox-read");
+    let want = content(5000, 21);
+    let mut srv = NfsServer::new();
+    srv.add(ROOT, "g", Some(&want));
+    srv.hooks.jukebox.insert(NFSPROC3_READ, 2);
+    let mut c = client(srv, None, 4);
+    let back = dir.join("back");
+    let t = c.get("/g", &back).unwrap();
+    assert_eq!(t.bytes, 5000);
+    assert_eq!(
+        first_difference(&std::fs::read(&back).unwrap(), &want),
+        None
+    );
+    assert_eq!(c.jukebox_retries(), 2);
+    let reads: Vec<Seen> = server(&mut c)
+        .log
+        .iter()
+        .filter(|s| s.proc_ == NFSPROC3_READ)
+        .cloned()
+        .collect();
+    let flags: Vec<(bool, bool)> = reads.iter().map(|s| (s.jukeboxed, s.answered)).collect();
+    assert_eq!(flags, [(true, true), (true, true), (false, true)]);
+    let xids: BTreeSet<u32> = reads.iter().map(|s| s.xid).collect();
+    assert_eq!(xids.len(), 3, "a new XID each time: {reads:?}");
+    let d = c.session().dialer();
+    assert_eq!(d.slept, [Duration::from_secs(5), Duration::from_secs(5)]);
+    assert_eq!(
+        *d.notes.borrow(),
+        [
+            "READ: the server is busy (NFS3ERR_JUKEBOX); sending the call again every 5 s with \
+          a new XID, for up to 120 s"
+        ]
+    );
+    // Each READ had a write chunk; the JUKEBOX answers left theirs unused.
+    assert_eq!(c.counters().write_chunks, 3);
+    finish(c);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Non-idempotent procedures answered `NFS3ERR_JUKEBOX` are sent again too (the server did
+/// not perform them): `put` of 300 KiB in 64 KiB WRITEs, four in flight, whose CREATE is
+/// answered JUKEBOX twice and whose first three WRITEs once each. The file is created once
+/// (two JUKEBOX answers, one CREATE executed) and the committed copy is exact. The three
+/// WRITE answers arrived together, so their retries share one 5 s wait: the delay counts
+/// from each answer's arrival, not from when the client got round to it.
+#[test]
+fn a_create_and_writes_answered_jukebox_are_sent_again_and_the_file_is_exact() {
+    let dir = scratch("jukebox-put");
+    let want = content(300 << 10, 22);
+    let local = dir.join("src");
+    write_local(&local, &want);
+    let mut srv = NfsServer::new();
+    srv.wtmax = 64 << 10;
+    srv.hooks.jukebox.insert(NFSPROC3_CREATE, 2);
+    srv.hooks.jukebox.insert(NFSPROC3_WRITE, 3);
+    let mut c = client(srv, None, 4);
+    let t = c.put(&local, "/j").unwrap();
+    assert_eq!((t.bytes, t.rewrites), (want.len() as u64, 0));
+    assert_eq!(c.jukebox_retries(), 5);
+    let srv = server(&mut c);
+    let (data, stable) = srv.file("/j").unwrap();
+    assert_eq!(first_difference(stable, &want), None);
+    assert_eq!(data, stable);
+    let creates: Vec<&Seen> = srv
+        .log
+        .iter()
+        .filter(|s| s.proc_ == NFSPROC3_CREATE)
+        .collect();
+    let flags: Vec<bool> = creates.iter().map(|s| s.jukeboxed).collect();
+    assert_eq!(flags, [true, true, false], "one CREATE executed");
+    let xids: BTreeSet<u32> = creates.iter().map(|s| s.xid).collect();
+    assert_eq!(xids.len(), 3);
+    let writes: Vec<&Seen> = srv
+        .log
+        .iter()
+        .filter(|s| s.proc_ == NFSPROC3_WRITE)
+        .collect();
+    assert_eq!(writes.len(), 5 + 3);
+    assert_eq!(writes.iter().filter(|s| s.jukeboxed).count(), 3);
+    let xids: BTreeSet<u32> = writes.iter().map(|s| s.xid).collect();
+    assert_eq!(xids.len(), 8, "every WRITE sent under its own XID");
+    let d = c.session().dialer();
+    assert_eq!(
+        d.slept,
+        [Duration::from_secs(5); 3],
+        "CREATE twice, WRITEs once"
+    );
+    finish(c);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A server that keeps answering `NFS3ERR_JUKEBOX`: with a 2 s delay and a 7 s give-up time
+/// the GETATTR is sent again at 2, 4 and 6 s (a retry at 8 s would be past the give-up
+/// time), and the command then fails with the status, after exactly 6 s of the dialer's
+/// virtual clock.
+#[test]
+fn a_call_answered_jukebox_for_longer_than_the_give_up_time_fails_with_the_status() {
+    let mut srv = NfsServer::new();
+    srv.add(ROOT, "f", Some(b"x"));
+    srv.hooks.jukebox.insert(NFSPROC3_GETATTR, u32::MAX);
+    let o = Nfs3Opts {
+        reconnect: false,
+        give_up: Duration::from_secs(7),
+        jukebox_delay: Duration::from_secs(2),
+        ..Nfs3Opts::default()
+    };
+    let mut c = Nfs3Client::connect(SoftDialer::new(srv), fh(ROOT), "/soft", &o).unwrap();
+    match c.stat("/f") {
+        Err(e @ NfsError::Status { .. }) => {
+            assert_eq!(e.status(), Some(Nfsstat3::ERR_JUKEBOX));
+            assert_eq!(e.to_string(), "GETATTR /f: NFS3ERR_JUKEBOX");
+            assert_eq!(e.exit_code(), 1);
+        }
+        other => panic!("GETATTR of a busy server: {other:?}"),
+    }
+    assert_eq!(c.jukebox_retries(), 3);
+    let getattrs = server(&mut c)
+        .log
+        .iter()
+        .filter(|s| s.proc_ == NFSPROC3_GETATTR && s.jukeboxed)
+        .count();
+    assert_eq!(getattrs, 4);
+    let d = c.session().dialer();
+    assert_eq!(d.slept, [Duration::from_secs(2); 3]);
+    assert_eq!(d.clock, Duration::from_secs(6));
+    let notes = d.notes.borrow().clone();
+    assert_eq!(
+        notes.last().map(String::as_str),
+        Some("GETATTR: the server answered NFS3ERR_JUKEBOX for 6.0 s; giving up")
+    );
+    finish(c);
+}
+
+/// What knfsd did under `nfs3 get` when it was restarted (issue 27): the connection drops
+/// mid-READ, the server is unreachable for 7 s, and once back it answers JUKEBOX twice while
+/// its export cache refills. With the default options the client reconnects, resends the READ
+/// with its XID, sends it again under new XIDs after each JUKEBOX, and the copy is exact.
+#[test]
+fn get_with_default_options_survives_a_restart_and_a_busy_server() {
+    let dir = scratch("jukebox-restart");
+    let want = content(5000, 23);
+    let mut srv = NfsServer::new();
+    srv.add(ROOT, "g", Some(&want));
+    // Calls: FSINFO, LOOKUP, GETATTR, then the READ.
+    srv.hooks.disconnect_at_call = Some(4);
+    srv.hooks.jukebox.insert(NFSPROC3_READ, 2);
+    srv.hooks.jukebox_from_conn = 1;
+    let mut d = SoftDialer::new(srv);
+    d.down_after_loss = Duration::from_secs(7);
+    let mut c = Nfs3Client::connect(d, fh(ROOT), "/soft", &Nfs3Opts::default()).unwrap();
+    let back = dir.join("back");
+    c.get("/g", &back).unwrap();
+    assert_eq!(
+        first_difference(&std::fs::read(&back).unwrap(), &want),
+        None
+    );
+    assert_eq!(c.session().reconnect_stats(), (1, 1));
+    assert_eq!(c.jukebox_retries(), 2);
+    let reads: Vec<Seen> = server(&mut c)
+        .log
+        .iter()
+        .filter(|s| s.proc_ == NFSPROC3_READ)
+        .cloned()
+        .collect();
+    let seen: Vec<(u32, bool, bool)> = reads
+        .iter()
+        .map(|s| (s.conn, s.jukeboxed, s.answered))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (0, false, false),
+            (1, true, true),
+            (1, true, true),
+            (1, false, true)
+        ]
+    );
+    assert_eq!(reads[0].xid, reads[1].xid, "resent with its XID");
+    assert!(reads[1].xid != reads[2].xid && reads[2].xid != reads[3].xid);
+    assert_eq!(c.session().dialer().clock, Duration::from_millis(22_700));
     finish(c);
     let _ = std::fs::remove_dir_all(dir);
 }

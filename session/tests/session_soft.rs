@@ -2,7 +2,9 @@
 //! again and the call resent with the same XID, answered exactly once — lost after the
 //! server was handed the call, lost before it arrived (the soft provider's fault injector
 //! drops the Send), several calls owed at once with the credits restarting at 1; without
-//! reconnection the loss is reported; a server that stays down makes the session give up.
+//! reconnection the loss is reported; a server that stays down makes the session give up at
+//! the stated time (the dialer's virtual clock); with the default options a dropped
+//! connection is made again.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -20,8 +22,8 @@ use common::data::content;
 use common::{fh, NfsServer, SoftDialer, ROOT};
 use krpc_rdma::soft::FaultConfig;
 use krpc_rdma::transport::{CallError, ReplySpec, RequesterEvent};
-use krpc_rdma_session::nfs3::{nfs_transport, Nfs3Client, NfsError};
-use krpc_rdma_session::{Conn, RunError, Session};
+use krpc_rdma_session::nfs3::{nfs_transport, Nfs3Client, Nfs3Opts, NfsError};
+use krpc_rdma_session::{Conn, RunError, Session, DEFAULT_GIVE_UP};
 use mbuf::Chain;
 use nfs_glue::nfs3::{NFSPROC3_LOOKUP, NFSPROC3_NULL, NFS_PROGRAM, NFS_V3};
 use nfs_glue::rpc::{Auth, CallHeader, ReplyHeader};
@@ -29,7 +31,11 @@ use nfs_glue::xdr::{Decoder, Encoder};
 
 fn nfs(dialer: SoftDialer, reconnect: Option<Duration>) -> Nfs3Client<SoftDialer> {
     let s = Session::connect(dialer, nfs_transport(), reconnect).unwrap();
-    Nfs3Client::new(s, fh(ROOT), "/soft", 4, false).unwrap()
+    let o = Nfs3Opts {
+        depth: 4,
+        ..Nfs3Opts::default()
+    };
+    Nfs3Client::new(s, fh(ROOT), "/soft", &o).unwrap()
 }
 
 fn server(c: &mut Nfs3Client<SoftDialer>) -> &mut NfsServer {
@@ -74,11 +80,14 @@ fn a_call_lost_after_hand_up_is_resent_with_its_xid_and_answered_once() {
     assert!(answered.values().all(|&n| n == 1), "{answered:?}");
     assert_eq!(c.session().reconnect_stats(), (1, 1));
     assert_eq!(c.session().dialer().dials, 2);
+    // One line when the loss is seen, one when the connection is back.
     let notes = c.session().dialer().notes.borrow().clone();
-    assert!(
-        notes[0].starts_with("reconnected to soft-nfs after")
-            && notes[0].ends_with("resending 1 calls"),
-        "{notes:?}"
+    assert_eq!(
+        notes,
+        [
+            "connection to soft-nfs lost; reconnecting (giving up after 5 s)",
+            "reconnected to soft-nfs after 0.0 s; resending 1 calls"
+        ]
     );
 }
 
@@ -129,28 +138,61 @@ fn without_reconnection_a_lost_connection_is_reported_lost() {
     assert_eq!(c.session().dialer().dials, 1);
 }
 
-/// The server goes away and refuses every dial: the session backs off, gives up after the
-/// reconnection time and reports the loss.
+/// The server goes away and refuses every dial: the session backs off (100 ms doubling, by
+/// the dialer's virtual clock), makes its last attempt at the stated give-up time (the wait
+/// before it cut short), gives up and reports the loss.
 #[test]
-fn a_server_that_stays_down_makes_the_session_give_up() {
+fn a_server_that_stays_down_makes_the_session_give_up_at_the_stated_time() {
     let mut srv = with_file();
     srv.hooks.disconnect_at_call = Some(2);
-    let mut c = nfs(SoftDialer::new(srv), Some(Duration::from_millis(300)));
+    let mut c = nfs(SoftDialer::new(srv), Some(Duration::from_secs(10)));
     c.session_mut().dialer_mut().refuse = u32::MAX;
-    let start = Instant::now();
     let r = c.null();
     assert!(
         matches!(r, Err(NfsError::Run(RunError::Lost { .. }))),
         "{r:?}"
     );
-    // Attempts after 0, 100 and 200 ms of backoff: the third failure is past 300 ms.
-    assert!(start.elapsed() >= Duration::from_millis(300));
-    let notes = c.session().dialer().notes.borrow().clone();
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.starts_with("giving up reconnecting")),
-        "{notes:?}"
+    let d = c.session().dialer();
+    // The first dial made the connection; the attempts after the loss:
+    let attempts: Vec<u128> = d.dial_times[1..].iter().map(|t| t.as_millis()).collect();
+    assert_eq!(attempts, [0, 100, 300, 700, 1500, 3100, 6300, 10_000]);
+    assert_eq!(d.clock, Duration::from_secs(10));
+    let notes = d.notes.borrow().clone();
+    assert_eq!(
+        notes,
+        [
+            "connection to soft-nfs lost; reconnecting (giving up after 10 s)",
+            "giving up reconnecting to soft-nfs after 10.0 s: soft-nfs: connection refused"
+        ]
+    );
+}
+
+/// With the default options (`Nfs3Opts::default()`: what the harness's `nfs3` command runs
+/// with unless told `--no-reconnect`), a connection the server drops mid-run is made again
+/// and the command completes: the server, unreachable for 7 s after the drop, is dialled
+/// until it answers (the attempt at 12.7 s, well inside the default two minutes).
+#[test]
+fn with_default_options_a_dropped_connection_is_made_again_and_the_command_completes() {
+    assert_eq!(Nfs3Opts::default().give_up, DEFAULT_GIVE_UP);
+    assert_eq!(DEFAULT_GIVE_UP, Duration::from_secs(120));
+    let mut srv = with_file();
+    srv.hooks.disconnect_at_call = Some(3);
+    let mut d = SoftDialer::new(srv);
+    d.down_after_loss = Duration::from_secs(7);
+    let mut c = Nfs3Client::connect(d, fh(ROOT), "/soft", &Nfs3Opts::default()).unwrap();
+    c.null().unwrap();
+    assert_eq!(c.stat("/f").unwrap().size, 100);
+    assert_eq!(c.session().reconnect_stats(), (1, 1));
+    let d = c.session().dialer();
+    let attempts: Vec<u128> = d.dial_times[1..].iter().map(|t| t.as_millis()).collect();
+    assert_eq!(attempts, [0, 100, 300, 700, 1500, 3100, 6300, 12_700]);
+    let notes = d.notes.borrow().clone();
+    assert_eq!(
+        notes,
+        [
+            "connection to soft-nfs lost; reconnecting (giving up after 120 s)",
+            "reconnected to soft-nfs after 12.7 s; resending 1 calls"
+        ]
     );
 }
 

@@ -128,12 +128,13 @@ enum Command {
         /// Write every transport header sent and received to FILE (JSON lines).
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
-        /// On a lost connection (e.g. the server restarted), reconnect (backing off) and
-        /// resend every call owed a reply with its XID; give up after SECS without a
-        /// connection. UNSTABLE WRITEs are sent again when the server's write verifier
-        /// changes. Without it a lost connection ends the command with exit status 3.
-        #[arg(long, value_name = "SECS", value_parser = parse_secs)]
-        reconnect: Option<Duration>,
+        #[command(flatten)]
+        persist: PersistArgs,
+        /// A call the server answers NFS3ERR_JUKEBOX (busy, e.g. a restarted knfsd refilling
+        /// its export cache; the call was not performed) is sent again with a new XID SECS
+        /// after the answer (as the Linux client: 5 s), until --give-up.
+        #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_secs)]
+        jukebox_delay: Duration,
         #[command(subcommand)]
         op: Nfs3Op,
     },
@@ -243,11 +244,37 @@ struct LoadArgs {
     /// Write every transport header sent and received to FILE (JSON lines).
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
-    /// On a lost connection, reconnect (backing off) and resend every call owed a reply with
-    /// its XID; give up after SECS without a connection. Without it a lost connection ends
-    /// the run with exit status 3.
-    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
-    reconnect: Option<Duration>,
+    #[command(flatten)]
+    persist: PersistArgs,
+}
+
+/// How a client rides out a lost connection (e.g. a server restart): the options of
+/// `client`, `bench` and `nfs3`. By default it reconnects, as NFS users expect of a hard
+/// mount, but gives up after a stated time.
+#[derive(Args)]
+struct PersistArgs {
+    /// Give up after SECS without a connection. On a lost connection (e.g. the server
+    /// restarted) the client says so on stderr, reconnects (backing off 100 ms doubling to
+    /// 30 s), prints one line per reconnect and resends every call owed a reply with its
+    /// XID; nfs3 also sends UNSTABLE WRITEs again when the server's write verifier changed,
+    /// and gives up on a call the server answers NFS3ERR_JUKEBOX for SECS. (--reconnect SECS
+    /// is the former spelling.)
+    #[arg(long = "give-up", alias = "reconnect", value_name = "SECS",
+          default_value = DEFAULT_GIVE_UP_SECS, value_parser = parse_secs)]
+    give_up: Duration,
+    /// Do not reconnect: a lost connection ends the command with exit status 3.
+    #[arg(long)]
+    no_reconnect: bool,
+}
+
+/// The default of `--give-up`: `krpc_rdma_session::DEFAULT_GIVE_UP` (a test keeps them equal).
+const DEFAULT_GIVE_UP_SECS: &str = "120";
+
+impl PersistArgs {
+    /// How long to reconnect for; `None` with `--no-reconnect`.
+    fn reconnect(&self) -> Option<Duration> {
+        (!self.no_reconnect).then_some(self.give_up)
+    }
 }
 
 /// `IP` or `IP:PORT` (`[v6]:PORT`); the port defaults to 20049.
@@ -346,7 +373,8 @@ fn main() -> ExitCode {
             depth,
             quiet,
             trace,
-            reconnect,
+            persist,
+            jukebox_delay,
             op,
         } => {
             let trace = match open_trace(trace.as_ref()) {
@@ -357,9 +385,13 @@ fn main() -> ExitCode {
                 server,
                 port,
                 export,
-                depth: depth as usize,
-                progress: !quiet,
-                reconnect,
+                nfs: nfs3::Nfs3Opts {
+                    depth: depth as usize,
+                    progress: !quiet,
+                    reconnect: !persist.no_reconnect,
+                    give_up: persist.give_up,
+                    jukebox_delay,
+                },
             };
             match run_nfs3(&o, trace, op) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -421,6 +453,19 @@ fn run_nfs3(
         th.recv,
         c.session().credits()
     );
+    let r = nfs3_op(&mut c, &inline, op);
+    let (reconnects, resent) = c.session().reconnect_stats();
+    if reconnects > 0 || c.jukebox_retries() > 0 {
+        eprintln!(
+            "userspace-harness: {reconnects} reconnects, {resent} calls resent, {} calls sent \
+             again after NFS3ERR_JUKEBOX",
+            c.jukebox_retries()
+        );
+    }
+    r
+}
+
+fn nfs3_op(c: &mut nfs3::Nfs3Client, inline: &str, op: Nfs3Op) -> Result<(), nfs3::NfsError> {
     let mut out = io::stdout().lock();
     let line = |out: &mut io::StdoutLock<'_>, s: &str| {
         writeln!(out, "{s}").map_err(|e| nfs3::NfsError::Other(format!("stdout: {e}")))
@@ -551,7 +596,7 @@ fn run_client(server: SocketAddr, load: &LoadArgs, bench: bool) -> ExitCode {
         duration: load.duration,
         progress: !load.quiet,
         trace,
-        reconnect: load.reconnect,
+        reconnect: load.persist.reconnect(),
     };
     let (report, server_totals) = if bench {
         let print = if load.json {
@@ -642,7 +687,82 @@ fn decode_stream(mut input: impl BufRead, mut output: impl Write) -> io::Result<
 
 #[cfg(test)]
 mod tests {
-    use super::decode_stream;
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use super::{decode_stream, Cli, Command, DEFAULT_GIVE_UP_SECS};
+
+    fn parse(args: &[&str]) -> Command {
+        let mut all = vec!["userspace-harness"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all).unwrap().command
+    }
+
+    /// `client`, `bench` and `nfs3` reconnect unless told `--no-reconnect`, giving up after
+    /// the session's default (two minutes) or `--give-up` (`--reconnect`, its former
+    /// spelling); `nfs3` retries NFS3ERR_JUKEBOX every 5 s unless told otherwise.
+    #[test]
+    fn clients_reconnect_by_default_and_give_up_at_the_stated_time() {
+        assert_eq!(
+            DEFAULT_GIVE_UP_SECS
+                .parse::<u64>()
+                .ok()
+                .map(Duration::from_secs),
+            Some(krpc_rdma_session::DEFAULT_GIVE_UP)
+        );
+        let two_minutes = Some(Duration::from_secs(120));
+        let client = |extra: &[&str]| {
+            let mut a = vec!["client", "--server", "10.0.2.15"];
+            a.extend_from_slice(extra);
+            match parse(&a) {
+                Command::Client { load, .. } => load.persist.reconnect(),
+                _ => unreachable!(),
+            }
+        };
+        assert_eq!(client(&[]), two_minutes);
+        assert_eq!(
+            client(&["--give-up", "7.5"]),
+            Some(Duration::from_millis(7500))
+        );
+        assert_eq!(
+            client(&["--reconnect", "30"]),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(client(&["--no-reconnect"]), None);
+        match parse(&["bench", "--duration", "1"]) {
+            Command::Bench { load, .. } => assert_eq!(load.persist.reconnect(), two_minutes),
+            _ => unreachable!(),
+        }
+        let nfs3 = |extra: &[&str]| {
+            let mut a = vec!["nfs3", "--server", "10.0.2.15"];
+            a.extend_from_slice(extra);
+            a.push("ls");
+            match parse(&a) {
+                Command::Nfs3 {
+                    persist,
+                    jukebox_delay,
+                    ..
+                } => (persist.reconnect(), persist.give_up, jukebox_delay),
+                _ => unreachable!(),
+            }
+        };
+        let five = Duration::from_secs(5);
+        assert_eq!(nfs3(&[]), (two_minutes, Duration::from_secs(120), five));
+        assert_eq!(
+            nfs3(&["--no-reconnect", "--give-up", "9", "--jukebox-delay", "0.5"]),
+            (None, Duration::from_secs(9), Duration::from_millis(500))
+        );
+        assert!(Cli::try_parse_from([
+            "userspace-harness",
+            "client",
+            "--server",
+            "10.0.2.15",
+            "--give-up",
+            "0"
+        ])
+        .is_err());
+    }
 
     #[test]
     fn stream_skips_blank_and_comment_lines_and_survives_garbage() {

@@ -5,16 +5,16 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
 
 pub use krpc_rdma_session::nfs3::{
-    nfs_transport, pages_needed, DirEntry, NfsError, Transfer, DEFAULT_DEPTH, MAX_DEPTH, MAX_IO,
-    MAX_REWRITES,
+    nfs_transport, pages_needed, DirEntry, Nfs3Opts, NfsError, Transfer, DEFAULT_DEPTH,
+    JUKEBOX_DELAY, MAX_DEPTH, MAX_IO, MAX_REWRITES,
 };
+pub use krpc_rdma_session::DEFAULT_GIVE_UP;
 use nfs_glue::nfs3::{Fattr3, Ftype3, NfsFh3};
 
 use crate::mount;
-use crate::session::{Session, VerbsDialer};
+use crate::session::VerbsDialer;
 use crate::trace::Tracer;
 
 /// The NFSv3 client over the libibverbs provider.
@@ -29,13 +29,9 @@ pub struct ConnectOpts {
     pub port: u16,
     /// The export to mount.
     pub export: String,
-    /// Calls in flight for `put` / `get`.
-    pub depth: usize,
-    /// Progress lines on stderr during long transfers.
-    pub progress: bool,
-    /// Reconnect after a lost connection (for up to this long) and resend the calls owed a
-    /// reply; UNSTABLE WRITEs are sent again when the write verifier changes.
-    pub reconnect: Option<Duration>,
+    /// Calls in flight, progress lines, reconnection (UNSTABLE WRITEs are sent again when
+    /// the write verifier changes), `NFS3ERR_JUKEBOX` retries, the give-up time.
+    pub nfs: Nfs3Opts,
 }
 
 /// MOUNT the export over TCP, connect over RDMA, and ask FSINFO for the transfer sizes.
@@ -46,17 +42,10 @@ pub fn connect(o: &ConnectOpts, trace: Option<Arc<Tracer>>) -> Result<Nfs3Client
     let m = mount::mount(o.server, &o.export).map_err(NfsError::Mount)?;
     let dialer = VerbsDialer::new(
         SocketAddr::new(o.server, o.port),
-        pages_needed(o.depth),
+        pages_needed(o.nfs.depth),
         trace,
     )?;
-    let s = Session::connect(dialer, nfs_transport(), o.reconnect)?;
-    Nfs3Client::new(
-        s,
-        NfsFh3 { data: m.root_fh },
-        &o.export,
-        o.depth,
-        o.progress,
-    )
+    Nfs3Client::connect(dialer, NfsFh3 { data: m.root_fh }, &o.export, &o.nfs)
 }
 
 /// `ls -l`-like one line for an entry.

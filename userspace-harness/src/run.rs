@@ -344,8 +344,9 @@ pub struct ClientOpts {
     /// Trace file.
     pub trace: Option<Arc<Tracer>>,
     /// Reconnect after a lost connection and resend the calls owed a reply (same XIDs),
-    /// giving up after this long without a connection; `None`: a lost connection ends the
-    /// run (exit status 3).
+    /// giving up after this long without a connection (the command's default:
+    /// `krpc_rdma_session::DEFAULT_GIVE_UP`); `None` (`--no-reconnect`): a lost connection
+    /// ends the run (exit status 3).
     pub reconnect: Option<Duration>,
 }
 
@@ -781,8 +782,8 @@ fn client_on(d: &mut Driver, o: &ClientOpts) -> Result<Report, RunError> {
     if let Some(e) = &p.first_error {
         eprintln!("userspace-harness: {} errors; first: {e}", p.errors);
     }
-    if d.c.reconnects_enabled() {
-        let (reconnects, resent) = d.c.reconnect_stats();
+    let (reconnects, resent) = d.c.reconnect_stats();
+    if reconnects > 0 {
         eprintln!("userspace-harness: {reconnects} reconnects, {resent} calls resent");
     }
     Ok(Report {

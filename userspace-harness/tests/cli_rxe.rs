@@ -34,6 +34,7 @@ fn ip() -> String {
     std::env::var("RXE_IP").unwrap_or_else(|_| "10.0.2.15".into())
 }
 
+/// `--no-reconnect`: a killed server ends the run at once, as a lost connection (exit 3).
 #[test]
 fn killed_server_is_reported_as_a_lost_connection() {
     if skip() {
@@ -41,7 +42,7 @@ fn killed_server_is_reported_as_a_lost_connection() {
     }
     let addr = format!("{}:20151", ip());
     let mut server = start_server(&addr);
-    let mut client = write_client(&addr, &["--duration", "60"]);
+    let mut client = write_client(&addr, &["--duration", "60", "--no-reconnect"]);
     // Kill the server once the client is connected and its calls complete (its first progress
     // line), not after a fixed sleep: one lost CM packet delays a connection set-up by the
     // CM's ~4.3 s retry, which in a loaded VM made a 4 s sleep kill the server mid-handshake
@@ -78,6 +79,42 @@ fn killed_server_is_reported_as_a_lost_connection() {
     assert!(
         t.elapsed() < Duration::from_secs(45),
         "the loss is noticed promptly"
+    );
+}
+
+/// By default the client reconnects; a server that stays down makes it give up after
+/// `--give-up`: one line when the loss is seen, one when it gives up, then the loss (exit 3).
+#[test]
+fn a_server_that_stays_down_makes_the_client_give_up() {
+    if skip() {
+        return;
+    }
+    let addr = format!("{}:20154", ip());
+    let mut server = start_server(&addr);
+    let mut client = write_client(&addr, &["--duration", "60", "--give-up", "5"]);
+    let (lines, stderr_all) = stderr_lines(&mut client);
+    wait_line(&lines, "a progress line", |l| progress_ops(l).is_some());
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let status = client.wait().unwrap();
+    let stderr = stderr_all.join().unwrap();
+    println!("client exit {:?}; stderr:\n{stderr}", status.code());
+    assert_eq!(status.code(), Some(3), "exit status of a lost connection");
+    assert!(
+        stderr.contains(&format!(
+            "connection to {addr} lost; reconnecting (giving up after 5 s)"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("giving up reconnecting to {addr} after ")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("reconnected to "), "{stderr}");
+    let last = stderr.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("userspace-harness: connection to ") && last.contains(" lost: "),
+        "{last}"
     );
 }
 
@@ -240,7 +277,7 @@ fn start_server(addr: &str) -> std::process::Child {
     server
 }
 
-/// `client --reconnect`: the server is killed and restarted three times during a 20 s WRITE
+/// `client --give-up 30`: the server is killed and restarted three times during a 20 s WRITE
 /// run; the client reconnects each time, resends what was owed with the same XIDs, and ends
 /// with every call answered and every byte verified by the server (no error).
 #[test]
@@ -250,7 +287,7 @@ fn the_client_survives_three_server_restarts() {
     }
     let addr = format!("{}:20152", ip());
     let mut server = start_server(&addr);
-    let mut client = write_client(&addr, &["--duration", "45", "--reconnect", "30", "--json"]);
+    let mut client = write_client(&addr, &["--duration", "45", "--give-up", "30", "--json"]);
     let (lines, stderr_all) = stderr_lines(&mut client);
     // Each kill comes once the client makes calls on its current connection (a progress
     // line after the last reconnect), so no kill lands in a connection set-up however slow
@@ -298,9 +335,10 @@ fn the_client_survives_three_server_restarts() {
     );
 }
 
-/// The NULL workload across a server restart: every call answered exactly once (a NULL
-/// reply carries nothing to verify, so "exactly once" is what the report's error count and
-/// the resent calls show).
+/// The NULL workload across a server restart, with the default options (the client
+/// reconnects unless told `--no-reconnect`): every call answered exactly once (a NULL reply
+/// carries nothing to verify, so "exactly once" is what the report's error count and the
+/// resent calls show).
 #[test]
 fn the_null_workload_survives_a_server_restart() {
     if skip() {
@@ -308,11 +346,7 @@ fn the_null_workload_survives_a_server_restart() {
     }
     let addr = format!("{}:20153", ip());
     let mut server = start_server(&addr);
-    let mut client = client(
-        &addr,
-        "null",
-        &["--duration", "15", "--reconnect", "30", "--json"],
-    );
+    let mut client = client(&addr, "null", &["--duration", "15", "--json"]);
     let (lines, stderr_all) = stderr_lines(&mut client);
     wait_line(&lines, "a progress line", |l| progress_ops(l).is_some());
     server.kill().unwrap();

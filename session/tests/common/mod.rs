@@ -5,8 +5,14 @@
 //!
 //! The server can misbehave on purpose ([`Hooks`]): drop a connection after a call was
 //! handed up, restart (lose uncommitted data, new write verifier, every connection gone),
-//! change its write verifier, corrupt data; and it logs every call it was handed
-//! ([`Seen`]), so a test can check that a resent call kept its XID and got one reply.
+//! change its write verifier, answer `NFS3ERR_JUKEBOX` without executing, corrupt data; stay
+//! unreachable for a while after it dropped its connections; and it logs every call it was
+//! handed ([`Seen`]), so a test can check that a resent call kept its XID and got one reply.
+//!
+//! Time is virtual: the dialer's clock ([`Dialer::now`]) moves only when the client sleeps
+//! ([`Dialer::sleep`]: a reconnection backoff, a JUKEBOX delay), so give-up times of minutes
+//! are tested in microseconds and the tests assert the times the client chose, not how long
+//! anything took.
 #![allow(
     dead_code,
     missing_docs,
@@ -20,7 +26,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use krpc_rdma::provider::Resources;
 use krpc_rdma::soft::{pair, FaultConfig, FaultInjector, SoftConfig, SoftQp};
@@ -72,6 +78,18 @@ pub struct SoftDialer {
     pub dials: u32,
     /// What [`Dialer::note`] was told.
     pub notes: RefCell<Vec<String>>,
+    /// The virtual clock: time since `epoch`, moved by [`Dialer::sleep`] only.
+    epoch: Instant,
+    pub clock: Duration,
+    /// Every sleep the client asked for.
+    pub slept: Vec<Duration>,
+    /// When (virtual) each dial was attempted, refused ones included.
+    pub dial_times: Vec<Duration>,
+    /// Dials are refused until this (virtual) time.
+    pub down_until: Option<Duration>,
+    /// After the server drops its connections (a disconnect or restart hook), it is
+    /// unreachable for this long.
+    pub down_after_loss: Duration,
 }
 
 impl SoftDialer {
@@ -89,6 +107,24 @@ impl SoftDialer {
             refuse: 0,
             dials: 0,
             notes: RefCell::new(Vec::new()),
+            epoch: Instant::now(),
+            clock: Duration::ZERO,
+            slept: Vec::new(),
+            dial_times: Vec::new(),
+            down_until: None,
+            down_after_loss: Duration::ZERO,
+        }
+    }
+
+    /// The sum of the client's sleeps.
+    pub fn total_sleep(&self) -> Duration {
+        self.slept.iter().sum()
+    }
+
+    /// The server drops its connections: unreachable for `down_after_loss` from now.
+    fn went_down(&mut self) {
+        if !self.down_after_loss.is_zero() {
+            self.down_until = Some(self.clock + self.down_after_loss);
         }
     }
 
@@ -134,6 +170,7 @@ impl SoftDialer {
                         let c = &mut self.conns[i];
                         let _ = c.resp.drop_call(&mut c.qp, inc.ctx, &mut |_| {});
                         c.qp.disconnect();
+                        self.went_down();
                     }
                     Action::Restart => {
                         let c = &mut self.conns[i];
@@ -147,6 +184,7 @@ impl SoftDialer {
                 for c in &mut self.conns {
                     c.qp.disconnect();
                 }
+                self.went_down();
             }
             if lost {
                 let c = self.conns.remove(i);
@@ -175,6 +213,10 @@ impl Dialer for SoftDialer {
     }
 
     fn dial(&mut self, private_data: &[u8]) -> Result<Self::Qp, RunError> {
+        self.dial_times.push(self.clock);
+        if self.down_until.is_some_and(|t| self.clock < t) {
+            return Err(RunError::Failed("soft-nfs: connection refused".into()));
+        }
         if self.refuse > 0 {
             self.refuse -= 1;
             return Err(RunError::Failed("soft-nfs: connection refused".into()));
@@ -217,6 +259,15 @@ impl Dialer for SoftDialer {
     fn note(&self, line: fmt::Arguments<'_>) {
         self.notes.borrow_mut().push(line.to_string());
     }
+
+    fn now(&self) -> Instant {
+        self.epoch + self.clock
+    }
+
+    fn sleep(&mut self, d: Duration) {
+        self.slept.push(d);
+        self.clock += d;
+    }
 }
 
 /// What the server does with a call.
@@ -244,6 +295,10 @@ pub struct Hooks {
     pub corrupt_read: bool,
     /// Flip one byte of every WRITE's data as it is stored.
     pub corrupt_write: bool,
+    /// Answer `NFS3ERR_JUKEBOX`, without executing, to the next n calls of a procedure
+    /// (procedure → n), on connections from `jukebox_from_conn` on.
+    pub jukebox: BTreeMap<u32, u32>,
+    pub jukebox_from_conn: u32,
 }
 
 /// One call the server was handed.
@@ -257,6 +312,8 @@ pub struct Seen {
     pub ddp_regions: usize,
     /// A reply was sent.
     pub answered: bool,
+    /// It was answered `NFS3ERR_JUKEBOX` (not executed).
+    pub jukeboxed: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -440,7 +497,17 @@ impl NfsServer {
             proc_: h.proc_,
             ddp_regions,
             answered: false,
+            jukeboxed: false,
         });
+        if conn >= self.hooks.jukebox_from_conn {
+            if let Some(n) = self.hooks.jukebox.get_mut(&h.proc_).filter(|n| **n > 0) {
+                *n -= 1;
+                if let Some(s) = self.log.last_mut() {
+                    s.jukeboxed = true;
+                }
+                return Action::Reply(jukebox(h.xid, h.proc_));
+            }
+        }
         if h.proc_ == NFSPROC3_WRITE {
             self.writes += 1;
             if self.hooks.restart_at_write == Some(self.writes) {
@@ -671,6 +738,24 @@ impl NfsServer {
             Node::File { .. } => None,
         }
     }
+}
+
+/// An `NFS3ERR_JUKEBOX` reply to call `xid` of `proc_`: the status and the procedure's
+/// failure results with every attribute absent (`post_op_attr` or `wcc_data`).
+pub fn jukebox(xid: u32, proc_: u32) -> Chain {
+    let mut e = Encoder::new();
+    ReplyHeader::success(xid).encode(&mut e);
+    e.u32(Nfsstat3::ERR_JUKEBOX.0);
+    let absent_words = match proc_ {
+        NFSPROC3_GETATTR => 0,
+        NFSPROC3_LOOKUP | NFSPROC3_READ | NFSPROC3_READDIRPLUS | NFSPROC3_FSINFO => 1,
+        NFSPROC3_CREATE | NFSPROC3_WRITE | NFSPROC3_COMMIT => 2,
+        p => panic!("no JUKEBOX reply for procedure {p}"),
+    };
+    for _ in 0..absent_words {
+        e.u32(0);
+    }
+    Chain::from_bytes(&e.finish().unwrap()).unwrap()
 }
 
 /// A fresh scratch directory for one test.
