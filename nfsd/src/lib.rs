@@ -6,6 +6,7 @@
 //! * [`server`]: the verbs listener, one thread and one Responder per connection, the shared
 //!   reply cache, nfs-glue's `Nfs3Service`.
 //! * [`mountd`] and [`exports`]: MOUNT v3 over TCP for the one export.
+//! * [`lockd`]: file locking, NLM v4 and NSM v1 over TCP and UDP, registered with rpcbind.
 //! * [`run`]: the `userspace-harness nfsd` command.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -13,6 +14,7 @@ pub mod attr;
 pub mod exports;
 pub mod handle;
 pub mod localfs;
+pub mod lockd;
 pub mod mountd;
 pub mod server;
 pub mod service_time;
@@ -75,6 +77,9 @@ pub struct NfsdArgs {
     /// Write every transport header sent and received to FILE (JSON lines).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// File locking (NLM / NSM).
+    #[command(flatten)]
+    pub lock: lockd::LockOpts,
 }
 
 /// Run the server until SIGINT / SIGTERM: bind the RDMA listener and the MOUNT service,
@@ -125,8 +130,12 @@ pub fn run<Q: Provider + Send + 'static>(a: &NfsdArgs, qpw: QpWrap<Q>) -> Result
         a.listen,
         if a.root_squash { ", root squash" } else { "" }
     );
+    let lockd = lockd::start_for(&a.lock, a.listen.ip(), &STOP)?;
     let totals = server::serve(&sh, &arena, &mut listener, qpw)?;
     let _ = mthread.join();
+    if let Some(l) = lockd {
+        l.shutdown();
+    }
     println!(
         "nfsd: {} connections, {}, {} reply cache replays",
         totals.connections,
