@@ -711,7 +711,13 @@ fn nlm_proc(
                     sh.stats.granted.fetch_add(1, Ordering::Relaxed);
                 }
                 Nlm4Stat::BLOCKED => {
-                    sh.stats.blocked.fetch_add(1, Ordering::Relaxed);
+                    if sh.stats.blocked.fetch_add(1, Ordering::Relaxed) < 100 {
+                        println!(
+                            "lockd: LOCK from {} ({ip}) svid {} blocked",
+                            String::from_utf8_lossy(&a.alock.caller_name),
+                            a.alock.svid
+                        );
+                    }
                 }
                 _ => {}
             }
@@ -970,6 +976,11 @@ fn callbacks(sh: &Shared, rx: &Receiver<Job>) {
                         if acc {
                             sh.stats.callbacks_accepted.fetch_add(1, Ordering::Relaxed);
                         }
+                        println!(
+                            "lockd: GRANTED to {to} svid {}: {}",
+                            a.alock.svid,
+                            if acc { "accepted" } else { "refused, lock released" }
+                        );
                         // Cookie does not matter to the table.
                         a.cookie.clear();
                         let grants = lock_st(sh).table.granted_reply(&a, acc);
