@@ -710,14 +710,13 @@ fn nlm_proc(
                 Nlm4Stat::GRANTED => {
                     sh.stats.granted.fetch_add(1, Ordering::Relaxed);
                 }
-                Nlm4Stat::BLOCKED => {
-                    if sh.stats.blocked.fetch_add(1, Ordering::Relaxed) < 100 {
-                        println!(
-                            "lockd: LOCK from {} ({ip}) svid {} blocked",
-                            String::from_utf8_lossy(&a.alock.caller_name),
-                            a.alock.svid
-                        );
-                    }
+                // Counted every time; logged the first 100 times.
+                Nlm4Stat::BLOCKED if sh.stats.blocked.fetch_add(1, Ordering::Relaxed) < 100 => {
+                    println!(
+                        "lockd: LOCK from {} ({ip}) svid {} blocked",
+                        String::from_utf8_lossy(&a.alock.caller_name),
+                        a.alock.svid
+                    );
                 }
                 _ => {}
             }
