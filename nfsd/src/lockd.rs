@@ -52,6 +52,8 @@ use crate::mountd::{read_record, write_record};
 pub const MAX_CONNECTIONS: usize = 64;
 /// Most client hosts recorded in the state directory.
 pub const MAX_CLIENTS: usize = 4096;
+/// Most threads sending SM_NOTIFY at once (one per start or SM_SIMU_CRASH).
+pub const MAX_NOTIFIERS: usize = 4;
 /// Most `SM_MON` registrations.
 pub const MAX_MONITORS: usize = 1024;
 /// Callbacks waiting to be sent (more are dropped, with a warning).
@@ -252,6 +254,7 @@ struct Shared {
     jobs: SyncSender<Job>,
     stop: &'static AtomicBool,
     conns: AtomicUsize,
+    notifiers: AtomicUsize,
     stats: LockdStats,
 }
 
@@ -308,7 +311,12 @@ impl Lockd {
         let sm = cfg.state_dir.join("sm");
         let bak = cfg.state_dir.join("sm.bak");
         for d in [&cfg.state_dir, &sm, &bak] {
-            std::fs::create_dir_all(d).map_err(|e| io_line("creating", d, e))?;
+            std::fs::create_dir_all(d).map_err(|e| {
+                format!(
+                    "{} (choose one with --state-dir, or serve no locks with --no-lock)",
+                    io_line("creating", d, e)
+                )
+            })?;
         }
         let state_file = cfg.state_dir.join("state");
         let prev = match std::fs::read_to_string(&state_file) {
@@ -370,6 +378,7 @@ impl Lockd {
             jobs,
             stop,
             conns: AtomicUsize::new(0),
+            notifiers: AtomicUsize::new(0),
             stats: LockdStats::default(),
         });
         println!(
@@ -406,12 +415,7 @@ impl Lockd {
             Box::new(move || callbacks(&s, &rx)),
         )?);
         if !to_notify.is_empty() {
-            let s = sh.clone();
-            // Not joined: it may still be retrying a silent client at exit.
-            drop(spawn(
-                "sm-notify",
-                Box::new(move || notify_all(&s, state, to_notify)),
-            )?);
+            spawn_notify(&sh, state, to_notify);
         }
         Ok(Lockd {
             sh,
@@ -897,10 +901,31 @@ fn simu_crash(sh: &Arc<Shared>) {
     }
     drop(st);
     println!("lockd: SM_SIMU_CRASH: NSM state {state}, locks dropped");
+    spawn_notify(sh, state, to_notify);
+}
+
+/// Notify `clients` on a thread of its own (not joined: it may still be retrying a silent
+/// client at exit), unless [`MAX_NOTIFIERS`] already run: then the records wait in
+/// `sm.bak/` for the next start.
+fn spawn_notify(sh: &Arc<Shared>, state: i32, clients: Vec<(IpAddr, PathBuf)>) {
+    if sh.notifiers.fetch_add(1, Ordering::SeqCst) >= MAX_NOTIFIERS {
+        sh.notifiers.fetch_sub(1, Ordering::SeqCst);
+        println!(
+            "lockd: {MAX_NOTIFIERS} notifiers busy: clients left in sm.bak for the next start"
+        );
+        return;
+    }
     let s = sh.clone();
-    let _ = std::thread::Builder::new()
+    let spawned = std::thread::Builder::new()
         .name("sm-notify".into())
-        .spawn(move || notify_all(&s, state, to_notify));
+        .spawn(move || {
+            notify_all(&s, state, clients);
+            s.notifiers.fetch_sub(1, Ordering::SeqCst);
+        });
+    if let Err(e) = spawned {
+        sh.notifiers.fetch_sub(1, Ordering::SeqCst);
+        println!("lockd: cannot start sm-notify ({e}): clients left in sm.bak for the next start");
+    }
 }
 
 /// Send SM_NOTIFY to each recorded client (retrying, for a couple of minutes, those that do
@@ -913,29 +938,34 @@ fn notify_all(sh: &Shared, state: i32, clients: Vec<(IpAddr, PathBuf)>) {
         }
         .encode(e);
     });
-    for (ip, path) in clients {
-        let mut last = String::new();
-        let mut done = false;
-        for wait in [1u64, 2, 4, 8, 15, 15, 15, 15, 30, 30] {
-            if sh.stop.load(Ordering::SeqCst) {
-                return;
-            }
-            let tries = [Duration::from_secs(wait)];
-            match call_peer(sh, ip, SM_PROG, SM_VERS, nsm::SM_NOTIFY, &args, &tries) {
+    // Rounds over the clients still to notify, each waiting longer for an answer: a silent
+    // client delays the others by one wait per round, not by all its retries.
+    let mut left: Vec<(IpAddr, PathBuf, String)> = clients
+        .into_iter()
+        .map(|(ip, p)| (ip, p, String::new()))
+        .collect();
+    for wait in [1u64, 2, 4, 8, 15, 15, 15, 15, 30, 30] {
+        if left.is_empty() || sh.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let tries = [Duration::from_secs(wait)];
+        left.retain_mut(|(ip, path, last)| {
+            match call_peer(sh, *ip, SM_PROG, SM_VERS, nsm::SM_NOTIFY, &args, &tries) {
                 Ok(_) => {
-                    done = true;
-                    break;
+                    sh.stats.notified.fetch_add(1, Ordering::Relaxed);
+                    let _ = std::fs::remove_file(&*path);
+                    println!("lockd: SM_NOTIFY sent to {ip} (state {state})");
+                    false
                 }
-                Err(e) => last = e.to_string(),
+                Err(e) => {
+                    *last = e.to_string();
+                    true
+                }
             }
-        }
-        if done {
-            sh.stats.notified.fetch_add(1, Ordering::Relaxed);
-            let _ = std::fs::remove_file(&path);
-            println!("lockd: SM_NOTIFY sent to {ip} (state {state})");
-        } else {
-            println!("lockd: SM_NOTIFY to {ip} failed ({last}); kept for the next start");
-        }
+        });
+    }
+    for (ip, _, last) in left {
+        println!("lockd: SM_NOTIFY to {ip} failed ({last}); kept for the next start");
     }
 }
 

@@ -327,6 +327,7 @@ fn locks_blocking_and_callbacks_over_tcp_and_udp() {
         .unwrap()
         .insert((NLM_PROGRAM, 4, "tcp".into()), "127.0.0.1.0.98".into());
     let nlm_cb = client_service(&client_rb, NLM_PROGRAM, NLM_V4, granted_ok);
+    let statd = client_service(&client_rb, SM_PROG, SM_VERS, notify_ok);
     let dir = state_dir("blocking");
     let stop = stop_flag();
     let l = Lockd::start(config(&dir, rb_port, GUARD, vec![Reg::NlmTcp]), stop).unwrap();
@@ -505,6 +506,23 @@ fn locks_blocking_and_callbacks_over_tcp_and_udp() {
     assert!(dir.join("sm/127.0.0.1").exists());
     assert!(dir.join("sm/127.0.0.2").exists());
     assert_eq!(std::fs::read_to_string(dir.join("state")).unwrap(), "1\n");
+
+    // SM_SIMU_CRASH (a local caller): state 3, every lock gone, the grace period, and the
+    // recorded clients notified.
+    assert!(!l.in_grace());
+    b.call(SM_PROG, 5, &[]).unwrap();
+    let (proc_, args) = statd
+        .recv_timeout(GUARD)
+        .expect("SM_NOTIFY after SM_SIMU_CRASH");
+    assert_eq!(proc_, SM_NOTIFY);
+    assert_eq!(StatChge::decode(&mut Decoder::new(&args)).unwrap().state, 3);
+    assert_eq!(std::fs::read_to_string(dir.join("state")).unwrap(), "3\n");
+    assert_eq!(l.lock_count(), 0);
+    assert!(l.in_grace());
+    assert_eq!(
+        a.lock(&lockargs("hostA", 11, false, false)),
+        Nlm4Stat::DENIED_GRACE_PERIOD
+    );
 
     stop.store(true, Ordering::SeqCst);
     l.shutdown();
