@@ -8,7 +8,7 @@
 //!   SET, through the local socket `/run/rpcbind.sock` when it exists, as libtirpc and the
 //!   kernel do, else TCP to 127.0.0.1:111); a registration held by another service is left
 //!   alone (one warning line) unless listed in `--rpcbind-replace` (then UNSET + SET). At exit
-//!   every registration still pointing at our port is unset.
+//!   each registration we made is unset if it still points at our port (GETADDR).
 //! * Locks are advisory state in memory, keyed by the file handle's bytes: the file system is
 //!   not touched. A LOCK that conflicts with `block` set answers `NLM4_BLOCKED` and waits in
 //!   the file's queue; when the holder unlocks, the queue is granted in order and each grant
