@@ -570,8 +570,11 @@ impl Range {
         if self.end == u64::MAX {
             (self.start, 0)
         } else {
-            // end >= start, and end < MAX: no overflow.
-            (self.start, self.end - self.start + 1)
+            // Saturating: a hand-made range with end < start cannot panic here.
+            (
+                self.start,
+                self.end.saturating_sub(self.start).saturating_add(1),
+            )
         }
     }
 
