@@ -17,6 +17,9 @@
 //! * [`nfsd`]: the NFSv3 service over a VFS-shaped [`nfsd::Backend`], with Macklem's DDP path
 //!   (WRITE data to the backend as the received pages, READ data out as page mbufs).
 //! * [`mount`]: the MOUNT v3 service over an [`mount::Exports`].
+//! * [`nlm`] and [`nsm`]: the Network Lock Manager v4 and Network Status Monitor v1 codecs
+//!   and their state (the lock table with its blocking queue and grace period; the monitor's
+//!   state number and registrations), for file locking on NFSv3.
 //! * [`harness`]: the harness's own RPC program (NULL / WRITE / READ / ECHO with DDP), shared
 //!   by `userspace-harness` and the kernel module's peer runs.
 #![no_std]
@@ -30,6 +33,8 @@ pub mod harness;
 pub mod mount;
 pub mod nfs3;
 pub mod nfsd;
+pub mod nlm;
+pub mod nsm;
 pub mod rpc;
 pub mod svc;
 pub mod xdr;

@@ -6,6 +6,7 @@
 //! * [`server`]: the verbs listener, one thread and one Responder per connection, the shared
 //!   reply cache, nfs-glue's `Nfs3Service`.
 //! * [`mountd`] and [`exports`]: MOUNT v3 over TCP for the one export.
+//! * [`lockd`]: file locking, NLM v4 and NSM v1 over TCP and UDP, registered with rpcbind.
 //! * [`run`]: the `userspace-harness nfsd` command.
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_code)]
@@ -16,6 +17,7 @@ pub mod exports;
 pub mod fhandle;
 pub mod handle;
 pub mod localfs;
+pub mod lockd;
 pub mod mountd;
 pub mod server;
 pub mod service_time;
@@ -82,7 +84,8 @@ pub struct NfsdArgs {
     #[arg(long, value_name = "LIST", default_value = exports::Clients::DEFAULT)]
     pub clients: exports::Clients,
     /// Where the server keeps its state: `handle-key`, the secret that seals file handles
-    /// (made on first start, mode 0600), so handles stay valid across a restart.
+    /// (made on first start, mode 0600), so handles stay valid across a restart; and the lock
+    /// state (`state`, the NSM state number; `sm/`, the clients holding locks).
     #[arg(long, value_name = "DIR", default_value = DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
     /// Registered page arena shared by the connections, in MiB.
@@ -97,6 +100,9 @@ pub struct NfsdArgs {
     /// MOUNT connection limit.
     #[command(flatten)]
     pub mount_limits: mountd::MountLimits,
+    /// File locking (NLM / NSM).
+    #[command(flatten)]
+    pub lock: lockd::LockOpts,
 }
 
 /// Run the server until SIGINT / SIGTERM: bind the RDMA listener and the MOUNT service,
@@ -147,11 +153,15 @@ pub fn run<Q: Provider + Send + 'static>(a: &NfsdArgs, qpw: QpWrap<Q>) -> Result
         a.listen,
         clients.join(" ")
     );
+    let lockd = lockd::start_for(&a.lock, &a.state_dir, a.listen.ip(), &STOP)?;
     let scfg = ServerConfig::default()
         .with_limits(a.limits)
         .sharing_pages(server::ddp_budget(pages));
     let totals = server::serve(&sh, &arena, &mut listener, &scfg, qpw)?;
     let _ = mthread.join();
+    if let Some(l) = lockd {
+        l.shutdown();
+    }
     println!(
         "nfsd: {} connections ({} refused), {}, {} reply cache replays",
         totals.connections,

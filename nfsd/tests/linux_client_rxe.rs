@@ -122,7 +122,7 @@ impl Server {
             lines: rx,
             seen: Vec::new(),
         };
-        let first = s.lines.recv_timeout(Duration::from_secs(20)).unwrap();
+        let first = s.lines.recv_timeout(Duration::from_secs(120)).unwrap();
         assert!(first.starts_with("nfsd: serving "), "{first}");
         s.seen.push(first);
         s

@@ -174,13 +174,16 @@ fn test() -> Result<(), String> {
 /// `KRPC_RDMA_SKIP_VM=1` skips them, loudly, for machines without qemu.
 fn rxe_tests() -> Result<(), String> {
     // The test binaries that need rxe0: userspace-harness's (the last two also knfsd) and
-    // krpc-rdma-nfsd's (the Linux kernel NFS client mounting our server).
+    // krpc-rdma-nfsd's (the Linux kernel NFS client mounting our server, and locking on it),
+    // krpc-rdma-verbs's (the listener's connection limit).
     const TESTS: &[&str] = &[
         "verbs_rxe",
         "cli_rxe",
         "knfsd_rxe",
         "nfs3_rxe",
         "linux_client_rxe",
+        "linux_locks_rxe",
+        "accept_limit_rxe",
     ];
     let mut test_args: Vec<&str> = vec![
         "test",
@@ -189,6 +192,8 @@ fn rxe_tests() -> Result<(), String> {
         "userspace-harness",
         "-p",
         "krpc-rdma-nfsd",
+        "-p",
+        "krpc-rdma-verbs",
     ];
     for t in TESTS {
         test_args.extend(["--test", t]);
