@@ -21,71 +21,21 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+mod vm;
+use vm::{ip, ok, sh, tmpfs};
+
 const BIN: &str = env!("CARGO_BIN_EXE_nfsd");
 const PORT: u16 = 20249;
 const MOUNT_PORT: u16 = 20248;
 
 fn skip() -> bool {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout == b"0\n");
-    let why = if !krpc_rdma_verbs::rdma_present() {
-        "no RDMA device"
-    } else if !root.unwrap_or(false) {
-        "not root"
-    } else {
-        return false;
-    };
-    if std::env::var_os("KRPC_RDMA_REQUIRE_RDMA").is_some_and(|v| v == "1") {
-        panic!("{why}, and KRPC_RDMA_REQUIRE_RDMA=1");
-    }
-    println!("skipped: {why}");
-    true
-}
-
-fn ip() -> String {
-    std::env::var("RXE_IP").unwrap_or_else(|_| "10.0.2.15".into())
-}
-
-/// Run `cmd` with sh; its status and output.
-fn sh(cmd: &str) -> (bool, String) {
-    let t = std::time::Instant::now();
-    let o = Command::new("timeout")
-        .args(["600", "sh", "-c", cmd])
-        .output()
-        .unwrap();
-    if t.elapsed() > Duration::from_secs(5) {
-        println!("{:.1} s: {cmd}", t.elapsed().as_secs_f64());
-    }
-    let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
-    s.push_str(&String::from_utf8_lossy(&o.stderr));
-    (o.status.success(), s)
-}
-
-/// `cmd` must succeed.
-fn ok(cmd: &str) -> String {
-    let (good, out) = sh(cmd);
-    if !good {
-        let (_, dmesg) = sh("dmesg | tail -30");
-        panic!("`{cmd}` failed:\n{out}\ndmesg:\n{dmesg}");
-    }
-    out
+    vm::skip(vm::missing())
 }
 
 struct Server {
     child: Child,
     lines: mpsc::Receiver<String>,
     seen: Vec<String>,
-}
-
-/// Mount a tmpfs of `mib` MiB on `dir` (made if missing).
-fn tmpfs(dir: &Path, mib: u32) {
-    std::fs::create_dir_all(dir).unwrap();
-    ok(&format!(
-        "mountpoint -q {0} || mount -t tmpfs -o size={mib}m tmpfs {0}",
-        dir.display()
-    ));
 }
 
 impl Server {

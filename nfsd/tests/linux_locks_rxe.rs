@@ -35,6 +35,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+mod vm;
+use vm::{ip, ok, sh};
+
 const BIN: &str = env!("CARGO_BIN_EXE_nfsd");
 const PORT: u16 = 20259;
 const MOUNT_PORT: u16 = 20258;
@@ -69,47 +72,8 @@ elif mode == "getlk":
 "#;
 
 fn skip() -> bool {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout == b"0\n");
-    let why = if !krpc_rdma_verbs::rdma_present() {
-        "no RDMA device"
-    } else if !root.unwrap_or(false) {
-        "not root"
-    } else if !Path::new(PY).exists() {
-        "no python3"
-    } else {
-        return false;
-    };
-    if std::env::var_os("KRPC_RDMA_REQUIRE_RDMA").is_some_and(|v| v == "1") {
-        panic!("{why}, and KRPC_RDMA_REQUIRE_RDMA=1");
-    }
-    println!("skipped: {why}");
-    true
-}
-
-fn ip() -> String {
-    std::env::var("RXE_IP").unwrap_or_else(|_| "10.0.2.15".into())
-}
-
-fn sh(cmd: &str) -> (bool, String) {
-    let o = Command::new("timeout")
-        .args(["600", "sh", "-c", cmd])
-        .output()
-        .unwrap();
-    let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
-    s.push_str(&String::from_utf8_lossy(&o.stderr));
-    (o.status.success(), s)
-}
-
-fn ok(cmd: &str) -> String {
-    let (good, out) = sh(cmd);
-    if !good {
-        let (_, dmesg) = sh("dmesg | tail -30");
-        panic!("`{cmd}` failed:\n{out}\ndmesg:\n{dmesg}");
-    }
-    out
+    let no_python = (!Path::new(PY).exists()).then_some("no python3");
+    vm::skip(vm::missing().or(no_python))
 }
 
 /// A child whose stdout lines arrive on a channel.
@@ -238,7 +202,6 @@ fn linux_client_locks() {
     for p in [&export, &mnt, &mnt2] {
         std::fs::create_dir_all(p).unwrap();
     }
-    // A file system that gives file handles (the VM's /tmp is an overlay over 9p).
     ok(&format!(
         "mount -t tmpfs -o size=64m tmpfs {}",
         export.display()
