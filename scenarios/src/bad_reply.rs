@@ -172,11 +172,28 @@ pub fn a_malformed_reply_fails_its_call_and_returns_its_credit<F: Fixture>(fx: &
             ..TransportConfig::default()
         }),
     )?;
-    let msg = |xid: u32, vers: u32, proc_: u32, rest: &[u8]| {
-        let mut m = words(xid, vers, proc_);
-        m.extend_from_slice(rest);
-        m
-    };
+    // Each stage its own frame (the kernel self-test runs this on a 16 KiB stack, every
+    // function under 1 KiB).
+    let xid = malformed_headers(&mut p, 0x2700)?;
+    let xid = mismatches(&mut p, xid)?;
+    let xid = too_short(&mut p, xid)?;
+    let xid = abandoned(&mut p, xid)?;
+    last_call(&mut p, xid + 1)?;
+    eq("bad replies counted", 6, p.req.counters().bad_replies)?;
+    p.check_clean("after the bad replies")?;
+    p.finish()
+}
+
+fn msg(xid: u32, vers: u32, proc_: u32, rest: &[u8]) -> Vec<u8> {
+    let mut m = words(xid, vers, proc_);
+    m.extend_from_slice(rest);
+    m
+}
+
+/// Headers that do not decode, each naming a pending call: each fails its call. The last
+/// XID used.
+#[inline(never)]
+fn malformed_headers<F: Fixture>(p: &mut Pair<'_, F>, mut xid: u32) -> Result<u32, Failure> {
     let malformed: [(&str, u32, u32, &[u8], DecodeErrorKind); 4] = [
         (
             "version 2",
@@ -207,14 +224,17 @@ pub fn a_malformed_reply_fails_its_call_and_returns_its_credit<F: Fixture>(fx: &
             DecodeErrorKind::Truncated,
         ),
     ];
-    let mut xid = 0x2700;
     for (what, vers, proc_, rest, kind) in malformed {
         xid += 1;
         let m = msg(xid, vers, proc_, rest);
-        fails_with(&mut p, xid, what, &m, CallError::MalformedReply(kind))?;
+        fails_with(p, xid, what, &m, CallError::MalformedReply(kind))?;
     }
+    Ok(xid)
+}
 
-    // Decodable, but not what the call provisioned.
+/// Decodable, but not what the call provisioned.
+#[inline(never)]
+fn mismatches<F: Fixture>(p: &mut Pair<'_, F>, mut xid: u32) -> Result<u32, Failure> {
     xid += 1;
     let mut two = chunk_lists()?;
     for _ in 0..2 {
@@ -224,7 +244,7 @@ pub fn a_malformed_reply_fails_its_call_and_returns_its_credit<F: Fixture>(fx: &
     }
     let mut m = header(xid, false, &two)?;
     m.extend_from_slice(&xid.to_be_bytes());
-    fails_with(&mut p, xid, "two write chunks", &m, CallError::BadReply)?;
+    fails_with(p, xid, "two write chunks", &m, CallError::BadReply)?;
     xid += 1;
     let mut rc = chunk_lists()?;
     let mut c = WriteChunk::new();
@@ -233,35 +253,42 @@ pub fn a_malformed_reply_fails_its_call_and_returns_its_credit<F: Fixture>(fx: &
     let mut m = header(xid, false, &rc)?;
     m.extend_from_slice(&xid.to_be_bytes());
     fails_with(
-        &mut p,
+        p,
         xid,
         "RDMA_MSG with bytes in a reply chunk",
         &m,
         CallError::BadReply,
     )?;
+    Ok(xid)
+}
 
-    // Too short to name a call: counted, dropped; the pending call is answered later.
+/// Too short to name a call: counted, dropped; the pending call is answered later.
+#[inline(never)]
+fn too_short<F: Fixture>(p: &mut Pair<'_, F>, mut xid: u32) -> Result<u32, Failure> {
     xid += 1;
     let (call, spec) = Kind::Small.call(&p.l.pa, xid).at("small call")?;
     p.call(call, spec, "small call")?;
-    take_and_drop(&mut p, xid, "small call")?;
+    take_and_drop(p, xid, "small call")?;
     let bad = p.req.counters().bad_messages;
-    forge(&mut p, &[1, 2, 3], "3 bytes")?;
-    counted(&mut p, bad, "3 bytes")?;
+    forge(p, &[1, 2, 3], "3 bytes")?;
+    counted(p, bad, "3 bytes")?;
     eq("3 bytes: the call still pending", 1, p.req.outstanding())?;
     let good = msg(xid, 1, 0, &[0; 12]);
     let good = [&good[..], &xid.to_be_bytes(), b"ok.."].concat();
-    forge(&mut p, &good, "the real reply")?;
-    match ended(&mut p, xid, "the real reply")? {
-        Seen::Reply => {}
-        s => return Err(fail("the real reply", "a reply", format!("{s:?}"))),
+    forge(p, &good, "the real reply")?;
+    match ended(p, xid, "the real reply")? {
+        Seen::Reply => Ok(xid),
+        s => Err(fail("the real reply", "a reply", format!("{s:?}"))),
     }
+}
 
-    // An abandoned call's malformed reply ends its zombie slot.
+/// An abandoned call's malformed reply ends its zombie slot.
+#[inline(never)]
+fn abandoned<F: Fixture>(p: &mut Pair<'_, F>, mut xid: u32) -> Result<u32, Failure> {
     xid += 1;
     let (call, spec) = Kind::Small.call(&p.l.pa, xid).at("call to abandon")?;
     p.call(call, spec, "call to abandon")?;
-    take_and_drop(&mut p, xid, "call to abandon")?;
+    take_and_drop(p, xid, "call to abandon")?;
     ensure(
         p.req.abandon(&mut p.l.a, xid).is_some(),
         "abandon",
@@ -269,23 +296,24 @@ pub fn a_malformed_reply_fails_its_call_and_returns_its_credit<F: Fixture>(fx: &
     )?;
     let late = p.req.counters().late_replies;
     let bad = p.req.counters().bad_messages;
-    forge(&mut p, &msg(xid, 2, 0, &[0; 12]), "abandoned: version 2")?;
-    counted(&mut p, bad, "abandoned: version 2")?;
+    forge(p, &msg(xid, 2, 0, &[0; 12]), "abandoned: version 2")?;
+    counted(p, bad, "abandoned: version 2")?;
     eq(
         "abandoned: late replies",
         late + 1,
         p.req.counters().late_replies,
     )?;
     eq("abandoned: the slot freed", 0, p.req.outstanding())?;
+    Ok(xid)
+}
 
-    // The connection works: one more call, answered by the Responder.
-    xid += 1;
+/// The connection works: one more call, answered by the Responder.
+#[inline(never)]
+fn last_call<F: Fixture>(p: &mut Pair<'_, F>, xid: u32) -> Outcome {
     let (call, spec) = Kind::Small.call(&p.l.pa, xid).at("last call")?;
     let pb = p.l.pb.clone();
     p.rpc(call, spec, &mut |c| {
         Kind::Small.reply(&pb, c.xid).at("reply")
     })?;
-    eq("bad replies counted", 6, p.req.counters().bad_replies)?;
-    p.check_clean("after the bad replies")?;
-    p.finish()
+    Ok(())
 }

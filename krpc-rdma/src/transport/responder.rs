@@ -363,7 +363,9 @@ pub struct Responder {
     /// once, emptied after each post (see [`recycle_wrs`]).
     wr_array: Vec<SendWr<'static>>,
     /// `RDMA_ERROR`s owed, oldest first, sent as send buffers free up.
-    errors: heapless::Deque<Refusal, DEFERRED_ERRORS>,
+    /// Owed `RDMA_ERROR`s: at most [`DEFERRED_ERRORS`], room reserved at creation (on the
+    /// heap, not inline: the Responder stays small enough to be built on a kernel stack).
+    errors: VecDeque<Refusal>,
     /// Page bytes held by live contexts' read chunks (bounded by `max_ddp_bytes`).
     ddp_in_use: usize,
     /// Contexts whose `ReplyCtx` was dropped unconsumed, to reclaim.
@@ -417,6 +419,10 @@ impl Responder {
         reserve(&mut wr_array, nf * 2 + 1)?;
         let free_ctx = FreeList::new(n).map_err(|_| CallError::NoMemory)?;
         let returns = Arc::new(Returns::new(n)?);
+        let mut errors = VecDeque::new();
+        errors
+            .try_reserve_exact(DEFERRED_ERRORS)
+            .map_err(|_| CallError::NoMemory)?;
         // The endpoint core last, straight into the value returned (no fallible step after
         // it), so the compiler builds it in place: one copy of the endpoint on the stack.
         Ok(Responder {
@@ -433,7 +439,7 @@ impl Responder {
             pieces,
             wrs,
             wr_array,
-            errors: heapless::Deque::new(),
+            errors,
             ddp_in_use: 0,
             returns,
             share: None,
@@ -694,8 +700,11 @@ impl Responder {
             }
         }
         self.ep.counters.resource_stalls += 1;
-        if self.errors.push_back(r).is_err() {
+        if self.errors.len() >= DEFERRED_ERRORS {
             self.close(prov);
+        } else {
+            // Within the capacity reserved at creation: no allocation.
+            self.errors.push_back(r);
         }
     }
 
