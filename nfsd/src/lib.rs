@@ -1,11 +1,13 @@
 //! `nfsd`: an NFSv3 server over RPC-over-RDMA serving a local directory (issue 13 parts 2–3).
 //!
-//! * [`localfs`]: [`LocalFs`], nfs-glue's `Backend` over a directory with `std::fs`;
-//!   [`handle`]: its file handles (valid across a restart); [`attr`]: attributes and
-//!   permission checks.
+//! * [`localfs`]: [`LocalFs`], nfs-glue's `Backend` over a directory, on descriptors (no
+//!   path a client can change is resolved); [`handle`]: its file handles, the kernel's own
+//!   sealed with a MAC (valid across a restart); [`fhandle`]: the two system calls behind
+//!   them, the crate's only `unsafe`; [`attr`]: attributes and permission checks.
 //! * [`server`]: the verbs listener, one thread and one Responder per connection, the shared
 //!   reply cache, nfs-glue's `Nfs3Service`.
-//! * [`mountd`] and [`exports`]: MOUNT v3 over TCP for the one export.
+//! * [`mountd`] and [`exports`]: MOUNT v3 over TCP for the one export, and who may use it
+//!   (the client list of an exports(5) line; root squashed by default).
 //! * [`lockd`]: file locking, NLM v4 and NSM v1 over TCP and UDP, registered with rpcbind.
 //! * [`run`]: the `userspace-harness nfsd` command.
 #![deny(clippy::undocumented_unsafe_blocks)]
