@@ -35,7 +35,7 @@ const MAGIC: &[u8; 4] = b"KRN2";
 const MAC_LEN: usize = 8;
 /// Bytes in front of the kernel handle.
 const HEAD_LEN: usize = MAGIC.len() + MAC_LEN + 4;
-/// The longest handle: [`HEAD_LEN`] + [`crate::fhandle::MAX_FH_BYTES`] (NFSv3 allows 64).
+/// The longest handle: 16 bytes of header + [`crate::fhandle::MAX_FH_BYTES`] (NFSv3 allows 64).
 pub const MAX_HANDLE_LEN: usize = HEAD_LEN + crate::fhandle::MAX_FH_BYTES;
 
 /// The server's secret for sealing handles.

@@ -196,7 +196,8 @@ fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> NfsResult<()> {
     ))
 }
 
-/// The cookie of a directory entry: a hash of its name, above [`DOTDOT`] and below 2^62.
+/// The cookie of a directory entry: a hash of its name, above those of `.` and `..` (1, 2)
+/// and below 2^62.
 pub fn cookie_of(name: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in name {
