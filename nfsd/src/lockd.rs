@@ -602,6 +602,20 @@ fn queue(sh: &Shared, job: Job) {
     }
 }
 
+/// CANCEL or UNLOCK: `op` on the lock table (grace period refreshed first), the grants it
+/// frees queued as GRANTED callbacks once the table is unlocked; its status.
+fn release(
+    sh: &Shared,
+    op: impl FnOnce(&mut LockTable<IpAddr>) -> (Nlm4Stat, Vec<Grant<IpAddr>>),
+) -> Nlm4Stat {
+    let mut st = lock_st(sh);
+    refresh_grace(&mut st);
+    let (stat, grants) = op(&mut st.table);
+    drop(st);
+    queue_grants(sh, grants);
+    stat
+}
+
 fn queue_grants(sh: &Shared, grants: Vec<Grant<IpAddr>>) {
     for g in grants {
         queue(
@@ -732,11 +746,7 @@ fn nlm_proc(
         }
         NLMPROC4_CANCEL | NLMPROC4_CANCEL_MSG => {
             let a = CancArgs::decode(d)?;
-            let mut st = lock_st(sh);
-            refresh_grace(&mut st);
-            let (stat, grants) = st.table.cancel(&a);
-            drop(st);
-            queue_grants(sh, grants);
+            let stat = release(sh, |t| t.cancel(&a));
             Res {
                 cookie: a.cookie,
                 stat: stat.0,
@@ -745,11 +755,7 @@ fn nlm_proc(
         }
         NLMPROC4_UNLOCK | NLMPROC4_UNLOCK_MSG => {
             let a = UnlockArgs::decode(d)?;
-            let mut st = lock_st(sh);
-            refresh_grace(&mut st);
-            let (stat, grants) = st.table.unlock(&a);
-            drop(st);
-            queue_grants(sh, grants);
+            let stat = release(sh, |t| t.unlock(&a));
             Res {
                 cookie: a.cookie,
                 stat: stat.0,
