@@ -256,24 +256,11 @@ impl KrpcSvc {
     fn reap(&mut self) {
         let (queue, lost) = (&mut self.queue, &mut self.lost);
         let mut overflow = false;
-        self.resp.poll(&mut *self.qp, &mut |e| match e {
-            // At most max_requests contexts exist: the push fits (the reserve keeps a
-            // failure from panicking).
-            ResponderEvent::Call(c) => {
-                if queue.try_reserve(1).is_ok() {
-                    queue.push_back(c);
-                } else {
-                    overflow = true;
-                }
-            }
-            ResponderEvent::ConnectionLost => *lost = true,
-            _ => {}
+        self.resp.poll(&mut *self.qp, &mut |e| {
+            overflow |= !take_event(queue, lost, e);
         });
         if overflow {
-            // A call could not be queued (impossible while contexts are bounded by the
-            // credits): never a silent drop — the connection goes, and the client resends.
-            debug_assert!(false, "krpc_svc: call queue overflow");
-            self.qp.disconnect();
+            self.queue_overflowed();
         }
         while let Some((ctx, chain)) = self.owed.pop() {
             match self.resp.reply(&mut *self.qp, ctx, chain) {
@@ -474,28 +461,24 @@ impl KrpcSvc {
         true
     }
 
+    /// A call could not be queued (impossible while contexts are bounded by the credits):
+    /// never a silent drop — the connection goes, and the client resends.
+    fn queue_overflowed(&mut self) {
+        debug_assert!(false, "krpc_svc: call queue overflow");
+        self.qp.disconnect();
+    }
+
     /// `Responder::drop_call`: calls it hands up (a read job that was waiting for the DDP
     /// budget may start) join the queue, never dropped unanswered. A context the Responder
     /// no longer knows (the connection went) is gone already.
     fn give_back(&mut self, ctx: ReplyCtx) {
         let (queue, lost) = (&mut self.queue, &mut self.lost);
         let mut overflow = false;
-        let _ = self.resp.drop_call(&mut *self.qp, ctx, &mut |e| match e {
-            ResponderEvent::Call(c) => {
-                if queue.len() < queue.capacity() {
-                    queue.push_back(c);
-                } else {
-                    overflow = true;
-                }
-            }
-            ResponderEvent::ConnectionLost => *lost = true,
-            _ => {}
+        let _ = self.resp.drop_call(&mut *self.qp, ctx, &mut |e| {
+            overflow |= !take_event(queue, lost, e);
         });
         if overflow {
-            // As in `reap`: impossible while contexts are bounded by the credits; never a
-            // silent drop.
-            debug_assert!(false, "krpc_svc: call queue overflow");
-            self.qp.disconnect();
+            self.queue_overflowed();
         }
     }
 
@@ -681,6 +664,23 @@ pub unsafe extern "C" fn krpc_svc_set_upcall(
     };
     // SAFETY: per the function's contract.
     unsafe { state(h).qp.set_upcall(f, arg) };
+}
+
+/// What the Responder hands up, from `poll` or `drop_call`: a call joins `queue`, a loss sets
+/// `lost`. False if a call could not be queued: at most `max_requests` contexts exist, so
+/// the push fits (the reserve keeps a failure from panicking or aborting).
+fn take_event(queue: &mut VecDeque<Incoming>, lost: &mut bool, e: ResponderEvent) -> bool {
+    match e {
+        ResponderEvent::Call(c) => {
+            if queue.try_reserve(1).is_err() {
+                return false;
+            }
+            queue.push_back(c);
+        }
+        ResponderEvent::ConnectionLost => *lost = true,
+        ResponderEvent::Connected(_) => {}
+    }
+    true
 }
 
 #[cfg(test)]
