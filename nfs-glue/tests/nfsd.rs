@@ -1429,3 +1429,70 @@ fn a_read_only_export_refuses_every_change_before_the_backend() {
         0
     );
 }
+
+#[test]
+fn reply_data_bytes_covers_the_pages_a_read_reply_takes() {
+    let t = T::new(Nfs3Config::default());
+    let root = fh(ROOT);
+    let f = t.create(&root, "big");
+    let data = pattern((3 << 20) + 5, 9);
+    t.write_ddp(&f, 0, &data);
+    let max = Nfs3Config::default().max_data as usize;
+    for (offset, count) in [
+        (0u64, 0u32),
+        (0, 1),
+        (0, 4096),
+        (1, 4097),
+        (5000, 1 << 20),
+        (0, u32::MAX),
+        ((3 << 20) + 1, 1 << 20),
+    ] {
+        let args = ReadArgs {
+            file: f.clone(),
+            offset,
+            count,
+        };
+        let call = Chain::from_bytes(&call_bytes(NFSPROC3_READ, &args)).unwrap();
+        let need = t.svc.reply_data_bytes(&call);
+        assert_eq!(need, (count as usize).min(max), "count {count}");
+        // What the dispatched reply holds of the page provider is within it (whole pages).
+        let before = t.arena.in_use();
+        let d = t.svc.dispatch(&call).unwrap();
+        let held = (t.arena.in_use() - before) * mbuf::PAGE_SIZE;
+        assert!(
+            held <= need.div_ceil(mbuf::PAGE_SIZE) * mbuf::PAGE_SIZE,
+            "offset {offset} count {count}: {held} bytes held, {need} admitted"
+        );
+        if offset as usize + need <= data.len() {
+            // Not cut short by the end of the file: the bound is met exactly.
+            assert_eq!(held, need.div_ceil(mbuf::PAGE_SIZE) * mbuf::PAGE_SIZE);
+        }
+        drop(d);
+        assert_eq!(t.arena.in_use(), before);
+    }
+    // Any other call, and a READ too short or malformed to tell: nothing.
+    let read = call_bytes(
+        NFSPROC3_READ,
+        &ReadArgs {
+            file: f.clone(),
+            offset: 0,
+            count: 4096,
+        },
+    );
+    let get = call_bytes(NFSPROC3_GETATTR, &GetattrArgs { object: f.clone() });
+    assert_eq!(t.svc.reply_data_bytes(&Chain::from_bytes(&get).unwrap()), 0);
+    for cut in [0, 4, 20, 24, read.len() - 1] {
+        let c = Chain::from_bytes(&read[..cut]).unwrap();
+        assert_eq!(t.svc.reply_data_bytes(&c), 0, "cut at {cut}");
+    }
+    let mut v2 = read.clone();
+    v2[16..20].copy_from_slice(&2u32.to_be_bytes());
+    assert_eq!(t.svc.reply_data_bytes(&Chain::from_bytes(&v2).unwrap()), 0);
+    // A credential body longer than RFC 5531 allows.
+    let mut long = read.clone();
+    long[28..32].copy_from_slice(&401u32.to_be_bytes());
+    assert_eq!(
+        t.svc.reply_data_bytes(&Chain::from_bytes(&long).unwrap()),
+        0
+    );
+}

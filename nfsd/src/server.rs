@@ -2,7 +2,8 @@
 //! `--max-connections`), one thread and one [`Responder`] per connection, every call through
 //! the shared reply cache into [`Nfs3Service::dispatch`], the reply back through the
 //! Responder (READ data by RDMA Write into the client's write chunk, long replies by reply
-//! chunk). The connections' RDMA Reads share one page budget ([`ddp_budget`]), fairly.
+//! chunk). The connections' RDMA Reads and READ data share one page budget
+//! ([`ddp_budget`]), fairly.
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use krpc_rdma::provider::Provider;
 use krpc_rdma::transport::{
-    Counters, ReplyCtx, ReplyError, Responder, ResponderEvent, SharedPages,
+    Admission, Counters, Incoming, ReplyCtx, ReplyError, Responder, ResponderEvent, SharedPages,
 };
 use krpc_rdma_verbs::accept::{accept_each, ServerConfig};
 use krpc_rdma_verbs::arena::VerbsArena;
@@ -31,13 +32,13 @@ use crate::service_time::ServiceTime;
 /// Replies the shared reply cache keeps.
 pub const DRC_CAPACITY: usize = 1024;
 
-/// The server-wide budget of the connections' RDMA-Read pages in an arena of `arena_bytes`:
-/// three quarters of it, shared fairly (`krpc_rdma::transport::shared_pages`: a connection
-/// alone may use all of it, one over its fair share waits while the others' calls proceed).
-/// The last quarter is for what takes arena pages outside the budget: the NFS service's
-/// READ data (LocalFs `preadv`s into the arena's own pages, recognising the arena by
-/// identity, so the service is given the arena itself and not a `BudgetedPages` wrapper)
-/// and the Responders' reply-chunk pages.
+/// The server-wide page budget of the connections in an arena of `arena_bytes`: three
+/// quarters of it, shared fairly (`krpc_rdma::transport::shared_pages`: a connection alone
+/// may use all of it, one over its fair share waits while the others' calls proceed). It
+/// holds the pages of the RDMA Reads (WRITE data) and of the NFS READ replies' data
+/// ([`Responder::take_reply_pages`] before the call is served, until the reply's Send
+/// completes). The last quarter is for what takes arena pages outside it: the Responders'
+/// reply-chunk pages.
 pub fn ddp_budget(arena_bytes: usize) -> Arc<SharedPages> {
     SharedPages::new(arena_bytes / 4 * 3)
 }
@@ -215,6 +216,21 @@ pub fn serve_call<B: Backend>(
     }
 }
 
+/// May `c` be served now? Its reply data (an NFS READ's pages, taken from the arena every
+/// connection shares) must be admitted by the connection's part of the server-wide page
+/// budget first: a connection over its fair share holds its READs back (the client is
+/// throttled by its credits) while the other connections' calls proceed. Behind a call held
+/// back, every later READ waits too (in order); other calls take no pages and never wait.
+fn admit_reply_pages<B: Backend>(
+    sh: &Shared<B>,
+    resp: &mut Responder,
+    c: &Incoming,
+    held_back: &VecDeque<Incoming>,
+) -> bool {
+    let need = sh.svc.reply_data_bytes(&c.call);
+    need == 0 || (held_back.is_empty() && resp.take_reply_pages(&c.ctx, need) == Admission::Take)
+}
+
 /// Post `reply` unless earlier replies wait for send credit (then queue it behind them).
 fn post_reply<Q: Provider>(
     resp: &mut Responder,
@@ -250,6 +266,9 @@ pub fn serve_connection<B: Backend, Q: Provider>(
     let mut pending: VecDeque<(ReplyCtx, Chain)> = VecDeque::new();
     let mut calls = Vec::new();
     let mut later = Vec::new();
+    let mut turn = Vec::new();
+    // Calls whose reply data (READ) the shared page budget does not admit yet, in order.
+    let mut held_back: VecDeque<Incoming> = VecDeque::new();
     let sched = crate::service_time::sched_now();
     let how = loop {
         let mut lost = false;
@@ -261,7 +280,13 @@ pub fn serve_connection<B: Backend, Q: Provider>(
         });
         st.time.polled(t);
         let progressed = !calls.is_empty();
-        for c in calls.drain(..) {
+        turn.extend(held_back.drain(..));
+        turn.append(&mut calls);
+        for c in turn.drain(..) {
+            if !admit_reply_pages(sh, &mut resp, &c, &held_back) {
+                held_back.push_back(c);
+                continue;
+            }
             st.calls += 1;
             let start = Instant::now();
             let (reply, proc_) = serve_call(sh, client, access, &c.call, &mut st);
@@ -307,7 +332,7 @@ pub fn serve_connection<B: Backend, Q: Provider>(
         }
         if pending.is_empty() && !progressed {
             let t = Instant::now();
-            let timeout = if resp.calls_waiting_for_pages() {
+            let timeout = if resp.calls_waiting_for_pages() || !held_back.is_empty() {
                 PAGE_WAIT
             } else {
                 Duration::from_millis(100)

@@ -9,6 +9,11 @@
 //! other connection's first WRITE finds no page: that connection is closed. With the server-wide [`SharedPages`] budget the flooder alone
 //! still fills the whole arena, then waits over its fair share once the other connection
 //! asks; every small WRITE is answered, nobody is closed.
+//!
+//! The same with a READ flood: the server takes each 1 MiB READ reply's data pages from the
+//! shared arena (as `nfsd` does) and holds them a while. Without asking the budget first the
+//! flood's reply data fills the arena and the small client's connection is closed; with
+//! `Responder::take_reply_pages` before the pages are taken, the flood waits over its share.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -20,10 +25,11 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use krpc_rdma::transport::{
-    Incoming, ReplySpec, RequesterEvent, ResponderEvent, SharedPages, TransportConfig,
+    Admission, Incoming, ReplySpec, RequesterEvent, ResponderEvent, SharedPages, TransportConfig,
 };
+use krpc_rdma_scenarios::data::{read_call, read_reply, read_reply_bytes};
 use krpc_rdma_tests::common::{pattern, reply_for, rig_on, write_call, Rig, RigOpts, ARENA_B_BASE};
-use mbuf::{HeapPageArena, PAGE_SIZE};
+use mbuf::{Chain, HeapPageArena, PageProvider, PAGE_SIZE};
 
 const MIB: usize = 1 << 20;
 /// The server's arena: 8 MiB.
@@ -263,4 +269,218 @@ fn a_flooding_connection_waits_over_its_share_and_the_other_connections_writes_a
     // Everything came back.
     assert_eq!(shared.in_use(), 0);
     assert_eq!(f.rig.arena_b.in_use(), 0);
+}
+
+struct ReadOutcome {
+    small: Client,
+    /// READ replies whose data arrived intact, and those that did not.
+    flood_ok: u32,
+    flood_bad: u32,
+    flood_lost: bool,
+    flood_failed: Vec<String>,
+    small_ok: u32,
+    small_max_wait: u32,
+    server_lost: bool,
+    closes: (u64, u64),
+    flood_waits: u64,
+    rounds: u32,
+}
+
+/// The READ flood (see the module documentation); `admit`: the server asks the page budget
+/// (`take_reply_pages`) before it takes a reply's data pages.
+fn run_reads(shared: &Arc<SharedPages>, admit: bool) -> (ReadOutcome, Arc<HeapPageArena>) {
+    let arena_b = Arc::new(HeapPageArena::with_base(ARENA_PAGES, ARENA_B_BASE).unwrap());
+    let pb: Arc<dyn PageProvider> = arena_b.clone();
+    let client_arena = |pages| Arc::new(HeapPageArena::new(pages).unwrap());
+    let flood_opts = RigOpts {
+        req_cfg: TransportConfig {
+            max_requests: FLOOD_CREDITS,
+            ..TransportConfig::default()
+        },
+        ..RigOpts::default()
+    };
+    let mut flood = rig_on(
+        client_arena(16 * MIB / PAGE_SIZE),
+        arena_b.clone(),
+        flood_opts,
+    );
+    let mut small = rig_on(
+        client_arena(4 * MIB / PAGE_SIZE),
+        arena_b.clone(),
+        RigOpts::default(),
+    );
+    flood.resp.set_page_share(shared.join());
+    small.resp.set_page_share(shared.join());
+    let mut small = Client {
+        rig: small,
+        sent: 0,
+        total: SMALL_CALLS,
+        len: SMALL,
+        seed: 2,
+        replies: 0,
+        lost: false,
+        failed: Vec::new(),
+    };
+    let data = |xid: u32| pattern(MIB, 7u8.wrapping_add(xid as u8));
+    let (mut sent, mut limit) = (0u32, 1u32);
+    let (mut flood_ok, mut flood_bad, mut flood_lost) = (0, 0, false);
+    let mut flood_failed = Vec::new();
+    let mut waiting: VecDeque<Incoming> = VecDeque::new();
+    let mut held: VecDeque<(u32, Incoming, Chain)> = VecDeque::new();
+    let (mut small_ok, mut small_max_wait, mut small_sent_at) = (0, 0, VecDeque::new());
+    let mut server_lost = false;
+    let mut round = 0u32;
+    while round < 10_000 {
+        round += 1;
+        // The flood's first READ is answered at once, so its client learns the full grant.
+        if round == 3 {
+            limit = FLOOD_CALLS;
+        }
+        while sent < limit && flood.req.outstanding() < flood.req.credits_granted() {
+            let (c, spec) = read_call(&flood.pa, 1 + sent, MIB).unwrap();
+            match flood.req.call(&mut flood.qa, c, spec) {
+                Ok(()) => sent += 1,
+                Err(e) => {
+                    flood_failed.push(format!("call {}: {}", 1 + sent, e.error));
+                    break;
+                }
+            }
+        }
+        if round >= 6 && small.rig.req.outstanding() == 0 {
+            let before = small.sent;
+            small.send_one();
+            if small.sent > before {
+                small_sent_at.push_back(round);
+            }
+        }
+        // Small WRITEs: answered at once.
+        let (calls, lost) = small.serve();
+        server_lost |= lost;
+        for c in calls {
+            let xid = c.xid;
+            if data_of(&c, SMALL) == pattern(SMALL, 2u8.wrapping_add(xid as u8)) {
+                small_ok += 1;
+            }
+            let sent_at = small_sent_at.pop_front().unwrap_or(round);
+            small_max_wait = small_max_wait.max(round - sent_at);
+            let r = reply_for(xid, b"ok");
+            if small.rig.resp.reply(&mut small.rig.qb, c.ctx, r).is_err() {
+                server_lost = true;
+            }
+        }
+        // READs: admitted in order, their data taken from the shared arena (a READ that
+        // finds the arena empty tries again next round), held, then answered one per round.
+        let mut calls = Vec::new();
+        flood.resp.poll(&mut flood.qb, &mut |e| match e {
+            ResponderEvent::Call(c) => calls.push(c),
+            ResponderEvent::ConnectionLost => server_lost = true,
+            ResponderEvent::Connected(_) => {}
+        });
+        waiting.extend(calls);
+        while let Some(c) = waiting.front() {
+            if admit && flood.resp.take_reply_pages(&c.ctx, MIB) != Admission::Take {
+                break;
+            }
+            let Ok(rep) = read_reply(&pb, c.xid, &data(c.xid)) else {
+                break;
+            };
+            let c = waiting.pop_front().unwrap();
+            held.push_back((round, c, rep));
+        }
+        if let Some((at, _, _)) = held.front() {
+            if round - at >= HOLD_ROUNDS || round < 3 {
+                let (_, c, rep) = held.pop_front().unwrap();
+                if flood.resp.reply(&mut flood.qb, c.ctx, rep).is_err() {
+                    server_lost = true;
+                }
+            }
+        }
+        flood.req.poll(&mut flood.qa, &mut |e| match e {
+            RequesterEvent::Reply { xid, reply } => {
+                if reply.to_vec().unwrap() == read_reply_bytes(xid, &data(xid)) {
+                    flood_ok += 1;
+                } else {
+                    flood_bad += 1;
+                }
+            }
+            RequesterEvent::Failed { xid, error, .. } => {
+                flood_failed.push(format!("{xid}: {error}"));
+            }
+            RequesterEvent::ConnectionLost => flood_lost = true,
+            _ => {}
+        });
+        small.poll();
+        let done = flood_ok + flood_bad == FLOOD_CALLS && small.replies == SMALL_CALLS;
+        if done || flood_lost || small.lost || server_lost {
+            break;
+        }
+    }
+    drop((waiting, held));
+    let closes = (
+        flood.resp.counters().closes,
+        small.rig.resp.counters().closes,
+    );
+    let flood_waits = flood.resp.counters().shared_budget_waits;
+    drop(flood);
+    (
+        ReadOutcome {
+            small,
+            flood_ok,
+            flood_bad,
+            flood_lost,
+            flood_failed,
+            small_ok,
+            small_max_wait,
+            server_lost,
+            closes,
+            flood_waits,
+            rounds: round,
+        },
+        arena_b,
+    )
+}
+
+#[test]
+fn a_read_flood_waits_over_its_share_and_the_other_connections_writes_are_answered() {
+    let shared = SharedPages::new(ARENA_PAGES * PAGE_SIZE);
+    let (o, arena_b) = run_reads(&shared, true);
+    let s = &o.small;
+    assert_eq!(
+        (o.flood_lost, s.lost, o.server_lost, o.closes),
+        (false, false, false, (0, 0)),
+        "a connection was closed after {} rounds: flood {:?}, small {:?}",
+        o.rounds,
+        o.flood_failed,
+        s.failed
+    );
+    assert!(o.flood_failed.is_empty() && s.failed.is_empty());
+    assert_eq!((s.replies, o.small_ok), (SMALL_CALLS, SMALL_CALLS));
+    // The first waits for the flood's pages to come back (at its READ reply's Send
+    // completion, a round later than a WRITE's pages at its reply): three rounds at most.
+    assert!(
+        o.small_max_wait <= 3,
+        "a small WRITE waited {} rounds",
+        o.small_max_wait
+    );
+    // Every READ answered with its data; the flood alone filled the budget, then waited.
+    assert_eq!((o.flood_ok, o.flood_bad), (FLOOD_CALLS, 0));
+    assert_eq!(shared.peak(), ARENA_PAGES * PAGE_SIZE);
+    assert!(o.flood_waits > 0);
+    drop(o);
+    assert_eq!(shared.in_use(), 0);
+    assert_eq!(arena_b.in_use(), 0);
+}
+
+#[test]
+fn without_asking_the_budget_a_read_flood_closes_the_other_connection() {
+    // The control: the same run with the READ data taken without `take_reply_pages` (what
+    // nfsd did before): the flood's reply pages, outside the budget, empty the arena and
+    // the small client's next WRITE finds no page.
+    let shared = SharedPages::new(ARENA_PAGES * PAGE_SIZE);
+    let (o, _) = run_reads(&shared, false);
+    assert!(
+        o.small.lost || o.server_lost || o.closes.1 > 0,
+        "the small connection survived {} rounds: the control no longer shows the hole",
+        o.rounds
+    );
 }

@@ -70,4 +70,4 @@ pub use requester::{
     Abandoned, CallRejected, DdpReply, LocateFn, ReplySpec, Requester, RequesterEvent,
 };
 pub use responder::{Incoming, ReplyCtx, ReplyError, Responder, ResponderEvent};
-pub use shared_pages::{BudgetedPages, PageShare, SharedPages};
+pub use shared_pages::{Admission, PageShare, SharedPages};

@@ -235,6 +235,9 @@ struct CallCtx {
     ddp_bytes: usize,
     /// Bytes (whole pages) taken from the server-wide [`PageShare`] while the context lives.
     shared_bytes: usize,
+    /// Bytes (whole pages) of the reply's data taken from the [`PageShare`] by
+    /// [`Responder::take_reply_pages`]: they go with the reply's Send until it completes.
+    reply_bytes: usize,
 }
 
 impl CallCtx {
@@ -270,6 +273,7 @@ impl CallCtx {
             reads: Bounded::with_capacity(MAX_READ_SEGMENTS)?,
             ddp_bytes: 0,
             shared_bytes: 0,
+            reply_bytes: 0,
         })
     }
 
@@ -459,6 +463,45 @@ impl Responder {
     /// This connection's part in the server-wide page budget, if any.
     pub fn page_share(&self) -> Option<&PageShare> {
         self.share.as_ref()
+    }
+
+    /// Take `bytes` (rounded up to whole pages) of the server-wide page budget for the data
+    /// of the reply to the call of `ctx`, before the upper layer takes those pages from the
+    /// shared pool (an NFS READ's data). [`Admission::Take`]: the pages are this connection's
+    /// until the reply's Send completes (or the call is dropped, or the connection lost); a
+    /// wait ([`Admission::OverShare`] / [`Admission::NoRoom`]): keep the call and ask again
+    /// after the next [`poll`](Self::poll), as the read jobs' calls wait — a connection over
+    /// its fair share waits, another's ordinary call does not. Without a page share, or for
+    /// 0 bytes, always `Take`. The caller bounds `bytes` (by its largest reply data, which
+    /// must be within the budget); a stale `ctx` is admitted and charges nothing.
+    pub fn take_reply_pages(&mut self, ctx: &ReplyCtx, bytes: usize) -> Admission {
+        let pages = bytes
+            .div_ceil(mbuf::PAGE_SIZE)
+            .saturating_mul(mbuf::PAGE_SIZE);
+        if pages == 0 || !self.is_handed(ctx) {
+            return Admission::Take;
+        }
+        let Some(share) = self.share.as_mut() else {
+            return Admission::Take;
+        };
+        let admission = share.try_take(pages);
+        if admission == Admission::Take {
+            if let Some(c) = self.ctxs.get_mut(ctx.idx as usize) {
+                c.reply_bytes = c.reply_bytes.saturating_add(pages);
+            }
+        } else {
+            self.ep.counters.shared_budget_waits += 1;
+        }
+        admission
+    }
+
+    /// Give back `bytes` of the page budget (a context ended, a reply's Send completed).
+    fn give_pages(&mut self, bytes: usize) {
+        if bytes > 0 {
+            if let Some(share) = self.share.as_mut() {
+                share.give(bytes);
+            }
+        }
     }
 
     /// Calls received whose RDMA Reads wait for pages (the connection's DDP budget or the
@@ -667,6 +710,9 @@ impl Responder {
             }
             WcKind::Send => match WrTag::decode(wc.wr_id) {
                 Some(WrTag::Send(buf)) => {
+                    // The reply's pages are free: so is what they held of the page budget.
+                    let charged = self.ep.send.take_charge(buf);
+                    self.give_pages(charged);
                     // The reply's storage builds the next call handed up.
                     if let Some(reply) = self.ep.send.complete_take(buf) {
                         self.ep.chains.recycle(reply);
@@ -1216,16 +1262,16 @@ impl Responder {
             ctx.chunks.clear();
             self.ddp_in_use = self.ddp_in_use.saturating_sub(ctx.ddp_bytes);
             ctx.ddp_bytes = 0;
-            if let Some(share) = self.share.as_mut() {
-                share.give(ctx.shared_bytes);
-            }
+            let charged = ctx.shared_bytes.saturating_add(ctx.reply_bytes);
             ctx.shared_bytes = 0;
+            ctx.reply_bytes = 0;
             ctx.reads.clear();
             ctx.write_segs.clear();
             ctx.write_ends.clear();
             ctx.reply_segs.clear();
             ctx.has_reply = false;
             self.free_ctx.push(idx);
+            self.give_pages(charged);
         }
     }
 
@@ -1270,6 +1316,12 @@ impl Responder {
         ctx.consume();
         match result {
             Ok(()) => {
+                // The reply's pages (READ data taken with `take_reply_pages`) live until its
+                // Send completes: their part of the page budget goes with the Send.
+                if let Some(c) = self.ctxs.get_mut(idx as usize) {
+                    let charged = core::mem::take(&mut c.reply_bytes);
+                    self.ep.send.charge(buf, charged);
+                }
                 self.release_ctx(idx);
                 Ok(())
             }
@@ -1552,7 +1604,8 @@ impl Responder {
             share.stop_waiting();
         }
         self.job = ReadJob::default();
-        self.ep.send.reset();
+        let charged = self.ep.send.reset();
+        self.give_pages(charged);
         self.errors.clear();
         self.closing = false;
         self.recv_posted = 0;

@@ -106,6 +106,9 @@ struct Held {
     /// Pages the reply's bytes were pulled up into for a Long Reply; emptied, not freed, on
     /// completion, so the next Long Reply reuses its storage.
     pullup: Chain,
+    /// Bytes of a server-wide page budget the reply's pages hold until the Send completes
+    /// (a responder's READ data, see `Responder::take_reply_pages`); 0 for a requester.
+    charge: usize,
 }
 
 /// The send contexts of one endpoint.
@@ -142,6 +145,21 @@ impl SendContexts {
         }
     }
 
+    /// Charge `bytes` of a page budget to the Send in `buf`: handed back by
+    /// [`take_charge`](Self::take_charge) when it completes, or by [`reset`](Self::reset).
+    pub fn charge(&mut self, buf: SendBufId, bytes: usize) {
+        if let Some(h) = self.held.get_mut(buf as usize) {
+            h.charge = h.charge.saturating_add(bytes);
+        }
+    }
+
+    /// The bytes charged to the Send in `buf` (0 if none), now owed back by the caller.
+    pub fn take_charge(&mut self, buf: SendBufId) -> usize {
+        self.held
+            .get_mut(buf as usize)
+            .map_or(0, |h| core::mem::take(&mut h.charge))
+    }
+
     /// The pull-up chain of send context `buf` (empty unless a Long Reply is being built or
     /// is in flight from it).
     pub fn pullup(&mut self, buf: SendBufId) -> Option<&mut Chain> {
@@ -163,13 +181,17 @@ impl SendContexts {
         reply
     }
 
-    /// Connection reset: drop everything held, every buffer free.
-    pub fn reset(&mut self) {
+    /// Connection reset: drop everything held, every buffer free. Returns the bytes that
+    /// were charged to the Sends (see [`charge`](Self::charge)), now owed back.
+    pub fn reset(&mut self) -> usize {
+        let mut charged = 0usize;
         for h in &mut self.held {
             h.reply = None;
             h.pullup.clear();
+            charged = charged.saturating_add(core::mem::take(&mut h.charge));
         }
         self.free.reset();
+        charged
     }
 }
 

@@ -19,11 +19,11 @@
 //! the budget: calls only wait, and only the calls of a connection at or over its share (or
 //! of one that finds the whole budget taken, until pages come back).
 //!
-//! Pages the server takes from the same arena for other purposes (the NFS service's READ
-//! data) can be drawn from the same budget through [`BudgetedPages`], a page provider that
-//! charges every page reference it hands out to the budget, attributed to no connection:
-//! with every large user of the arena inside one budget smaller than the arena, an admitted
-//! call's pages are always there.
+//! The pages a server takes from the same pool for its replies (an NFS READ's data) are
+//! charged to the same share through [`Responder::take_reply_pages`](super::Responder::take_reply_pages)
+//! before the server takes them, and held until the reply's Send completes: a READ flood
+//! waits over its share like a WRITE flood, and with every large user of the arena inside
+//! one budget smaller than the arena, an admitted call's pages are always there.
 //!
 //! Lock-free (one compare-and-swap per admission) and `no_std`: the same type serves a
 //! kernel server. Waiters are not woken: a connection whose calls wait retries on its own
@@ -31,8 +31,6 @@
 
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-
-use mbuf::{AllocError, PageError, PageProvider, PAGE_SIZE};
 
 /// What [`admit`] decides for one request of pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,128 +125,6 @@ impl SharedPages {
     /// Requests that had to wait, over every connection.
     pub fn waits(&self) -> u64 {
         self.waits.load(Ordering::Relaxed)
-    }
-
-    /// Take `bytes` for no connection in particular, if the budget has room.
-    fn take_unattributed(&self, bytes: usize) -> bool {
-        let mut used = self.in_use.load(Ordering::Acquire);
-        loop {
-            if admit(self.total, used, 1, 0, bytes) != Admission::Take {
-                self.waits.fetch_add(1, Ordering::Relaxed);
-                return false;
-            }
-            match self.in_use.compare_exchange_weak(
-                used,
-                used + bytes,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    self.peak.fetch_max(used + bytes, Ordering::Relaxed);
-                    return true;
-                }
-                Err(now) => used = now,
-            }
-        }
-    }
-
-    /// Charge `bytes` that cannot be refused (one more reference on a page already held).
-    fn charge(&self, bytes: usize) {
-        let now = self.in_use.fetch_add(bytes, Ordering::AcqRel);
-        self.peak
-            .fetch_max(now.saturating_add(bytes), Ordering::Relaxed);
-    }
-
-    fn uncharge(&self, bytes: usize) {
-        let _ = self
-            .in_use
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
-                Some(u.saturating_sub(bytes))
-            });
-    }
-}
-
-/// A page provider whose page references are charged to a [`SharedPages`] budget (a page,
-/// [`PAGE_SIZE`] bytes, per reference: a page shared by two mbufs counts twice, an upper
-/// bound) and given back as they are dropped. An allocation the budget has no room for
-/// fails as the arena being empty would ([`AllocError`]: the NFS service answers
-/// `NFS3ERR_JUKEBOX`, the client retries); a further reference on a held page always
-/// succeeds. For a server's other users of the arena its connections read into, such as the
-/// NFS service's READ data.
-#[derive(Debug)]
-pub struct BudgetedPages<P: ?Sized> {
-    shared: Arc<SharedPages>,
-    refs: AtomicUsize,
-    inner: Arc<P>,
-}
-
-impl<P: PageProvider + ?Sized> BudgetedPages<P> {
-    /// Pages of `inner`, charged to `shared`.
-    pub fn new(inner: Arc<P>, shared: Arc<SharedPages>) -> Self {
-        BudgetedPages {
-            shared,
-            refs: AtomicUsize::new(0),
-            inner,
-        }
-    }
-
-    /// Page references held through this provider now.
-    pub fn refs(&self) -> usize {
-        self.refs.load(Ordering::Acquire)
-    }
-}
-
-impl<P: PageProvider + ?Sized> PageProvider for BudgetedPages<P> {
-    fn alloc_page(&self) -> Result<u64, AllocError> {
-        if !self.shared.take_unattributed(PAGE_SIZE) {
-            return Err(AllocError);
-        }
-        match self.inner.alloc_page() {
-            Ok(p) => {
-                self.refs.fetch_add(1, Ordering::AcqRel);
-                Ok(p)
-            }
-            Err(e) => {
-                self.shared.uncharge(PAGE_SIZE);
-                Err(e)
-            }
-        }
-    }
-
-    fn page_ref(&self, addr: u64) -> Result<(), PageError> {
-        self.inner.page_ref(addr)?;
-        self.refs.fetch_add(1, Ordering::AcqRel);
-        self.shared.charge(PAGE_SIZE);
-        Ok(())
-    }
-
-    fn page_unref(&self, addr: u64) {
-        // Only references this provider handed out are given back (an unknown page's unref
-        // is ignored by the arena, and must not shrink the charge of others).
-        let had = self
-            .refs
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| r.checked_sub(1))
-            .is_ok();
-        if had {
-            self.shared.uncharge(PAGE_SIZE);
-        }
-        self.inner.page_unref(addr);
-    }
-
-    fn with_page(&self, addr: u64, f: &mut dyn FnMut(&[u8])) -> Result<(), PageError> {
-        self.inner.with_page(addr, f)
-    }
-
-    fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError> {
-        self.inner.with_page_mut(addr, f)
-    }
-
-    fn read_page(&self, addr: u64, offset: usize, dst: &mut [u8]) -> Result<(), PageError> {
-        self.inner.read_page(addr, offset, dst)
-    }
-
-    fn write_page(&self, addr: u64, offset: usize, src: &[u8]) -> Result<(), PageError> {
-        self.inner.write_page(addr, offset, src)
     }
 }
 
@@ -432,30 +308,6 @@ mod tests {
         assert_eq!((s.in_use(), s.active(), s.connections()), (0, 0, 1));
         drop(small);
         assert_eq!(s.connections(), 0);
-    }
-
-    #[test]
-    fn pages_of_other_users_count_in_the_same_budget() {
-        let arena = Arc::new(mbuf::HeapPageArena::new(8).unwrap());
-        let s = SharedPages::new(4 * PAGE_SIZE);
-        let pages: Arc<dyn PageProvider> = Arc::new(BudgetedPages::new(arena.clone(), s.clone()));
-        let mut conn = s.join();
-        assert_eq!(conn.try_take(2 * PAGE_SIZE), Admission::Take);
-        // Two pages left in the budget (the arena has six): a third allocation is refused.
-        let a = mbuf::Chain::alloc_pages(&pages, 2 * PAGE_SIZE).unwrap();
-        assert_eq!(s.in_use(), 4 * PAGE_SIZE);
-        assert!(mbuf::Chain::alloc_pages(&pages, 1).is_err());
-        // The connection waits for them too.
-        conn.give(PAGE_SIZE);
-        assert_eq!(conn.try_take(2 * PAGE_SIZE), Admission::NoRoom);
-        // A split inside a page takes a reference: charged, never refused, given back.
-        let a2 = a.copym(0, PAGE_SIZE + 1).unwrap();
-        assert_eq!(s.in_use(), 5 * PAGE_SIZE);
-        drop(a2);
-        drop(a);
-        assert_eq!(s.in_use(), PAGE_SIZE);
-        assert_eq!(arena.in_use(), 0);
-        assert_eq!(conn.try_take(2 * PAGE_SIZE), Admission::Take);
     }
 
     #[test]

@@ -317,6 +317,43 @@ impl<B: Backend> Nfs3Service<B> {
         &self.config
     }
 
+    /// The bytes of data the reply to `call` may carry in pages of the service's page
+    /// provider: an NFSv3 READ's `count`, clamped as [`Self::dispatch`] clamps it; 0 for any
+    /// other call, and for one too short or malformed to tell (dispatch answers those
+    /// without data pages). Reads a few words of the call, allocates nothing: a server that
+    /// shares its pages fairly between connections has them admitted (e.g. by
+    /// `krpc_rdma::transport::Responder::take_reply_pages`) before it dispatches the call.
+    pub fn reply_data_bytes(&self, call: &Chain) -> usize {
+        let word = |off: usize| -> Option<u32> {
+            let mut b = [0u8; 4];
+            call.copydata(off, &mut b).ok()?;
+            Some(u32::from_be_bytes(b))
+        };
+        // The offset after an XDR opaque<max> whose length word is at `off`.
+        let opaque_end = |off: usize, max: usize| -> Option<usize> {
+            let n = usize::try_from(word(off)?).ok().filter(|n| *n <= max)?;
+            off.checked_add(4)?
+                .checked_add(n.div_ceil(4).checked_mul(4)?)
+        };
+        let count = || -> Option<u32> {
+            let is_read = word(4)? == crate::rpc::CALL
+                && word(8)? == 2
+                && word(12)? == NFS_PROGRAM
+                && word(16)? == NFS_V3
+                && word(20)? == NFSPROC3_READ;
+            if !is_read {
+                return None;
+            }
+            // cred and verf: flavor, opaque body<400> (RFC 5531 MAX_AUTH_BYTES).
+            let cred = opaque_end(28, crate::rpc::MAX_AUTH_BYTES)?;
+            let verf = opaque_end(cred.checked_add(4)?, crate::rpc::MAX_AUTH_BYTES)?;
+            // READ3args: nfs_fh3 file, offset3 offset, count3 count.
+            let fh = opaque_end(verf, NFS3_FHSIZE)?;
+            word(fh.checked_add(8)?)
+        };
+        count().map_or(0, |c| c.min(self.config.max_data) as usize)
+    }
+
     /// Serve one call: `call` is the whole RPC call message; the reply is the whole RPC
     /// reply message. See the module documentation.
     ///
