@@ -5,16 +5,13 @@
 //! chunk). The connections' RDMA Reads and READ data share one page budget
 //! ([`ddp_budget`]), fairly.
 
-use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use krpc_rdma::provider::Provider;
-use krpc_rdma::transport::{
-    Admission, Counters, Incoming, ReplyCtx, ReplyError, Responder, ResponderEvent, SharedPages,
-};
+use krpc_rdma::transport::{Counters, Responder, ServerConnection, SharedPages, Wait};
 use krpc_rdma_verbs::accept::{accept_each, ServerConfig};
 use krpc_rdma_verbs::arena::VerbsArena;
 use krpc_rdma_verbs::cm::VerbsListener;
@@ -216,133 +213,70 @@ pub fn serve_call<B: Backend>(
     }
 }
 
-/// May `c` be served now? Its reply data (an NFS READ's pages, taken from the arena every
-/// connection shares) must be admitted by the connection's part of the server-wide page
-/// budget first: a connection over its fair share holds its READs back (the client is
-/// throttled by its credits) while the other connections' calls proceed. Behind a call held
-/// back, every later READ waits too (in order); other calls take no pages and never wait.
-fn admit_reply_pages<B: Backend>(
-    sh: &Shared<B>,
-    resp: &mut Responder,
-    c: &Incoming,
-    held_back: &VecDeque<Incoming>,
-) -> bool {
-    let need = sh.svc.reply_data_bytes(&c.call);
-    need == 0 || (held_back.is_empty() && resp.take_reply_pages(&c.ctx, need) == Admission::Take)
-}
-
-/// Post `reply` unless earlier replies wait for send credit (then queue it behind them).
-fn post_reply<Q: Provider>(
-    resp: &mut Responder,
-    qp: &mut Q,
-    pending: &mut VecDeque<(ReplyCtx, Chain)>,
-    ctx: ReplyCtx,
-    reply: Chain,
-    st: &mut ConnStats,
-) -> bool {
-    if !pending.is_empty() {
-        pending.push_back((ctx, reply));
-        return false;
-    }
-    match resp.reply(qp, ctx, reply) {
-        Ok(()) => st.replies += 1,
-        Err(ReplyError::WouldBlock { ctx, reply }) => pending.push_back((ctx, reply)),
-        Err(ReplyError::ConnectionLost) => return true,
-        Err(_) => st.reply_errors += 1,
-    }
-    false
-}
-
-/// Serve one connection until it is lost or stopped; its statistics and counters.
-pub fn serve_connection<B: Backend, Q: Provider>(
-    sh: &Shared<B>,
+/// Serve one connection until it is lost or stopped; its statistics and counters. The
+/// loop is poll → serve → reply over a [`ServerConnection`] (ordered reply backlog, READs
+/// held back until the shared page budget admits their data pages, dropped calls).
+pub fn serve_connection<B: Backend + Send + Sync + 'static, Q: Provider>(
+    sh: &Arc<Shared<B>>,
     mut qp: Q,
     inner: fn(&mut Q) -> &mut VerbsQp,
-    mut resp: Responder,
+    resp: Responder,
     client: u64,
     access: Access,
 ) -> (ConnStats, Counters, &'static str) {
     let mut st = ConnStats::default();
-    let mut pending: VecDeque<(ReplyCtx, Chain)> = VecDeque::new();
-    let mut calls = Vec::new();
-    let mut later = Vec::new();
-    let mut turn = Vec::new();
-    // Calls whose reply data (READ) the shared page budget does not admit yet, in order.
-    let mut held_back: VecDeque<Incoming> = VecDeque::new();
+    let conn = ServerConnection::new(Box::new(resp)).map_err(|e| e.to_string());
+    let mut conn = match conn {
+        Ok(c) => {
+            let svc = Arc::clone(sh);
+            c.with_reply_bytes(Box::new(move |call| svc.svc.reply_data_bytes(call)))
+        }
+        Err(e) => {
+            qp.disconnect();
+            println!("connection refused: {e}");
+            return (st, Counters::default(), "refused");
+        }
+    };
     let sched = crate::service_time::sched_now();
     let how = loop {
-        let mut lost = false;
         let t = Instant::now();
-        resp.poll(&mut qp, &mut |e| match e {
-            ResponderEvent::Call(c) => calls.push(c),
-            ResponderEvent::ConnectionLost => lost = true,
-            ResponderEvent::Connected(_) => {}
-        });
+        conn.poll(&mut qp);
         st.time.polled(t);
-        let progressed = !calls.is_empty();
-        turn.extend(held_back.drain(..));
-        turn.append(&mut calls);
-        for c in turn.drain(..) {
-            if !admit_reply_pages(sh, &mut resp, &c, &held_back) {
-                held_back.push_back(c);
-                continue;
-            }
-            st.calls += 1;
+        while let Some(c) = conn.next_call() {
             let start = Instant::now();
             let (reply, proc_) = serve_call(sh, client, access, &c.call, &mut st);
             let built = Instant::now();
             match reply {
-                Some(r) => lost |= post_reply(&mut resp, &mut qp, &mut pending, c.ctx, r, &mut st),
-                None => {
-                    st.dropped += 1;
-                    // A freed context may start a call that waited for it: served next turn.
-                    let r = resp.drop_call(&mut qp, c.ctx, &mut |e| match e {
-                        ResponderEvent::Call(c) => later.push(c),
-                        ResponderEvent::ConnectionLost => lost = true,
-                        ResponderEvent::Connected(_) => {}
-                    });
-                    if r.is_err() {
-                        st.reply_errors += 1;
-                    }
-                }
+                // Sent, or queued in order behind replies waiting for send resources; a
+                // refusal is counted by the connection.
+                Some(r) => drop(conn.reply(&mut qp, c.ctx, r)),
+                None => conn.drop_call(&mut qp, c.ctx),
             }
             st.time.call(proc_, start, built, Instant::now());
         }
-        calls.append(&mut later);
-        while let Some((ctx, reply)) = pending.pop_front() {
-            match resp.reply(&mut qp, ctx, reply) {
-                Ok(()) => st.replies += 1,
-                Err(ReplyError::WouldBlock { ctx, reply }) => {
-                    pending.push_front((ctx, reply));
-                    break;
-                }
-                Err(ReplyError::ConnectionLost) => {
-                    lost = true;
-                    break;
-                }
-                Err(_) => st.reply_errors += 1,
-            }
-        }
-        if lost {
+        if conn.is_lost() {
             break "closed";
         }
         if sh.stop.load(Ordering::SeqCst) {
             qp.disconnect();
             break "stopped";
         }
-        if pending.is_empty() && !progressed {
-            let t = Instant::now();
-            let timeout = if resp.calls_waiting_for_pages() || !held_back.is_empty() {
-                PAGE_WAIT
-            } else {
-                Duration::from_millis(100)
-            };
-            wait::wait(inner(&mut qp), timeout);
-            st.time.waited(t);
-        }
+        let timeout = match conn.wait() {
+            Wait::Now => continue,
+            Wait::Soon => PAGE_WAIT,
+            Wait::Idle => Duration::from_millis(100),
+        };
+        let t = Instant::now();
+        wait::wait(inner(&mut qp), timeout);
+        st.time.waited(t);
     };
     st.time.sched_since(sched);
-    (st, *resp.counters(), how)
+    let s = conn.stats();
+    st.calls = s.calls;
+    st.replies = s.replies;
+    st.dropped = s.dropped;
+    st.reply_errors = s.reply_errors;
+    (st, *conn.counters(), how)
 }
 
 /// Accept connections on `listener` until `stop`; serve each on its own thread

@@ -12,8 +12,9 @@
 //!
 //! The same with a READ flood: the server takes each 1 MiB READ reply's data pages from the
 //! shared arena (as `nfsd` does) and holds them a while. Without asking the budget first the
-//! flood's reply data fills the arena and the small client's connection is closed; with
-//! `Responder::take_reply_pages` before the pages are taken, the flood waits over its share.
+//! flood's reply data fills the arena and the small client's connection is closed; served
+//! through a `ServerConnection` told each call's reply data (as nfsd's is told an NFS READ's
+//! count), the flood waits over its share.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -24,8 +25,10 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use krpc_rdma::soft::SoftConfig;
 use krpc_rdma::transport::{
-    Admission, Incoming, ReplySpec, RequesterEvent, ResponderEvent, SharedPages, TransportConfig,
+    Incoming, ReplySpec, RequesterEvent, Responder, ResponderEvent, ServerConnection, SharedPages,
+    TransportConfig,
 };
 use krpc_rdma_scenarios::data::{read_call, read_reply, read_reply_bytes};
 use krpc_rdma_tests::common::{pattern, reply_for, rig_on, write_call, Rig, RigOpts, ARENA_B_BASE};
@@ -309,8 +312,21 @@ fn run_reads(shared: &Arc<SharedPages>, admit: bool) -> (ReadOutcome, Arc<HeapPa
         arena_b.clone(),
         RigOpts::default(),
     );
-    flood.resp.set_page_share(shared.join());
     small.resp.set_page_share(shared.join());
+    // The flood's server is the loop every server runs: a ServerConnection, told the reply
+    // data of each call (1 MiB) when it is to ask the budget for it.
+    let placeholder = Responder::new(
+        TransportConfig::default(),
+        SoftConfig::default().resources(),
+        pb.clone(),
+    )
+    .unwrap();
+    let mut conn =
+        ServerConnection::new(Box::new(std::mem::replace(&mut flood.resp, placeholder))).unwrap();
+    conn.responder_mut().set_page_share(shared.join());
+    if admit {
+        conn = conn.with_reply_bytes(Box::new(|_| MIB));
+    }
     let mut small = Client {
         rig: small,
         sent: 0,
@@ -368,19 +384,15 @@ fn run_reads(shared: &Arc<SharedPages>, admit: bool) -> (ReadOutcome, Arc<HeapPa
                 server_lost = true;
             }
         }
-        // READs: admitted in order, their data taken from the shared arena (a READ that
-        // finds the arena empty tries again next round), held, then answered one per round.
-        let mut calls = Vec::new();
-        flood.resp.poll(&mut flood.qb, &mut |e| match e {
-            ResponderEvent::Call(c) => calls.push(c),
-            ResponderEvent::ConnectionLost => server_lost = true,
-            ResponderEvent::Connected(_) => {}
-        });
-        waiting.extend(calls);
+        // READs: handed out in order once admitted, their data taken from the shared arena
+        // (a READ that finds the arena empty tries again next round), held, then answered
+        // one per round.
+        conn.poll(&mut flood.qb);
+        server_lost |= conn.is_lost();
+        while let Some(c) = conn.next_call() {
+            waiting.push_back(c);
+        }
         while let Some(c) = waiting.front() {
-            if admit && flood.resp.take_reply_pages(&c.ctx, MIB) != Admission::Take {
-                break;
-            }
             let Ok(rep) = read_reply(&pb, c.xid, &data(c.xid)) else {
                 break;
             };
@@ -390,7 +402,7 @@ fn run_reads(shared: &Arc<SharedPages>, admit: bool) -> (ReadOutcome, Arc<HeapPa
         if let Some((at, _, _)) = held.front() {
             if round - at >= HOLD_ROUNDS || round < 3 {
                 let (_, c, rep) = held.pop_front().unwrap();
-                if flood.resp.reply(&mut flood.qb, c.ctx, rep).is_err() {
+                if conn.reply(&mut flood.qb, c.ctx, rep).is_err() {
                     server_lost = true;
                 }
             }
@@ -416,12 +428,10 @@ fn run_reads(shared: &Arc<SharedPages>, admit: bool) -> (ReadOutcome, Arc<HeapPa
         }
     }
     drop((waiting, held));
-    let closes = (
-        flood.resp.counters().closes,
-        small.rig.resp.counters().closes,
-    );
-    let flood_waits = flood.resp.counters().shared_budget_waits;
-    drop(flood);
+    let closes = (conn.counters().closes, small.rig.resp.counters().closes);
+    let flood_waits = conn.counters().shared_budget_waits;
+    assert_eq!(conn.stats().reply_errors, 0);
+    drop((conn, flood));
     (
         ReadOutcome {
             small,

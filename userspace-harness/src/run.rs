@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use krpc_rdma::transport::{
-    CallError, Counters, DdpReply, ReplyError, ReplySpec, RequesterEvent, Responder,
-    ResponderEvent, SharedPages, TransportConfig,
+    CallError, Counters, DdpReply, ReplySpec, RequesterEvent, Responder, ServerConnection,
+    SharedPages, TransportConfig, Wait,
 };
 use mbuf::{Chain, PageProvider, PAGE_SIZE};
 
@@ -241,84 +241,61 @@ pub fn serve(
     Ok(totals)
 }
 
-/// Serve one connection until it is lost or `stop`.
+/// Serve one connection until it is lost or `stop`: poll → serve → reply over a
+/// [`ServerConnection`] (replies wait for send resources in order).
 fn serve_connection(
     mut qp: Traced<VerbsQp>,
-    mut resp: Responder,
+    resp: Responder,
     pages: Arc<dyn PageProvider>,
     stop: &AtomicBool,
     peer: &str,
     print: Print,
 ) -> (ServerStats, Counters) {
     let mut srv = rpc::Server::new(pages);
-    let mut pending = std::collections::VecDeque::new();
     let start = Instant::now();
-    let mut reply_errors = 0u64;
-    let how;
-    loop {
-        let mut calls = Vec::new();
-        let mut lost = false;
-        resp.poll(&mut qp, &mut |e| match e {
-            ResponderEvent::Call(c) => calls.push(c),
-            ResponderEvent::ConnectionLost => lost = true,
-            ResponderEvent::Connected(_) => {}
-        });
-        let progressed = !calls.is_empty();
-        for c in calls {
+    let mut conn = match ServerConnection::new(Box::new(resp)) {
+        Ok(c) => c,
+        Err(e) => {
+            qp.inner_mut().disconnect();
+            print.line(&format!("connection from {peer} refused: {e}"));
+            return (srv.stats, Counters::default());
+        }
+    };
+    let how = loop {
+        conn.poll(&mut qp);
+        while let Some(c) = conn.next_call() {
             let reply = srv.handle(&c.call).or_else(|_| srv.system_error(c.xid));
             drop(c.call);
             match reply {
-                Ok(r) => pending.push_back((c.ctx, r)),
-                Err(_) => reply_errors += 1,
+                // Sent or queued in order; a refusal is counted by the connection.
+                Ok(r) => drop(conn.reply(&mut qp, c.ctx, r)),
+                Err(_) => conn.drop_call(&mut qp, c.ctx),
             }
         }
-        while let Some((ctx, reply)) = pending.pop_front() {
-            match resp.reply(&mut qp, ctx, reply) {
-                Ok(()) => {}
-                Err(ReplyError::WouldBlock { ctx, reply }) => {
-                    pending.push_front((ctx, reply));
-                    break;
-                }
-                Err(ReplyError::ConnectionLost) => {
-                    lost = true;
-                    break;
-                }
-                Err(_) => reply_errors += 1,
-            }
-        }
-        if lost {
-            how = "closed";
-            break;
+        if conn.is_lost() {
+            break "closed";
         }
         if stop.load(Ordering::SeqCst) || STOP.load(Ordering::SeqCst) {
-            how = "stopped";
             qp.inner_mut().disconnect();
-            break;
+            break "stopped";
         }
-        let wait = if pending.is_empty() && !progressed {
-            // Calls waiting for pages another connection holds: nothing here wakes us
-            // when they come back, so look again soon.
-            if resp.calls_waiting_for_pages() {
-                Duration::from_millis(1)
-            } else {
-                Duration::from_millis(100)
-            }
-        } else {
-            Duration::ZERO
+        // Calls or replies waiting for pages another connection holds, or for send
+        // resources: nothing here wakes us when they come back, so look again soon.
+        let wait = match conn.wait() {
+            Wait::Now => continue,
+            Wait::Soon => Duration::from_millis(1),
+            Wait::Idle => Duration::from_millis(100),
         };
-        if !wait.is_zero() {
-            verbs::wait::wait(qp.inner_mut(), wait);
-        }
-    }
-    pending.clear();
+        verbs::wait::wait(qp.inner_mut(), wait);
+    };
     let mut stats = srv.stats;
-    stats.errors += reply_errors;
+    stats.errors += conn.stats().reply_errors + conn.stats().dropped;
     print.line(&format!(
         "connection from {peer} {how} after {:.1} s: {}",
         start.elapsed().as_secs_f64(),
         stats.summary()
     ));
-    (stats, *resp.counters())
+    (stats, *conn.counters())
 }
 
 // ---------------------------------------------------------------------------------------

@@ -7,8 +7,12 @@
 //! * [`Responder`] (server): recv-rdma of calls with ddp-read of read chunks into fresh pages,
 //!   and ddp-write of replies (write chunk, Long Reply through the reply chunk), `RDMA_ERROR`
 //!   for bad headers.
+//! * [`ServerConnection`] (server loop): a Responder with its ordered reply backlog, calls
+//!   held back until their reply pages are admitted by the page budget, dropped calls and
+//!   counters; every server (userspace nfsd, the harness, the kernel peers) runs poll →
+//!   serve → reply over it.
 //!
-//! Both are sans-I/O: the caller drives them through `poll` and the entry points; they never
+//! All are sans-I/O: the caller drives them through `poll` and the entry points; they never
 //! block, never read a clock, and touch verbs only through [`Provider`](crate::provider::Provider).
 //! Every resource is bounded and allocated at construction (pending-xid table and call
 //! contexts sized by `max_requests`, send contexts by the provider's send buffers, fragment
@@ -58,6 +62,7 @@ pub mod reply_plan;
 pub mod requester;
 pub mod responder;
 pub mod send_ctx;
+pub mod server_conn;
 pub mod shared_pages;
 pub mod xdr_reduce;
 mod xid_table;
@@ -70,4 +75,5 @@ pub use requester::{
     Abandoned, CallRejected, DdpReply, LocateFn, ReplySpec, Requester, RequesterEvent,
 };
 pub use responder::{Incoming, ReplyCtx, ReplyError, Responder, ResponderEvent};
+pub use server_conn::{ReplyBytes, ServerConnection, ServerStats, Wait};
 pub use shared_pages::{Admission, PageShare, SharedPages};

@@ -504,6 +504,17 @@ impl Responder {
         }
     }
 
+    /// How many calls may be live at once (the contexts, `max_requests`).
+    pub fn contexts(&self) -> usize {
+        self.ctxs.len()
+    }
+
+    /// Contexts in use: calls received and not yet replied to or dropped (a dropped
+    /// [`ReplyCtx`] counts until the next poll reclaims it).
+    pub fn calls_in_progress(&self) -> usize {
+        self.ctxs.len().saturating_sub(self.free_ctx.len())
+    }
+
     /// Calls received whose RDMA Reads wait for pages (the connection's DDP budget or the
     /// server-wide one): a server loop should poll again soon rather than sleep long, as the
     /// pages may come back from another connection, which wakes nothing here.

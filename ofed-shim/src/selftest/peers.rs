@@ -26,8 +26,8 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use krpc_rdma::transport::{
-    CallError, DdpReply, ReplySpec, Requester, RequesterEvent, Responder, ResponderEvent,
-    TransportConfig,
+    CallError, DdpReply, ReplyError, ReplySpec, Requester, RequesterEvent, Responder,
+    ResponderEvent, ServerConnection, TransportConfig, Wait,
 };
 use mbuf::{Chain, PageProvider};
 use nfs_glue::harness as prog;
@@ -544,6 +544,8 @@ fn boxed(q: Result<OfedQp, OfedError>) -> Result<Boxed<OfedQp>, String> {
     }
 }
 
+/// Serve the client's calls over a [`ServerConnection`] (the loop every server runs:
+/// replies wait in order for send resources) until the client closes the connection.
 fn serve_calls(
     qp: &mut OfedQp,
     resp: &mut Responder,
@@ -551,17 +553,13 @@ fn serve_calls(
     pages: &dyn PageProvider,
     g: &mut Figures,
 ) -> Result<(), String> {
+    let mut conn = ServerConnection::new(resp).map_err(|e| format!("server connection: {e}"))?;
     let mut idle = 0;
-    let mut calls = Vec::new();
-    let mut lost = false;
     loop {
-        resp.poll(qp, &mut |e| match e {
-            ResponderEvent::Call(c) => calls.push(c),
-            ResponderEvent::ConnectionLost => lost = true,
-            ResponderEvent::Connected(_) => {}
-        });
-        let progress = !calls.is_empty();
-        for c in calls.drain(..) {
+        conn.poll(qp);
+        let mut progress = false;
+        while let Some(c) = conn.next_call() {
+            progress = true;
             let bad = server.stats.mismatches;
             let reply = match server.handle(&c.call) {
                 Ok(r) => r,
@@ -571,14 +569,14 @@ fn serve_calls(
                 g.note = Some(where_wrong(&c.call, pages));
             }
             drop(c.call);
-            match resp.reply(qp, c.ctx, reply) {
+            match conn.reply(qp, c.ctx, reply) {
                 Ok(()) => g.calls += 1,
-                // The client went while we answered: the connection's end.
-                Err(krpc_rdma::transport::ReplyError::ConnectionLost) => lost = true,
+                // The client went while we answered: the connection's end (below).
+                Err(ReplyError::ConnectionLost) => {}
                 Err(e) => return Err(format!("reply to {:#x}: {e:?}", c.xid)),
             }
         }
-        if lost {
+        if conn.is_lost() {
             // The client closed the connection (its run is over) or it broke: either way
             // this connection is done; the client's exit status says whether its run passed.
             return if g.calls > 0 {
@@ -591,8 +589,11 @@ fn serve_calls(
         if idle > IDLE_LIMIT {
             return Err("no call for 30 s".into());
         }
-        if !progress {
-            loopback::wait_any(&GlueSleep, &mut [&mut *qp], 100);
+        match conn.wait() {
+            Wait::Now => {}
+            Wait::Soon => loopback::wait_any(&GlueSleep, &mut [&mut *qp], 1),
+            Wait::Idle if !progress => loopback::wait_any(&GlueSleep, &mut [&mut *qp], 100),
+            Wait::Idle => {}
         }
     }
 }
