@@ -37,8 +37,9 @@
 #define KRPC_SVC_CALL		0
 #define KRPC_SVC_NONE		1
 #define KRPC_SVC_DIED		2
-/* krpc_svc_reply: posted (the chains are the transport's now); no send resource or reply
- * slot now (nothing consumed: reap, wait, retry); failed (the chains were consumed). */
+/* krpc_svc_reply: posted, or queued in order behind replies waiting for send resources
+ * (the chains are the transport's now); no reply slot now (nothing consumed: reap, wait,
+ * retry); failed (the chains were consumed). */
 #define KRPC_SVC_SENT		0
 #define KRPC_SVC_AGAIN		2
 #define KRPC_SVC_FAILED		3
@@ -74,7 +75,7 @@ struct krpc_svc_call {
 struct krpc_svc_stats {
 	uint64_t calls;		/* handed up by xp_recv */
 	uint64_t answered;	/* refused by the transport with an RPC reply (malformed) */
-	uint64_t replies;	/* posted by xp_reply */
+	uint64_t replies;	/* given to the transport by xp_reply (posted or queued) */
 	uint64_t reply_failed;	/* xp_reply calls that could not be sent */
 	uint64_t held;		/* reply chains kept until their pages are released, now */
 	uint64_t released;	/* reply chains freed after their pages were released */

@@ -6,8 +6,9 @@
 //! `krpc_svc_*` entry point below is called with that mutex held and never sleeps (the
 //! bridge builds with `M_NOWAIT`). What happens here:
 //!
-//! * **recv** (`krpc_svc_recv`, from `xp_recv` in a pool thread): [`Responder::poll`] into
-//!   a queue of [`Incoming`] calls (allocated once, `max_requests` entries), the CQ
+//! * **recv** (`krpc_svc_recv`, from `xp_recv` in a pool thread): the connection is polled
+//!   through a [`ServerConnection`] (the core's server loop: its queue of [`Incoming`]
+//!   calls and its reply backlog allocated once, `max_requests` entries each), the CQ
 //!   notification re-armed when nothing is queued. The RPC call header is parsed (checked:
 //!   peer input); a call that cannot be handed up is answered here, never dropped: a wrong
 //!   RPC version with `MSG_DENIED`/`RPC_MISMATCH` (2..2), a credential or verifier longer
@@ -20,7 +21,9 @@
 //! * **reply** (`krpc_svc_reply`): the reply header mbuf (encoded by C from the
 //!   `rpc_msg`) and the krpc's results chain are walked into one [`Chain`] (M_EXTPG pages by
 //!   reference: a READ's data goes by RDMA Write into the client's write chunk) and
-//!   [`Responder::reply`]. **Page lifetime**: the walk's page mbufs take one reference per
+//!   replied through the connection (sent, or queued in order until a Send completion's
+//!   upcall frees a send resource: `KRPC_SVC_SENT` either way, so no pool thread sleeps
+//!   for send resources). **Page lifetime**: the walk's page mbufs take one reference per
 //!   page (`vm_page_wire` with [`KernelPages`](crate::KernelPages)) and the Responder keeps
 //!   the chain until the reply's Send completes. That alone does not make it safe to
 //!   `m_freem` the krpc's chain right after the walk: NFS builds its READ data with
@@ -39,12 +42,11 @@
 //! allocated once. Answering a malformed call allocates its small reply chain.
 
 use alloc::boxed::Box;
-use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
-use krpc_rdma::transport::{Incoming, ReplyCtx, ReplyError, Responder, ResponderEvent};
+use krpc_rdma::transport::{Incoming, ReplyCtx, Responder, ServerConnection, Wait};
 use mbuf::{Chain, PageProvider};
 
 use crate::ffi::{
@@ -78,15 +80,12 @@ pub struct KrpcSvc {
     // Both boxed (880 and 920 bytes): `new` then moves pointers, not the values, and keeps
     // its frame small.
     qp: Box<OfedQp>,
-    resp: Box<Responder>,
-    /// Calls polled, not yet handed up.
-    queue: VecDeque<Incoming>,
+    /// The Responder with the calls polled and not yet handed up, and the replies waiting
+    /// for send resources, in order (the server loop every server runs).
+    conn: ServerConnection<Box<Responder>>,
     /// Contexts of calls handed up, by XID.
     ctxs: Contexts,
-    /// Transport answers to malformed calls that found no send resource yet.
-    owed: Vec<(ReplyCtx, Chain)>,
     bridge: MbufBridge,
-    lost: bool,
     stats: KrpcSvcStats,
     slots: Vec<Slot>,
 }
@@ -94,8 +93,7 @@ pub struct KrpcSvc {
 impl core::fmt::Debug for KrpcSvc {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("KrpcSvc")
-            .field("resp", &self.resp)
-            .field("queued", &self.queue.len())
+            .field("conn", &self.conn)
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
@@ -209,10 +207,7 @@ impl KrpcSvc {
         max_requests: usize,
     ) -> Result<Box<Self>, BridgeError> {
         let n = max_requests.max(1);
-        let mut queue = VecDeque::new();
-        queue
-            .try_reserve_exact(n)
-            .map_err(|_| BridgeError::NoMemory)?;
+        let conn = ServerConnection::new(resp).map_err(|_| BridgeError::NoMemory)?;
         let mut slots = table(n.saturating_mul(2))?;
         for _ in 0..n.saturating_mul(2) {
             slots.push(Slot {
@@ -222,12 +217,9 @@ impl KrpcSvc {
         }
         Ok(Box::new(KrpcSvc {
             qp,
-            resp,
-            queue,
+            conn,
             ctxs: Contexts(table(n)?),
-            owed: table(n)?,
             bridge: MbufBridge::new(64, 64)?,
-            lost: false,
             stats: KrpcSvcStats::default(),
             slots,
         }))
@@ -251,28 +243,10 @@ impl KrpcSvc {
         Some(x)
     }
 
-    /// Poll the Responder: calls to the queue, owed answers retried, slots whose pages were
-    /// released freed.
+    /// Poll the connection (calls queued, replies waiting for send resources sent in
+    /// order), then free the slots whose pages were released.
     fn reap(&mut self) {
-        let (queue, lost) = (&mut self.queue, &mut self.lost);
-        let mut overflow = false;
-        self.resp.poll(&mut *self.qp, &mut |e| {
-            overflow |= !take_event(queue, lost, e);
-        });
-        if overflow {
-            self.queue_overflowed();
-        }
-        while let Some((ctx, chain)) = self.owed.pop() {
-            match self.resp.reply(&mut *self.qp, ctx, chain) {
-                Err(ReplyError::WouldBlock { ctx, reply }) => {
-                    // Back where it was (the pop made room).
-                    self.owed.push((ctx, reply));
-                    break;
-                }
-                Ok(()) => self.stats.answered += 1,
-                Err(_) => {}
-            }
-        }
+        self.conn.poll(&mut *self.qp);
         for s in &mut self.slots {
             if s.held.is_some() && s.pages.outstanding() == 0 {
                 s.held = None;
@@ -286,7 +260,7 @@ impl KrpcSvc {
     /// arrive before the arm raise no upcall).
     fn reap_armed(&mut self) {
         self.reap();
-        if self.queue.is_empty() {
+        if self.conn.wait() != Wait::Now {
             self.qp.arm();
             self.reap();
         }
@@ -299,30 +273,23 @@ impl KrpcSvc {
             self.give_back(ctx);
             return;
         };
-        match self.resp.reply(&mut *self.qp, ctx, chain) {
-            Ok(()) => self.stats.answered += 1,
-            Err(ReplyError::WouldBlock { ctx, reply }) => {
-                // `owed` holds max_requests entries, one per context at most.
-                if self.owed.len() < self.owed.capacity() {
-                    self.owed.push((ctx, reply));
-                }
-            }
-            Err(_) => {}
+        // Sent, or queued in order behind replies waiting for send resources.
+        if self.conn.reply(&mut *self.qp, ctx, chain).is_ok() {
+            self.stats.answered += 1;
         }
     }
 
     /// The next call for `xp_recv`.
     fn recv(&mut self, call: &mut KrpcSvcCall, cred: *mut u8, verf: *mut u8) -> Recv {
         loop {
-            if self.queue.is_empty() {
+            if self.conn.wait() != Wait::Now {
                 self.reap_armed();
             }
-            if self.lost {
+            if self.conn.is_lost() {
                 // Their contexts died with the connection: nothing to hand up.
-                self.queue.clear();
                 return Recv::Died;
             }
-            let Some(inc) = self.queue.pop_front() else {
+            let Some(inc) = self.conn.next_call() else {
                 return Recv::None;
             };
             let Incoming {
@@ -401,19 +368,14 @@ impl KrpcSvc {
                 return ffi::SVC_FAILED;
             }
         };
-        match self.resp.reply(&mut *self.qp, ctx, chain) {
+        // Sent, or queued behind replies waiting for send resources (sent in order from a
+        // later reap, when a Send completion raises the upcall): either way the chains stay
+        // in the slot until the Responder lets go of their pages.
+        match self.conn.reply(&mut *self.qp, ctx, chain) {
             Ok(()) => {
                 self.stats.replies += 1;
                 self.hold(si, owned);
                 ffi::SVC_SENT
-            }
-            Err(ReplyError::WouldBlock { ctx, reply }) => {
-                drop(reply);
-                // Room: the remove above made it.
-                self.ctxs.put(xid, ctx);
-                let (h, r) = owned;
-                let _ = (h.map(MbufChain::into_raw), r.map(MbufChain::into_raw));
-                ffi::SVC_AGAIN
             }
             Err(_) => {
                 // ERR_CHUNK sent by the Responder, or the connection is gone: the chain is
@@ -461,32 +423,18 @@ impl KrpcSvc {
         true
     }
 
-    /// A call could not be queued (impossible while contexts are bounded by the credits):
-    /// never a silent drop — the connection goes, and the client resends.
-    fn queue_overflowed(&mut self) {
-        debug_assert!(false, "krpc_svc: call queue overflow");
-        self.qp.disconnect();
-    }
-
-    /// `Responder::drop_call`: calls it hands up (a read job that was waiting for the DDP
-    /// budget may start) join the queue, never dropped unanswered. A context the Responder
-    /// no longer knows (the connection went) is gone already.
+    /// The context goes back to the Responder (`ServerConnection::drop_call`): calls that
+    /// waited for it join the queue, never dropped unanswered. A context the Responder no
+    /// longer knows (the connection went) is gone already.
     fn give_back(&mut self, ctx: ReplyCtx) {
-        let (queue, lost) = (&mut self.queue, &mut self.lost);
-        let mut overflow = false;
-        let _ = self.resp.drop_call(&mut *self.qp, ctx, &mut |e| {
-            overflow |= !take_event(queue, lost, e);
-        });
-        if overflow {
-            self.queue_overflowed();
-        }
+        self.conn.drop_call(&mut *self.qp, ctx);
     }
 
     fn stat(&mut self) -> i32 {
         self.reap();
-        if self.lost {
+        if self.conn.is_lost() {
             ffi::SVC_STAT_DIED
-        } else if !self.queue.is_empty() {
+        } else if self.conn.wait() == Wait::Now {
             ffi::SVC_STAT_MOREREQS
         } else {
             ffi::SVC_STAT_IDLE
@@ -666,26 +614,10 @@ pub unsafe extern "C" fn krpc_svc_set_upcall(
     unsafe { state(h).qp.set_upcall(f, arg) };
 }
 
-/// What the Responder hands up, from `poll` or `drop_call`: a call joins `queue`, a loss sets
-/// `lost`. False if a call could not be queued: at most `max_requests` contexts exist, so
-/// the push fits (the reserve keeps a failure from panicking or aborting).
-fn take_event(queue: &mut VecDeque<Incoming>, lost: &mut bool, e: ResponderEvent) -> bool {
-    match e {
-        ResponderEvent::Call(c) => {
-            if queue.try_reserve(1).is_err() {
-                return false;
-            }
-            queue.push_back(c);
-        }
-        ResponderEvent::ConnectionLost => *lost = true,
-        ResponderEvent::Connected(_) => {}
-    }
-    true
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use krpc_rdma::transport::ResponderEvent;
 
     fn chain(words: &[u32], extra: &[u8]) -> Chain {
         let mut b: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
