@@ -17,7 +17,7 @@ use crate::chain::Chain;
 use crate::error::MbufError;
 use crate::mbuf::{Mbuf, MLEN};
 
-/// Spare chain storage of one owner (see the [module docs](self)).
+/// Spare chain storage of one owner (see the module docs of `mbuf/src/pool.rs`).
 pub struct ChainPool {
     spare: spin::Mutex<Spare>,
 }

@@ -28,7 +28,7 @@
 //!   checks every byte against the [pattern](pattern_fill) of its offset: `mismatches` counts
 //!   the bytes that differ, `status` is [`STATUS_MISMATCH`] when there are any.
 //! * **READ**'s reply data is DDP-eligible: the client provisions a write chunk in its own pages
-//!   ([`DdpReply`](krpc_rdma::transport::DdpReply) with [`locate_read`]: the data item sits
+//!   (`krpc_rdma::transport::DdpReply` with [`locate_read`]: the data item sits
 //!   just after the length word, at byte 32 of the reply), the server RDMA-Writes the data
 //!   there. A READ outside what was written returns [`STATUS_RANGE`].
 //! * **ECHO** carries its data as plain XDR (no DDP marker): a large ECHO is a Long Call

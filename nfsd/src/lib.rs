@@ -68,7 +68,7 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
 /// The options of `userspace-harness nfsd`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct NfsdArgs {
-    /// Address to listen on for RPC-over-RDMA: IP[:PORT] (port 20049 by default).
+    /// Address to listen on for RPC-over-RDMA: `IP[:PORT]` (port 20049 by default).
     #[arg(long, value_name = "IP[:PORT]", value_parser = parse_listen)]
     pub listen: SocketAddr,
     /// The directory to serve.

@@ -316,7 +316,7 @@ unsafe fn state<'a>(h: *mut KrpcClntHandle) -> &'a mut KrpcClnt {
 /// `krpc_clnt_send` (see `c/krpc_rdma_clnt.h`).
 ///
 /// # Safety
-/// `h` as for [`state`]; `hdr` and `args` NULL or valid chains; `res` a valid out-pointer.
+/// `h` as for `state`; `hdr` and `args` NULL or valid chains; `res` a valid out-pointer.
 #[no_mangle]
 pub unsafe extern "C" fn krpc_clnt_send(
     h: *mut KrpcClntHandle,
@@ -339,7 +339,7 @@ pub unsafe extern "C" fn krpc_clnt_send(
 /// `krpc_clnt_poll` (see `c/krpc_rdma_clnt.h`).
 ///
 /// # Safety
-/// `h` as for [`state`]; `rep`, `res`, `handed` valid out-pointers.
+/// `h` as for `state`; `rep`, `res`, `handed` valid out-pointers.
 #[no_mangle]
 pub unsafe extern "C" fn krpc_clnt_poll(
     h: *mut KrpcClntHandle,
@@ -372,7 +372,7 @@ pub unsafe extern "C" fn krpc_clnt_poll(
 /// `krpc_clnt_reap` (see `c/krpc_rdma_clnt.h`).
 ///
 /// # Safety
-/// `h` as for [`state`]; `handed` a valid out-pointer.
+/// `h` as for `state`; `handed` a valid out-pointer.
 #[no_mangle]
 pub unsafe extern "C" fn krpc_clnt_reap(h: *mut KrpcClntHandle, handed: *mut u32) {
     // SAFETY: per the function's contract.
@@ -385,7 +385,7 @@ pub unsafe extern "C" fn krpc_clnt_reap(h: *mut KrpcClntHandle, handed: *mut u32
 /// `krpc_clnt_abandon` (see `c/krpc_rdma_clnt.h`).
 ///
 /// # Safety
-/// `h` as for [`state`].
+/// `h` as for `state`.
 #[no_mangle]
 pub unsafe extern "C" fn krpc_clnt_abandon(h: *mut KrpcClntHandle, xid: u32) {
     // SAFETY: per the function's contract.
@@ -398,7 +398,7 @@ pub unsafe extern "C" fn krpc_clnt_abandon(h: *mut KrpcClntHandle, xid: u32) {
 /// `krpc_clnt_close` (see `c/krpc_rdma_clnt.h`).
 ///
 /// # Safety
-/// `h` as for [`state`].
+/// `h` as for `state`.
 #[no_mangle]
 pub unsafe extern "C" fn krpc_clnt_close(h: *mut KrpcClntHandle) {
     // SAFETY: per the function's contract.
@@ -417,7 +417,7 @@ pub unsafe extern "C" fn krpc_clnt_close(h: *mut KrpcClntHandle) {
 /// `krpc_clnt_free` (see `c/krpc_rdma_clnt.h`).
 ///
 /// # Safety
-/// `h` as for [`state`]; not used afterwards.
+/// `h` as for `state`; not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn krpc_clnt_free(h: *mut KrpcClntHandle) {
     // SAFETY: `h` came from Box::into_raw in into_client and is given back once.
@@ -427,7 +427,7 @@ pub unsafe extern "C" fn krpc_clnt_free(h: *mut KrpcClntHandle) {
 /// `krpc_clnt_set_upcall` (see `c/krpc_rdma_clnt.h`).
 ///
 /// # Safety
-/// `h` as for [`state`]; `f(arg)` callable from the completion handler until the state is
+/// `h` as for `state`; `f(arg)` callable from the completion handler until the state is
 /// freed.
 #[no_mangle]
 pub unsafe extern "C" fn krpc_clnt_set_upcall(

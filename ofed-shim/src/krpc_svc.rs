@@ -496,7 +496,7 @@ unsafe fn state<'a>(h: *mut KrpcSvcHandle) -> &'a mut KrpcSvc {
 /// `krpc_svc_recv` (see `c/krpc_rdma_svc.h`).
 ///
 /// # Safety
-/// `h` as for [`state`]; `call` and `args` valid out-pointers; `cred` / `verf` NULL or
+/// `h` as for `state`; `call` and `args` valid out-pointers; `cred` / `verf` NULL or
 /// `MAX_AUTH_BYTES` writable bytes each.
 #[no_mangle]
 pub unsafe extern "C" fn krpc_svc_recv(
@@ -522,7 +522,7 @@ pub unsafe extern "C" fn krpc_svc_recv(
 /// `krpc_svc_reply` (see `c/krpc_rdma_svc.h`).
 ///
 /// # Safety
-/// `h` as for [`state`]; `hdr` a valid chain and `res` NULL or one, both the caller's to
+/// `h` as for `state`; `hdr` a valid chain and `res` NULL or one, both the caller's to
 /// give (consumed unless `KRPC_SVC_AGAIN` is returned).
 #[no_mangle]
 pub unsafe extern "C" fn krpc_svc_reply(
@@ -538,7 +538,7 @@ pub unsafe extern "C" fn krpc_svc_reply(
 /// `krpc_svc_reap` (see `c/krpc_rdma_svc.h`).
 ///
 /// # Safety
-/// `h` as for [`state`].
+/// `h` as for `state`.
 #[no_mangle]
 pub unsafe extern "C" fn krpc_svc_reap(h: *mut KrpcSvcHandle) {
     // SAFETY: per the function's contract.
@@ -549,7 +549,7 @@ pub unsafe extern "C" fn krpc_svc_reap(h: *mut KrpcSvcHandle) {
 /// no call `xid` is waiting for its reply.
 ///
 /// # Safety
-/// `h` as for [`state`].
+/// `h` as for `state`.
 #[no_mangle]
 pub unsafe extern "C" fn krpc_svc_drop(h: *mut KrpcSvcHandle, xid: u32) -> i32 {
     // SAFETY: per the function's contract.
@@ -563,7 +563,7 @@ pub unsafe extern "C" fn krpc_svc_drop(h: *mut KrpcSvcHandle, xid: u32) -> i32 {
 /// `krpc_svc_stat` (see `c/krpc_rdma_svc.h`).
 ///
 /// # Safety
-/// `h` as for [`state`].
+/// `h` as for `state`.
 #[no_mangle]
 pub unsafe extern "C" fn krpc_svc_stat(h: *mut KrpcSvcHandle) -> i32 {
     // SAFETY: per the function's contract.
@@ -573,7 +573,7 @@ pub unsafe extern "C" fn krpc_svc_stat(h: *mut KrpcSvcHandle) -> i32 {
 /// `krpc_svc_get_stats` (see `c/krpc_rdma_svc.h`).
 ///
 /// # Safety
-/// `h` as for [`state`]; `out` a valid out-pointer.
+/// `h` as for `state`; `out` a valid out-pointer.
 #[no_mangle]
 pub unsafe extern "C" fn krpc_svc_get_stats(h: *mut KrpcSvcHandle, out: *mut KrpcSvcStats) {
     // SAFETY: per the function's contract.
@@ -583,7 +583,7 @@ pub unsafe extern "C" fn krpc_svc_get_stats(h: *mut KrpcSvcHandle, out: *mut Krp
 /// `krpc_svc_free` (see `c/krpc_rdma_svc.h`).
 ///
 /// # Safety
-/// `h` as for [`state`]; not used afterwards.
+/// `h` as for `state`; not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn krpc_svc_free(h: *mut KrpcSvcHandle) {
     // SAFETY: `h` came from Box::into_raw in into_xprt and is given back once.
@@ -595,7 +595,7 @@ extern "C" fn no_upcall(_: *mut c_void) {}
 /// `krpc_svc_set_upcall` (see `c/krpc_rdma_svc.h`).
 ///
 /// # Safety
-/// `h` as for [`state`]; `f(arg)` callable from the completion handler until the state is
+/// `h` as for `state`; `f(arg)` callable from the completion handler until the state is
 /// freed or the upcall replaced.
 #[no_mangle]
 pub unsafe extern "C" fn krpc_svc_set_upcall(

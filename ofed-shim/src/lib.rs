@@ -1,9 +1,9 @@
 //! Binding of the krpc-rdma core to FreeBSD's OFED verbs KPI (`sys/ofed`).
 //!
-//! * [`OfedQp`](qp::OfedQp) implements [`krpc_rdma::provider::Provider`] on one RC connection
+//! * [`OfedQp`] implements [`krpc_rdma::provider::Provider`] on one RC connection
 //!   made through rdma_cm: FRWR registration (`ib_alloc_mr`, `ib_map_mr_sg`, `IB_WR_REG_MR`,
 //!   `IB_WR_LOCAL_INV`, the peer's `IB_WR_SEND_WITH_INV`), posting and polling.
-//! * [`KernelPages`](pages::KernelPages) is the [`mbuf::PageProvider`] over kernel pages: page
+//! * [`KernelPages`] is the [`mbuf::PageProvider`] over kernel pages: page
 //!   addresses are physical addresses of wired `vm_page`s, reference counts are wirings.
 //! * [`ffi`] is the C boundary: only our own `repr(C)` structs and scalars cross it; the small
 //!   C file `c/krpc_rdma_ofed.c` translates to `ib_send_wr`, `ib_wc`, `rdma_cm_event`, and

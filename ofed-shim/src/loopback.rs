@@ -74,7 +74,7 @@ pub struct Connected<Q> {
 /// receives) and accept with `b_private`. Both report `Established` through their event
 /// polls once rdma_cm has connected them. Each [`OfedQp`] is handed to `keep` as its
 /// constructor returned it (with its error: a `Result` is moved by reference, not copied),
-/// each in a frame of its own ([`side`], [`request`]), so no frame here holds one by value
+/// each in a frame of its own (`side`, `request`), so no frame here holds one by value
 /// (kernel stack frames stay under 1 KiB when `keep` boxes it).
 ///
 /// # Safety

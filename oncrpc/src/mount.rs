@@ -1,5 +1,5 @@
 //! The MOUNT protocol version 3 (RFC 1813 appendix I) and the rpcbind / portmapper version 2
-//! GETPORT (RFC 1833) that finds it, over TCP with [`crate::oncrpc_tcp`]: how an NFSv3 client
+//! GETPORT (RFC 1833) that finds it, over TCP with [`crate::RpcClient`]: how an NFSv3 client
 //! gets the root file handle of an export before it talks NFS (over RDMA, port 20049).
 //!
 //! * [`getport`]: portmapper v2 GETPORT (program 100000, procedure 3) on TCP port 111.

@@ -67,7 +67,7 @@ fn seal<T>(v: Vec<T>, what: &str) -> Result<Boxed<T>, Failure> {
 }
 
 /// `make()`'s value on the heap, or a [`Failure`] of step `what`: `make`'s error, or the
-/// allocation refused. Not inlined, and `make`'s result goes to the heap through [`put`]
+/// allocation refused. Not inlined, and `make`'s result goes to the heap through `put`
 /// by reference: the value exists once on this frame's stack (as `make`'s return value), so
 /// a `T` of up to about 900 bytes fits a 1 KiB frame. `make` should return its
 /// constructor's result as it is (an error mapped inside `make` is one more copy of `T`).

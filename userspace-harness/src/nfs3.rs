@@ -1,6 +1,6 @@
 //! The `nfs3` command's client: MOUNT v3 over TCP ([`crate::mount`]) for the root handle,
 //! then the NFSv3 client of `krpc-rdma-session` ([`Nfs3Client`], re-exported here with its
-//! types) over a [`Session`] of the libibverbs provider ([`VerbsDialer`], port 20049 by
+//! types) over a [`Session`](krpc_rdma_session::Session) of the libibverbs provider ([`VerbsDialer`], port 20049 by
 //! default); and the command's output format.
 
 use std::net::{IpAddr, SocketAddr};

@@ -1,14 +1,14 @@
-//! The `server`, `client`, `bench` and `demo` commands: the [`rpc`](crate::rpc) program over
+//! The `server`, `client`, `bench` and `demo` commands: the [`rpc`] program over
 //! the transport over the libibverbs provider.
 //!
-//! * [`server`]: listen, one thread per connection (its own queue pair, `Responder` and
+//! * [`serve`]: listen, one thread per connection (its own queue pair, `Responder` and
 //!   store); a one-line summary per connection, totals at exit (`--count` connections,
 //!   `--duration`, SIGINT or SIGTERM).
 //! * [`client`]: one connection, `depth` calls in flight (never more than the server's credit
 //!   grant: the `Requester` refuses, the client waits), every reply verified; progress once a
 //!   second on stderr; a [`Report`]. A READ run first WRITEs the `depth` slots it reads
 //!   (not measured). Call `i` uses offset `(i % depth) * size`.
-//! * [`bench`]: a server thread and a client in one process over rxe loopback.
+//! * [`bench()`]: a server thread and a client in one process over rxe loopback.
 //! * [`demo`]: WRITE then READ at several sizes, NULL, ECHO (Long Call / Long Reply), short
 //!   throughput runs, and what the counters say.
 //!
@@ -868,7 +868,7 @@ pub struct DemoOpts {
 /// The demo (human-readable, on stdout).
 ///
 /// # Errors
-/// As [`bench`]; a verification failure is an error too.
+/// As [`bench()`]; a verification failure is an error too.
 pub fn demo(o: &DemoOpts) -> Result<(), RunError> {
     let bound = bind_server(ServerOpts {
         listen: o.addr,

@@ -52,7 +52,7 @@ enum Stage {
     Writes,
 }
 
-/// Incremental encoder of an `RDMA_MSG` / `RDMA_NOMSG` header (see the [module docs](self)).
+/// Incremental encoder of an `RDMA_MSG` / `RDMA_NOMSG` header (see the module docs of `wire/encode.rs`).
 ///
 /// ```
 /// # use krpc_rdma::wire::{HeaderEncoder, Header, Segment};
