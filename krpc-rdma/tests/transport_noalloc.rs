@@ -31,7 +31,7 @@ use krpc_rdma::provider::{
 use krpc_rdma::soft::{pair, SoftConfig, SoftQp};
 use krpc_rdma::transport::{
     DdpReply, Incoming, ReplySpec, Requester, RequesterEvent, Responder, ResponderEvent,
-    TransportConfig,
+    ServerConnection, SharedPages, TransportConfig,
 };
 use mbuf::{Chain, HeapPageArena, Mbuf, PageProvider};
 
@@ -295,4 +295,88 @@ fn steady_state_round_trips_allocate_nothing_in_the_transport() {
             "{w}: the transport allocated {count} times in {n} round trips"
         );
     }
+}
+
+/// [`round_trip`] with the server side through a `ServerConnection` (the loop every server
+/// runs): poll, next call, reply, poll again for the Send completion.
+fn round_trip_conn(
+    r: &mut Rig,
+    conn: &mut ServerConnection,
+    call: Chain,
+    spec: ReplySpec,
+    reply: Chain,
+) -> (Chain, Chain) {
+    counting(true, || r.req.call(&mut r.qa, call, spec))
+        .unwrap_or_else(|rej| panic!("call refused: {}", rej.error));
+    counting(true, || conn.poll(&mut r.qb));
+    let Incoming { call, ctx, .. } =
+        counting(true, || conn.next_call()).expect("call handed out in one poll");
+    counting(true, || conn.reply(&mut r.qb, ctx, reply)).expect("reply posted");
+    let mut got: Option<Chain> = None;
+    counting(true, || {
+        r.req.poll(&mut r.qa, &mut |e| {
+            if let RequesterEvent::Reply { reply, .. } = e {
+                got = Some(reply);
+            }
+        })
+    });
+    counting(true, || conn.poll(&mut r.qb));
+    (call, got.expect("reply handed up in one poll"))
+}
+
+/// The reply data of `inputs`' READ-like call: 1 MiB (its body starts with `READ`).
+fn read_reply_bytes(c: &Chain) -> usize {
+    let mut b = [0u8; 4];
+    if c.copydata(4, &mut b).is_ok() && &b == b"READ" {
+        MIB
+    } else {
+        0
+    }
+}
+
+#[test]
+fn steady_state_through_a_server_connection_allocates_nothing() {
+    // The five workloads in turn, the server a ServerConnection whose READ-like calls have
+    // their reply pages admitted by a shared page budget first (take_reply_pages).
+    let mut r = rig();
+    let placeholder = Responder::new(
+        TransportConfig::default(),
+        SoftConfig::default().resources(),
+        r.pb.clone(),
+    )
+    .unwrap();
+    let resp = std::mem::replace(&mut r.resp, placeholder);
+    let shared = SharedPages::new(64 * MIB);
+    let mut conn = ServerConnection::new(Box::new(resp))
+        .unwrap()
+        .with_reply_bytes(Box::new(read_reply_bytes));
+    conn.responder_mut().set_page_share(shared.join());
+    let mut xid = 0u32;
+    let mut run = |r: &mut Rig, conn: &mut ServerConnection, k: u32| {
+        for _ in 0..k {
+            xid += 1;
+            let (call, spec, reply) = inputs(r, ALL[xid as usize % ALL.len()], xid);
+            let out = round_trip_conn(r, conn, call, spec, reply);
+            assert!(!out.1.is_empty());
+        }
+    };
+    run(&mut r, &mut conn, 100);
+    let n = 5_000;
+    let before = snapshot();
+    run(&mut r, &mut conn, n);
+    let (count, bytes) = (snapshot().0 - before.0, snapshot().1 - before.1);
+    println!("server connection: {count} allocations ({bytes} bytes) in {n} round trips");
+    assert_eq!(count, 0, "allocated {count} times in {n} round trips");
+    let s = *conn.stats();
+    assert_eq!(
+        (s.calls, s.replies, s.reply_errors),
+        (u64::from(n) + 100, u64::from(n) + 100, 0)
+    );
+    // Every READ's pages were charged and came back.
+    assert!(shared.peak() >= MIB);
+    assert_eq!(shared.in_use(), 0);
+    drop(conn);
+    drop(r.req);
+    drop((r.qa, r.qb, r.pa, r.pb, r.resp));
+    assert_eq!(r.arena_b.in_use(), 0, "responder pages leaked");
 }
