@@ -120,10 +120,11 @@ struct Outcome {
     rounds: u32,
 }
 
-fn run(shared: Option<&Arc<SharedPages>>) -> Outcome {
+/// The server's 8 MiB arena and two connections to it: the flooder (its credits cover
+/// exactly the arena: alone it may fill it, not overflow it) and the small client.
+fn two_connections() -> (Arc<HeapPageArena>, Rig, Rig) {
     let arena_b = Arc::new(HeapPageArena::with_base(ARENA_PAGES, ARENA_B_BASE).unwrap());
     let client_arena = |pages| Arc::new(HeapPageArena::new(pages).unwrap());
-    // The flooder's credits cover exactly the arena: alone it may fill it, not overflow it.
     let flood_opts = RigOpts {
         req_cfg: TransportConfig {
             max_requests: FLOOD_CREDITS,
@@ -131,16 +132,21 @@ fn run(shared: Option<&Arc<SharedPages>>) -> Outcome {
         },
         ..RigOpts::default()
     };
-    let mut flood = rig_on(
+    let flood = rig_on(
         client_arena(16 * MIB / PAGE_SIZE),
         arena_b.clone(),
         flood_opts,
     );
-    let mut small = rig_on(
+    let small = rig_on(
         client_arena(4 * MIB / PAGE_SIZE),
         arena_b.clone(),
         RigOpts::default(),
     );
+    (arena_b, flood, small)
+}
+
+fn run(shared: Option<&Arc<SharedPages>>) -> Outcome {
+    let (_, mut flood, mut small) = two_connections();
     if let Some(s) = shared {
         flood.resp.set_page_share(s.join());
         small.resp.set_page_share(s.join());
@@ -292,26 +298,9 @@ struct ReadOutcome {
 /// The READ flood (see the module documentation); `admit`: the server asks the page budget
 /// (`take_reply_pages`) before it takes a reply's data pages.
 fn run_reads(shared: &Arc<SharedPages>, admit: bool) -> (ReadOutcome, Arc<HeapPageArena>) {
-    let arena_b = Arc::new(HeapPageArena::with_base(ARENA_PAGES, ARENA_B_BASE).unwrap());
+    let (arena_b, mut flood, small) = two_connections();
     let pb: Arc<dyn PageProvider> = arena_b.clone();
-    let client_arena = |pages| Arc::new(HeapPageArena::new(pages).unwrap());
-    let flood_opts = RigOpts {
-        req_cfg: TransportConfig {
-            max_requests: FLOOD_CREDITS,
-            ..TransportConfig::default()
-        },
-        ..RigOpts::default()
-    };
-    let mut flood = rig_on(
-        client_arena(16 * MIB / PAGE_SIZE),
-        arena_b.clone(),
-        flood_opts,
-    );
-    let mut small = rig_on(
-        client_arena(4 * MIB / PAGE_SIZE),
-        arena_b.clone(),
-        RigOpts::default(),
-    );
+    let mut small = small;
     small.resp.set_page_share(shared.join());
     // The flood's server is the loop every server runs: a ServerConnection, told the reply
     // data of each call (1 MiB) when it is to ask the budget for it.
