@@ -8,7 +8,7 @@
 //! * Timeouts: connecting, and each call as a whole (send + reply), are bounded by
 //!   [`ClientOptions::timeout`] (default [`DEFAULT_TIMEOUT`], 5 s).
 //! * [`RpcClient::call`] matches the reply's XID, skipping stale replies (to calls that timed
-//!   out earlier), decodes the reply header with [`nfs_glue::rpc::ReplyHeader::decode`] and
+//!   out earlier), decodes the reply header with [`onc_rpc::rpc::ReplyHeader::decode`] and
 //!   turns everything but an accepted SUCCESS into a typed [`RpcError`].
 //! * Reserved source port: Linux's `rpc.mountd` and knfsd default to the `secure` export
 //!   option, which refuses requests from source ports ≥ 1024. So the client first tries to
@@ -31,8 +31,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
 
-use nfs_glue::rpc::{AcceptStat, Auth, CallHeader, Rejected, ReplyHeader};
-use nfs_glue::xdr::{Decoder, Encoder, XdrError};
+use onc_rpc::rpc::{AcceptStat, Auth, CallHeader, Rejected, ReplyHeader};
+use onc_rpc::xdr::{Decoder, Encoder, XdrError};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 

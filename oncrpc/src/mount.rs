@@ -12,8 +12,8 @@
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
-use nfs_glue::rpc::{Auth, AuthSys, MAX_MACHINE_NAME};
-use nfs_glue::xdr::{Decoder, Encoder, XdrError};
+use onc_rpc::rpc::{Auth, AuthSys, MAX_MACHINE_NAME};
+use onc_rpc::xdr::{Decoder, Encoder, XdrError};
 
 use crate::{ClientOptions, RpcClient, RpcError};
 
@@ -557,10 +557,10 @@ mod tests {
                 let mut b = vec![0u8; (u32::from_be_bytes(m) & 0x7fff_ffff) as usize];
                 s.read_exact(&mut b).unwrap();
                 let mut d = Decoder::new(&b);
-                let h = nfs_glue::rpc::CallHeader::decode(&mut d).unwrap();
+                let h = onc_rpc::rpc::CallHeader::decode(&mut d).unwrap();
                 let args = b[d.pos()..].to_vec();
                 let mut e = Encoder::new();
-                nfs_glue::rpc::ReplyHeader::success(h.xid).encode(&mut e);
+                onc_rpc::rpc::ReplyHeader::success(h.xid).encode(&mut e);
                 e.raw(&results);
                 let r = e.finish().unwrap();
                 s.write_all(&(0x8000_0000u32 | r.len() as u32).to_be_bytes())

@@ -1,6 +1,6 @@
-//! Fuzzes nfs-glue's decoders of peer data: ONC RPC call and reply headers, every NFSv3
-//! argument and result type, the RFC 8267 head decoders, the requester's `locate` functions,
-//! and `ddp_data` on a chain holding the input.
+//! Fuzzes onc-rpc's and nfs-proto's decoders of peer data: ONC RPC call and reply headers,
+//! every NFSv3 argument and result type, the RFC 8267 head decoders, the requester's `locate`
+//! functions, and `ddp_data` on a chain holding the input.
 //!
 //! Properties checked on every input:
 //! * no decoder panics (the build has overflow checks and debug assertions on);
@@ -10,9 +10,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use mbuf::Chain;
-use nfs_glue::nfs3::*;
-use nfs_glue::rpc::{CallHeader, ReplyHeader};
-use nfs_glue::xdr::{Decoder, Encoder};
+use nfs_proto::nfs3::*;
+use onc_rpc::rpc::{CallHeader, ReplyHeader};
+use onc_rpc::xdr::{Decoder, Encoder};
 
 macro_rules! round_trip {
     ($data:expr, $($t:ty),* $(,)?) => {$(
@@ -63,6 +63,6 @@ fuzz_target!(|data: &[u8]| {
         for at in [locate_read_data(&c), locate_readlink_data(&c)].into_iter().flatten() {
             assert!(at <= c.len());
         }
-        let _ = nfs_glue::chain::ddp_data(&c);
+        let _ = nfs_proto::chain::ddp_data(&c);
     }
 });
