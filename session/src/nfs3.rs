@@ -3,7 +3,7 @@
 //! runs over libibverbs, and the host tests over the software provider.
 //!
 //! The root file handle comes from the caller (the harness mounts with MOUNT v3 over TCP,
-//! `krpc_rdma_oncrpc::mount`); NFS runs over a [`Session`] with `AUTH_SYS` uid 0 / gid 0
+//! `onc_rpc_tcp::mount`); NFS runs over a [`Session`] with `AUTH_SYS` uid 0 / gid 0
 //! credentials.
 //! File data moves by direct data placement (RFC 8267), decided by the eligibility table in
 //! [`nfs_proto::ddp`] ([`nfs3_ddp_item`], [`nfs3_reply_hint`]): a WRITE's data (and a
@@ -53,7 +53,7 @@ use nfs_proto::nfs3::{
 use onc_rpc::rpc::{CallHeader, ReplyHeader};
 use onc_rpc::xdr::{Decoder, Encoder, XdrError};
 
-use krpc_rdma_oncrpc::mount;
+use onc_rpc_tcp::mount;
 
 use crate::conn::{secs, DEFAULT_GIVE_UP};
 use crate::dialer::Dialer;

@@ -203,7 +203,7 @@ fn null_call(xid: u32) -> Chain {
         prog: NFS_PROGRAM,
         vers: NFS_V3,
         proc_: NFSPROC3_NULL,
-        cred: krpc_rdma_oncrpc::mount::auth_sys_root(),
+        cred: onc_rpc_tcp::mount::auth_sys_root(),
         verf: Auth::None,
     }
     .encode(&mut e);

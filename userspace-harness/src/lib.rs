@@ -20,8 +20,8 @@
 pub mod decode;
 pub mod hex;
 pub mod nfs3;
-pub use krpc_rdma_oncrpc as oncrpc_tcp;
-pub use krpc_rdma_oncrpc::mount;
+pub use onc_rpc_tcp;
+pub use onc_rpc_tcp::mount;
 pub mod report;
 pub use harness_rpc as rpc;
 pub mod run;

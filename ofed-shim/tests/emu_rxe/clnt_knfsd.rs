@@ -3,7 +3,7 @@
 //! listener (port 20049 on rxe0, set up by `xtask/vm/knfsd.sh`), called through its
 //! `struct clnt_ops` table (`CLNT_CALL_MBUF`) with AUTH_SYS (root; the export is
 //! `no_root_squash`) as `cl_auth`: NFSv3 NULL, FSINFO and GETATTR of the root handle (from
-//! MOUNT v3 over TCP, the `oncrpc` crate), CREATE of a file, WRITE of 1 MiB + 3 bytes whose
+//! MOUNT v3 over TCP, the `onc-rpc-tcp` crate), CREATE of a file, WRITE of 1 MiB + 3 bytes whose
 //! data is in M_EXTPG mbufs behind the M_PROTO1 marker (read chunks), COMMIT, READ of it
 //! back (the data comes back through write chunks as M_EXTPG mbufs), the bytes compared with
 //! what was written and with the file as the VM's filesystem has it, then REMOVE.
@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use krpc_rdma::transport::{DdpReply, ReplySpec, Requester, RequesterEvent, TransportConfig};
-use krpc_rdma_oncrpc::mount;
 use mbuf::{Chain, PageProvider};
 use nfs_proto::ddp::{reply_hint, ReplyHint};
 use nfs_proto::nfs3::{
@@ -36,6 +35,7 @@ use ofed_shim::mbuf_bridge::{self, MbufChain};
 use ofed_shim::OfedQp;
 use onc_rpc::rpc::CallHeader;
 use onc_rpc::xdr::{pad, Decoder, Encoder};
+use onc_rpc_tcp::mount;
 
 use super::clnt::{self, krpc_emu_clnt_destroy, krpc_emu_clnt_set_authsys};
 use super::{emu, emu_stats, ocfg, CondSleep, KernelPages};
