@@ -14,8 +14,8 @@
 # name a function with a ceiling of its own; it names none).
 #
 # Functions are counted by where they come from: our crates (krpc_rdma, mbuf,
-# krpc_rdma_scenarios, ofed_shim, nfs_glue: their own functions, and core/alloc generics
-# whose symbol names one of our types, e.g. drop_in_place<krpc_rdma::...> or
+# krpc_rdma_scenarios, ofed_shim, onc_rpc, nfs_proto, nfs_service, harness_rpc: their own
+# functions, and core/alloc generics whose symbol names one of our types, e.g. drop_in_place<krpc_rdma::...> or
 # <ofed_shim::qp::OfedQp as Provider>::register), other Rust (core/alloc/compiler_builtins,
 # precompiled or instantiated with types the symbol does not name), and unmangled (the C
 # glue and verbs wrapper compiled by kbuild, and compiler_builtins' memcpy & co). All are
@@ -58,7 +58,7 @@ my $limit = $ARGV[2];
 my ($name, $pushes, $sub, $r11, $done);
 sub kind {
 	my $n = shift;
-	return "ours" if $n =~ /krpc_rdma|mbuf|ofed_shim|nfs_glue/;
+	return "ours" if $n =~ /krpc_rdma|mbuf|ofed_shim|onc_rpc|nfs_proto|nfs_service|harness_rpc/;
 	return "rust" if $n =~ /^_(ZN|R)/;
 	return "unmangled";
 }

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use criterion::{criterion_group, criterion_main, Criterion};
 use krpc_rdma_nfsd::handle::HandleKey;
 use krpc_rdma_nfsd::LocalFs;
-use nfs_glue::nfsd::Backend;
-use nfs_glue::svc::Cred;
+use nfs_service::nfsd::Backend;
+use onc_rpc::svc::Cred;
 
 const FILES: usize = 20_000;
 

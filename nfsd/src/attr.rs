@@ -5,9 +5,9 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 
-use nfs_glue::nfs3::{Fattr3, Ftype3, Nfstime3, Specdata3};
-use nfs_glue::nfsd::NfsError;
-use nfs_glue::svc::Cred;
+use nfs_proto::nfs3::{Fattr3, Ftype3, Nfstime3, Specdata3};
+use nfs_service::nfsd::NfsError;
+use onc_rpc::svc::Cred;
 
 /// Read permission bit (of `rwx`).
 pub const R: u32 = 4;

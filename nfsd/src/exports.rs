@@ -22,9 +22,10 @@ use std::net::IpAddr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::{Arc, Mutex};
 
-use nfs_glue::mount::{ExportVisitor, Exports, Mountstat3};
-use nfs_glue::nfs3::NfsFh3;
-use nfs_glue::svc::{Access, Cred, Squash, NOBODY};
+use nfs_proto::mount::Mountstat3;
+use nfs_proto::nfs3::NfsFh3;
+use nfs_service::mount::{ExportVisitor, Exports};
+use onc_rpc::svc::{Access, Cred, Squash, NOBODY};
 
 use crate::localfs::LocalFs;
 

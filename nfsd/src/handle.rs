@@ -25,8 +25,8 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use nfs_glue::nfs3::NfsFh3;
-use nfs_glue::nfsd::{NfsError, NfsResult};
+use nfs_proto::nfs3::NfsFh3;
+use nfs_service::nfsd::{NfsError, NfsResult};
 use siphasher::sip::SipHasher24;
 
 use crate::fhandle::KernelFh;

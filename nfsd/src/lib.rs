@@ -1,11 +1,11 @@
 //! `nfsd`: an NFSv3 server over RPC-over-RDMA serving a local directory (issue 13 parts 2–3).
 //!
-//! * [`localfs`]: [`LocalFs`], nfs-glue's `Backend` over a directory, on descriptors (no
+//! * [`localfs`]: [`LocalFs`], nfs-service's `Backend` over a directory, on descriptors (no
 //!   path a client can change is resolved); [`handle`]: its file handles, the kernel's own
 //!   sealed with a MAC (valid across a restart); [`fhandle`]: the two system calls behind
 //!   them, the crate's only `unsafe`; [`attr`]: attributes and permission checks.
 //! * [`server`]: the verbs listener, one thread and one Responder per connection, the shared
-//!   reply cache, nfs-glue's `Nfs3Service`.
+//!   reply cache, nfs-service's `Nfs3Service`.
 //! * [`mountd`] and [`exports`]: MOUNT v3 over TCP for the one export, and who may use it
 //!   (the client list of an exports(5) line; root squashed by default).
 //! * [`lockd`]: file locking, NLM v4 and NSM v1 over TCP and UDP, registered with rpcbind.
@@ -36,10 +36,10 @@ use krpc_rdma_verbs::cm::VerbsListener;
 use krpc_rdma_verbs::device::Device;
 use krpc_rdma_verbs::signals::{self, STOP};
 use mbuf::{PageProvider, PAGE_SIZE};
-use nfs_glue::mount::MountService;
-use nfs_glue::nfsd::drc::ReplyCache;
-use nfs_glue::nfsd::{Nfs3Config, Nfs3Service};
-use nfs_glue::svc::AuthPolicy;
+use nfs_service::mount::MountService;
+use nfs_service::nfsd::drc::ReplyCache;
+use nfs_service::nfsd::{Nfs3Config, Nfs3Service};
+use onc_rpc::svc::AuthPolicy;
 
 pub use localfs::LocalFs;
 pub use server::{plain, QpWrap};

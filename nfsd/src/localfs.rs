@@ -1,4 +1,4 @@
-//! [`LocalFs`]: nfs-glue's [`Backend`] over a local directory, on descriptors.
+//! [`LocalFs`]: nfs-service's [`Backend`] over a local directory, on descriptors.
 //!
 //! * **Confinement.** No operation resolves a path a client can change. A handle
 //!   ([`crate::handle`]) opens its object with `open_by_handle_at(2)`; a name in a directory
@@ -14,7 +14,7 @@
 //!   object's descriptor). A directory, symlink, socket or FIFO is made with mode 0 and
 //!   checked to be the server's fresh object before it is handed to the caller, so a rename
 //!   racing the creation cannot get another object chowned. Root squash is the dispatcher's
-//!   ([`nfs_glue::svc::Squash`]).
+//!   ([`onc_rpc::svc::Squash`]).
 //! * **WRITE and READ without a copy**: when the pages are those of the registered arena the
 //!   server runs on ([`LocalFs::with_file_pages`]), a WRITE's received pages go to the file
 //!   with one `pwritev` over them, and a READ is one `preadv` straight into fresh pages
@@ -42,11 +42,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use krpc_rdma_verbs::arena::VerbsArena;
 use mbuf::{Chain, PageFragment, PageProvider};
-use nfs_glue::nfs3::*;
-use nfs_glue::nfsd::{
+use nfs_proto::nfs3::*;
+use nfs_service::nfsd::{
     Backend, DirEnd, DirEntry, DirSink, NfsError, NfsResult, ReadData, WriteIov, Written,
 };
-use nfs_glue::svc::Cred;
+use onc_rpc::svc::Cred;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Timespec, Timestamps};
 
 use crate::attr::{check, fattr, in_group, nfs_err, owns, perms, R, W, X};

@@ -1,5 +1,5 @@
 //! File locking for the NFSv3 server: NLM v4 (program 100021) and NSM v1 (program 100024)
-//! over TCP and UDP, on one port, around nfs-glue's [`LockTable`] and [`Monitor`].
+//! over TCP and UDP, on one port, around nfs-proto's [`LockTable`] and [`Monitor`].
 //!
 //! * Calls: RFC 5531 record marking over TCP (a thread per connection, at most
 //!   [`MAX_CONNECTIONS`]) and datagrams over UDP (one thread). Both programs are served on
@@ -39,12 +39,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nfs_glue::nlm::{self, Grant, LockTable, Nlm4Stat, Res, TestArgs, NLM_PROGRAM, NLM_V4};
-use nfs_glue::nsm::{self, Callback, Mon, MonId, Monitor, MyId, StatChge, SM_PROG, SM_VERS};
-use nfs_glue::rpc::{AcceptStat, Auth, CallHeader, ReplyHeader};
-use nfs_glue::svc::Refusal;
-use nfs_glue::svc::{accept_call, header_bytes, refusal, success_encoder, AuthPolicy, Program};
-use nfs_glue::xdr::{Decoder, Encoder, XdrError};
+use nfs_proto::nlm::{self, Grant, LockTable, Nlm4Stat, Res, TestArgs, NLM_PROGRAM, NLM_V4};
+use nfs_proto::nsm::{self, Callback, Mon, MonId, Monitor, MyId, StatChge, SM_PROG, SM_VERS};
+use onc_rpc::rpc::{AcceptStat, Auth, CallHeader, ReplyHeader};
+use onc_rpc::svc::Refusal;
+use onc_rpc::svc::{accept_call, header_bytes, refusal, success_encoder, AuthPolicy, Program};
+use onc_rpc::xdr::{Decoder, Encoder, XdrError};
 
 use crate::mountd::{read_record, write_record};
 

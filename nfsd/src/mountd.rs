@@ -38,7 +38,7 @@ impl Drop for Slot {
     }
 }
 
-use nfs_glue::mount::{Exports, MountService};
+use nfs_service::mount::{Exports, MountService};
 
 /// The largest call record accepted (a MOUNT call is a few hundred bytes).
 pub const MAX_RECORD: usize = 64 * 1024;

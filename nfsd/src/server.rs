@@ -18,9 +18,9 @@ use krpc_rdma_verbs::cm::VerbsListener;
 use krpc_rdma_verbs::qp::VerbsQp;
 use krpc_rdma_verbs::wait;
 use mbuf::{Chain, PageProvider};
-use nfs_glue::nfsd::drc::{Begin, CallKey, ReplyCache};
-use nfs_glue::nfsd::{Backend, Nfs3Service};
-use nfs_glue::svc::Access;
+use nfs_service::nfsd::drc::{Begin, CallKey, ReplyCache};
+use nfs_service::nfsd::{Backend, Nfs3Service};
+use onc_rpc::svc::Access;
 
 use crate::exports::Clients;
 
@@ -190,7 +190,7 @@ pub fn serve_call<B: Backend>(
     }
     match sh.svc.dispatch_as(call, access) {
         Ok(d) => {
-            if d.status.is_some_and(|s| s != nfs_glue::nfs3::Nfsstat3::OK) {
+            if d.status.is_some_and(|s| s != nfs_proto::nfs3::Nfsstat3::OK) {
                 st.nfs_errors += 1;
                 let slot = d
                     .proc_

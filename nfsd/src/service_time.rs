@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use nfs_glue::nfs3::proc_name;
+use nfs_proto::nfs3::proc_name;
 
 /// Procedure slots: NFSv3's 22, and one for what did not get as far as a procedure
 /// (replays, drops, RPC-level refusals).

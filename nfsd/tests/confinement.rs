@@ -24,9 +24,9 @@ use std::sync::Arc;
 use krpc_rdma_nfsd::handle::HandleKey;
 use krpc_rdma_nfsd::LocalFs;
 use mbuf::{HeapPageArena, PageProvider};
-use nfs_glue::nfs3::*;
-use nfs_glue::nfsd::{Backend, DirEntry, DirSink, WriteIov};
-use nfs_glue::svc::Cred;
+use nfs_proto::nfs3::*;
+use nfs_service::nfsd::{Backend, DirEntry, DirSink, WriteIov};
+use onc_rpc::svc::Cred;
 
 const SECRET: &[u8] = b"SECRET-OUTSIDE-THE-EXPORT";
 const USER: u32 = 4242;

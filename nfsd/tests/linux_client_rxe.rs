@@ -362,9 +362,9 @@ fn localfs_moves_arena_pages_without_a_copy() {
     use krpc_rdma_verbs::arena::VerbsArena;
     use krpc_rdma_verbs::device::Device;
     use mbuf::{PageFragment, PageProvider, PAGE_SIZE};
-    use nfs_glue::nfs3::{Createhow3, Sattr3, StableHow};
-    use nfs_glue::nfsd::{Backend, WriteIov};
-    use nfs_glue::svc::Cred;
+    use nfs_proto::nfs3::{Createhow3, Sattr3, StableHow};
+    use nfs_service::nfsd::{Backend, WriteIov};
+    use onc_rpc::svc::Cred;
     use std::sync::Arc;
 
     if skip() {

@@ -18,9 +18,9 @@ use std::sync::Arc;
 use krpc_rdma_nfsd::handle::HandleKey;
 use krpc_rdma_nfsd::LocalFs;
 use mbuf::{HeapPageArena, PageFragment, PageProvider, PAGE_SIZE};
-use nfs_glue::nfs3::*;
-use nfs_glue::nfsd::{Backend, DirEntry, DirSink, NfsError, WriteIov};
-use nfs_glue::svc::Cred;
+use nfs_proto::nfs3::*;
+use nfs_service::nfsd::{Backend, DirEntry, DirSink, NfsError, WriteIov};
+use onc_rpc::svc::Cred;
 
 fn cred(uid: u32, gid: u32) -> Cred<'static> {
     Cred {

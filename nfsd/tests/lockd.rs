@@ -25,10 +25,10 @@ use std::time::Duration;
 
 use krpc_rdma_nfsd::lockd::{Lockd, LockdConfig, Reg, RpcbindConfig};
 use krpc_rdma_nfsd::mountd::{read_record, write_record};
-use nfs_glue::nlm::*;
-use nfs_glue::nsm::{StatChge, SM_NOTIFY, SM_PROG, SM_VERS};
-use nfs_glue::rpc::{AcceptStat, Auth, CallHeader, ReplyHeader};
-use nfs_glue::xdr::{Decoder, Encoder};
+use nfs_proto::nlm::*;
+use nfs_proto::nsm::{StatChge, SM_NOTIFY, SM_PROG, SM_VERS};
+use onc_rpc::rpc::{AcceptStat, Auth, CallHeader, ReplyHeader};
+use onc_rpc::xdr::{Decoder, Encoder};
 
 const SERVER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 1);
 const CLIENT: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
@@ -485,10 +485,10 @@ fn locks_blocking_and_callbacks_over_tcp_and_udp() {
     );
     // SM_MON from this machine (127/8) is accepted: STAT_SUCC and the state.
     let mon = enc(|e| {
-        nfs_glue::nsm::Mon {
-            mon_id: nfs_glue::nsm::MonId {
+        nfs_proto::nsm::Mon {
+            mon_id: nfs_proto::nsm::MonId {
                 mon_name: b"h".to_vec(),
-                my_id: nfs_glue::nsm::MyId::default(),
+                my_id: nfs_proto::nsm::MyId::default(),
             },
             priv_: [0; 16],
         }

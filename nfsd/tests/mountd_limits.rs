@@ -18,10 +18,11 @@ use std::time::Duration;
 use krpc_rdma_nfsd::exports::{Clients, OneExport};
 use krpc_rdma_nfsd::mountd::{read_record, write_record, MountLimits, Mountd};
 use krpc_rdma_nfsd::LocalFs;
-use nfs_glue::mount::{MountService, MOUNTPROC3_NULL, MOUNT_PROGRAM, MOUNT_V3};
-use nfs_glue::rpc::{Auth, CallHeader, ReplyHeader};
-use nfs_glue::svc::AuthPolicy;
-use nfs_glue::xdr::{Decoder, Encoder};
+use nfs_proto::mount::{MOUNTPROC3_NULL, MOUNT_PROGRAM, MOUNT_V3};
+use nfs_service::mount::MountService;
+use onc_rpc::rpc::{Auth, CallHeader, ReplyHeader};
+use onc_rpc::svc::AuthPolicy;
+use onc_rpc::xdr::{Decoder, Encoder};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 

@@ -22,12 +22,12 @@ use krpc_rdma_nfsd::exports::Clients;
 use krpc_rdma_nfsd::server::{serve_call, ConnStats, Shared, DRC_CAPACITY};
 use krpc_rdma_nfsd::LocalFs;
 use mbuf::{Chain, HeapPageArena, PageProvider};
-use nfs_glue::nfs3::*;
-use nfs_glue::nfsd::drc::ReplyCache;
-use nfs_glue::nfsd::{Backend, Nfs3Config, Nfs3Service};
-use nfs_glue::rpc::{Auth, AuthSys, CallHeader};
-use nfs_glue::svc::{Access, Cred};
-use nfs_glue::xdr::Encoder;
+use nfs_proto::nfs3::*;
+use nfs_service::nfsd::drc::ReplyCache;
+use nfs_service::nfsd::{Backend, Nfs3Config, Nfs3Service};
+use onc_rpc::rpc::{Auth, AuthSys, CallHeader};
+use onc_rpc::svc::{Access, Cred};
+use onc_rpc::xdr::Encoder;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 

@@ -37,7 +37,7 @@ use crate::mbuf_bridge::{BridgeError, MbufBridge};
 use crate::OfedQp;
 
 /// How the reply of a call is provisioned, from the call (its RPC header and arguments):
-/// the Upper-Layer Binding's hook (for NFS, nfs-glue's RFC 8267 table).
+/// the Upper-Layer Binding's hook (for NFS, nfs-proto's RFC 8267 table).
 pub type ReplyHook = fn(&Chain, &Arc<dyn PageProvider>) -> ReplySpec;
 
 /// `enum clnt_stat` values the reply header maps to (`sys/rpc/clnt_stat.h`).

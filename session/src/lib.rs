@@ -16,7 +16,7 @@
 //!   changes, calls answered `NFS3ERR_JUKEBOX` sent again under new XIDs; by default
 //!   ([`nfs3::Nfs3Opts`]) it reconnects and retries for up to [`DEFAULT_GIVE_UP`].
 //!
-//! Every RPC call header is built by `nfs_glue::rpc::CallHeader`.
+//! Every RPC call header is built by `onc_rpc::rpc::CallHeader`.
 
 pub mod conn;
 pub mod dialer;

@@ -3,14 +3,14 @@
 //! runs over libibverbs, and the host tests over the software provider.
 //!
 //! The root file handle comes from the caller (the harness mounts with MOUNT v3 over TCP,
-//! `krpc_rdma_oncrpc::mount`); NFS runs over a [`Session`] with `AUTH_SYS` uid 0 / gid 0
+//! `onc_rpc_tcp::mount`); NFS runs over a [`Session`] with `AUTH_SYS` uid 0 / gid 0
 //! credentials.
 //! File data moves by direct data placement (RFC 8267), decided by the eligibility table in
-//! [`nfs_glue::ddp`] ([`nfs3_ddp_item`], [`nfs3_reply_hint`]): a WRITE's data (and a
+//! [`nfs_proto::ddp`] ([`nfs3_ddp_item`], [`nfs3_reply_hint`]): a WRITE's data (and a
 //! SYMLINK's target) is a DDP region of page mbufs in Macklem's layout
-//! ([`nfs_glue::chain::ddp_call`]) that the transport turns into a read chunk; a READ (and a
+//! ([`nfs_proto::chain::ddp_call`]) that the transport turns into a read chunk; a READ (and a
 //! READLINK) is provisioned with a write chunk in our pages, located in the reply by
-//! [`nfs_glue::nfs3::locate_read_data`]. READDIRPLUS replies that may exceed the inline
+//! [`nfs_proto::nfs3::locate_read_data`]. READDIRPLUS replies that may exceed the inline
 //! threshold get a reply chunk (the transport decides from the reply size).
 //! WRITEs are UNSTABLE and followed by one COMMIT whose verifier must match every WRITE's.
 //! `put` and `get` keep `depth` calls in flight, each at most the server's `wtmax` / `rtmax`
@@ -38,9 +38,9 @@ use std::time::{Duration, Instant};
 
 use krpc_rdma::transport::{Counters, DdpReply, LocateFn, ReplySpec, TransportConfig};
 use mbuf::{Chain, Fragment, PageFragment};
-use nfs_glue::chain::{data_pages_from_bytes, ddp_call};
-use nfs_glue::ddp::{nfs3_ddp_item, nfs3_reply_hint, Direction, ReplyHint};
-use nfs_glue::nfs3::{
+use nfs_proto::chain::{data_pages_from_bytes, ddp_call};
+use nfs_proto::ddp::{nfs3_ddp_item, nfs3_reply_hint, Direction, ReplyHint};
+use nfs_proto::nfs3::{
     locate_read_data, locate_readlink_data, proc_name, CommitArgs, CommitRes, CreateArgs,
     CreateRes, Createhow3, Diropargs3, Fattr3, Filename3, FsinfoArgs, FsinfoRes, Ftype3,
     GetattrArgs, GetattrRes, LookupArgs, LookupRes, MkdirArgs, MkdirRes, NfsFh3, Nfsstat3,
@@ -50,10 +50,10 @@ use nfs_glue::nfs3::{
     NFSPROC3_LOOKUP, NFSPROC3_MKDIR, NFSPROC3_NULL, NFSPROC3_READ, NFSPROC3_READDIRPLUS,
     NFSPROC3_READLINK, NFSPROC3_REMOVE, NFSPROC3_SYMLINK, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3,
 };
-use nfs_glue::rpc::{CallHeader, ReplyHeader};
-use nfs_glue::xdr::{Decoder, Encoder, XdrError};
+use onc_rpc::rpc::{CallHeader, ReplyHeader};
+use onc_rpc::xdr::{Decoder, Encoder, XdrError};
 
-use krpc_rdma_oncrpc::mount;
+use onc_rpc_tcp::mount;
 
 use crate::conn::{secs, DEFAULT_GIVE_UP};
 use crate::dialer::Dialer;
@@ -377,7 +377,7 @@ impl<D: Dialer> Nfs3Client<D> {
             vers: NFS_V3,
             proc_,
             cred: mount::auth_sys_root(),
-            verf: nfs_glue::rpc::Auth::None,
+            verf: onc_rpc::rpc::Auth::None,
         };
         let mut e = Encoder::new();
         h.encode(&mut e);
@@ -517,7 +517,7 @@ impl<D: Dialer> Nfs3Client<D> {
         let (xid, reply) = self.call_chain(proc_, xid, call, ReplyShape::inline(max_reply))?;
         let r = Self::results(xid, &reply)?;
         <T as Xdr>::decode(&mut Decoder::new(&r))
-            .map_err(xdr(nfs_glue::nfs3::proc_name(proc_).unwrap_or("NFS")))
+            .map_err(xdr(nfs_proto::nfs3::proc_name(proc_).unwrap_or("NFS")))
     }
 
     /// The handle of `path` (absolute within the export; "" or "/" is the root).
@@ -539,8 +539,8 @@ impl<D: Dialer> Nfs3Client<D> {
             let res: LookupRes =
                 self.call(NFSPROC3_LOOKUP, &encode(|e| args.encode(e))?, SMALL_REPLY)?;
             fh = match res {
-                nfs_glue::nfs3::Nfs3Res::Ok(ok) => ok.object,
-                nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => {
+                nfs_proto::nfs3::Nfs3Res::Ok(ok) => ok.object,
+                nfs_proto::nfs3::Nfs3Res::Fail { status, .. } => {
                     return Err(NfsError::Status {
                         op: "LOOKUP",
                         what: walked,
@@ -576,8 +576,8 @@ impl<D: Dialer> Nfs3Client<D> {
         let res: GetattrRes =
             self.call(NFSPROC3_GETATTR, &encode(|e| args.encode(e))?, SMALL_REPLY)?;
         match res {
-            nfs_glue::nfs3::Nfs3Res::Ok(ok) => Ok(ok.obj_attributes),
-            nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => Err(NfsError::Status {
+            nfs_proto::nfs3::Nfs3Res::Ok(ok) => Ok(ok.obj_attributes),
+            nfs_proto::nfs3::Nfs3Res::Fail { status, .. } => Err(NfsError::Status {
                 op: "GETATTR",
                 what: what.to_string(),
                 status,
@@ -671,8 +671,8 @@ impl<D: Dialer> Nfs3Client<D> {
         let r = Self::results(xid, &reply)?;
         let res = ReadlinkRes::decode(&mut Decoder::new(&r)).map_err(xdr("READLINK"))?;
         match res {
-            nfs_glue::nfs3::Nfs3Res::Ok(ok) => Ok(ok.data.0),
-            nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => Err(NfsError::Status {
+            nfs_proto::nfs3::Nfs3Res::Ok(ok) => Ok(ok.data.0),
+            nfs_proto::nfs3::Nfs3Res::Fail { status, .. } => Err(NfsError::Status {
                 op: "READLINK",
                 what: path.to_string(),
                 status,
@@ -689,7 +689,7 @@ impl<D: Dialer> Nfs3Client<D> {
         let dir = self.lookup(path)?;
         let mut out = Vec::new();
         let mut cookie = 0u64;
-        let mut verf = nfs_glue::nfs3::Cookieverf3([0; 8]);
+        let mut verf = nfs_proto::nfs3::Cookieverf3([0; 8]);
         loop {
             let args = ReaddirplusArgs {
                 dir: dir.clone(),
@@ -704,8 +704,8 @@ impl<D: Dialer> Nfs3Client<D> {
                 READDIR_MAX as usize + REPLY_SLACK,
             )?;
             let ok = match res {
-                nfs_glue::nfs3::Nfs3Res::Ok(ok) => ok,
-                nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => {
+                nfs_proto::nfs3::Nfs3Res::Ok(ok) => ok,
+                nfs_proto::nfs3::Nfs3Res::Fail { status, .. } => {
                     return Err(NfsError::Status {
                         op: "READDIRPLUS",
                         what: path.to_string(),
@@ -763,11 +763,11 @@ impl<D: Dialer> Nfs3Client<D> {
         let res: CreateRes =
             self.call(NFSPROC3_CREATE, &encode(|e| args.encode(e))?, SMALL_REPLY)?;
         let fh = match res {
-            nfs_glue::nfs3::Nfs3Res::Ok(ok) => match ok.obj {
+            nfs_proto::nfs3::Nfs3Res::Ok(ok) => match ok.obj {
                 Some(fh) => fh,
                 None => self.lookup(remote)?,
             },
-            nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => {
+            nfs_proto::nfs3::Nfs3Res::Fail { status, .. } => {
                 return Err(NfsError::Status {
                     op: "CREATE",
                     what: remote.to_string(),
@@ -844,8 +844,8 @@ impl<D: Dialer> Nfs3Client<D> {
             let r = Self::results(xid, &reply)?;
             let res = WriteRes::decode(&mut Decoder::new(&r)).map_err(xdr("WRITE"))?;
             let ok = match res {
-                nfs_glue::nfs3::Nfs3Res::Ok(ok) => ok,
-                nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => {
+                nfs_proto::nfs3::Nfs3Res::Ok(ok) => ok,
+                nfs_proto::nfs3::Nfs3Res::Fail { status, .. } => {
                     return Err(NfsError::Status {
                         op: "WRITE",
                         what: format!("{remote} at {woff}"),
@@ -878,8 +878,8 @@ impl<D: Dialer> Nfs3Client<D> {
         let res: CommitRes =
             self.call(NFSPROC3_COMMIT, &encode(|e| args.encode(e))?, SMALL_REPLY)?;
         match res {
-            nfs_glue::nfs3::Nfs3Res::Ok(ok) => Ok(verf.is_none_or(|v| v == ok.verf)),
-            nfs_glue::nfs3::Nfs3Res::Fail { status, .. } => Err(NfsError::Status {
+            nfs_proto::nfs3::Nfs3Res::Ok(ok) => Ok(verf.is_none_or(|v| v == ok.verf)),
+            nfs_proto::nfs3::Nfs3Res::Fail { status, .. } => Err(NfsError::Status {
                 op: "COMMIT",
                 what: remote.to_string(),
                 status,
@@ -1134,7 +1134,7 @@ impl<D: Dialer> Nfs3Client<D> {
         let mut bytes = head.to_vec();
         let n = data.len();
         let at = bytes.len();
-        bytes.resize(at + n + nfs_glue::xdr::pad(n), 0);
+        bytes.resize(at + n + onc_rpc::xdr::pad(n), 0);
         let dst = bytes
             .get_mut(at..at + n)
             .ok_or_else(|| NfsError::Other("call buffer".into()))?;

@@ -1,6 +1,6 @@
 //! The NFSv3 client (`Nfs3Client`, the code the harness's `nfs3` command runs over rxe)
 //! over the software provider, against the minimal in-memory NFSv3 server of
-//! `common` (the core's `Responder`, nfs-glue's XDR): NULL, GETATTR, LOOKUP, WRITE data in
+//! `common` (the core's `Responder`, nfs-proto's XDR): NULL, GETATTR, LOOKUP, WRITE data in
 //! read chunks, READ data through write chunks, READDIRPLUS through reply chunks, COMMIT,
 //! and the rewrite after a write-verifier change; every byte compared, at the DDP edge
 //! sizes; and the comparison shown to catch one corrupted byte each way. Calls the server
@@ -24,7 +24,7 @@ use common::data::{content, first_difference};
 use common::{assert_no_pages_held, fh, scratch, Hooks, NfsServer, Seen, SoftDialer, ROOT};
 use krpc_rdma_session::nfs3::{nfs_transport, Nfs3Client, Nfs3Opts, NfsError, Transfer};
 use krpc_rdma_session::Session;
-use nfs_glue::nfs3::{
+use nfs_proto::nfs3::{
     Ftype3, Nfsstat3, NFSPROC3_CREATE, NFSPROC3_GETATTR, NFSPROC3_READ, NFSPROC3_WRITE,
 };
 

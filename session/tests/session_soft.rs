@@ -25,9 +25,9 @@ use krpc_rdma::transport::{CallError, ReplySpec, RequesterEvent};
 use krpc_rdma_session::nfs3::{nfs_transport, Nfs3Client, Nfs3Opts, NfsError};
 use krpc_rdma_session::{Conn, RunError, Session, DEFAULT_GIVE_UP};
 use mbuf::Chain;
-use nfs_glue::nfs3::{NFSPROC3_LOOKUP, NFSPROC3_NULL, NFS_PROGRAM, NFS_V3};
-use nfs_glue::rpc::{Auth, CallHeader, ReplyHeader};
-use nfs_glue::xdr::{Decoder, Encoder};
+use nfs_proto::nfs3::{NFSPROC3_LOOKUP, NFSPROC3_NULL, NFS_PROGRAM, NFS_V3};
+use onc_rpc::rpc::{Auth, CallHeader, ReplyHeader};
+use onc_rpc::xdr::{Decoder, Encoder};
 
 fn nfs(dialer: SoftDialer, reconnect: Option<Duration>) -> Nfs3Client<SoftDialer> {
     let s = Session::connect(dialer, nfs_transport(), reconnect).unwrap();
@@ -203,7 +203,7 @@ fn null_call(xid: u32) -> Chain {
         prog: NFS_PROGRAM,
         vers: NFS_V3,
         proc_: NFSPROC3_NULL,
-        cred: krpc_rdma_oncrpc::mount::auth_sys_root(),
+        cred: onc_rpc_tcp::mount::auth_sys_root(),
         verf: Auth::None,
     }
     .encode(&mut e);

@@ -1,9 +1,9 @@
-//! nfs-glue and the transport together, both ends ours, over the software RC provider:
+//! nfs-proto and the transport together, both ends ours, over the software RC provider:
 //! Macklem's chain layout goes in at the client, comes out at the server as NFS consumes it,
 //! and the server-side helpers find the data without copying.
 //!
 //! * NFSv3 WRITE: the client builds [RPC header + WRITE3args head][DDP marker][page mbufs]
-//!   [pad] with `nfs_glue::chain::ddp_call`; the requester sends the pages as a read chunk;
+//!   [pad] with `nfs_proto::chain::ddp_call`; the requester sends the pages as a read chunk;
 //!   the responder RDMA-Reads them into fresh pages and hands up [XDR][marker][pages][pad];
 //!   the server decodes the head (`WriteArgs::decode_head`), finds the data by the marker
 //!   (`ddp_data`, checked against the length word) and takes it as page pieces
@@ -13,19 +13,19 @@
 //!   `write_data_iovecs` still finds it in pages.
 //! * NFSv3 READ: the server answers with `ddp_reply` (data as page mbufs); the responder
 //!   RDMA-Writes them into the client's write chunk, located by
-//!   `nfs_glue::nfs3::locate_read_data`; the client's reply holds the data in its own pages.
+//!   `nfs_proto::nfs3::locate_read_data`; the client's reply holds the data in its own pages.
 #![allow(clippy::unwrap_used)]
 
 use krpc_rdma::transport::{DdpReply, ReplySpec, RequesterEvent};
 use krpc_rdma_tests::common::{pages_with, pattern, rig, Rig};
 use mbuf::{Chain, Fragment, PageFragment};
-use nfs_glue::chain::{ddp_call, ddp_data, ddp_reply, write_data_iovecs};
-use nfs_glue::nfs3::{
+use nfs_proto::chain::{ddp_call, ddp_data, ddp_reply, write_data_iovecs};
+use nfs_proto::nfs3::{
     locate_read_data, NfsFh3, ReadArgs, ReadHead, ReadRes, StableHow, WriteArgs, WriteHead,
     NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3,
 };
-use nfs_glue::rpc::{Auth, AuthSys, CallHeader, ReplyHeader};
-use nfs_glue::xdr::{Decoder, Encoder};
+use onc_rpc::rpc::{Auth, AuthSys, CallHeader, ReplyHeader};
+use onc_rpc::xdr::{Decoder, Encoder};
 
 fn header(xid: u32, proc_: u32) -> Encoder {
     let mut e = Encoder::new();
@@ -253,7 +253,7 @@ fn nfs_read_data_lands_in_the_clients_write_chunk() {
             let mut e = Encoder::new();
             ReplyHeader::success(inc.xid).encode(&mut e);
             ReadHead {
-                status: nfs_glue::nfs3::Nfsstat3::OK,
+                status: nfs_proto::nfs3::Nfsstat3::OK,
                 file_attributes: None,
                 count: a.count,
                 eof: true,

@@ -3,7 +3,7 @@
 //! * [`verbs`]: the libibverbs / librdmacm [`Provider`](krpc_rdma::provider::Provider) (the
 //!   `krpc-rdma-verbs` crate, re-exported).
 //! * [`rpc`]: the harness's own tiny RPC program (NULL / WRITE / READ / ECHO) over the
-//!   transport, with its data pattern (`nfs_glue::harness`, re-exported: `no_std`, shared
+//!   transport, with its data pattern (`harness_rpc`, re-exported: `no_std`, shared
 //!   with the kernel module's peer runs).
 //! * [`trace`]: `--trace`, a provider wrapper that logs every transport header sent and
 //!   received as one JSON line.
@@ -20,10 +20,10 @@
 pub mod decode;
 pub mod hex;
 pub mod nfs3;
-pub use krpc_rdma_oncrpc as oncrpc_tcp;
-pub use krpc_rdma_oncrpc::mount;
+pub use onc_rpc_tcp;
+pub use onc_rpc_tcp::mount;
 pub mod report;
-pub use nfs_glue::harness as rpc;
+pub use harness_rpc as rpc;
 pub mod run;
 pub mod session;
 pub mod trace;

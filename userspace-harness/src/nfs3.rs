@@ -11,7 +11,7 @@ pub use krpc_rdma_session::nfs3::{
     JUKEBOX_DELAY, MAX_DEPTH, MAX_IO, MAX_REWRITES,
 };
 pub use krpc_rdma_session::DEFAULT_GIVE_UP;
-use nfs_glue::nfs3::{Fattr3, Ftype3, NfsFh3};
+use nfs_proto::nfs3::{Fattr3, Ftype3, NfsFh3};
 
 use crate::mount;
 use crate::session::VerbsDialer;

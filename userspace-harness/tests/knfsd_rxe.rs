@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use krpc_rdma::transport::{CallError, ReplySpec, Requester, RequesterEvent, TransportConfig};
 use mbuf::{Chain, PageProvider};
-use nfs_glue::rpc::{AcceptStat, Auth, CallHeader, ReplyHeader};
-use nfs_glue::xdr::{Decoder, Encoder};
+use onc_rpc::rpc::{AcceptStat, Auth, CallHeader, ReplyHeader};
+use onc_rpc::xdr::{Decoder, Encoder};
 use userspace_harness::mount::{
     self, getport, MountClient, MountError, MountStat3, IPPROTO_TCP, MOUNT_PROG, MOUNT_V3,
 };
@@ -77,7 +77,7 @@ fn mount_v3_over_tcp() {
         r.auth_flavors
     );
     assert!((1..=64).contains(&r.root_fh.len()));
-    assert!(r.auth_flavors.contains(&nfs_glue::rpc::AUTH_SYS));
+    assert!(r.auth_flavors.contains(&onc_rpc::rpc::AUTH_SYS));
 
     let mut c = MountClient::connect(ip).unwrap();
     let local = c.rpc().local_addr().unwrap();

@@ -14,7 +14,7 @@
 //! * `kmod`: `krpc_rdma.ko` for the VM's Linux kernel with the in-kernel self-test (see
 //!   [`kmod`](mod@kmod)).
 //! * `bench-rxe [--out FILE]`: harness vs perftest vs the kernel NFS/RDMA client, one VM boot.
-//! * `fuzz [SECONDS]`: runs each cargo-fuzz target (header decoder, nfs-glue decoders, the
+//! * `fuzz [SECONDS]`: runs each cargo-fuzz target (header decoder, nfs-proto decoders, the
 //!   Responder and the Requester against a hostile peer) SECONDS.
 //! * `vm-setup`: prepares the rxe VM (host packages, Debian's kernel, vmlinux, initramfs) in a
 //!   cache outside the repository; idempotent.
@@ -41,7 +41,14 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use requirements::KERNEL_TARGET;
-const KERNEL_CRATES: &[&str] = &["mbuf", "krpc-rdma", "nfs-glue"];
+const KERNEL_CRATES: &[&str] = &[
+    "mbuf",
+    "krpc-rdma",
+    "onc-rpc",
+    "nfs-proto",
+    "nfs-service",
+    "harness-rpc",
+];
 
 const USAGE: &str = "\
 usage: cargo xtask <task>
@@ -61,7 +68,7 @@ kobj                  the Rust half of the kernel module as one relocation-clean
 kmod                  krpc_rdma.ko for the VM's Linux kernel (kbuild, Debian's linux-headers),
                       with the in-kernel self-test: target/kmod/linux/krpc_rdma.ko; load it with
                       cargo xtask vm -- sh -c 'modprobe rdma_cm && insmod target/kmod/linux/krpc_rdma.ko selftest=1 rdma_addr=$RXE_IP'
-fuzz [SECONDS]        run each fuzz target: header decoder, nfs-glue decoders, the Responder
+fuzz [SECONDS]        run each fuzz target: header decoder, nfs-proto decoders, the Responder
                       and the Requester against a hostile peer's script (60 s each)
 bench-rxe [--out F]   harness vs perftest and the kernel NFS/RDMA client on rxe0, one VM boot
 fresh-check [--dir D] [--keep]
@@ -500,18 +507,21 @@ fn fuzz(seconds: Option<&str>) -> Result<(), String> {
             .map_err(|_| format!("fuzz: SECONDS must be a whole number, got {s:?}"))?,
     };
     requirements::ensure(Task::Fuzz)?;
-    // The RPC-over-RDMA header decoder, then nfs-glue's decoders of peer data (RPC headers,
+    // The RPC-over-RDMA header decoder, then nfs-proto's decoders of peer data (RPC headers,
     // every NFSv3 argument and result, the DDP head decoders, the locate functions), then the
     // Responder and the Requester themselves, each driven by a hostile peer's script over the
     // software provider.
-    for target in FUZZ_TARGETS {
+    for (dir, target) in FUZZ_TARGETS {
         let mut cmd = Command::new("cargo");
-        cmd.current_dir(root().join("krpc-rdma"))
+        cmd.current_dir(root().join(dir))
             // cargo-fuzz needs nightly-only flags; the one toolchain here is stable.
             .env("RUSTC_BOOTSTRAP", "1")
             .args([
                 "fuzz",
                 "run",
+                // `nfs-glue/` is no package of its own: name the fuzz project.
+                "--fuzz-dir",
+                "fuzz",
                 target,
                 "--",
                 &format!("-max_total_time={secs}"),
@@ -521,10 +531,11 @@ fn fuzz(seconds: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
-/// The cargo-fuzz targets in `krpc-rdma/fuzz`, run by `cargo xtask fuzz` in this order.
-const FUZZ_TARGETS: &[&str] = &[
-    "decode_header",
-    "decode_nfs3",
-    "responder_peer",
-    "requester_peer",
+/// The cargo-fuzz targets, each with the directory holding its `fuzz/` project
+/// (`krpc-rdma/fuzz`, `nfs-glue/fuzz`), run by `cargo xtask fuzz` in this order.
+const FUZZ_TARGETS: &[(&str, &str)] = &[
+    ("krpc-rdma", "decode_header"),
+    ("nfs-glue", "decode_nfs3"),
+    ("krpc-rdma", "responder_peer"),
+    ("krpc-rdma", "requester_peer"),
 ];

@@ -1,5 +1,5 @@
 //! The counting global allocator of the allocation tests (`transport_noalloc` here,
-//! `nfs-glue/tests/nfsd_alloc.rs` through `#[path]`): it forwards to `System` and, while
+//! `nfs-glue/nfs-service/tests/nfsd_alloc.rs` through `#[path]`): it forwards to `System` and, while
 //! counting is on for the current thread, counts allocations (and reallocations), their bytes
 //! and the largest one. A test installs it with
 //! `#[global_allocator] static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;`.

@@ -11,10 +11,10 @@
 use std::sync::{Arc, Mutex};
 
 use mbuf::{Chain, PageProvider, PAGE_SIZE};
-use nfs_glue::chain::{data_pages_from_bytes, ddp_call, ddp_reply};
-use nfs_glue::nfs3::{NfsFh3, ReadHead, StableHow, WriteHead, NFSPROC3_WRITE, NFS_PROGRAM};
-use nfs_glue::rpc::{Auth, CallHeader, ReplyHeader};
-use nfs_glue::xdr::Encoder;
+use nfs_proto::chain::{data_pages_from_bytes, ddp_call, ddp_reply};
+use nfs_proto::nfs3::{NfsFh3, ReadHead, StableHow, WriteHead, NFSPROC3_WRITE, NFS_PROGRAM};
+use onc_rpc::rpc::{Auth, CallHeader, ReplyHeader};
+use onc_rpc::xdr::Encoder;
 
 use super::{counts, MbufBridge};
 use crate::emu_mbuf::{self, Part, M_EXTPG, M_PKTHDR, M_PROTO1, M_RDONLY};
@@ -47,7 +47,7 @@ fn live() -> (u64, u64, u64, u64, u64) {
     )
 }
 
-/// An NFSv3 WRITE call with `data` in page mbufs (nfs-glue's builders).
+/// An NFSv3 WRITE call with `data` in page mbufs (nfs-proto's builders).
 pub(crate) fn write_call(p: &Arc<dyn PageProvider>, xid: u32, data: &[u8]) -> Chain {
     let mut e = Encoder::new();
     CallHeader {
@@ -75,7 +75,7 @@ pub(crate) fn read_reply(p: &Arc<dyn PageProvider>, xid: u32, data: &[u8]) -> Ch
     let mut e = Encoder::new();
     ReplyHeader::success(xid).encode(&mut e);
     ReadHead {
-        status: nfs_glue::nfs3::Nfsstat3::OK,
+        status: nfs_proto::nfs3::Nfsstat3::OK,
         file_attributes: None,
         count: data.len() as u32,
         eof: true,

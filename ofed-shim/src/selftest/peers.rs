@@ -3,7 +3,7 @@
 //! themselves:
 //!
 //! * [`harness_server`]: our **Requester** against `userspace-harness server` (its RPC
-//!   program, [`nfs_glue::harness`], the same code on both sides): NULL; WRITE then READ at
+//!   program, [`harness_rpc`], the same code on both sides): NULL; WRITE then READ at
 //!   4 KiB, 4097 B, 64 KiB + 3 and 1 MiB (DDP: read chunk, RDMA Read by the server; write
 //!   chunk, RDMA Write by the server), every WRITE byte checked by the server against the
 //!   pattern of its offset (its reply says how many differ), every READ byte checked here;
@@ -25,12 +25,12 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
+use harness_rpc as prog;
 use krpc_rdma::transport::{
     CallError, DdpReply, ReplyError, ReplySpec, Requester, RequesterEvent, Responder,
     ResponderEvent, ServerConnection, TransportConfig, Wait,
 };
 use mbuf::{Chain, PageProvider};
-use nfs_glue::harness as prog;
 
 use super::kverbs::{counts, delta, left_over, GlueSleep, VerbsLine};
 use super::Counted;
@@ -608,7 +608,7 @@ pub const NFS_FILE_BYTES: usize = (1 << 20) + 3;
 /// `krpc_dst` empty); READ of `krpc_src` (write chunks); WRITE of those bytes to
 /// `krpc_dst` (FILE_SYNC, read chunks); READ of `krpc_dst` back, compared byte for byte
 /// with what was read from `krpc_src`; GETATTR of `krpc_dst` (its size). The script then
-/// compares the two files from the shell (`cmp`). NFSv3 XDR: `nfs_glue::nfs3`.
+/// compares the two files from the shell (`cmp`). NFSv3 XDR: `nfs_proto::nfs3`.
 pub fn knfsd(addr: [u8; 4], port: u16, root: &[u8]) -> Report {
     let what = format!("knfsd {}:{port} (kernel Requester, NFSv3)", dotted(addr));
     if root.is_empty() {
@@ -620,22 +620,22 @@ pub fn knfsd(addr: [u8; 4], port: u16, root: &[u8]) -> Report {
 }
 
 mod nfs {
-    //! The NFSv3 calls of [`super::knfsd`], over nfs-glue's XDR.
+    //! The NFSv3 calls of [`super::knfsd`], over nfs-proto's XDR.
     use alloc::format;
     use alloc::string::String;
     use alloc::vec::Vec;
 
     use krpc_rdma::transport::{DdpReply, ReplySpec};
     use mbuf::Chain;
-    use nfs_glue::chain::{data_pages_from_bytes, ddp_call};
-    use nfs_glue::nfs3::{
+    use nfs_proto::chain::{data_pages_from_bytes, ddp_call};
+    use nfs_proto::nfs3::{
         locate_read_data, Diropargs3, Filename3, FsinfoArgs, FsinfoRes, Ftype3, GetattrArgs,
         GetattrRes, LookupArgs, LookupRes, Nfs3Res, NfsFh3, ReadArgs, ReadRes, StableHow,
         WriteHead, WriteRes, NFSPROC3_FSINFO, NFSPROC3_GETATTR, NFSPROC3_LOOKUP, NFSPROC3_NULL,
         NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3,
     };
-    use nfs_glue::rpc::{Auth, AuthSys, CallHeader, ReplyHeader};
-    use nfs_glue::xdr::{Decoder, Encoder};
+    use onc_rpc::rpc::{Auth, AuthSys, CallHeader, ReplyHeader};
+    use onc_rpc::xdr::{Decoder, Encoder};
 
     use super::Client;
 
@@ -854,7 +854,7 @@ mod nfs {
 }
 
 fn knfsd_calls(c: &mut Client, root: &[u8], g: &mut Figures) -> Result<(), String> {
-    use nfs_glue::nfs3::{Ftype3, NfsFh3};
+    use nfs_proto::nfs3::{Ftype3, NfsFh3};
     let root = NfsFh3 {
         data: root.to_vec(),
     };

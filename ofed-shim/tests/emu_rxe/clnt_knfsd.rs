@@ -3,7 +3,7 @@
 //! listener (port 20049 on rxe0, set up by `xtask/vm/knfsd.sh`), called through its
 //! `struct clnt_ops` table (`CLNT_CALL_MBUF`) with AUTH_SYS (root; the export is
 //! `no_root_squash`) as `cl_auth`: NFSv3 NULL, FSINFO and GETATTR of the root handle (from
-//! MOUNT v3 over TCP, the `oncrpc` crate), CREATE of a file, WRITE of 1 MiB + 3 bytes whose
+//! MOUNT v3 over TCP, the `onc-rpc-tcp` crate), CREATE of a file, WRITE of 1 MiB + 3 bytes whose
 //! data is in M_EXTPG mbufs behind the M_PROTO1 marker (read chunks), COMMIT, READ of it
 //! back (the data comes back through write chunks as M_EXTPG mbufs), the bytes compared with
 //! what was written and with the file as the VM's filesystem has it, then REMOVE.
@@ -18,24 +18,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use krpc_rdma::transport::{DdpReply, ReplySpec, Requester, RequesterEvent, TransportConfig};
-use krpc_rdma_oncrpc::mount;
 use mbuf::{Chain, PageProvider};
-use nfs_glue::ddp::{reply_hint, ReplyHint};
-use nfs_glue::nfs3::{
+use nfs_proto::ddp::{reply_hint, ReplyHint};
+use nfs_proto::nfs3::{
     locate_read_data, CommitArgs, CommitRes, CreateArgs, CreateRes, Createhow3, Diropargs3,
     Filename3, FsinfoArgs, FsinfoRes, Ftype3, GetattrArgs, GetattrRes, Nfs3Res, NfsFh3, ReadArgs,
     ReadRes, RemoveArgs, RemoveRes, Sattr3, StableHow, WriteHead, WriteRes, NFSPROC3_COMMIT,
     NFSPROC3_CREATE, NFSPROC3_FSINFO, NFSPROC3_GETATTR, NFSPROC3_READ, NFSPROC3_REMOVE,
     NFSPROC3_WRITE, NFS_PROGRAM,
 };
-use nfs_glue::rpc::CallHeader;
-use nfs_glue::xdr::{pad, Decoder, Encoder};
 use ofed_shim::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
 use ofed_shim::ffi::FbsdClient;
 use ofed_shim::krpc_clnt::KrpcClnt;
 use ofed_shim::loopback::{self, Sleep, SockaddrIn};
 use ofed_shim::mbuf_bridge::{self, MbufChain};
 use ofed_shim::OfedQp;
+use onc_rpc::rpc::CallHeader;
+use onc_rpc::xdr::{pad, Decoder, Encoder};
+use onc_rpc_tcp::mount;
 
 use super::clnt::{self, krpc_emu_clnt_destroy, krpc_emu_clnt_set_authsys};
 use super::{emu, emu_stats, ocfg, CondSleep, KernelPages};
@@ -87,7 +87,7 @@ fn server_ip() -> [u8; 4] {
         .octets()
 }
 
-/// The reply provisioning hook: nfs-glue's RFC 8267 table (`reply_hint`). A write chunk in
+/// The reply provisioning hook: nfs-proto's RFC 8267 table (`reply_hint`). A write chunk in
 /// pages of the READ's `count` for READ; a reply chunk for the procedures without a bound;
 /// inline otherwise.
 fn hook(call: &Chain, pages: &Arc<dyn PageProvider>) -> ReplySpec {

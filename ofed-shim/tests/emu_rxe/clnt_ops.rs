@@ -13,16 +13,16 @@ use std::time::{Duration, Instant};
 use krpc_rdma::transport::{DdpReply, ReplySpec, Responder, ResponderEvent, TransportConfig};
 use krpc_rdma_scenarios::{Link, Pair};
 use mbuf::{Chain, PageProvider};
-use nfs_glue::nfs3::{
+use nfs_proto::nfs3::{
     locate_read_data, Nfsstat3, ReadArgs, ReadHead, NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM,
 };
-use nfs_glue::rpc::{CallHeader, ReplyHeader};
-use nfs_glue::xdr::{pad, Decoder, Encoder};
 use ofed_shim::emu_mbuf::{self, M_EXTPG, M_PROTO1};
 use ofed_shim::ffi::FbsdClient;
 use ofed_shim::krpc_clnt::KrpcClnt;
 use ofed_shim::mbuf_bridge::{self, MbufBridge, MbufChain};
 use ofed_shim::{loopback, OfedQp};
+use onc_rpc::rpc::{CallHeader, ReplyHeader};
+use onc_rpc::xdr::{pad, Decoder, Encoder};
 
 use super::clnt::{
     call, krpc_emu_clnt_close, krpc_emu_clnt_control_timeout, krpc_emu_clnt_control_u32,

@@ -7,14 +7,14 @@ use std::cell::RefCell;
 use krpc_rdma::transport::{DdpReply, ReplySpec, TransportConfig};
 use krpc_rdma_scenarios::Pair;
 use mbuf::Chain;
-use nfs_glue::nfs3::{
+use nfs_proto::nfs3::{
     locate_read_data, NfsFh3, Nfsstat3, ReadArgs, ReadHead, StableHow, WriteHead, NFSPROC3_READ,
     NFSPROC3_WRITE, NFS_PROGRAM,
 };
-use nfs_glue::rpc::{Auth, CallHeader, ReplyHeader};
-use nfs_glue::xdr::Encoder;
 use ofed_shim::emu_mbuf::{self, M_EXTPG, M_PROTO1};
 use ofed_shim::mbuf_bridge::{self, MbufBridge, MbufChain};
+use onc_rpc::rpc::{Auth, CallHeader, ReplyHeader};
+use onc_rpc::xdr::Encoder;
 
 use super::clnt::mbufs_live;
 use super::{emu, emu_stats, KernelPages};

@@ -14,17 +14,17 @@ use std::time::{Duration, Instant};
 use krpc_rdma::transport::{DdpReply, ReplySpec, Requester, RequesterEvent, TransportConfig};
 use krpc_rdma_scenarios::{Link, Pair};
 use mbuf::{Chain, PageProvider};
-use nfs_glue::nfs3::{
+use nfs_proto::nfs3::{
     locate_read_data, Nfsstat3, ReadArgs, ReadHead, NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM,
 };
-use nfs_glue::rpc::CallHeader;
-use nfs_glue::xdr::{Decoder, Encoder};
 use ofed_shim::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
 use ofed_shim::ffi::{FbsdClient, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcSvcStats};
 use ofed_shim::krpc_clnt::KrpcClnt;
 use ofed_shim::krpc_svc::KrpcSvc;
 use ofed_shim::mbuf_bridge::{self, MbufChain};
 use ofed_shim::{loopback, OfedQp};
+use onc_rpc::rpc::CallHeader;
+use onc_rpc::xdr::{Decoder, Encoder};
 
 use super::clnt::{
     call, krpc_emu_clnt_destroy, mbufs_live, read_args, read_results, set_xid, write_args,

@@ -1,6 +1,6 @@
 //! The host rig of the session and NFSv3 client tests: [`SoftDialer`], a [`Dialer`] over
 //! krpc-rdma's software RC provider whose far end is [`NfsServer`], a minimal in-memory
-//! NFSv3 server on the core's `Responder` (only the procedures the tests call, nfs-glue's
+//! NFSv3 server on the core's `Responder` (only the procedures the tests call, nfs-proto's
 //! XDR). The server runs inside [`Dialer::wait`]: deterministic, one process, no threads.
 //!
 //! The server can misbehave on purpose ([`Hooks`]): drop a connection after a call was
@@ -34,8 +34,8 @@ use krpc_rdma::transport::{Responder, ResponderEvent};
 use krpc_rdma_session::nfs3::nfs_transport;
 use krpc_rdma_session::{Dialer, RunError};
 use mbuf::{Chain, HeapPageArena, PageProvider};
-use nfs_glue::chain::{data_pages_from_bytes, ddp_data, ddp_reply};
-use nfs_glue::nfs3::{
+use nfs_proto::chain::{data_pages_from_bytes, ddp_data, ddp_reply};
+use nfs_proto::nfs3::{
     CommitArgs, CommitResFail, CommitResOk, Cookieverf3, CreateArgs, CreateResFail, CreateResOk,
     Createhow3, Dirlistplus3, Entryplus3, Fattr3, FsinfoArgs, FsinfoResFail, FsinfoResOk, Ftype3,
     GetattrArgs, GetattrResOk, LookupArgs, LookupResFail, LookupResOk, Nfs3Res, NfsFh3, Nfsstat3,
@@ -44,8 +44,8 @@ use nfs_glue::nfs3::{
     NFSPROC3_FSINFO, NFSPROC3_GETATTR, NFSPROC3_LOOKUP, NFSPROC3_NULL, NFSPROC3_READ,
     NFSPROC3_READDIRPLUS, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3,
 };
-use nfs_glue::rpc::{AcceptStat, Auth, CallHeader, ReplyHeader};
-use nfs_glue::xdr::{Decoder, Encoder};
+use onc_rpc::rpc::{AcceptStat, Auth, CallHeader, ReplyHeader};
+use onc_rpc::xdr::{Decoder, Encoder};
 
 pub mod data;
 
@@ -614,7 +614,7 @@ impl NfsServer {
                 let res: Nfs3Res<WriteResOk, WriteResFail> = Nfs3Res::Ok(WriteResOk {
                     file_wcc: self.wcc(id),
                     count: data.len() as u32,
-                    committed: nfs_glue::nfs3::StableHow::Unstable,
+                    committed: nfs_proto::nfs3::StableHow::Unstable,
                     verf: Writeverf3(self.verf),
                 });
                 res.encode(&mut e);
@@ -669,7 +669,7 @@ impl NfsServer {
                     .enumerate()
                     .map(|(k, (name, id))| Entryplus3 {
                         fileid: **id,
-                        name: nfs_glue::nfs3::Filename3((*name).clone()),
+                        name: nfs_proto::nfs3::Filename3((*name).clone()),
                         cookie: (from + k + 1) as u64,
                         name_attributes: self.attrs(**id),
                         name_handle: Some(fh(**id)),
