@@ -17,6 +17,10 @@ fn link_rdma_core(lib_name: &str, pkg_name: &str, version: &str, include_paths: 
 }
 
 fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/bindings.h");
+    // clang-sys loads the libclang this names (else the newest it finds).
+    println!("cargo:rerun-if-env-changed=LIBCLANG_PATH");
     let mut include_paths: Vec<String> = Vec::new();
 
     {
@@ -148,11 +152,13 @@ fn main() {
         //.generate_inline_functions(true)
         //.default_macro_constant_type(bindgen::MacroTypeVariation::Unsigned)
         .prepend_enum_name(false)
-        .rustfmt_bindings(true)
-        .size_t_is_usize(true)
+        // The output lives in OUT_DIR only: no rustfmt run (it may not be installed).
+        .formatter(bindgen::Formatter::None)
         .disable_untagged_union()
+        // Rebuild when an included header changes, not only when this crate does.
+        .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()))
         .generate()
-        .expect("Unable to generate bindings");
+        .unwrap_or_else(|e| panic!("rdma-sys: bindgen could not generate the libibverbs bindings: {e}"));
 
     let out_dir = env::var_os("OUT_DIR").unwrap();
     let dest_path = Path::new(&out_dir).join("bindings.rs");
