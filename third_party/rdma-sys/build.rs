@@ -166,4 +166,45 @@ fn main() {
     bindings
         .write_to_file(dest_path)
         .expect("Could not write bindings");
+
+    // The types written by hand in src/types.rs (blocklisted above), as the headers have them:
+    // opaque blobs of C's size and alignment, which src/lib.rs compares with the hand-written
+    // ones at compile time (added for krpc-rdma, see ../../docs/rdma-sys.md).
+    let mut c_layout = bindgen::Builder::default()
+        .clang_args(include_paths.iter().map(|p| format!("-I{}", p)))
+        .header("src/bindings.h")
+        .allowlist_recursively(false)
+        // Not their anonymous members (opaque types do not refer to them).
+        .blocklist_type(".*__bindgen_ty_.*")
+        .layout_tests(false)
+        .derive_copy(false)
+        .derive_debug(false)
+        .derive_default(false)
+        .generate_comments(false)
+        .formatter(bindgen::Formatter::None);
+    for t in HAND_WRITTEN {
+        c_layout = c_layout.allowlist_type(t).opaque_type(t);
+    }
+    c_layout
+        .generate()
+        .unwrap_or_else(|e| panic!("rdma-sys: bindgen could not lay out the hand-written types: {e}"))
+        .write_to_file(Path::new(&out_dir).join("c_layout.rs"))
+        .expect("Could not write c_layout.rs");
 }
+
+/// The C types src/types.rs defines by hand; src/lib.rs checks the same list.
+const HAND_WRITTEN: &[&str] = &[
+    "ibv_ah_attr",
+    "ibv_async_event",
+    "ibv_flow_spec",
+    "ibv_gid",
+    "ibv_global_route",
+    "ibv_mw_bind_info",
+    "ibv_ops_wr",
+    "ibv_send_wr",
+    "ibv_wc",
+    "rdma_addr",
+    "rdma_cm_event",
+    "rdma_ib_addr",
+    "rdma_ud_param",
+];
