@@ -135,13 +135,12 @@ pub(crate) fn fresh_check(args: &[String]) -> Result<(), String> {
         fs::remove_dir_all(&dir).map_err(|e| format!("rm -r {}: {e}", dir.display()))?;
     }
     match &result {
-        Ok(times) => {
+        Ok((commit, times)) => {
             say!(
-                "PASS in {:.0} s: {} (fresh Debian {} root, clean clone of {})",
+                "PASS in {:.0} s: {} (fresh Debian {} root, clean clone of {commit})",
                 start.elapsed().as_secs_f64(),
                 times.join(", "),
                 opts.suite,
-                head_commit()
             );
         }
         Err(e) => say!("FAIL: {e} (left in {} for a look)", dir.display()),
@@ -149,8 +148,8 @@ pub(crate) fn fresh_check(args: &[String]) -> Result<(), String> {
     result.map(|_| ())
 }
 
-/// The check itself; returns one "command: time" entry per command.
-fn run(dir: &Path, opts: &Options) -> Result<Vec<String>, String> {
+/// The check itself; returns the commit it cloned and one "command time" entry per command.
+fn run(dir: &Path, opts: &Options) -> Result<(String, Vec<String>), String> {
     unmount_below(dir)?;
     if dir.exists() {
         say!("emptying {}", dir.display());
@@ -222,7 +221,17 @@ fn run(dir: &Path, opts: &Options) -> Result<Vec<String>, String> {
         .arg(crate::root())
         .arg(&clone);
     run_quietly("git clone", git)?;
-    say!("cloned {} into {CLONE_IN}", head_commit());
+    // The clone's own HEAD: the repository's may move while the check runs.
+    let commit = git_says(&[
+        "-C",
+        &clone.to_string_lossy(),
+        "rev-parse",
+        "--short",
+        "HEAD",
+    ])
+    .filter(|s| !s.is_empty())
+    .unwrap_or_else(head_commit);
+    say!("cloned {commit} into {CLONE_IN}");
     if dirty() {
         say!("note: the working tree has uncommitted changes; they are not part of this check");
     }
@@ -285,7 +294,7 @@ fn run(dir: &Path, opts: &Options) -> Result<Vec<String>, String> {
         say!("{command}: ok in {secs:.0} s");
         times.push(format!("{command} {secs:.0} s"));
     }
-    Ok(times)
+    Ok((commit, times))
 }
 
 /// What runs as root in the fresh root, in order. Without the VM, `cargo xtask test` first (it
