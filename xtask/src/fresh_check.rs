@@ -1,7 +1,7 @@
 //! `cargo xtask fresh-check`: the README's two commands on a fresh machine, re-runnable.
 //!
-//! Builds a new Debian root with `mmdebstrap` (the host's release and apt sources, variant
-//! `minbase`) holding only what a machine with Rust needs before it can run anything: gcc and
+//! Builds a new Debian root with `mmdebstrap` (variant `minbase`; the host's release and apt
+//! sources, or with `--suite` another release from Debian's mirror) holding only what a machine with Rust needs before it can run anything: gcc and
 //! libc6-dev (rustc's linker; rustup itself asks for them), git and ca-certificates (to clone).
 //! None of the project's system requirements is there: no libibverbs-dev, librdmacm-dev,
 //! libclang-dev, pkg-config, binutils' tools beyond gcc's, qemu, rdma-core, perftest, NFS
@@ -19,6 +19,12 @@
 //! 2. as root, `cargo xtask demo`, then `cargo xtask test`: both must succeed with nothing else
 //!    typed. Their times are printed at the end.
 //!
+//! With `--no-vm` (implied by a `--suite` other than the host's, e.g. `trixie`: the VM boots the
+//! kernel of the root's release, and the rxe tests are only kept green on the host's), step 2 is
+//! instead `KRPC_RDMA_SKIP_VM=1 cargo xtask test` (fmt, clippy, the workspace tests, the
+//! kernel-target build, ofed-shim checks 1-3), then a plain `cargo build --workspace` without
+//! xtask (so rdma-sys's bindgen runs with the libclang the release ships, unpinned).
+//!
 //! Needs root (mmdebstrap, mounts, chroot) and the network to Debian's archive, crates.io and
 //! rustup's server. Everything lives under `--dir` (default `/var/tmp/krpc-rdma-fresh`),
 //! which is removed at the end unless `--keep`.
@@ -31,13 +37,17 @@ use std::process::Command;
 use std::time::Instant;
 
 const HELP: &str = "\
-usage: cargo xtask fresh-check [--dir DIR] [--keep]
+usage: cargo xtask fresh-check [--suite SUITE] [--no-vm] [--dir DIR] [--keep]
 
 Runs the README's two commands (cargo xtask demo, then cargo xtask test) on a clean clone of
 the current commit in a fresh Debian root made with mmdebstrap (only gcc, libc6-dev, git and
 ca-certificates installed; the host's Rust toolchain overlaid without the kernel target,
 clippy or rustfmt), after checking that an unprivileged user without sudo gets a one-line
 refusal naming what is missing. Prints the time each command took. Needs root.
+  --suite S   Debian release of the fresh root (default: the host's, with its apt sources);
+              another release (e.g. trixie) comes from deb.debian.org and implies --no-vm
+  --no-vm     instead of demo and test: KRPC_RDMA_SKIP_VM=1 cargo xtask test (no VM), then a
+              plain cargo build --workspace (no xtask, the release's own libclang)
   --dir DIR   work directory (default /var/tmp/krpc-rdma-fresh); emptied first
   --keep      leave DIR (the Debian root, the clone, its target/) for a look afterwards";
 
@@ -48,21 +58,48 @@ const BASE_PACKAGES: &str = "ca-certificates,gcc,libc6-dev,git";
 const RUSTUP_IN: &str = "/opt/rustup";
 const CARGO_IN: &str = "/opt/cargo";
 const CLONE_IN: &str = "/srv/krpc-rdma";
+/// Debian's mirror, for a release other than the host's.
+const DEBIAN_MIRROR: &str = "http://deb.debian.org/debian";
+const DEBIAN_SECURITY: &str = "http://deb.debian.org/debian-security";
+
+/// What is checked in the fresh root, and where it comes from.
+struct Options {
+    /// Debian release (codename) of the fresh root.
+    suite: String,
+    /// Whether `suite` is the host's own (then the host's apt sources are used).
+    host_suite: bool,
+    /// No VM: the host tests and a plain `cargo build --workspace` instead of demo and test.
+    no_vm: bool,
+}
 
 macro_rules! say {
     ($($arg:tt)*) => { println!("==> fresh-check: {}", format_args!($($arg)*)) };
 }
 
-/// `cargo xtask fresh-check [--dir DIR] [--keep]`.
+/// `cargo xtask fresh-check [--suite SUITE] [--no-vm] [--dir DIR] [--keep]`.
 pub(crate) fn fresh_check(args: &[String]) -> Result<(), String> {
     let mut dir = PathBuf::from(DEFAULT_DIR);
     let mut keep = false;
+    let mut suite = None;
+    let mut no_vm = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--dir" => {
                 dir = PathBuf::from(it.next().ok_or("fresh-check: --dir needs a directory")?)
             }
+            "--suite" => {
+                let s = it
+                    .next()
+                    .ok_or("fresh-check: --suite needs a Debian codename")?;
+                if s.is_empty() || !s.bytes().all(|b| b.is_ascii_lowercase() || b == b'-') {
+                    return Err(format!(
+                        "fresh-check: --suite {s:?} is not a Debian codename (e.g. trixie)"
+                    ));
+                }
+                suite = Some(s.clone());
+            }
+            "--no-vm" => no_vm = true,
             "--keep" => keep = true,
             "-h" | "--help" => {
                 println!("{HELP}");
@@ -80,9 +117,17 @@ pub(crate) fn fresh_check(args: &[String]) -> Result<(), String> {
             dir.display()
         ));
     }
+    let host = host_codename()?;
+    let suite = suite.unwrap_or_else(|| host.clone());
+    let host_suite = suite == host;
+    let opts = Options {
+        no_vm: no_vm || !host_suite,
+        host_suite,
+        suite,
+    };
     requirements::ensure(Task::FreshCheck)?;
     let start = Instant::now();
-    let result = run(&dir);
+    let result = run(&dir, &opts);
     // Whatever happened, nothing stays mounted.
     let unmounted = unmount_below(&dir);
     let result = result.and_then(|times| unmounted.map(|()| times));
@@ -90,12 +135,12 @@ pub(crate) fn fresh_check(args: &[String]) -> Result<(), String> {
         fs::remove_dir_all(&dir).map_err(|e| format!("rm -r {}: {e}", dir.display()))?;
     }
     match &result {
-        Ok(times) => {
+        Ok((commit, times)) => {
             say!(
-                "PASS in {:.0} s: {} (fresh Debian root, clean clone of {})",
+                "PASS in {:.0} s: {} (fresh Debian {} root, clean clone of {commit})",
                 start.elapsed().as_secs_f64(),
                 times.join(", "),
-                head_commit()
+                opts.suite,
             );
         }
         Err(e) => say!("FAIL: {e} (left in {} for a look)", dir.display()),
@@ -103,8 +148,8 @@ pub(crate) fn fresh_check(args: &[String]) -> Result<(), String> {
     result.map(|_| ())
 }
 
-/// The check itself; returns one "command: time" entry per command.
-fn run(dir: &Path) -> Result<Vec<String>, String> {
+/// The check itself; returns the commit it cloned and one "command time" entry per command.
+fn run(dir: &Path, opts: &Options) -> Result<(String, Vec<String>), String> {
     unmount_below(dir)?;
     if dir.exists() {
         say!("emptying {}", dir.display());
@@ -114,19 +159,24 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
     let rootfs = dir.join("root");
 
     // 1. The Debian root.
-    let suite = host_codename()?;
+    let suite = &opts.suite;
     let t = Instant::now();
-    say!("mmdebstrap --variant=minbase --include={BASE_PACKAGES} {suite} (the host's apt sources)");
     let mut mm = Command::new("mmdebstrap");
     mm.args(["--quiet", "--variant=minbase"])
         .arg(format!("--include={BASE_PACKAGES}"))
-        .arg(&suite)
+        .arg(suite)
         .arg(&rootfs);
-    let sources = Path::new("/etc/apt/sources.list.d/debian.sources");
-    if sources.is_file() {
-        mm.arg(sources);
-    } else if Path::new("/etc/apt/sources.list").is_file() {
-        mm.arg("/etc/apt/sources.list");
+    if opts.host_suite {
+        say!("mmdebstrap --variant=minbase --include={BASE_PACKAGES} {suite} (the host's apt sources)");
+        let sources = Path::new("/etc/apt/sources.list.d/debian.sources");
+        if sources.is_file() {
+            mm.arg(sources);
+        } else if Path::new("/etc/apt/sources.list").is_file() {
+            mm.arg("/etc/apt/sources.list");
+        }
+    } else {
+        say!("mmdebstrap --variant=minbase --include={BASE_PACKAGES} {suite} ({DEBIAN_MIRROR})");
+        mm.args(debian_sources(suite));
     }
     run_quietly("mmdebstrap", mm)?;
     trust_local_cas(&rootfs)?;
@@ -171,7 +221,17 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
         .arg(crate::root())
         .arg(&clone);
     run_quietly("git clone", git)?;
-    say!("cloned {} into {CLONE_IN}", head_commit());
+    // The clone's own HEAD: the repository's may move while the check runs.
+    let commit = git_says(&[
+        "-C",
+        &clone.to_string_lossy(),
+        "rev-parse",
+        "--short",
+        "HEAD",
+    ])
+    .filter(|s| !s.is_empty())
+    .unwrap_or_else(head_commit);
+    say!("cloned {commit} into {CLONE_IN}");
     if dirty() {
         say!("note: the working tree has uncommitted changes; they are not part of this check");
     }
@@ -217,26 +277,48 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
     // 6. Unprivileged, no sudo: a one-line refusal before anything is built.
     refusal_check(&rootfs)?;
 
-    // 7. The two commands, as root.
+    // 7. The two commands (or the host checks and a plain build), as root.
     let mut times = Vec::new();
-    for task in ["demo", "test"] {
+    for command in commands(opts.no_vm) {
         let t = Instant::now();
-        say!("cargo xtask {task} (in the fresh root, {CLONE_IN})");
+        say!("{command} (in the fresh root, {CLONE_IN})");
         let mut cmd = in_chroot(&rootfs, None);
-        cmd.args(["sh", "-c", &format!("cd {CLONE_IN} && cargo xtask {task}")]);
+        cmd.args(["sh", "-c", &format!("cd {CLONE_IN} && {command}")]);
         let status = cmd
             .status()
             .map_err(|e| format!("chroot: could not start: {e}"))?;
         let secs = t.elapsed().as_secs_f64();
         if !status.success() {
-            return Err(format!(
-                "cargo xtask {task} failed ({status}) after {secs:.0} s"
-            ));
+            return Err(format!("{command} failed ({status}) after {secs:.0} s"));
         }
-        say!("cargo xtask {task}: ok in {secs:.0} s");
-        times.push(format!("cargo xtask {task} {secs:.0} s"));
+        say!("{command}: ok in {secs:.0} s");
+        times.push(format!("{command} {secs:.0} s"));
     }
-    Ok(times)
+    Ok((commit, times))
+}
+
+/// What runs as root in the fresh root, in order. Without the VM, `cargo xtask test` first (it
+/// installs the build requirements), then cargo alone: nothing of xtask's environment (such as
+/// a `LIBCLANG_PATH`) helps that build.
+fn commands(no_vm: bool) -> &'static [&'static str] {
+    if no_vm {
+        &[
+            "KRPC_RDMA_SKIP_VM=1 cargo xtask test",
+            "cargo build --workspace",
+        ]
+    } else {
+        &["cargo xtask demo", "cargo xtask test"]
+    }
+}
+
+/// mmdebstrap's mirror arguments (sources.list lines, one suite each) for `suite` from
+/// Debian's archive: the release, its updates and its security updates (main, as the host's).
+fn debian_sources(suite: &str) -> [String; 3] {
+    [
+        format!("deb {DEBIAN_MIRROR} {suite} main"),
+        format!("deb {DEBIAN_MIRROR} {suite}-updates main"),
+        format!("deb {DEBIAN_SECURITY} {suite}-security main"),
+    ]
 }
 
 /// As `nobody` (no sudo in the fresh root), `cargo xtask demo` must fail with one line that
@@ -428,4 +510,33 @@ fn head_commit() -> String {
 
 fn dirty() -> bool {
     git_says(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn another_release_comes_from_debians_mirror_one_suite_a_line() {
+        assert_eq!(
+            debian_sources("trixie"),
+            [
+                "deb http://deb.debian.org/debian trixie main",
+                "deb http://deb.debian.org/debian trixie-updates main",
+                "deb http://deb.debian.org/debian-security trixie-security main",
+            ]
+        );
+    }
+
+    #[test]
+    fn without_the_vm_the_plain_build_comes_after_xtask_installed_the_requirements() {
+        assert_eq!(commands(false), ["cargo xtask demo", "cargo xtask test"]);
+        assert_eq!(
+            commands(true),
+            [
+                "KRPC_RDMA_SKIP_VM=1 cargo xtask test",
+                "cargo build --workspace"
+            ]
+        );
+    }
 }

@@ -22,8 +22,10 @@
 //!   `rdma_rxe` and `rxe0` up (the host's root read-only, the cwd read-write), or on the host if
 //!   it has an RDMA device; exits with CMD's status. Also a cargo runner (`xtask/vm/runner.sh`).
 //!   See [`vm`] and `cargo xtask help` for the knobs.
-//! * `fresh-check [--dir DIR] [--keep]`: the newcomer's path, proven: `demo` then `test` on a
-//!   clean clone in a fresh Debian root (mmdebstrap) with none of the requirements present.
+//! * `fresh-check [--suite SUITE] [--no-vm] [--dir DIR] [--keep]`: the newcomer's path, proven:
+//!   `demo` then `test` on a clean clone in a fresh Debian root (mmdebstrap) with none of the
+//!   requirements present; on another release (`--suite trixie`) the host checks and a plain
+//!   `cargo build --workspace`.
 
 mod bench_rxe;
 mod fresh_check;
@@ -71,11 +73,11 @@ kmod                  krpc_rdma.ko for the VM's Linux kernel (kbuild, Debian's l
 fuzz [SECONDS]        run each fuzz target: header decoder, nfs-proto decoders, the Responder
                       and the Requester against a hostile peer's script (60 s each)
 bench-rxe [--out F]   harness vs perftest and the kernel NFS/RDMA client on rxe0, one VM boot
-fresh-check [--dir D] [--keep]
-                      root only: demo then test on a clean clone in a fresh Debian root";
+fresh-check [--suite S] [--no-vm] [--dir D] [--keep]
+                      root only: demo then test on a clean clone in a fresh Debian root
+                      (--suite trixie: another release; host checks and a plain cargo build)";
 
 fn main() -> ExitCode {
-    requirements::pin_libclang();
     let args_os: Vec<OsString> = std::env::args_os().skip(1).collect();
     let args: Vec<String> = args_os
         .iter()

@@ -628,38 +628,6 @@ fn cargo_bin_dir() -> PathBuf {
         .join("bin")
 }
 
-/// Point `LIBCLANG_PATH` at the libclang of the `libclang-dev` package, for this process and
-/// every cargo, check script and VM command it starts, unless the caller set it.
-///
-/// rdma-sys generates its bindings with bindgen 0.59, which panics on the names libclang 16
-/// and later give anonymous unions ("… is not a valid Ident"); clang-sys, left alone, loads
-/// the newest libclang on the machine, so installing e.g. clang-19 (as
-/// `../shared/freebsd-kpi/check.sh` does) would break the build. The libclang `libclang-dev`
-/// brings is the one with the development symlink `libclang.so` in `/usr/lib/llvm-N/lib`;
-/// with several, the oldest is taken. Nothing is set when none is found (then the requirement
-/// check installs `libclang-dev`, and the next run finds it).
-pub(crate) fn pin_libclang() {
-    if std::env::var_os("LIBCLANG_PATH").is_some() {
-        return;
-    }
-    let Ok(dirs) = std::fs::read_dir("/usr/lib") else {
-        return;
-    };
-    let oldest = dirs
-        .filter_map(Result::ok)
-        .filter_map(|d| {
-            let name = d.file_name().into_string().ok()?;
-            let version: u32 = name.strip_prefix("llvm-")?.parse().ok()?;
-            let lib = d.path().join("lib");
-            lib.join("libclang.so").exists().then_some((version, lib))
-        })
-        .min_by_key(|(v, _)| *v);
-    if let Some((_, lib)) = oldest {
-        // Edition 2021: setting the environment is safe; xtask is single-threaded here.
-        std::env::set_var("LIBCLANG_PATH", lib);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

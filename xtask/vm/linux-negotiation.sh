@@ -1,7 +1,7 @@
 #!/bin/sh
 # What the Linux kernel NFS client (xprtrdma) negotiates with our server (issue 13 item 4),
 # run inside the VM:
-#   cargo build --release -p userspace-harness   # on the host (LIBCLANG_PATH=/usr/lib/llvm-14/lib)
+#   cargo build --release -p userspace-harness   # on the host
 #   cargo xtask vm -- sh xtask/vm/linux-negotiation.sh [OUTDIR]
 # Starts `userspace-harness nfsd --trace OUTDIR/server-trace.jsonl` on a tmpfs export (RDMA port
 # 20249, MOUNT tcp 20248), enables the client's rpcrdma and sunrpc:rpc_request tracepoints,
