@@ -41,6 +41,7 @@ pub use middleware::Middleware;
 use mbuf::PageFragment;
 
 use crate::wire::MAX_CHUNK_SEGMENTS;
+use crate::Fault;
 
 /// Work-request id chosen by the core, returned in the completion.
 pub type WrId = u64;
@@ -297,8 +298,7 @@ pub enum ProviderError {
 
 impl ProviderError {
     /// Who is at fault, when the transport gets this from its provider.
-    pub const fn fault(&self) -> crate::transport::Fault {
-        use crate::transport::Fault;
+    pub const fn fault(&self) -> Fault {
         match self {
             ProviderError::Busy => Fault::BackPressure,
             // A length or fragment the provider cannot take: the message breaks a limit.

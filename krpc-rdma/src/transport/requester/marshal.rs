@@ -8,17 +8,15 @@ use crate::provider::{Access, Provider, RegSegment, SendOp, SendWr};
 use crate::transport::call_plan::{self, CallPlan};
 use crate::transport::error::CallError;
 use crate::transport::provisioning::{self, Provision};
-use crate::transport::pullup::{gather, push_frag};
 use crate::transport::send_ctx::WrTag;
 use crate::transport::xdr_reduce::{copy_inline, inline_len, reduce, ReducedItem};
 use crate::wire::{HeaderEncoder, ReadSegment, Segment, WriteChunk};
-use alloc::sync::Arc;
 use mbuf::{Chain, Mbuf};
 
 impl Requester {
     /// Largest reply that arrives inline: the receive threshold minus the smallest header.
     fn max_inline_reply(&self) -> usize {
-        provisioning::max_inline_reply(self.ep.thresholds.recv, self.ep.res.recv_buf_size)
+        provisioning::max_inline_reply(self.ep.thresholds().recv, self.ep.res().recv_buf_size)
     }
 
     /// Send an RPC call (first word: the XID). The reply, or a failure, is reported later by
@@ -32,37 +30,14 @@ impl Requester {
         call: Chain,
         reply: ReplySpec,
     ) -> Result<(), CallRejected> {
-        let reject = |error, call, reply| CallRejected { error, call, reply };
-        if self.ep.lost {
-            return Err(reject(CallError::ConnectionLost, call, reply));
-        }
-        let Some(xid) = read_xid(&call) else {
-            return Err(reject(CallError::BadCall, call, reply));
-        };
-        if self.xids.get(xid).is_some() {
-            return Err(reject(CallError::DuplicateXid, call, reply));
-        }
-        if !self.credits.can_send() {
-            self.ep.counters.credit_stalls += 1;
-            return Err(reject(CallError::NoCredit, call, reply));
-        }
-        if self.free_slots.is_empty() {
-            self.ep.counters.resource_stalls += 1;
-            return Err(reject(CallError::WouldBlock, call, reply));
-        }
-        let need_recv = self.recv_posted < self.credits.outstanding() + 1;
-        if need_recv && self.recv_free.is_empty() {
-            self.ep.counters.resource_stalls += 1;
-            return Err(reject(CallError::WouldBlock, call, reply));
-        }
-        let Some(buf) = self.ep.send.get() else {
-            self.ep.counters.resource_stalls += 1;
-            return Err(reject(CallError::WouldBlock, call, reply));
-        };
-        let Some(idx) = self.free_slots.pop() else {
-            self.ep.send.complete(buf);
-            self.ep.counters.resource_stalls += 1;
-            return Err(reject(CallError::WouldBlock, call, reply));
+        let Admitted {
+            xid,
+            need_recv,
+            buf,
+            idx,
+        } = match self.admit(&call) {
+            Ok(a) => a,
+            Err(error) => return Err(CallRejected { error, call, reply }),
         };
         let ReplySpec { max_reply, ddp } = reply;
         if let Some(slot) = self.slots.get_mut(idx as usize) {
@@ -96,8 +71,8 @@ impl Requester {
             return Err(self.undo(prov, idx, buf, e.into(), call, max_reply));
         }
         self.credits.acquire();
-        self.ep.counters.messages_sent += 1;
-        self.ep.counters.inline_bytes_sent += u64::from(len);
+        self.ep.counters_mut().messages_sent += 1;
+        self.ep.counters_mut().inline_bytes_sent += u64::from(len);
         let inserted = self.xids.insert(xid, idx);
         debug_assert!(inserted, "XID checked free above");
         if let Some(slot) = self.slots.get_mut(idx as usize) {
@@ -105,6 +80,49 @@ impl Requester {
             slot.state = SlotState::Waiting;
         }
         Ok(())
+    }
+
+    /// Whether a call may start now: refused at once (nothing taken) when the connection is
+    /// lost, the chain has no XID, the XID is outstanding, no credit is left, or no slot,
+    /// receive buffer or send buffer is free. Takes the send buffer and the slot.
+    fn admit(&mut self, call: &Chain) -> Result<Admitted, CallError> {
+        if self.ep.is_lost() {
+            return Err(CallError::ConnectionLost);
+        }
+        let Some(xid) = read_xid(call) else {
+            return Err(CallError::BadCall);
+        };
+        if self.xids.get(xid).is_some() {
+            return Err(CallError::DuplicateXid);
+        }
+        if !self.credits.can_send() {
+            self.ep.counters_mut().credit_stalls += 1;
+            return Err(CallError::NoCredit);
+        }
+        if self.free_slots.is_empty() {
+            self.ep.counters_mut().resource_stalls += 1;
+            return Err(CallError::WouldBlock);
+        }
+        let need_recv = self.recv_posted < self.credits.outstanding() + 1;
+        if need_recv && self.recv_free.is_empty() {
+            self.ep.counters_mut().resource_stalls += 1;
+            return Err(CallError::WouldBlock);
+        }
+        let Some(buf) = self.ep.send().get() else {
+            self.ep.counters_mut().resource_stalls += 1;
+            return Err(CallError::WouldBlock);
+        };
+        let Some(idx) = self.free_slots.pop() else {
+            self.ep.send().complete(buf);
+            self.ep.counters_mut().resource_stalls += 1;
+            return Err(CallError::WouldBlock);
+        };
+        Ok(Admitted {
+            xid,
+            need_recv,
+            buf,
+            idx,
+        })
     }
 
     #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
@@ -118,9 +136,9 @@ impl Requester {
         max_reply: usize,
     ) -> CallRejected {
         self.release_regs_from(prov, idx as usize, 0);
-        self.ep.send.complete(buf);
+        self.ep.send().complete(buf);
         if matches!(error, CallError::WouldBlock) {
-            self.ep.counters.resource_stalls += 1;
+            self.ep.counters_mut().resource_stalls += 1;
         }
         let ddp = self.slots.get_mut(idx as usize).and_then(|slot| {
             let ddp = slot.ddp.take();
@@ -145,12 +163,12 @@ impl Requester {
         while slot.regs.len() > keep {
             if let Some(r) = slot.regs.pop() {
                 let _ = prov.release(r.id);
-                self.ep.counters.local_invalidations += 1;
+                self.ep.counters_mut().local_invalidations += 1;
             }
         }
     }
 
-    /// Register `self.ep.frags` for the peer, as few registrations as the fragments allow: a new
+    /// Register the endpoint's fragment table for the peer, as few registrations as the fragments allow: a new
     /// registration starts wherever the fragments are not FRWR-contiguous (a fragment that does
     /// not start at offset 0 of its page, or follows one that does not end at its page's end),
     /// since one registration maps one gap-free iova range. Every registration is recorded in
@@ -164,19 +182,19 @@ impl Requester {
         mut sink: impl FnMut(&mut P, &[RegSegment]) -> Result<(), CallError>,
     ) -> Result<(), CallError> {
         let mut start = 0;
-        while start < self.ep.frags.len() {
+        while start < self.ep.frags().len() {
             let mut end = start + 1;
             while let (Some(prev), Some(next)) =
-                (self.ep.frags.get(end - 1), self.ep.frags.get(end))
+                (self.ep.frags().get(end - 1), self.ep.frags().get(end))
             {
                 if !crate::provider::binding::runs::continues(prev, next) {
                     break;
                 }
                 end += 1;
             }
-            let run = self.ep.frags.get(start..end).ok_or(CallError::TooLarge)?;
+            let run = self.ep.frags().get(start..end).ok_or(CallError::TooLarge)?;
             let reg = prov.register(run, access)?;
-            self.ep.counters.registrations += 1;
+            self.ep.counters_mut().registrations += 1;
             let first = reg.segments.first().map_or(0, |s| s.handle);
             let entry = RegEntry {
                 id: reg.id,
@@ -189,7 +207,7 @@ impl Requester {
             };
             if slot.regs.push(entry).is_err() {
                 let _ = prov.release(reg.id);
-                self.ep.counters.local_invalidations += 1;
+                self.ep.counters_mut().local_invalidations += 1;
                 return Err(CallError::TooLarge);
             }
             sink(prov, &reg.segments)?;
@@ -198,19 +216,7 @@ impl Requester {
         Ok(())
     }
 
-    fn frags_of(
-        &mut self,
-        chain: &Chain,
-        range: core::ops::Range<usize>,
-    ) -> Result<(), CallError> {
-        self.ep.frags.clear();
-        for f in chain.page_fragments_in(range)? {
-            push_frag(&mut self.ep.frags, f)?;
-        }
-        Ok(())
-    }
-
-    /// Register `self.ep.frags` for the peer to write (a write or reply chunk) and make `segs`
+    /// Register the endpoint's fragment table for the peer to write (a write or reply chunk) and make `segs`
     /// the advertised segments.
     fn register_write_chunk<P: Provider>(
         &mut self,
@@ -249,7 +255,7 @@ impl Requester {
             Provision::WriteChunk => {
                 let d = self.slots.get_mut(idx).and_then(|s| s.ddp.take());
                 if let Some(d) = d {
-                    let r = self.frags_of(&d.pages, 0..pages_len);
+                    let r = self.ep.fill_frags_merged(&d.pages, 0..pages_len);
                     if let Some(s) = self.slots.get_mut(idx) {
                         s.ddp = Some(d);
                     }
@@ -261,7 +267,7 @@ impl Requester {
                     if let Some(s) = self.slots.get_mut(idx) {
                         s.write_chunk = true;
                     }
-                    self.ep.counters.write_chunks += 1;
+                    self.ep.counters_mut().write_chunks += 1;
                     return Ok(Provision::WriteChunk);
                 }
                 // More segments than the inline reply has room to echo: a reply chunk.
@@ -269,19 +275,14 @@ impl Requester {
             }
             Provision::ReplyChunk => {}
         }
-        let max_reply = provisioning::reply_chunk(max_reply, self.ep.cfg.max_chunk_bytes)?;
-        let pages = Arc::clone(&self.ep.pages);
+        let max_reply = provisioning::reply_chunk(max_reply, self.ep.cfg().max_chunk_bytes)?;
         let slot = self.slots.get_mut(idx).ok_or(CallError::BadCall)?;
         slot.reply_pages.clear();
-        slot.reply_pages.append_pages(&pages, max_reply)?;
+        slot.reply_pages.append_pages(self.ep.pages(), max_reply)?;
         slot.reply_chunk = true;
-        // The slot's chain is borrowed while `frags` is filled: go through a split borrow.
-        self.ep.frags.clear();
-        for f in slot.reply_pages.page_fragments_in(0..max_reply)? {
-            push_frag(&mut self.ep.frags, f)?;
-        }
+        self.ep.fill_frags_merged(&slot.reply_pages, 0..max_reply)?;
         self.register_write_chunk(prov, idx, segs)?;
-        self.ep.counters.reply_chunks += 1;
+        self.ep.counters_mut().reply_chunks += 1;
         Ok(Provision::ReplyChunk)
     }
 
@@ -297,7 +298,7 @@ impl Requester {
         buf: u32,
     ) -> Result<u32, CallError> {
         let xid = self.slots.get(idx).map_or(0, |s| s.xid);
-        let credit = self.ep.cfg.max_requests;
+        let credit = self.ep.cfg().max_requests;
         let mut segs = WriteChunk::new();
         let provisioned = self.provision(prov, idx, max_reply, &mut segs)?;
         let chunks = match provisioned {
@@ -357,7 +358,7 @@ impl Requester {
         let mut ok = true;
         let regs_before = self.slots.get(idx).map_or(0, |s| s.regs.len());
         for item in items {
-            self.frags_of(call, item.data())?;
+            self.ep.fill_frags_merged(call, item.data())?;
             let position = u32::try_from(item.offset).map_err(|_| CallError::TooLarge)?;
             self.register(prov, idx, Access::REMOTE_READ, |prov, got| {
                 let sb = prov.send_buf(buf)?;
@@ -381,8 +382,9 @@ impl Requester {
                 self.ep.max_send(),
             )
         {
-            self.ep.counters.read_chunks += items.len() as u64;
-            self.ep.counters.rdma_read_bytes += items.iter().map(|i| i.len as u64).sum::<u64>();
+            self.ep.counters_mut().read_chunks += items.len() as u64;
+            self.ep.counters_mut().rdma_read_bytes +=
+                items.iter().map(|i| i.len as u64).sum::<u64>();
             let sb = prov.send_buf(buf)?;
             let h = finish_header(enc, sb, hdr.provisioned, segs)?;
             let n = copy_inline(call, items, sb.get_mut(h..).ok_or(CallError::TooLarge)?)?;
@@ -407,21 +409,14 @@ impl Requester {
         segs: &WriteChunk,
     ) -> Result<u32, CallError> {
         let total = call.len();
-        call_plan::long_call(total, self.ep.cfg.max_chunk_bytes)?;
-        self.ep.frags.clear();
-        let got = {
-            let slot = self.slots.get_mut(idx).ok_or(CallError::BadCall)?;
-            gather(
-                call,
-                core::iter::once(0..total),
-                &self.ep.pages,
-                &mut self.ep.frags,
-                &mut slot.pullup,
-            )?
-        };
+        call_plan::long_call(total, self.ep.cfg().max_chunk_bytes)?;
+        let slot = self.slots.get_mut(idx).ok_or(CallError::BadCall)?;
+        let got = self
+            .ep
+            .gather(call, core::iter::once(0..total), &mut slot.pullup)?;
         if got.pulled > 0 {
-            self.ep.counters.pullup_copies += 1;
-            self.ep.counters.pullup_bytes += got.pulled as u64;
+            self.ep.counters_mut().pullup_copies += 1;
+            self.ep.counters_mut().pullup_bytes += got.pulled as u64;
         }
         let buf = hdr.buf;
         let mut enc = HeaderEncoder::begin(prov.send_buf(buf)?, hdr.xid, hdr.credit, true)
@@ -437,13 +432,22 @@ impl Requester {
             }
             Ok(())
         })?;
-        self.ep.counters.long_calls += 1;
-        self.ep.counters.read_chunks += 1;
-        self.ep.counters.rdma_read_bytes += total as u64;
+        self.ep.counters_mut().long_calls += 1;
+        self.ep.counters_mut().read_chunks += 1;
+        self.ep.counters_mut().rdma_read_bytes += total as u64;
         let sb = prov.send_buf(buf)?;
         let len = finish_header(enc, sb, hdr.provisioned, segs)?;
         u32::try_from(len).map_err(|_| CallError::TooLarge)
     }
+}
+
+/// A call [`admit`](Requester::admit)ted: its XID, whether a Receive must be posted for
+/// it, its send buffer and its slot.
+struct Admitted {
+    xid: u32,
+    need_recv: bool,
+    buf: u32,
+    idx: u32,
 }
 
 /// What every header of one call carries, while the call is marshalled.

@@ -197,9 +197,9 @@ pub struct Requester {
 impl core::fmt::Debug for Requester {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Requester")
-            .field("thresholds", &self.ep.thresholds)
+            .field("thresholds", &self.ep.thresholds())
             .field("credits", &self.credits)
-            .field("lost", &self.ep.lost)
+            .field("lost", &self.ep.is_lost())
             .finish_non_exhaustive()
     }
 }
@@ -240,12 +240,12 @@ impl Requester {
 
     /// The thresholds in force (defaults until the connection is established).
     pub fn thresholds(&self) -> InlineThresholds {
-        self.ep.thresholds
+        self.ep.thresholds()
     }
 
     /// Statistics.
     pub fn counters(&self) -> &Counters {
-        &self.ep.counters
+        self.ep.counters()
     }
 
     /// The current credit grant.
@@ -260,7 +260,7 @@ impl Requester {
 
     /// Whether the connection was lost (the requester is then useless: make a new one).
     pub fn is_lost(&self) -> bool {
-        self.ep.lost
+        self.ep.is_lost()
     }
 
     /// Reap completions and connection events; report replies, failures and connection state
@@ -304,7 +304,7 @@ impl Requester {
         wc: &Completion,
         events: &mut impl FnMut(RequesterEvent),
     ) {
-        if self.ep.lost {
+        if self.ep.is_lost() {
             return;
         }
         if wc.status != WcStatus::Success {
@@ -323,7 +323,7 @@ impl Requester {
                 }
             }
             WcKind::Send => match WrTag::decode(wc.wr_id) {
-                Some(WrTag::Send(buf)) => self.ep.send.complete(buf),
+                Some(WrTag::Send(buf)) => self.ep.send().complete(buf),
                 Some(WrTag::LocalInv(idx)) => {
                     let done = match self.slots.get_mut(idx as usize) {
                         Some(s) => match s.state {
@@ -368,7 +368,7 @@ impl Requester {
             if abandoned {
                 continue;
             }
-            self.ep.counters.calls_lost += 1;
+            self.ep.counters_mut().calls_lost += 1;
             events(RequesterEvent::Failed { xid, error, pages });
         }
     }
@@ -407,20 +407,20 @@ impl Requester {
             .get_mut(idx)
             .filter(|s| s.state == SlotState::Waiting)?;
         let quarantine = !slot.regs.is_empty() && held < limit;
-        self.ep.counters.local_invalidations += slot.regs.len() as u64;
+        self.ep.counters_mut().local_invalidations += slot.regs.len() as u64;
         if quarantine {
             // The held ones are released with the late reply (`recv`) or the connection
             // (`fail_all`); the provider released the others.
             slot.regs.retain(|r| matches!(prov.revoke(r.id), Ok(true)));
             if !slot.regs.is_empty() {
-                self.ep.counters.abandon_quarantines += 1;
+                self.ep.counters_mut().abandon_quarantines += 1;
             }
         } else {
             for r in &slot.regs {
                 let _ = prov.release(r.id);
             }
             if !slot.regs.is_empty() {
-                self.ep.counters.abandon_closes += 1;
+                self.ep.counters_mut().abandon_closes += 1;
                 prov.disconnect();
             }
             slot.regs.clear();
@@ -430,7 +430,7 @@ impl Requester {
         slot.reply_chunk = false;
         slot.reply_pages.clear();
         slot.outcome = None;
-        self.ep.counters.calls_abandoned += 1;
+        self.ep.counters_mut().calls_abandoned += 1;
         Some(Abandoned {
             call: slot.call.take(),
             pages: slot.ddp.take().map(|d| d.pages),
@@ -441,7 +441,7 @@ impl Requester {
     /// with [`CallError::Closed`] (registrations revoked, the caller's pages handed back in
     /// the events), then report [`RequesterEvent::ConnectionLost`]. Later calls are refused.
     pub fn close<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(RequesterEvent)) {
-        if self.ep.lost {
+        if self.ep.is_lost() {
             return;
         }
         prov.disconnect();
@@ -451,14 +451,12 @@ impl Requester {
 
     /// Connection loss: fail every pending call, release every registration, free all pages.
     fn lose<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(RequesterEvent)) {
-        if self.ep.lost {
+        if !self.ep.mark_lost() {
             return;
         }
-        self.ep.lost = true;
-        self.ep.counters.connection_losses += 1;
         self.fail_all(prov, CallError::ConnectionLost, events);
         self.credits.reset();
-        self.ep.send.reset();
+        self.ep.send().reset();
         self.recv_free.reset();
         self.recv_posted = 0;
         self.xids.clear();

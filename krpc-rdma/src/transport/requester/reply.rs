@@ -5,6 +5,7 @@
 use super::{Requester, RequesterEvent, Slot, SlotState};
 use crate::provider::{Provider, SendOp, SendWr};
 use crate::transport::counters::Counters;
+use crate::transport::endpoint::Endpoint;
 use crate::transport::error::CallError;
 use crate::transport::send_ctx::WrTag;
 use crate::transport::xdr_reduce::xdr_pad;
@@ -22,21 +23,21 @@ impl Requester {
         events: &mut impl FnMut(RequesterEvent),
     ) {
         let Ok(data) = prov.recv_buf(buf) else {
-            self.ep.counters.bad_messages += 1;
+            self.ep.counters_mut().bad_messages += 1;
             return;
         };
         let Some(data) = data.get(..len as usize) else {
-            self.ep.counters.bad_messages += 1;
+            self.ep.counters_mut().bad_messages += 1;
             return;
         };
-        self.ep.counters.inline_bytes_received += u64::from(len);
+        self.ep.counters_mut().inline_bytes_received += u64::from(len);
         let hdr = match Header::new_checked(data) {
             Ok(h) => h,
             Err(e) => return self.on_malformed(prov, &e, invalidated, events),
         };
         let xid = hdr.xid();
         let Some(idx) = self.pending(xid) else {
-            self.ep.counters.bad_messages += 1;
+            self.ep.counters_mut().bad_messages += 1;
             return;
         };
         self.credits.update_grant(hdr.credit());
@@ -50,77 +51,12 @@ impl Requester {
             self.end_abandoned(prov, idx);
             return;
         }
-        // Write chunks the reply reports against those offered (none, or one for a DDP
-        // result): a responder echoes what it was given (RFC 8166 §4.3.2), no more.
-        let offered = usize::from(slot.write_chunk);
-        let extra_writes = hdr.write_list().nth(offered).is_some();
-        let outcome = match hdr.proc_() {
-            // A responder leaves the Read list of a reply empty (RFC 8166 §4.3.1); Linux's
-            // client fails such a reply with -EIO.
-            Proc::Msg | Proc::NoMsg if hdr.read_list().next().is_some() => Err(CallError::BadReply),
-            Proc::Msg | Proc::NoMsg if extra_writes => Err(CallError::BadReply),
-            Proc::Error => {
-                let code = hdr.error_body().map_or(ErrorCode::Chunk, |b| b.code());
-                match code {
-                    ErrorCode::Vers => self.ep.counters.err_vers_received += 1,
-                    ErrorCode::Chunk => self.ep.counters.err_chunk_received += 1,
-                }
-                Err(CallError::Rdma(code))
-            }
-            // A Long Reply is RDMA_NOMSG (§3.5.4): RDMA_MSG saying bytes went into the Reply
-            // chunk contradicts itself (Linux's rpcrdma_decode_msg: -EIO).
-            Proc::Msg if hdr.reply_chunk().is_some_and(|c| c.total_length() > 0) => {
-                Err(CallError::BadReply)
-            }
-            Proc::Msg => {
-                // The inline reply goes into the call chain's storage when it fits (the call
-                // is done with), else into a chain of the pool.
-                let need = hdr.payload().len().div_ceil(mbuf::MCLBYTES).max(1);
-                let mut inline = match slot.call.take() {
-                    // Refilled below (`set_bytes`: its first mbuf in place when it can be).
-                    Some(c) if !slot.write_chunk && c.mbuf_capacity() >= need => c,
-                    other => {
-                        slot.call = other;
-                        // Room for the caller's page mbufs, a marker, a pad and the split.
-                        let pages = slot.ddp.as_ref().map_or(0, |d| d.pages.mbuf_count());
-                        self.ep.chains.chain_with(need + pages + 4)
-                    }
-                };
-                inline
-                    .set_bytes(hdr.payload())
-                    .map_err(CallError::from)
-                    .and_then(|()| place_ddp(slot, &hdr, inline, &mut self.ep.counters))
-            }
-            Proc::NoMsg => {
-                // RDMA_NOMSG from a responder means "the reply is in the reply chunk": without
-                // one, there is no reply (never an empty success).
-                let written = hdr.reply_chunk().map(|c| c.total_length());
-                let have = slot.reply_pages.len() as u64;
-                match written {
-                    Some(written) if slot.reply_chunk && written <= have => {
-                        // The pages move into a chain of the pool; the slot keeps its storage.
-                        let mut pages = self.ep.chains.chain();
-                        let cut = have - written;
-                        slot.reply_chunk = false;
-                        let trimmed = pages
-                            .cat_from(&mut slot.reply_pages)
-                            .map_err(CallError::from)
-                            .and_then(|()| i64::try_from(cut).map_err(|_| CallError::BadReply))
-                            .and_then(|c| pages.adj(-c).map_err(CallError::from));
-                        self.ep.counters.long_replies += 1;
-                        self.ep.counters.rdma_write_bytes += written;
-                        trimmed.and_then(|()| place_ddp(slot, &hdr, pages, &mut self.ep.counters))
-                    }
-                    _ => Err(CallError::BadReply),
-                }
-            }
-            _ => Err(CallError::BadReply),
-        };
+        let outcome = reply_outcome(slot, &hdr, &mut self.ep);
         if outcome.is_ok() {
-            self.ep.counters.messages_received += 1;
+            self.ep.counters_mut().messages_received += 1;
         } else if matches!(outcome, Err(CallError::BadReply)) {
-            self.ep.counters.bad_messages += 1;
-            self.ep.counters.bad_replies += 1;
+            self.ep.counters_mut().bad_messages += 1;
+            self.ep.counters_mut().bad_replies += 1;
         }
         slot.outcome = Some(outcome);
         self.end_call(prov, idx, invalidated, events);
@@ -152,7 +88,7 @@ impl Requester {
         invalidated: Option<u32>,
         events: &mut impl FnMut(RequesterEvent),
     ) {
-        self.ep.counters.bad_messages += 1;
+        self.ep.counters_mut().bad_messages += 1;
         let Some(idx) = e.xid().and_then(|xid| self.pending(xid)) else {
             return;
         };
@@ -165,7 +101,7 @@ impl Requester {
             self.end_abandoned(prov, idx);
             return;
         }
-        self.ep.counters.bad_replies += 1;
+        self.ep.counters_mut().bad_replies += 1;
         slot.outcome = Some(Err(CallError::MalformedReply(e.kind())));
         self.end_call(prov, idx, invalidated, events);
     }
@@ -184,7 +120,7 @@ impl Requester {
         slot.reset();
         self.xids.remove(xid);
         self.free_slots.push(idx as u32);
-        self.ep.counters.late_replies += 1;
+        self.ep.counters_mut().late_replies += 1;
     }
 
     /// The reply of the call in slot `idx` arrived (its outcome stored): invalidate every
@@ -203,7 +139,7 @@ impl Requester {
         let mut pending = 0u32;
         for r in &slot.regs {
             if r.single && invalidated == Some(r.handle) {
-                self.ep.counters.remote_invalidations += 1;
+                self.ep.counters_mut().remote_invalidations += 1;
                 continue;
             }
             let wr = SendWr {
@@ -214,7 +150,7 @@ impl Requester {
             if prov.post_send(&[wr]).is_ok() {
                 pending += 1;
             }
-            self.ep.counters.local_invalidations += 1;
+            self.ep.counters_mut().local_invalidations += 1;
         }
         if pending == 0 {
             self.finish(prov, idx, events);
@@ -252,6 +188,92 @@ impl Requester {
                 pages,
             }),
         }
+    }
+}
+
+/// What the reply `hdr` of the call in `slot` gives its caller: checked against what was
+/// provisioned (no Read list, no more write chunks than offered, RFC 8166 §4.3), then
+/// `RDMA_ERROR`, an inline reply ([`inline_reply`]) or a Long Reply ([`long_reply`]).
+fn reply_outcome(
+    slot: &mut Slot,
+    hdr: &Header<&[u8]>,
+    ep: &mut Endpoint,
+) -> Result<Chain, CallError> {
+    // Write chunks the reply reports against those offered (none, or one for a DDP
+    // result): a responder echoes what it was given (RFC 8166 §4.3.2), no more.
+    let offered = usize::from(slot.write_chunk);
+    let extra_writes = hdr.write_list().nth(offered).is_some();
+    match hdr.proc_() {
+        // A responder leaves the Read list of a reply empty (RFC 8166 §4.3.1); Linux's
+        // client fails such a reply with -EIO.
+        Proc::Msg | Proc::NoMsg if hdr.read_list().next().is_some() => Err(CallError::BadReply),
+        Proc::Msg | Proc::NoMsg if extra_writes => Err(CallError::BadReply),
+        Proc::Error => {
+            let code = hdr.error_body().map_or(ErrorCode::Chunk, |b| b.code());
+            match code {
+                ErrorCode::Vers => ep.counters_mut().err_vers_received += 1,
+                ErrorCode::Chunk => ep.counters_mut().err_chunk_received += 1,
+            }
+            Err(CallError::Rdma(code))
+        }
+        // A Long Reply is RDMA_NOMSG (§3.5.4): RDMA_MSG saying bytes went into the Reply
+        // chunk contradicts itself (Linux's rpcrdma_decode_msg: -EIO).
+        Proc::Msg if hdr.reply_chunk().is_some_and(|c| c.total_length() > 0) => {
+            Err(CallError::BadReply)
+        }
+        Proc::Msg => inline_reply(slot, hdr, ep),
+        Proc::NoMsg => long_reply(slot, hdr, ep),
+        _ => Err(CallError::BadReply),
+    }
+}
+
+/// `RDMA_MSG`: the inline reply goes into the call chain's storage when it fits (the call
+/// is done with), else into a chain of the pool; the write chunk's data is placed in it.
+fn inline_reply(
+    slot: &mut Slot,
+    hdr: &Header<&[u8]>,
+    ep: &mut Endpoint,
+) -> Result<Chain, CallError> {
+    let need = hdr.payload().len().div_ceil(mbuf::MCLBYTES).max(1);
+    let mut inline = match slot.call.take() {
+        // Refilled below (`set_bytes`: its first mbuf in place when it can be).
+        Some(c) if !slot.write_chunk && c.mbuf_capacity() >= need => c,
+        other => {
+            slot.call = other;
+            // Room for the caller's page mbufs, a marker, a pad and the split.
+            let pages = slot.ddp.as_ref().map_or(0, |d| d.pages.mbuf_count());
+            ep.chains().chain_with(need + pages + 4)
+        }
+    };
+    inline
+        .set_bytes(hdr.payload())
+        .map_err(CallError::from)
+        .and_then(|()| place_ddp(slot, hdr, inline, ep.counters_mut()))
+}
+
+/// `RDMA_NOMSG` from a responder means "the reply is in the reply chunk": its pages, trimmed
+/// to the bytes written, become the reply. Without a reply chunk, or with more bytes than
+/// it has, there is no reply (never an empty success).
+fn long_reply(slot: &mut Slot, hdr: &Header<&[u8]>, ep: &mut Endpoint) -> Result<Chain, CallError> {
+    let written = hdr.reply_chunk().map(|c| c.total_length());
+    let have = slot.reply_pages.len() as u64;
+    match written {
+        Some(written) if slot.reply_chunk && written <= have => {
+            // The pages move into a chain of the pool; the slot keeps its storage.
+            let mut pages = ep.chains().chain();
+            let cut = have - written;
+            slot.reply_chunk = false;
+            let trimmed = pages
+                .cat_from(&mut slot.reply_pages)
+                .map_err(CallError::from)
+                .and_then(|()| i64::try_from(cut).map_err(|_| CallError::BadReply))
+                .and_then(|c| pages.adj(-c).map_err(CallError::from));
+            let counters = ep.counters_mut();
+            counters.long_replies += 1;
+            counters.rdma_write_bytes += written;
+            trimmed.and_then(|()| place_ddp(slot, hdr, pages, counters))
+        }
+        _ => Err(CallError::BadReply),
     }
 }
 

@@ -159,6 +159,9 @@ pub enum ReplyError {
     ChunkError,
     /// Another failure (memory, provider); the context is consumed.
     Failed(CallError),
+    /// The transport broke one of its own invariants building the reply (a bug): nothing was
+    /// sent on the wire for it, the connection is closed (the next poll reports the loss).
+    Internal,
 }
 
 impl ReplyError {
@@ -172,6 +175,7 @@ impl ReplyError {
             // The requester did not provision room for this reply (RFC 8166 §4.5.2).
             ReplyError::ChunkError => Fault::Peer,
             ReplyError::Failed(e) => e.fault(),
+            ReplyError::Internal => Fault::Bug,
         }
     }
 }
@@ -186,6 +190,9 @@ impl core::fmt::Display for ReplyError {
                 f.write_str("reply does not fit the requester's chunks: ERR_CHUNK sent")
             }
             ReplyError::Failed(e) => write!(f, "reply failed: {e}"),
+            ReplyError::Internal => {
+                f.write_str("transport invariant broken building the reply: connection closed")
+            }
         }
     }
 }
@@ -380,9 +387,9 @@ pub struct Responder {
 impl core::fmt::Debug for Responder {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Responder")
-            .field("thresholds", &self.ep.thresholds)
+            .field("thresholds", &self.ep.thresholds())
             .field("recv_posted", &self.recv_posted)
-            .field("lost", &self.ep.lost)
+            .field("lost", &self.ep.is_lost())
             .finish_non_exhaustive()
     }
 }
@@ -498,27 +505,27 @@ impl Responder {
 
     /// Statistics.
     pub fn counters(&self) -> &Counters {
-        &self.ep.counters
+        self.ep.counters()
     }
 
     /// The thresholds in force.
     pub fn thresholds(&self) -> InlineThresholds {
-        self.ep.thresholds
+        self.ep.thresholds()
     }
 
     /// The credit grant sent in replies: the Receives posted, at most `max_requests`.
     pub fn grant(&self) -> u32 {
-        self.recv_posted.min(self.ep.cfg.max_requests).max(1)
+        self.recv_posted.min(self.ep.cfg().max_requests).max(1)
     }
 
     /// Post every receive buffer once (done by `poll`; exposed for providers that need
     /// Receives posted before the connection is accepted).
     pub fn post_receives<P: Provider>(&mut self, prov: &mut P) {
-        if self.recvs_started || self.ep.lost {
+        if self.recvs_started || self.ep.is_lost() {
             return;
         }
         let mut ok = true;
-        for b in 0..self.ep.res.recv_bufs {
+        for b in 0..self.ep.res().recv_bufs {
             if prov.post_recv(&[b]).is_ok() {
                 self.recv_posted += 1;
             } else {
@@ -598,7 +605,7 @@ impl Responder {
         if !valid {
             return Err(ReplyError::StaleContext);
         }
-        self.ep.counters.calls_dropped += 1;
+        self.ep.counters_mut().calls_dropped += 1;
         self.release_ctx(idx);
         self.pump_reads(prov, events);
         Ok(())
@@ -643,7 +650,7 @@ impl Responder {
                 .get(i)
                 .is_some_and(|c| c.state == CtxState::Handed && c.generation == g);
             if live {
-                self.ep.counters.contexts_reclaimed += 1;
+                self.ep.counters_mut().contexts_reclaimed += 1;
                 self.release_ctx(i as u32);
                 any = true;
             }
@@ -654,11 +661,11 @@ impl Responder {
     /// We can neither answer nor refuse: close the connection (RFC 8166 §4.5.4). The loss is
     /// reported by the next `poll` (and by the provider's own `Disconnected`).
     fn close<P: Provider>(&mut self, prov: &mut P) {
-        if self.ep.lost || self.closing {
+        if self.ep.is_lost() || self.closing {
             return;
         }
         self.closing = true;
-        self.ep.counters.closes += 1;
+        self.ep.counters_mut().closes += 1;
         prov.disconnect();
     }
 
@@ -668,7 +675,7 @@ impl Responder {
         wc: &Completion,
         events: &mut impl FnMut(ResponderEvent),
     ) {
-        if self.ep.lost || self.closing {
+        if self.ep.is_lost() || self.closing {
             return;
         }
         if wc.status != WcStatus::Success {
@@ -691,11 +698,11 @@ impl Responder {
             WcKind::Send => match WrTag::decode(wc.wr_id) {
                 Some(WrTag::Send(buf)) => {
                     // The reply's pages are free: so is what they held of the page budget.
-                    let charged = self.ep.send.take_charge(buf);
+                    let charged = self.ep.send().take_charge(buf);
                     self.give_pages(charged);
                     // The reply's storage builds the next call handed up.
-                    if let Some(reply) = self.ep.send.complete_take(buf) {
-                        self.ep.chains.recycle(reply);
+                    if let Some(reply) = self.ep.send().complete_take(buf) {
+                        self.ep.chains().recycle(reply);
                     }
                     // A send buffer and send-queue room came free: owed errors first, then a
                     // read job that stalled on a full send queue or on the DDP budget.
@@ -734,15 +741,13 @@ impl Responder {
 
     /// Connection loss: every context dies, every page is freed.
     fn lose(&mut self, events: &mut impl FnMut(ResponderEvent)) {
-        if self.ep.lost {
+        if !self.ep.mark_lost() {
             return;
         }
-        self.ep.lost = true;
-        self.ep.counters.connection_losses += 1;
         for i in 0..self.ctxs.len() {
             let live = self.ctxs.get(i).is_some_and(|c| c.state != CtxState::Free);
             if live {
-                self.ep.counters.calls_lost += 1;
+                self.ep.counters_mut().calls_lost += 1;
                 self.release_ctx(i as u32);
             }
         }
@@ -751,7 +756,7 @@ impl Responder {
             share.stop_waiting();
         }
         self.job = ReadJob::default();
-        let charged = self.ep.send.reset();
+        let charged = self.ep.send().reset();
         self.give_pages(charged);
         self.errors.clear();
         self.closing = false;

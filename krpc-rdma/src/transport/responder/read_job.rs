@@ -4,7 +4,7 @@
 
 use super::{CallCtx, CtxState, Incoming, ReadJob, Refusal, ReplyCtx, Responder, ResponderEvent};
 use crate::provider::{Provider, ProviderError, SendOp, SendWr};
-use crate::transport::error::CallError;
+use crate::transport::error::{CallError, Error};
 use crate::transport::rdma_plan::plan;
 use crate::transport::send_ctx::WrTag;
 use crate::transport::shared_pages::Admission;
@@ -15,10 +15,11 @@ use mbuf::{Chain, Mbuf};
 impl Responder {
     /// Put a waiting call's pages in: inline pieces, a DDP marker and fresh pages for each
     /// read chunk, XDR pads, the rest of the inline XDR; for a Long Call, fresh pages for its
-    /// chunks back to back. Charges the pages to the budget.
-    fn build_call(&mut self, idx: u32) -> Result<(), CallError> {
-        let ctx = self.ctxs.get_mut(idx as usize).ok_or(CallError::BadCall)?;
-        let pages = &self.ep.pages;
+    /// chunks back to back. Charges the pages to the budget. Any error closes the
+    /// connection (`start_job`): out of pages, or [`Error::Bug`].
+    fn build_call(&mut self, idx: u32) -> Result<(), Error> {
+        let ctx = self.ctxs.get_mut(idx as usize).ok_or(Error::Bug)?;
+        let pages = self.ep.pages();
         let chunks = &ctx.chunks;
         let charged = ctx.read_bytes();
         // Mbufs the call will have: the inline ones (one more where a chunk splits one), and
@@ -29,7 +30,7 @@ impl Responder {
                 .iter()
                 .map(|&(_, t)| 3 + (t as usize).div_ceil(per_mbuf))
                 .sum::<usize>();
-        let mut call = self.ep.chains.chain_with(need);
+        let mut call = self.ep.chains().chain_with(need);
         if ctx.nomsg {
             for &(_, total) in chunks {
                 call.append_pages(pages, total as usize)?;
@@ -49,17 +50,18 @@ impl Responder {
 
     /// A Long Call with further read chunks, all read: the position-zero chunk's bytes are
     /// the XDR stream, the other chunks' pages go in at their positions (RFC 8166 §3.5.3).
-    fn assemble_long_call(&mut self, idx: u32) -> Result<(), CallError> {
-        let ctx = self.ctxs.get_mut(idx as usize).ok_or(CallError::BadCall)?;
+    /// Any error closes the connection (`pump_reads`): out of memory, or [`Error::Bug`].
+    fn assemble_long_call(&mut self, idx: u32) -> Result<(), Error> {
+        let ctx = self.ctxs.get_mut(idx as usize).ok_or(Error::Bug)?;
         if !ctx.nomsg || ctx.chunks.len() < 2 {
             return Ok(());
         }
-        let mut stream = ctx.call.take().ok_or(CallError::BadCall)?;
+        let mut stream = ctx.call.take().ok_or(Error::Bug)?;
         let total0 = ctx.chunks.first().map_or(0, |c| c.1 as usize);
         let mut data = stream.split(total0)?;
         let others = ctx.chunks.get(1..).unwrap_or_default();
         let need = stream.mbuf_count() + data.mbuf_count() + 3 * others.len();
-        let mut call = self.ep.chains.chain_with(need);
+        let mut call = self.ep.chains().chain_with(need);
         splice(&mut call, stream, others, |i, call| {
             let len = others.get(i).map_or(0, |c| c.1 as usize);
             let tail = data.split(len)?;
@@ -82,7 +84,7 @@ impl Responder {
             self.release_ctx(idx);
             return;
         };
-        self.ep.counters.messages_received += 1;
+        self.ep.counters_mut().messages_received += 1;
         events(ResponderEvent::Call(Incoming {
             xid: ctx.xid,
             call,
@@ -102,13 +104,13 @@ impl Responder {
         events: &mut impl FnMut(ResponderEvent),
     ) {
         loop {
-            if self.ep.lost || self.closing {
+            if self.ep.is_lost() || self.closing {
                 return;
             }
             let Some(idx) = self.job.ctx.or_else(|| self.start_job(prov)) else {
                 return;
             };
-            let max = self.ep.res.max_rd_atomic.max(1);
+            let max = self.ep.res().max_rd_atomic.max(1);
             while self.job.in_flight < max {
                 let Some(d) = self.read_wrs.get(self.job.next_wr) else {
                     break;
@@ -127,7 +129,7 @@ impl Responder {
                 };
                 match prov.post_send(&[wr]) {
                     Ok(()) => {
-                        self.ep.counters.rdma_read_bytes += u64::from(d.len);
+                        self.ep.counters_mut().rdma_read_bytes += u64::from(d.len);
                         self.job.next_wr += 1;
                         self.job.in_flight += 1;
                     }
@@ -160,9 +162,9 @@ impl Responder {
         while let Some(&idx) = self.read_queue.front() {
             let need = self.ctxs.get(idx as usize).map_or(0, CallCtx::read_bytes);
             if self.ddp_in_use > 0
-                && self.ddp_in_use.saturating_add(need) > self.ep.cfg.max_ddp_bytes as usize
+                && self.ddp_in_use.saturating_add(need) > self.ep.cfg().max_ddp_bytes as usize
             {
-                self.ep.counters.ddp_budget_waits += 1;
+                self.ep.counters_mut().ddp_budget_waits += 1;
                 return None;
             }
             if let Some(share) = self.share.as_mut() {
@@ -171,7 +173,7 @@ impl Responder {
                     .get(idx as usize)
                     .map_or(0, CallCtx::read_page_bytes);
                 if share.try_take(pages) != Admission::Take {
-                    self.ep.counters.shared_budget_waits += 1;
+                    self.ep.counters_mut().shared_budget_waits += 1;
                     return None;
                 }
                 // Given back by `release_ctx`, whatever happens to the call from here.
@@ -190,11 +192,19 @@ impl Responder {
                     return None;
                 }
             }
-            if !self.plan_reads(idx) {
+            if let Err(e) = self.plan_reads(idx) {
+                if e == Error::Bug {
+                    // Our own invariant broke (see `Error`): not refused on the wire — an
+                    // ERR_CHUNK would blame the requester's chunks —, the connection is
+                    // closed (RFC 8166 §4.5.4), counted in `closes`.
+                    self.release_ctx(idx);
+                    self.close(prov);
+                    return None;
+                }
                 // More pieces or work requests than our limits: refuse it (RFC 8166 §8.1.4).
                 let xid = self.ctxs.get(idx as usize).map_or(0, |c| c.xid);
                 self.release_ctx(idx);
-                self.ep.counters.bad_messages += 1;
+                self.ep.counters_mut().bad_messages += 1;
                 self.send_error(prov, Refusal::chunk(xid));
                 continue;
             }
@@ -208,45 +218,32 @@ impl Responder {
         None
     }
 
-    /// Plan the RDMA Reads of a built call into `read_pieces` / `read_wrs`; false if they do
-    /// not fit.
-    fn plan_reads(&mut self, idx: u32) -> bool {
-        // The caller built the call in this context just before: both always hold (false
-        // would refuse the call, not leak it).
+    /// Plan the RDMA Reads of a built call into `read_pieces` / `read_wrs`: a
+    /// [`CallError`] if they do not fit our limits, [`Error::Bug`] without the call.
+    fn plan_reads(&mut self, idx: u32) -> Result<(), Error> {
+        // The caller built the call in this context just before: both always hold.
         let Some(ctx) = self.ctxs.get(idx as usize) else {
             debug_assert!(false, "read plan of a context out of range");
-            return false;
+            return Err(Error::Bug);
         };
         let Some(call) = ctx.call.as_ref() else {
             debug_assert!(false, "read plan of a context without its call");
-            return false;
+            return Err(Error::Bug);
         };
         self.read_pieces.clear();
         self.read_wrs.clear();
+        let max_sge = self.ep.res().max_sge as usize;
         for (seg, off) in ctx.reads.iter() {
-            self.ep.frags.clear();
-            let Ok(it) = call.page_fragments_in(*off..*off + seg.length as usize) else {
-                return false;
-            };
-            for f in it {
-                if self.ep.frags.len() >= self.ep.frags.capacity() {
-                    return false;
-                }
-                self.ep.frags.push(f);
-            }
-            if plan(
-                &self.ep.frags,
+            let frags = self.ep.fill_frags(call, *off..*off + seg.length as usize)?;
+            plan(
+                frags,
                 core::iter::once(*seg),
-                self.ep.res.max_sge as usize,
+                max_sge,
                 &mut self.read_pieces,
                 &mut self.read_wrs,
-            )
-            .is_err()
-            {
-                return false;
-            }
+            )?;
         }
-        true
+        Ok(())
     }
 }
 

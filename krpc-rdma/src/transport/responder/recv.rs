@@ -2,21 +2,23 @@
 //! the peer sent, before anything is allocated), a context filled, and refused messages
 //! answered with `RDMA_ERROR` (now, or queued for a send buffer).
 
-use super::{CtxState, Received, Refusal, Responder, ResponderEvent, DEFERRED_ERRORS};
+use super::{CallCtx, CtxState, Received, Refusal, Responder, ResponderEvent, DEFERRED_ERRORS};
 use crate::provider::{Provider, SendOp, SendWr};
 use crate::transport::error::CallError;
 use crate::transport::read_chunks::{positions_fit, ReadBudget, MAX_CALL_CHUNKS};
 use crate::transport::send_ctx::WrTag;
 use crate::wire::{
-    encode_error, ErrorBody, ErrorCode, Header, Proc, MAX_WRITE_CHUNKS, MIN_HEADER_LEN,
+    encode_error, ErrorBody, ErrorCode, Header, Proc, WriteChunkView, MAX_WRITE_CHUNKS,
+    MIN_HEADER_LEN,
 };
+use mbuf::Chain;
 
 impl Responder {
     /// Answer a refused message with `RDMA_ERROR`, now or, with no send buffer free, once one
     /// is (in order); with the deferred queue full or the provider failing, close (RFC 8166
     /// §4.5.4: a responder that can neither reply nor send an error closes the connection).
     pub(super) fn send_error<P: Provider>(&mut self, prov: &mut P, r: Refusal) {
-        if self.ep.lost || self.closing {
+        if self.ep.is_lost() || self.closing {
             return;
         }
         if self.errors.is_empty() {
@@ -26,7 +28,7 @@ impl Responder {
                 Err(_) => return self.close(prov),
             }
         }
-        self.ep.counters.resource_stalls += 1;
+        self.ep.counters_mut().resource_stalls += 1;
         if self.errors.len() >= DEFERRED_ERRORS {
             self.close(prov);
         } else {
@@ -38,7 +40,7 @@ impl Responder {
     /// Send the owed `RDMA_ERROR`s that fit now.
     pub(super) fn flush_errors<P: Provider>(&mut self, prov: &mut P) {
         while let Some(&r) = self.errors.front() {
-            if self.ep.lost || self.closing {
+            if self.ep.is_lost() || self.closing {
                 self.errors.clear();
                 return;
             }
@@ -52,12 +54,8 @@ impl Responder {
         }
     }
 
-    fn try_send_error<P: Provider>(
-        &mut self,
-        prov: &mut P,
-        r: Refusal,
-    ) -> Result<(), CallError> {
-        let buf = self.ep.send.get().ok_or(CallError::WouldBlock)?;
+    fn try_send_error<P: Provider>(&mut self, prov: &mut P, r: Refusal) -> Result<(), CallError> {
+        let buf = self.ep.send().get().ok_or(CallError::WouldBlock)?;
         let credit = self.grant();
         let body = ErrorBody::for_code(r.code);
         let len = match prov
@@ -66,7 +64,7 @@ impl Responder {
         {
             Ok(Ok(n)) => n,
             _ => {
-                self.ep.send.complete(buf);
+                self.ep.send().complete(buf);
                 return Err(CallError::BadConfig);
             }
         };
@@ -80,14 +78,14 @@ impl Responder {
             signaled: true,
         };
         if let Err(e) = prov.post_send(&[wr]) {
-            self.ep.send.complete(buf);
+            self.ep.send().complete(buf);
             return Err(e.into());
         }
         match r.code {
-            ErrorCode::Vers => self.ep.counters.err_vers_sent += 1,
-            ErrorCode::Chunk => self.ep.counters.err_chunk_sent += 1,
+            ErrorCode::Vers => self.ep.counters_mut().err_vers_sent += 1,
+            ErrorCode::Chunk => self.ep.counters_mut().err_chunk_sent += 1,
         }
-        self.ep.counters.inline_bytes_sent += len as u64;
+        self.ep.counters_mut().inline_bytes_sent += len as u64;
         Ok(())
     }
 
@@ -98,7 +96,7 @@ impl Responder {
         len: u32,
         events: &mut impl FnMut(ResponderEvent),
     ) {
-        self.ep.counters.inline_bytes_received += u64::from(len);
+        self.ep.counters_mut().inline_bytes_received += u64::from(len);
         // A call finding every context taken may find one its upper layer dropped.
         if self.free_ctx.is_empty() && self.reclaim() {
             self.pump_reads(prov, events);
@@ -128,9 +126,9 @@ impl Responder {
                     self.hand_up(idx, events);
                 }
             }
-            Received::Discard => self.ep.counters.bad_messages += 1,
+            Received::Discard => self.ep.counters_mut().bad_messages += 1,
             Received::Refuse(r) => {
-                self.ep.counters.bad_messages += 1;
+                self.ep.counters_mut().bad_messages += 1;
                 self.send_error(prov, r);
             }
             Received::Close => self.close(prov),
@@ -139,6 +137,9 @@ impl Responder {
 
     /// Validate a received message and, for a call, fill a context: every number the peer
     /// sent is checked (positions, lengths, 64-bit offsets) before anything is allocated.
+    /// The stages: the header ([`Header::new_checked`]), the chunks ([`check_chunks`]), a
+    /// free context and the inline part copied out of the receive buffer, the lists stored
+    /// ([`CallCtx::store_lists`]), the context started ([`CallCtx::start`]).
     pub(super) fn parse_call(&mut self, data: &[u8]) -> Received {
         // RFC 8166 §4.5: shorter than the smallest header (xid, vers, credit, proc and three
         // empty lists) is not a message to answer.
@@ -166,42 +167,13 @@ impl Responder {
             // An RDMA_ERROR from a requester is never answered.
             _ => return Received::Discard,
         };
-        let payload = hdr.payload();
-        // Semantic checks the codec leaves to us (RFC 8166 §4.5.2: ERR_CHUNK).
-        let mut chunks: heapless::Vec<(u32, u32), MAX_CALL_CHUNKS> = heapless::Vec::new();
-        let mut call_bytes = 0u64;
         let budget = ReadBudget {
-            max_chunk_bytes: self.ep.cfg.max_chunk_bytes,
-            max_call_ddp_bytes: self.ep.cfg.max_call_ddp_bytes,
+            max_chunk_bytes: self.ep.cfg().max_chunk_bytes,
+            max_call_ddp_bytes: self.ep.cfg().max_call_ddp_bytes,
         };
-        // Each list is looked at only when present (a small call has none).
-        let has_reads = hdr.read_list().next().is_some();
-        if has_reads {
-            for (pos, segs) in hdr.read_chunks() {
-                let Some(total) = budget.admit(&mut call_bytes, segs.total_length()) else {
-                    return refuse;
-                };
-                if segs.clone().any(|s| s.end().is_none()) || chunks.push((pos, total)).is_err() {
-                    return refuse;
-                }
-            }
-        }
-        let has_writes = hdr.write_list().next().is_some();
-        let reply_chunk = hdr.reply_chunk();
-        // The requester's write and reply chunks: a segment whose end overflows 64 bits can
-        // never be written.
-        let bad_target = (has_writes
-            && hdr
-                .write_list()
-                .any(|c| c.segments().any(|s| s.end().is_none())))
-            || reply_chunk.is_some_and(|c| c.segments().any(|s| s.end().is_none()));
-        if bad_target {
+        let Some(found) = check_chunks(&hdr, nomsg, budget) else {
             return refuse;
-        }
-        // The XDR stream the other read chunks are placed in (RFC 8166 §3.5.3).
-        if !positions_fit(&chunks, nomsg, payload.len()) {
-            return refuse;
-        }
+        };
         let Some(idx) = self.free_ctx.pop() else {
             // More calls than credits granted (the requester broke RFC 8166 §3.3.1): refused,
             // not dropped, so its caller learns at once.
@@ -209,101 +181,179 @@ impl Responder {
         };
         // The inline part, copied out of the receive buffer (reposted right after) into a
         // chain of the pool.
-        let body = if nomsg { &[][..] } else { payload };
-        let Ok(inline) = self.ep.chains.chain_from_bytes(body) else {
+        let body = if nomsg { &[][..] } else { hdr.payload() };
+        let Ok(inline) = self.ep.chains().chain_from_bytes(body) else {
             // Out of memory for a few KiB: we cannot hold the call, and a refusal would tell
             // the requester its chunks were wrong; close (RFC 8166 §4.5.4), the requester
             // retransmits on a new connection.
             self.free_ctx.push(idx);
             return Received::Close;
         };
+        let send_with_invalidate = self.ep.thresholds().send_with_invalidate;
         let Some(ctx) = self.ctxs.get_mut(idx as usize) else {
             debug_assert!(false, "free context index out of range");
             return Received::Discard;
         };
-        // Everything the reply needs is stored once, in place.
-        ctx.reads.clear();
-        ctx.write_segs.clear();
-        ctx.write_ends.clear();
+        if !ctx.store_lists(&hdr, &found, nomsg) {
+            // The codec's limits bound every list: cannot happen for a checked header. Our
+            // own invariant broke (a bug, see `Error`): not refused on the wire — an
+            // ERR_CHUNK would blame the requester's chunks —, the connection is closed
+            // (RFC 8166 §4.5.4), counted in `closes`.
+            debug_assert!(false, "checked header beyond the context's lists");
+            ctx.reads.clear();
+            self.free_ctx.push(idx);
+            return Received::Close;
+        }
+        let reading = ctx.start(xid, nomsg, send_with_invalidate, found.chunks, inline);
+        if reading {
+            let chunks = ctx.chunks.len() as u64;
+            self.ep.counters_mut().read_chunks += chunks;
+            if nomsg {
+                self.ep.counters_mut().long_calls += 1;
+            }
+        }
+        Received::Call(idx)
+    }
+}
+
+/// What [`check_chunks`] found in a call's header: its read chunks and which lists it
+/// carries (each list is looked at again only when present: a small call has none).
+struct Chunks<'h> {
+    /// The read chunks: (XDR position, total length).
+    chunks: heapless::Vec<(u32, u32), MAX_CALL_CHUNKS>,
+    has_reads: bool,
+    has_writes: bool,
+    reply_chunk: Option<WriteChunkView<'h>>,
+}
+
+/// The semantic checks the codec leaves to us (RFC 8166 §4.5.2: `None` is `ERR_CHUNK`):
+/// every read chunk within the per-call budget, no segment whose end overflows 64 bits (the
+/// requester's write and reply chunks could never be written), the read chunks' positions
+/// within the XDR stream they are placed in (RFC 8166 §3.5.3).
+fn check_chunks<'h>(hdr: &'h Header<&[u8]>, nomsg: bool, budget: ReadBudget) -> Option<Chunks<'h>> {
+    let mut chunks: heapless::Vec<(u32, u32), MAX_CALL_CHUNKS> = heapless::Vec::new();
+    let mut call_bytes = 0u64;
+    let has_reads = hdr.read_list().next().is_some();
+    if has_reads {
+        for (pos, segs) in hdr.read_chunks() {
+            let total = budget.admit(&mut call_bytes, segs.total_length())?;
+            if segs.clone().any(|s| s.end().is_none()) || chunks.push((pos, total)).is_err() {
+                return None;
+            }
+        }
+    }
+    let has_writes = hdr.write_list().next().is_some();
+    let reply_chunk = hdr.reply_chunk();
+    let bad_target = (has_writes
+        && hdr
+            .write_list()
+            .any(|c| c.segments().any(|s| s.end().is_none())))
+        || reply_chunk.is_some_and(|c| c.segments().any(|s| s.end().is_none()));
+    if bad_target || !positions_fit(&chunks, nomsg, hdr.payload().len()) {
+        return None;
+    }
+    Some(Chunks {
+        chunks,
+        has_reads,
+        has_writes,
+        reply_chunk,
+    })
+}
+
+impl CallCtx {
+    /// Store the call's lists in this context, in place: the read segments with the
+    /// call-chain offset their data lands at, the write chunks' segments, the reply chunk.
+    /// False if a list does not fit (the codec's limits bound every list: cannot happen
+    /// for a checked header).
+    fn store_lists(&mut self, hdr: &Header<&[u8]>, found: &Chunks<'_>, nomsg: bool) -> bool {
+        self.reads.clear();
+        self.write_segs.clear();
+        self.write_ends.clear();
         // Where each segment's data lands in the call chain: a chunk's data starts at its XDR
         // position (the inline bytes before it plus the earlier chunks and pads). A Long
         // Call's chunks are read back to back (the position-zero chunk first) and spliced
         // once all are read (`assemble_long_call`).
         let mut back_to_back = 0usize;
         let mut fits = true;
-        if has_reads {
+        if found.has_reads {
             for (pos, segs) in hdr.read_chunks() {
                 let mut off = if nomsg { back_to_back } else { pos as usize };
                 for seg in segs {
-                    fits &= ctx.reads.push((seg, off)).is_ok();
+                    fits &= self.reads.push((seg, off)).is_ok();
                     off += seg.length as usize;
                 }
                 back_to_back = off;
             }
         }
-        if has_writes {
+        if found.has_writes {
             for chunk in hdr.write_list().take(MAX_WRITE_CHUNKS) {
                 for seg in chunk.segments() {
-                    fits &= ctx.write_segs.push(seg).is_ok();
+                    fits &= self.write_segs.push(seg).is_ok();
                 }
-                fits &= ctx.write_ends.push(ctx.write_segs.len() as u8).is_ok();
+                fits &= self.write_ends.push(self.write_segs.len() as u8).is_ok();
             }
         }
-        ctx.reply_segs.clear();
-        ctx.has_reply = false;
-        if let Some(c) = reply_chunk {
-            ctx.has_reply = true;
+        self.reply_segs.clear();
+        self.has_reply = false;
+        if let Some(c) = &found.reply_chunk {
+            self.has_reply = true;
             for seg in c.segments() {
-                fits &= ctx.reply_segs.push(seg).is_ok();
+                fits &= self.reply_segs.push(seg).is_ok();
             }
         }
-        // Send With Invalidate of the first chunk's first handle, from the lists just stored.
-        // (Linux's svc_rdma_get_inv_rkey is stricter: it uses Send With Invalidate only when
-        // every segment carries the same handle. Ours is also safe: the requester
-        // Local-Invalidates whatever the Send did not revoke.)
-        let inv_handle = if self.ep.thresholds.send_with_invalidate {
-            ctx.reads
-                .first()
-                .map(|(s, _)| s.handle)
-                .or_else(|| {
-                    // The first Write chunk's first segment (none if that chunk is empty).
-                    let first_chunk_segs = ctx.write_ends.first().copied().unwrap_or(0);
-                    ctx.write_segs
-                        .first()
-                        .filter(|_| first_chunk_segs > 0)
-                        .map(|s| s.handle)
-                })
-                .or_else(|| ctx.reply_segs.first().map(|s| s.handle))
+        fits
+    }
+
+    /// The handle a reply's Send With Invalidate names, from the lists stored: the first
+    /// chunk's first handle. (Linux's svc_rdma_get_inv_rkey is stricter: it uses Send With
+    /// Invalidate only when every segment carries the same handle. Ours is also safe: the
+    /// requester Local-Invalidates whatever the Send did not revoke.)
+    fn first_handle(&self) -> Option<u32> {
+        self.reads
+            .first()
+            .map(|(s, _)| s.handle)
+            .or_else(|| {
+                // The first Write chunk's first segment (none if that chunk is empty).
+                let first_chunk_segs = self.write_ends.first().copied().unwrap_or(0);
+                self.write_segs
+                    .first()
+                    .filter(|_| first_chunk_segs > 0)
+                    .map(|s| s.handle)
+            })
+            .or_else(|| self.reply_segs.first().map(|s| s.handle))
+    }
+
+    /// Start the call in this context (its lists stored): handed up at once with its inline
+    /// part, or, with read chunks, waiting for its RDMA Reads. True when it is reading.
+    fn start(
+        &mut self,
+        xid: u32,
+        nomsg: bool,
+        send_with_invalidate: bool,
+        chunks: heapless::Vec<(u32, u32), MAX_CALL_CHUNKS>,
+        inline: Chain,
+    ) -> bool {
+        // Never 0: 0 marks "nothing dropped" in the shared table of returns.
+        self.generation = self.generation.wrapping_add(1).max(1);
+        self.xid = xid;
+        self.inv_handle = if send_with_invalidate {
+            self.first_handle()
         } else {
             None
         };
-        if !fits {
-            // The codec's limits bound every list: cannot happen for a checked header.
-            debug_assert!(false, "checked header beyond the context's lists");
-            ctx.reads.clear();
-            self.free_ctx.push(idx);
-            return refuse;
-        }
-        // Never 0: 0 marks "nothing dropped" in the shared table of returns.
-        ctx.generation = ctx.generation.wrapping_add(1).max(1);
-        ctx.xid = xid;
-        ctx.inv_handle = inv_handle;
-        ctx.nomsg = nomsg;
-        ctx.ddp_bytes = 0;
-        if chunks.is_empty() {
-            ctx.call = Some(inline);
-            ctx.inline = None;
-            ctx.state = CtxState::Handed;
+        self.nomsg = nomsg;
+        self.ddp_bytes = 0;
+        let reading = !chunks.is_empty();
+        if reading {
+            self.call = None;
+            self.inline = Some(inline);
+            self.state = CtxState::Reading;
         } else {
-            self.ep.counters.read_chunks += chunks.len() as u64;
-            if nomsg {
-                self.ep.counters.long_calls += 1;
-            }
-            ctx.call = None;
-            ctx.inline = Some(inline);
-            ctx.state = CtxState::Reading;
+            self.call = Some(inline);
+            self.inline = None;
+            self.state = CtxState::Handed;
         }
-        ctx.chunks = chunks;
-        Received::Call(idx)
+        self.chunks = chunks;
+        reading
     }
 }

@@ -4,16 +4,17 @@
 
 use super::{CallCtx, Refusal, ReplyCtx, ReplyError, Responder};
 use crate::provider::{Provider, ProviderError, SendOp, SendWr};
-use crate::transport::error::CallError;
-use crate::transport::pullup::gather;
+use crate::transport::endpoint::Endpoint;
+use crate::transport::error::{CallError, Error};
 use crate::transport::rdma_plan::plan;
+use crate::transport::rdma_plan::WrDesc;
 use crate::transport::reply_plan::{self, write_chunk_use, written_segments, WriteChunkUse};
 use crate::transport::send_ctx::WrTag;
 use crate::transport::shared_pages::Admission;
 use crate::transport::xdr_reduce::{copy_inline, inline_len, kept_ranges, reduce, ReducedItem};
 use crate::wire::{header_len, HeaderEncoder, Segment, MAX_WRITE_CHUNKS};
 use alloc::vec::Vec;
-use mbuf::Chain;
+use mbuf::{Chain, PageFragment};
 
 impl Responder {
     /// Take `bytes` (rounded up to whole pages) of the server-wide page budget for the data
@@ -41,7 +42,7 @@ impl Responder {
                 c.reply_bytes = c.reply_bytes.saturating_add(pages);
             }
         } else {
-            self.ep.counters.shared_budget_waits += 1;
+            self.ep.counters_mut().shared_budget_waits += 1;
         }
         admission
     }
@@ -61,7 +62,7 @@ impl Responder {
         reply: Chain,
     ) -> Result<(), ReplyError> {
         let valid = self.is_handed(&ctx);
-        if self.ep.lost || self.closing {
+        if self.ep.is_lost() || self.closing {
             ctx.consume();
             return Err(ReplyError::ConnectionLost);
         }
@@ -69,15 +70,15 @@ impl Responder {
             ctx.consume();
             return Err(ReplyError::StaleContext);
         }
-        let Some(buf) = self.ep.send.get() else {
-            self.ep.counters.resource_stalls += 1;
+        let Some(buf) = self.ep.send().get() else {
+            self.ep.counters_mut().resource_stalls += 1;
             return Err(ReplyError::WouldBlock { ctx, reply });
         };
         let idx = ctx.idx;
         let result = match self.build_reply(prov, idx, buf, reply) {
             Err((_, Some(reply))) => {
-                self.ep.send.complete(buf);
-                self.ep.counters.resource_stalls += 1;
+                self.ep.send().complete(buf);
+                self.ep.counters_mut().resource_stalls += 1;
                 return Err(ReplyError::WouldBlock { ctx, reply });
             }
             Ok(()) => Ok(()),
@@ -91,23 +92,32 @@ impl Responder {
                 // Send completes: their part of the page budget goes with the Send.
                 if let Some(c) = self.ctxs.get_mut(idx as usize) {
                     let charged = core::mem::take(&mut c.reply_bytes);
-                    self.ep.send.charge(buf, charged);
+                    self.ep.send().charge(buf, charged);
                 }
                 self.release_ctx(idx);
                 Ok(())
             }
-            Err(CallError::TooLarge) => {
-                self.ep.send.complete(buf);
+            Err(Error::Call(CallError::TooLarge)) => {
+                self.ep.send().complete(buf);
                 let xid = self.ctxs.get(idx as usize).map_or(0, |c| c.xid);
                 self.send_error(prov, Refusal::chunk(xid));
                 self.release_ctx(idx);
                 Err(ReplyError::ChunkError)
             }
-            Err(e) => {
+            Err(Error::Bug) => {
+                // Our own invariant broke (see `Error`): never answered on the wire — an
+                // ERR_CHUNK would blame the requester's chunks —, the connection is closed
+                // instead (RFC 8166 §4.5.4), counted in `closes`.
+                self.ep.send().complete(buf);
+                self.release_ctx(idx);
+                self.close(prov);
+                Err(ReplyError::Internal)
+            }
+            Err(Error::Call(e)) => {
                 // The reply cannot be built (memory, an unaligned DDP region): the requester
                 // gets ERR_CHUNK rather than silence. A provider failure means the queue pair
                 // is unusable: close (RFC 8166 §4.5.4).
-                self.ep.send.complete(buf);
+                self.ep.send().complete(buf);
                 let xid = self.ctxs.get(idx as usize).map_or(0, |c| c.xid);
                 self.release_ctx(idx);
                 match e {
@@ -121,10 +131,11 @@ impl Responder {
 
     /// Build and post the reply. On a retryable failure the chain comes back.
     ///
-    /// The header is encoded straight into the send buffer from the context's stored chunks:
-    /// each Write chunk echoed with its segments' lengths set to what was written into them
-    /// (filled in order, as [`plan`] fills them; zero for an unused chunk, RFC 8166 §4.3.2),
-    /// the Reply chunk likewise (zero unless a Long Reply used it, §4.3.3).
+    /// The stages: the reply's DDP items planned into the write chunks
+    /// ([`plan_write_chunks`]), a Long Reply's inline part into the reply chunk
+    /// ([`plan_long_reply`](Self::plan_long_reply)), the header and inline part encoded
+    /// into the send buffer ([`encode_reply`]), the RDMA Writes and the Send posted
+    /// ([`post_reply`](Self::post_reply)).
     #[inline(never)] // noinline_for_stack: its locals stay out of the caller's frame
     fn build_reply<P: Provider>(
         &mut self,
@@ -132,12 +143,11 @@ impl Responder {
         idx: u32,
         buf: u32,
         reply: Chain,
-    ) -> Result<(), (CallError, Option<Chain>)> {
-        let fatal = |e| (e, None);
+    ) -> Result<(), (Error, Option<Chain>)> {
         let Some(ctx) = self.ctxs.get(idx as usize) else {
-            return Err(fatal(CallError::BadCall));
+            // `reply` checked the context: cannot happen.
+            return Err(fatal(Error::Bug));
         };
-        let xid = ctx.xid;
         let inv = ctx.inv_handle;
         let credit = self.grant();
         self.pieces.clear();
@@ -146,53 +156,24 @@ impl Responder {
         let mut tally = ReplyTally::default();
         // DDP regions → write chunks, in order (RFC 8166 §3.4.6).
         let all = reduce(&reply, false).map_err(fatal)?;
-        let mut items: heapless::Vec<ReducedItem, MAX_WRITE_CHUNKS> = heapless::Vec::new();
         // Bytes written into each Write chunk (0: unused, or empty on purpose).
         let mut written = [0usize; MAX_WRITE_CHUNKS];
-        for ((i, chunk), w) in ctx.write_chunks().enumerate().zip(written.iter_mut()) {
-            let item = all.get(i);
-            match (write_chunk_use(item.is_some(), chunk.is_empty()), item) {
-                // The requester asks for this item inline (RFC 8166 §4.3.2.3); the chunk is
-                // echoed empty.
-                (WriteChunkUse::Inline, _) => {}
-                (WriteChunkUse::Written, Some(item)) => {
-                    self.ep.frags.clear();
-                    for f in reply
-                        .page_fragments_in(item.data())
-                        .map_err(|e| fatal(e.into()))?
-                    {
-                        if self.ep.frags.len() >= self.ep.frags.capacity() {
-                            return Err(fatal(CallError::TooLarge));
-                        }
-                        self.ep.frags.push(f);
-                    }
-                    plan(
-                        &self.ep.frags,
-                        chunk.iter().copied(),
-                        self.ep.res.max_sge as usize,
-                        &mut self.pieces,
-                        &mut self.wrs,
-                    )
-                    .map_err(fatal)?;
-                    let _ = items.push(*item);
-                    *w = item.len;
-                    tally.write_chunks += 1;
-                    tally.rdma_write_bytes += item.len as u64;
-                }
-                // Unused write chunk: returned with zero lengths.
-                _ => {}
-            }
-        }
+        let mut sink = WriteSink {
+            max_sge: self.ep.res().max_sge as usize,
+            ep: &mut self.ep,
+            pieces: &mut self.pieces,
+            wrs: &mut self.wrs,
+        };
+        let items = plan_write_chunks(ctx, &reply, &all, &mut sink, &mut written, &mut tally)
+            .map_err(fatal)?;
         // Items with no (or an empty) write chunk: the DDP data travels inline (a copy).
         let placed: usize = items.iter().map(|it| it.len).sum();
         let ddp_total: usize = all.iter().map(|it| it.len).sum();
         tally.ddp_payload_copied_bytes += ddp_total.saturating_sub(placed) as u64;
-        let total = reply.len();
-        let inline = inline_len(total, &items);
+        let inline = inline_len(reply.len(), &items);
         let reply_segs = ctx.reply_chunk().map(<[Segment]>::len);
-        let max_send = self.ep.max_send();
         let hlen = header_len(0, ctx.write_chunks().map(<[Segment]>::len), reply_segs);
-        let long = reply_plan::is_long(hlen, inline, max_send);
+        let long = reply_plan::is_long(hlen, inline, self.ep.max_send());
         // A Long Reply: what stays inline goes through the reply chunk instead, from the reply's
         // own pages and, for the other bytes, from pages pulled up into this send context.
         let mut reply_written = 0usize;
@@ -202,26 +183,34 @@ impl Responder {
                 .map_err(fatal)?;
         }
         let Some(ctx) = self.ctxs.get(idx as usize) else {
-            return Err(fatal(CallError::BadCall));
+            // `reply` checked the context: cannot happen.
+            return Err(fatal(Error::Bug));
         };
-        let send_len = {
-            let sb = prov.send_buf(buf).map_err(|e| fatal(e.into()))?;
-            let mut enc = HeaderEncoder::begin(sb, xid, credit, long).map_err(too_large)?;
-            for (chunk, &w) in ctx.write_chunks().zip(written.iter()) {
-                enc.write_chunk(sb, written_segments(chunk, w))
-                    .map_err(too_large)?;
-            }
-            let rc = ctx
-                .reply_chunk()
-                .map(|c| written_segments(c, reply_written));
-            let h = enc.finish(sb, rc).map_err(too_large)?;
-            if long {
-                h
-            } else {
-                let rest = sb.get_mut(h..).ok_or(fatal(CallError::TooLarge))?;
-                h + copy_inline(&reply, &items, rest).map_err(fatal)?
-            }
+        let head = ReplyHead {
+            xid: ctx.xid,
+            credit,
+            long,
+            written: &written,
+            reply_written,
         };
+        let sb = prov.send_buf(buf).map_err(fatal)?;
+        let send_len = encode_reply(sb, ctx, &head, &reply, &items).map_err(fatal)?;
+        self.post_reply(prov, buf, inv, send_len, reply, &tally)
+    }
+
+    /// Post a built reply (`send_len` bytes in send buffer `buf`): its Send (With Invalidate
+    /// of `inv`) alone, or the RDMA Writes planned in `pieces` / `wrs` and the Send as one
+    /// chain from the kept `wr_array`; then [`sent`](Self::sent). Busy: the chain comes back
+    /// for a retry.
+    fn post_reply<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        buf: u32,
+        inv: Option<u32>,
+        send_len: usize,
+        reply: Chain,
+        tally: &ReplyTally,
+    ) -> Result<(), (Error, Option<Chain>)> {
         let send_wr = SendWr {
             wr_id: WrTag::Send(buf).encode(),
             op: SendOp::Send {
@@ -231,18 +220,18 @@ impl Responder {
             },
             signaled: true,
         };
-        if self.wrs.len() + 1 > self.ep.res.max_send_wr as usize {
+        if self.wrs.len() + 1 > self.ep.res().max_send_wr as usize {
             return Err(fatal(CallError::TooLarge));
         }
         if self.wrs.is_empty() {
             // Small reply: one Send.
             return match prov.post_send(&[send_wr]) {
                 Ok(()) => {
-                    self.sent(buf, inv, send_len, reply, &tally);
+                    self.sent(buf, inv, send_len, reply, tally);
                     Ok(())
                 }
-                Err(ProviderError::Busy) => Err((CallError::WouldBlock, Some(reply))),
-                Err(other) => Err(fatal(other.into())),
+                Err(ProviderError::Busy) => Err((Error::Call(CallError::WouldBlock), Some(reply))),
+                Err(other) => Err(fatal(other)),
             };
         }
         // The RDMA Writes and the Send, posted as one chain from the endpoint's array.
@@ -272,18 +261,20 @@ impl Responder {
             });
         let posted = built.map_err(fatal).and_then(|()| {
             prov.post_send(&wrs).map_err(|e| match e {
-                ProviderError::Busy => (CallError::WouldBlock, None),
-                other => fatal(other.into()),
+                ProviderError::Busy => (Error::Call(CallError::WouldBlock), None),
+                other => fatal(other),
             })
         });
         self.wr_array = recycle_wrs(wrs);
         match posted {
             Ok(()) => {
-                self.sent(buf, inv, send_len, reply, &tally);
+                self.sent(buf, inv, send_len, reply, tally);
                 Ok(())
             }
             // Busy: the chain comes back for a retry.
-            Err((CallError::WouldBlock, None)) => Err((CallError::WouldBlock, Some(reply))),
+            Err((Error::Call(CallError::WouldBlock), None)) => {
+                Err((Error::Call(CallError::WouldBlock), Some(reply)))
+            }
             Err(e) => Err(e),
         }
     }
@@ -299,29 +290,25 @@ impl Responder {
         reply: &Chain,
         items: &[ReducedItem],
         tally: &mut ReplyTally,
-    ) -> Result<usize, CallError> {
+    ) -> Result<usize, Error> {
         let rc = self
             .ctxs
             .get(idx as usize)
             .and_then(CallCtx::reply_chunk)
             .ok_or(CallError::TooLarge)?;
-        self.ep.frags.clear();
-        let hold = self.ep.send.pullup(buf).ok_or(CallError::BadCall)?;
-        let got = gather(
-            reply,
-            kept_ranges(reply.len(), items),
-            &self.ep.pages,
-            &mut self.ep.frags,
-            hold,
-        )?;
+        let got = self
+            .ep
+            .gather_for_send(reply, kept_ranges(reply.len(), items), buf)
+            // `reply` took this send buffer: cannot happen.
+            .ok_or(Error::Bug)??;
         if got.pulled > 0 {
             tally.pullup_copies += 1;
             tally.pullup_bytes += got.pulled as u64;
         }
         plan(
-            &self.ep.frags,
+            self.ep.frags(),
             rc.iter().copied(),
-            self.ep.res.max_sge as usize,
+            self.ep.res().max_sge as usize,
             &mut self.pieces,
             &mut self.wrs,
         )?;
@@ -340,7 +327,7 @@ impl Responder {
         reply: Chain,
         tally: &ReplyTally,
     ) {
-        let c = &mut self.ep.counters;
+        let c = self.ep.counters_mut();
         c.write_chunks += tally.write_chunks;
         c.reply_chunks += tally.reply_chunks;
         c.long_replies += tally.long_replies;
@@ -349,16 +336,110 @@ impl Responder {
         c.pullup_bytes += tally.pullup_bytes;
         c.ddp_payload_copied_bytes += tally.ddp_payload_copied_bytes;
         if inv.is_some() {
-            self.ep.counters.send_with_invalidate += 1;
+            self.ep.counters_mut().send_with_invalidate += 1;
         }
-        self.ep.counters.messages_sent += 1;
-        self.ep.counters.inline_bytes_sent += send_len as u64;
-        self.ep.send.hold(buf, reply);
+        self.ep.counters_mut().messages_sent += 1;
+        self.ep.counters_mut().inline_bytes_sent += send_len as u64;
+        self.ep.send().hold(buf, reply);
     }
 }
 
-fn too_large<T>(_: T) -> (CallError, Option<Chain>) {
-    (CallError::TooLarge, None)
+/// A failure that gives the reply chain up (the context is consumed).
+fn fatal(e: impl Into<Error>) -> (Error, Option<Chain>) {
+    (e.into(), None)
+}
+
+fn too_large<T>(_: T) -> CallError {
+    CallError::TooLarge
+}
+
+/// Where a reply's RDMA Writes are planned: the endpoint's fragment table and the reply's
+/// `pieces` / `wrs`.
+struct WriteSink<'a> {
+    max_sge: usize,
+    ep: &'a mut Endpoint,
+    pieces: &'a mut Vec<PageFragment>,
+    wrs: &'a mut Vec<WrDesc>,
+}
+
+/// Plan the reply's DDP items `all` into the requester's write chunks, in order (RFC 8166
+/// §3.4.6): per chunk, written (its RDMA Writes planned into `sink`, the bytes in
+/// `written`), asked inline (§4.3.2.3: echoed empty), or unused (echoed with zero lengths).
+/// Returns the items written.
+fn plan_write_chunks(
+    ctx: &CallCtx,
+    reply: &Chain,
+    all: &[ReducedItem],
+    sink: &mut WriteSink<'_>,
+    written: &mut [usize; MAX_WRITE_CHUNKS],
+    tally: &mut ReplyTally,
+) -> Result<heapless::Vec<ReducedItem, MAX_WRITE_CHUNKS>, CallError> {
+    let mut items: heapless::Vec<ReducedItem, MAX_WRITE_CHUNKS> = heapless::Vec::new();
+    for ((i, chunk), w) in ctx.write_chunks().enumerate().zip(written.iter_mut()) {
+        let item = all.get(i);
+        match (write_chunk_use(item.is_some(), chunk.is_empty()), item) {
+            // The requester asks for this item inline (RFC 8166 §4.3.2.3); the chunk is
+            // echoed empty.
+            (WriteChunkUse::Inline, _) => {}
+            (WriteChunkUse::Written, Some(item)) => {
+                let frags = sink.ep.fill_frags(reply, item.data())?;
+                plan(
+                    frags,
+                    chunk.iter().copied(),
+                    sink.max_sge,
+                    sink.pieces,
+                    sink.wrs,
+                )?;
+                let _ = items.push(*item);
+                *w = item.len;
+                tally.write_chunks += 1;
+                tally.rdma_write_bytes += item.len as u64;
+            }
+            // Unused write chunk: returned with zero lengths.
+            _ => {}
+        }
+    }
+    Ok(items)
+}
+
+/// What a reply's header says besides the context's stored chunks.
+struct ReplyHead<'a> {
+    xid: u32,
+    credit: u32,
+    /// A Long Reply (`RDMA_NOMSG`): nothing inline after the header.
+    long: bool,
+    /// Bytes written into each Write chunk.
+    written: &'a [usize; MAX_WRITE_CHUNKS],
+    /// Bytes written into the Reply chunk.
+    reply_written: usize,
+}
+
+/// Encode the reply's header straight into the send buffer `sb` from the context's stored
+/// chunks — each Write chunk echoed with its segments' lengths set to what was written into
+/// them (filled in order, as [`plan`] fills them; zero for an unused chunk, RFC 8166
+/// §4.3.2), the Reply chunk likewise (zero unless a Long Reply used it, §4.3.3) — and copy
+/// the inline rest after it (none for a Long Reply). Returns the Send's length.
+fn encode_reply(
+    sb: &mut [u8],
+    ctx: &CallCtx,
+    head: &ReplyHead<'_>,
+    reply: &Chain,
+    items: &[ReducedItem],
+) -> Result<usize, CallError> {
+    let mut enc = HeaderEncoder::begin(sb, head.xid, head.credit, head.long).map_err(too_large)?;
+    for (chunk, &w) in ctx.write_chunks().zip(head.written.iter()) {
+        enc.write_chunk(sb, written_segments(chunk, w))
+            .map_err(too_large)?;
+    }
+    let rc = ctx
+        .reply_chunk()
+        .map(|c| written_segments(c, head.reply_written));
+    let h = enc.finish(sb, rc).map_err(too_large)?;
+    if head.long {
+        return Ok(h);
+    }
+    let rest = sb.get_mut(h..).ok_or(CallError::TooLarge)?;
+    Ok(h + copy_inline(reply, items, rest)?)
 }
 
 /// Empty a work-request array and give it back its `'static` type, keeping its allocation:
