@@ -12,7 +12,9 @@ use super::endpoint::{Cm, Endpoint};
 use super::error::CallError;
 use super::send_ctx::{FreeList, WrTag};
 use super::xid_table::XidTable;
-use crate::provider::{drain_cq_bounded, Completion, Provider, RegId, Resources, WcKind, WcStatus};
+use crate::provider::{
+    drain_cq_bounded, Completion, Provider, RegId, Resources, Revoked, WcKind, WcStatus,
+};
 use crate::wire::InlineThresholds;
 
 mod marshal;
@@ -411,7 +413,8 @@ impl Requester {
         if quarantine {
             // The held ones are released with the late reply (`recv`) or the connection
             // (`fail_all`); the provider released the others.
-            slot.regs.retain(|r| matches!(prov.revoke(r.id), Ok(true)));
+            slot.regs
+                .retain(|r| matches!(prov.revoke(r.id), Ok(Revoked::Held)));
             if !slot.regs.is_empty() {
                 self.ep.counters_mut().abandon_quarantines += 1;
             }
