@@ -85,6 +85,7 @@ impl Requester {
     /// Whether a call may start now: refused at once (nothing taken) when the connection is
     /// lost, the chain has no XID, the XID is outstanding, no credit is left, or no slot,
     /// receive buffer or send buffer is free. Takes the send buffer and the slot.
+    #[inline(always)] // one caller on the hot path: compiled into it as before the split
     fn admit(&mut self, call: &Chain) -> Result<Admitted, CallError> {
         if self.ep.is_lost() {
             return Err(CallError::ConnectionLost);

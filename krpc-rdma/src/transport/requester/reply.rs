@@ -194,6 +194,7 @@ impl Requester {
 /// What the reply `hdr` of the call in `slot` gives its caller: checked against what was
 /// provisioned (no Read list, no more write chunks than offered, RFC 8166 §4.3), then
 /// `RDMA_ERROR`, an inline reply ([`inline_reply`]) or a Long Reply ([`long_reply`]).
+#[inline(always)] // one caller on the hot path: compiled into it as before the split
 fn reply_outcome(
     slot: &mut Slot,
     hdr: &Header<&[u8]>,
@@ -229,6 +230,7 @@ fn reply_outcome(
 
 /// `RDMA_MSG`: the inline reply goes into the call chain's storage when it fits (the call
 /// is done with), else into a chain of the pool; the write chunk's data is placed in it.
+#[inline(always)] // one caller on the hot path: compiled into it as before the split
 fn inline_reply(
     slot: &mut Slot,
     hdr: &Header<&[u8]>,
@@ -254,6 +256,7 @@ fn inline_reply(
 /// `RDMA_NOMSG` from a responder means "the reply is in the reply chunk": its pages, trimmed
 /// to the bytes written, become the reply. Without a reply chunk, or with more bytes than
 /// it has, there is no reply (never an empty success).
+#[inline(always)] // one caller on the hot path: compiled into it as before the split
 fn long_reply(slot: &mut Slot, hdr: &Header<&[u8]>, ep: &mut Endpoint) -> Result<Chain, CallError> {
     let written = hdr.reply_chunk().map(|c| c.total_length());
     let have = slot.reply_pages.len() as u64;

@@ -230,6 +230,7 @@ struct Chunks<'h> {
 /// every read chunk within the per-call budget, no segment whose end overflows 64 bits (the
 /// requester's write and reply chunks could never be written), the read chunks' positions
 /// within the XDR stream they are placed in (RFC 8166 §3.5.3).
+#[inline(always)] // one caller on the hot path: compiled into it as before the split
 fn check_chunks<'h>(hdr: &'h Header<&[u8]>, nomsg: bool, budget: ReadBudget) -> Option<Chunks<'h>> {
     let mut chunks: heapless::Vec<(u32, u32), MAX_CALL_CHUNKS> = heapless::Vec::new();
     let mut call_bytes = 0u64;
@@ -265,6 +266,7 @@ impl CallCtx {
     /// call-chain offset their data lands at, the write chunks' segments, the reply chunk.
     /// False if a list does not fit (the codec's limits bound every list: cannot happen
     /// for a checked header).
+    #[inline(always)] // one caller on the hot path: compiled into it as before the split
     fn store_lists(&mut self, hdr: &Header<&[u8]>, found: &Chunks<'_>, nomsg: bool) -> bool {
         self.reads.clear();
         self.write_segs.clear();
@@ -325,6 +327,7 @@ impl CallCtx {
 
     /// Start the call in this context (its lists stored): handed up at once with its inline
     /// part, or, with read chunks, waiting for its RDMA Reads. True when it is reading.
+    #[inline(always)] // one caller on the hot path: compiled into it as before the split
     fn start(
         &mut self,
         xid: u32,

@@ -202,6 +202,7 @@ impl Responder {
     /// of `inv`) alone, or the RDMA Writes planned in `pieces` / `wrs` and the Send as one
     /// chain from the kept `wr_array`; then [`sent`](Self::sent). Busy: the chain comes back
     /// for a retry.
+    #[inline(always)] // one caller on the hot path: compiled into it as before the split
     fn post_reply<P: Provider>(
         &mut self,
         prov: &mut P,
@@ -366,6 +367,7 @@ struct WriteSink<'a> {
 /// §3.4.6): per chunk, written (its RDMA Writes planned into `sink`, the bytes in
 /// `written`), asked inline (§4.3.2.3: echoed empty), or unused (echoed with zero lengths).
 /// Returns the items written.
+#[inline(always)] // one caller on the hot path: compiled into it as before the split
 fn plan_write_chunks(
     ctx: &CallCtx,
     reply: &Chain,
@@ -419,6 +421,7 @@ struct ReplyHead<'a> {
 /// them (filled in order, as [`plan`] fills them; zero for an unused chunk, RFC 8166
 /// §4.3.2), the Reply chunk likewise (zero unless a Long Reply used it, §4.3.3) — and copy
 /// the inline rest after it (none for a Long Reply). Returns the Send's length.
+#[inline(always)] // one caller on the hot path: compiled into it as before the split
 fn encode_reply(
     sb: &mut [u8],
     ctx: &CallCtx,
