@@ -18,8 +18,13 @@ cargo bench -p krpc-rdma --features soft --bench transport --no-run 2>/dev/null
 BIN=${BENCH_BIN:-$(ls -t target/release/deps/transport-* | grep -v '\.d$' | head -1)}
 OUT=${TMPDIR:-/tmp}/krpc-rdma-callgrind
 mkdir -p "$OUT"
-TOGGLES="--toggle-collect=*Requester::call* --toggle-collect=*Requester::poll_bounded*
- --toggle-collect=*Responder::poll_bounded* --toggle-collect=*Responder::reply*
+# An inherent method defined in a submodule of its type's module demangles as
+# `module::<impl Type>::method` (`requester::marshal::<impl ...::Requester>::call`,
+# `responder::reply::<impl ...::Responder>::reply`): both spellings are listed.
+TOGGLES="--toggle-collect=*Requester::call* --toggle-collect=*Requester>::call*
+ --toggle-collect=*Requester::poll_bounded* --toggle-collect=*Requester>::poll_bounded*
+ --toggle-collect=*Responder::poll_bounded* --toggle-collect=*Responder>::poll_bounded*
+ --toggle-collect=*Responder::reply* --toggle-collect=*Responder>::reply*
  --toggle-collect=*SoftQp?as?krpc_rdma::provider::Provider>::*"
 run() {
     KRPC_RDMA_BENCH_PROFILE=$1 valgrind --tool=callgrind --callgrind-out-file="$OUT/$2.$1" \

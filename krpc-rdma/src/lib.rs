@@ -10,6 +10,9 @@
 
 extern crate alloc;
 
+mod fault;
+pub use fault::Fault;
+
 pub mod provider;
 #[cfg(feature = "soft")]
 pub mod soft;

@@ -41,6 +41,7 @@ pub use middleware::Middleware;
 use mbuf::PageFragment;
 
 use crate::wire::MAX_CHUNK_SEGMENTS;
+use crate::Fault;
 
 /// Work-request id chosen by the core, returned in the completion.
 pub type WrId = u64;
@@ -279,6 +280,16 @@ pub enum CmEvent {
     Disconnected,
 }
 
+/// What [`Provider::revoke`] did with a registration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revoked {
+    /// Revoked, its handles held back (quarantined): their keys are not given out again
+    /// until `release(reg)`, which must follow.
+    Held,
+    /// Revoked and released: nothing to follow.
+    Released,
+}
+
 /// Why a provider call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -297,8 +308,7 @@ pub enum ProviderError {
 
 impl ProviderError {
     /// Who is at fault, when the transport gets this from its provider.
-    pub const fn fault(&self) -> crate::transport::Fault {
-        use crate::transport::Fault;
+    pub const fn fault(&self) -> Fault {
         match self {
             ProviderError::Busy => Fault::BackPressure,
             // A length or fragment the provider cannot take: the message breaks a limit.
@@ -387,20 +397,20 @@ pub trait Provider {
 
     /// Revoke a registration now and, where that is safe, hold its handles back: as
     /// [`release`](Self::release), the peer can no longer use it and its pages may be reused
-    /// once this returns; `Ok(true)`: the handles' keys are not given out again — under
-    /// another value — until `release(reg)` (which must follow); `Ok(false)`: released
-    /// (nothing to follow). For a call given up on ([`Requester::abandon`]) whose late
-    /// reply may still come with Send With Invalidate of these handles: a device
+    /// once this returns; [`Revoked::Held`]: the handles' keys are not given out again —
+    /// under another value — until `release(reg)` (which must follow); [`Revoked::Released`]:
+    /// released (nothing to follow). For a call given up on ([`Requester::abandon`]) whose
+    /// late reply may still come with Send With Invalidate of these handles: a device
     /// invalidates an FRWR MR whose key still matches (rxe: `rxe_invalidate_mr` checks only
     /// the key), but a key bumped by a re-registration for another call fails the queue
-    /// pair. The default releases (`Ok(false)`).
+    /// pair. The default releases (`Revoked::Released`).
     ///
     /// [`Requester::abandon`]: crate::transport::Requester::abandon
     ///
     /// # Errors
     /// [`ProviderError::BadId`] for an unknown registration.
-    fn revoke(&mut self, reg: RegId) -> Result<bool, ProviderError> {
-        self.release(reg).map(|()| false)
+    fn revoke(&mut self, reg: RegId) -> Result<Revoked, ProviderError> {
+        self.release(reg).map(|()| Revoked::Released)
     }
 
     /// Next connection event, if any.

@@ -3,7 +3,7 @@
 //! back (`Provider::revoke`), so the late Send With Invalidate finds the key it names
 //! unchanged — not bumped by a re-registration for another call, which fails the queue pair
 //! on rxe (`rxe_invalidate_mr`: key mismatch) — and the connection carries on. A provider
-//! that releases instead (`revoke` returns `false`: the libibverbs provider's memory
+//! that releases instead (`revoke` returns `Revoked::Released`: the libibverbs provider's memory
 //! windows) gets the call dropped by the server instead of the late reply.
 
 use alloc::format;

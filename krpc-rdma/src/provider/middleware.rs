@@ -20,7 +20,7 @@
 
 use super::{
     Access, CmEvent, Completion, LocalFragment, Provider, ProviderError, RecvBufId, RegId,
-    Registration, Resources, SendBufId, SendWr,
+    Registration, Resources, Revoked, SendBufId, SendWr,
 };
 
 /// A [`Provider`] wrapper: every method forwards to [`wrapped`](Self::wrapped) /
@@ -90,7 +90,7 @@ pub trait Middleware {
     ///
     /// # Errors
     /// As [`Provider::revoke`].
-    fn revoke(&mut self, reg: RegId) -> Result<bool, ProviderError> {
+    fn revoke(&mut self, reg: RegId) -> Result<Revoked, ProviderError> {
         self.wrapped_mut().revoke(reg)
     }
     /// [`Provider::poll_event`].
@@ -169,7 +169,7 @@ macro_rules! forward_provider {
             fn revoke(
                 &mut self,
                 reg: $crate::provider::RegId,
-            ) -> Result<bool, $crate::provider::ProviderError> {
+            ) -> Result<$crate::provider::Revoked, $crate::provider::ProviderError> {
                 $crate::provider::Middleware::revoke(self, reg)
             }
             fn poll_event(&mut self) -> Option<$crate::provider::CmEvent> {

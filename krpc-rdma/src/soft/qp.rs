@@ -5,7 +5,7 @@ use super::alloc::vec::Vec;
 
 use crate::provider::{
     Access, CmEvent, Completion, Provider, ProviderError, RecvBufId, RegId, Registration,
-    Resources, SendBufId, SendWr, WcStatus,
+    Resources, Revoked, SendBufId, SendWr, WcStatus,
 };
 
 use super::fabric::{End, Fabric};
@@ -195,8 +195,11 @@ impl Provider for SoftQp {
         self.fabric.lock().release(self.end, reg)
     }
 
-    fn revoke(&mut self, reg: RegId) -> Result<bool, ProviderError> {
-        self.fabric.lock().revoke(self.end, reg).map(|()| true)
+    fn revoke(&mut self, reg: RegId) -> Result<Revoked, ProviderError> {
+        self.fabric
+            .lock()
+            .revoke(self.end, reg)
+            .map(|()| Revoked::Held)
     }
 
     fn poll_event(&mut self) -> Option<CmEvent> {

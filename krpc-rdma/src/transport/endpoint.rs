@@ -8,11 +8,14 @@
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use mbuf::{ChainPool, PageFragment, PageProvider};
+use core::ops::Range;
+
+use mbuf::{Chain, ChainPool, PageFragment, PageProvider};
 
 use super::config::TransportConfig;
 use super::counters::Counters;
 use super::error::CallError;
+use super::pullup::{gather, push_frag, Gathered};
 use super::send_ctx::SendContexts;
 use crate::provider::{CmEvent, Provider, Resources};
 use crate::wire::{negotiate, CmPrivateData, InlineThresholds, CM_PRIVATE_LEN};
@@ -30,21 +33,22 @@ pub(crate) enum Cm {
     Disconnected,
 }
 
-/// The state both ends of a connection hold (see the module docs).
+/// The state both ends of a connection hold (see the module docs). Its fields are private:
+/// the ends reach them through the methods below.
 pub(crate) struct Endpoint {
-    pub(crate) cfg: TransportConfig,
-    pub(crate) res: Resources,
-    pub(crate) pages: Arc<dyn PageProvider>,
+    cfg: TransportConfig,
+    res: Resources,
+    pages: Arc<dyn PageProvider>,
     /// Storage of the chains handed up (it comes back when the caller drops them).
-    pub(crate) chains: Arc<ChainPool>,
+    chains: Arc<ChainPool>,
     ours: CmPrivateData,
-    pub(crate) thresholds: InlineThresholds,
+    thresholds: InlineThresholds,
     /// The connection is gone (the endpoint is then useless: make a new one).
-    pub(crate) lost: bool,
-    pub(crate) send: SendContexts,
+    lost: bool,
+    send: SendContexts,
     /// Scratch fragment table (capacity `max_fragments`, never grown).
-    pub(crate) frags: Vec<PageFragment>,
-    pub(crate) counters: Counters,
+    frags: Vec<PageFragment>,
+    counters: Counters,
 }
 
 impl Endpoint {
@@ -97,5 +101,138 @@ impl Endpoint {
             }
             CmEvent::Disconnected => Cm::Disconnected,
         })
+    }
+
+    /// The configuration.
+    pub(crate) fn cfg(&self) -> &TransportConfig {
+        &self.cfg
+    }
+
+    /// The provider's fixed resources.
+    pub(crate) fn res(&self) -> &Resources {
+        &self.res
+    }
+
+    /// The page provider.
+    pub(crate) fn pages(&self) -> &Arc<dyn PageProvider> {
+        &self.pages
+    }
+
+    /// The pool the chains handed up are built from.
+    pub(crate) fn chains(&self) -> &Arc<ChainPool> {
+        &self.chains
+    }
+
+    /// The thresholds in force (defaults until the connection is established).
+    pub(crate) fn thresholds(&self) -> InlineThresholds {
+        self.thresholds
+    }
+
+    /// Whether the connection is gone.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost
+    }
+
+    /// The connection is gone: true the first time (counted in `connection_losses`), false
+    /// when it already was.
+    pub(crate) fn mark_lost(&mut self) -> bool {
+        if self.lost {
+            return false;
+        }
+        self.lost = true;
+        self.counters.connection_losses += 1;
+        true
+    }
+
+    /// The send contexts.
+    pub(crate) fn send(&mut self) -> &mut SendContexts {
+        &mut self.send
+    }
+
+    /// The counters.
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The counters, to count in.
+    pub(crate) fn counters_mut(&mut self) -> &mut Counters {
+        &mut self.counters
+    }
+
+    /// The fragment table, as last filled.
+    pub(crate) fn frags(&self) -> &[PageFragment] {
+        &self.frags
+    }
+
+    /// Fill the fragment table with the page fragments of `chain` in `range`, one entry per
+    /// fragment, and return it.
+    ///
+    /// # Errors
+    /// [`CallError::TooLarge`] past the table's capacity (`max_fragments`); the chain's
+    /// error for a range it does not cover or a non-page mbuf in it.
+    pub(crate) fn fill_frags(
+        &mut self,
+        chain: &Chain,
+        range: Range<usize>,
+    ) -> Result<&[PageFragment], CallError> {
+        self.frags.clear();
+        for f in chain.page_fragments_in(range)? {
+            if self.frags.len() >= self.frags.capacity() {
+                return Err(CallError::TooLarge);
+            }
+            self.frags.push(f);
+        }
+        Ok(&self.frags)
+    }
+
+    /// Fill the fragment table as [`fill_frags`](Self::fill_frags), a fragment that
+    /// continues the previous one in the same page merged into it ([`push_frag`]).
+    ///
+    /// # Errors
+    /// As [`fill_frags`](Self::fill_frags).
+    pub(crate) fn fill_frags_merged(
+        &mut self,
+        chain: &Chain,
+        range: Range<usize>,
+    ) -> Result<(), CallError> {
+        self.frags.clear();
+        for f in chain.page_fragments_in(range)? {
+            push_frag(&mut self.frags, f)?;
+        }
+        Ok(())
+    }
+
+    /// Fill the fragment table with `ranges` of `chain` by [`gather`]: page bytes as they
+    /// are, other bytes copied into fresh pages kept in `hold`.
+    ///
+    /// # Errors
+    /// As [`gather`].
+    pub(crate) fn gather<I>(
+        &mut self,
+        chain: &Chain,
+        ranges: I,
+        hold: &mut Chain,
+    ) -> Result<Gathered, CallError>
+    where
+        I: Iterator<Item = Range<usize>>,
+    {
+        self.frags.clear();
+        gather(chain, ranges, &self.pages, &mut self.frags, hold)
+    }
+
+    /// [`gather`](Self::gather) into the pull-up pages of send context `buf`; `None` for a
+    /// send buffer that does not exist.
+    pub(crate) fn gather_for_send<I>(
+        &mut self,
+        chain: &Chain,
+        ranges: I,
+        buf: u32,
+    ) -> Option<Result<Gathered, CallError>>
+    where
+        I: Iterator<Item = Range<usize>>,
+    {
+        self.frags.clear();
+        let hold = self.send.pullup(buf)?;
+        Some(gather(chain, ranges, &self.pages, &mut self.frags, hold))
     }
 }

@@ -10,28 +10,7 @@ use mbuf::MbufError;
 
 use crate::provider::ProviderError;
 use crate::wire::{DecodeErrorKind, ErrorCode};
-
-/// Who is at fault for an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Fault {
-    /// Refused by us for now (no credit, a busy bounded resource): nothing was sent, the call
-    /// is handed back; retry the same call after a completion.
-    BackPressure,
-    /// Refused by us: the call breaks a limit or a rule (too large, malformed, an XID already
-    /// outstanding, the transport closed, a configuration that does not fit). Retrying it as
-    /// it is fails again.
-    Refused,
-    /// This host ran out of memory (pages, chain storage).
-    Memory,
-    /// The peer: it answered `RDMA_ERROR`, or its reply does not match what was provisioned.
-    Peer,
-    /// The fabric: the connection is gone (a flushed or failed completion, a disconnect).
-    Fabric,
-    /// Our own bug: the transport named something the provider does not know. Never expected;
-    /// counted and reported rather than hidden.
-    Bug,
-}
+pub use crate::Fault;
 
 /// Why a call could not be started or why it ended without a reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,5 +131,47 @@ impl From<ProviderError> for CallError {
             ProviderError::BadFragments => CallError::TooLarge,
             other => CallError::Provider(other),
         }
+    }
+}
+
+/// An error of one of the transport's own steps: a [`CallError`] to report with its meaning
+/// (the peer, the caller, a limit, memory, the provider), or [`Error::Bug`]: one of our own
+/// invariants broke (a context, slot or send buffer the transport itself named is missing).
+/// A bug's fault is [`Fault::Bug`] and it never goes on the wire as an `RDMA_ERROR`: where a
+/// step meets it, its caller closes the connection (RFC 8166 §4.5.4), which `closes` counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Error {
+    /// A call error, with its meaning.
+    Call(CallError),
+    /// Our own invariant broke.
+    Bug,
+}
+
+impl Error {
+    /// Who is at fault.
+    #[allow(dead_code)] // the callers match on the variants; kept for the fault's symmetry
+    pub(crate) const fn fault(&self) -> Fault {
+        match self {
+            Error::Call(e) => e.fault(),
+            Error::Bug => Fault::Bug,
+        }
+    }
+}
+
+impl From<CallError> for Error {
+    fn from(e: CallError) -> Self {
+        Error::Call(e)
+    }
+}
+
+impl From<MbufError> for Error {
+    fn from(e: MbufError) -> Self {
+        Error::Call(e.into())
+    }
+}
+
+impl From<ProviderError> for Error {
+    fn from(e: ProviderError) -> Self {
+        Error::Call(e.into())
     }
 }

@@ -175,7 +175,7 @@ impl ReplyError {
         match self {
             ReplyError::WouldBlock { .. } => Errno::EAGAIN,
             ReplyError::StaleContext => Errno::EINVAL,
-            ReplyError::ConnectionLost => Errno::ENOTCONN,
+            ReplyError::ConnectionLost | ReplyError::Internal => Errno::ENOTCONN,
             ReplyError::ChunkError => Errno::EMSGSIZE,
             ReplyError::Failed(e) => e.errno(),
         }

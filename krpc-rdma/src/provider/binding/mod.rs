@@ -58,7 +58,7 @@ use self::runs::RunRule;
 use self::send_queue::{SendQueue, SqEntry, SqKind, RECV_BIT};
 use super::{
     Access, CmEvent, Completion, LocalFragment, Provider, ProviderError, RegId, RegSegment,
-    Registration, Resources, SendOp, SendWr, WcKind, WcStatus,
+    Registration, Resources, Revoked, SendOp, SendWr, WcKind, WcStatus,
 };
 
 /// A scatter/gather entry: address as the backend's hardware sees it (a kernel DMA/physical
@@ -1327,12 +1327,12 @@ impl<B: Backend> Provider for Binding<B> {
     /// INVALID state, `rxe_do_invalidate_mw` drops `mw->qp`, NULL once FREE: a kernel
     /// panic in the VM), so for them a bumped key (the connection breaks) is the safe
     /// outcome of a late Send With Invalidate.
-    fn revoke(&mut self, reg: RegId) -> Result<bool, ProviderError> {
+    fn revoke(&mut self, reg: RegId) -> Result<Revoked, ProviderError> {
         let hold = matches!(self.layout.rule, RunRule::Frwr { .. })
             && self.layout.invalidation == Invalidation::WorkRequest
             && self.b.holds_revoked_keys();
         if !hold {
-            return self.release(reg).map(|()| false);
+            return self.release(reg).map(|()| Revoked::Released);
         }
         let (nkeys, revoked) = self
             .regs
@@ -1340,7 +1340,7 @@ impl<B: Backend> Provider for Binding<B> {
             .map(|r| (r.keys.len(), r.revoked))
             .ok_or(ProviderError::BadId)?;
         if revoked {
-            return Ok(true);
+            return Ok(Revoked::Held);
         }
         self.invalidate_and_unmap(reg, nkeys);
         let pages = self.b.pages();
@@ -1352,7 +1352,7 @@ impl<B: Backend> Provider for Binding<B> {
         }
         self.regs.set_revoked(reg);
         self.stats.quarantined += 1;
-        Ok(true)
+        Ok(Revoked::Held)
     }
 
     fn poll_event(&mut self) -> Option<CmEvent> {
