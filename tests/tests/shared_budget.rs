@@ -177,29 +177,13 @@ fn run(shared: Option<&Arc<SharedPages>>) -> Outcome {
             flood.total = FLOOD_CALLS;
         }
         flood.send();
-        if round >= 6 && small.rig.req.outstanding() == 0 {
-            let before = small.sent;
-            small.send_one();
-            if small.sent > before {
-                small_sent_at.push_back(round);
-            }
-        }
-        // Server: small calls answered at once, after checking their data.
-        let (calls, lost) = small.serve();
-        server_lost |= lost;
-        for c in calls {
-            let xid = c.xid;
-            if data_of(&c, SMALL) == pattern(SMALL, 2u8.wrapping_add(xid as u8)) {
-                small_ok += 1;
-            }
-            let sent = small_sent_at.pop_front().unwrap_or(round);
-            small_max_wait = small_max_wait.max(round - sent);
-            small
-                .rig
-                .resp
-                .reply(&mut small.rig.qb, c.ctx, reply_for(xid, b"ok"))
-                .unwrap();
-        }
+        server_lost |= small_round(
+            &mut small,
+            &mut small_sent_at,
+            round,
+            &mut small_ok,
+            &mut small_max_wait,
+        );
         // Flood calls: held HOLD_ROUNDS rounds (their pages busy), then answered, one per round.
         let (calls, lost) = flood.serve();
         server_lost |= lost;
@@ -232,6 +216,38 @@ fn run(shared: Option<&Arc<SharedPages>>) -> Outcome {
         server_lost,
         rounds: round,
     }
+}
+
+/// The small client's round (both floods): from round 6 one 64 KiB WRITE at a time, each
+/// answered at once by the server after its data is checked (`ok` counts the intact ones,
+/// `max_wait` the most rounds one waited to be handed up). True if the server lost the
+/// connection.
+fn small_round(
+    small: &mut Client,
+    sent_at: &mut VecDeque<u32>,
+    round: u32,
+    ok: &mut u32,
+    max_wait: &mut u32,
+) -> bool {
+    if round >= 6 && small.rig.req.outstanding() == 0 {
+        let before = small.sent;
+        small.send_one();
+        if small.sent > before {
+            sent_at.push_back(round);
+        }
+    }
+    let (calls, mut lost) = small.serve();
+    for c in calls {
+        let xid = c.xid;
+        if data_of(&c, SMALL) == pattern(SMALL, 2u8.wrapping_add(xid as u8)) {
+            *ok += 1;
+        }
+        let sent = sent_at.pop_front().unwrap_or(round);
+        *max_wait = (*max_wait).max(round - sent);
+        let r = reply_for(xid, b"ok");
+        lost |= small.rig.resp.reply(&mut small.rig.qb, c.ctx, r).is_err();
+    }
+    lost
 }
 
 impl Client {
@@ -351,28 +367,13 @@ fn run_reads(shared: &Arc<SharedPages>, admit: bool) -> (ReadOutcome, Arc<HeapPa
                 }
             }
         }
-        if round >= 6 && small.rig.req.outstanding() == 0 {
-            let before = small.sent;
-            small.send_one();
-            if small.sent > before {
-                small_sent_at.push_back(round);
-            }
-        }
-        // Small WRITEs: answered at once.
-        let (calls, lost) = small.serve();
-        server_lost |= lost;
-        for c in calls {
-            let xid = c.xid;
-            if data_of(&c, SMALL) == pattern(SMALL, 2u8.wrapping_add(xid as u8)) {
-                small_ok += 1;
-            }
-            let sent_at = small_sent_at.pop_front().unwrap_or(round);
-            small_max_wait = small_max_wait.max(round - sent_at);
-            let r = reply_for(xid, b"ok");
-            if small.rig.resp.reply(&mut small.rig.qb, c.ctx, r).is_err() {
-                server_lost = true;
-            }
-        }
+        server_lost |= small_round(
+            &mut small,
+            &mut small_sent_at,
+            round,
+            &mut small_ok,
+            &mut small_max_wait,
+        );
         // READs: handed out in order once admitted, their data taken from the shared arena
         // (a READ that finds the arena empty tries again next round), held, then answered
         // one per round.
