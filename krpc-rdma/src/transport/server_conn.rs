@@ -213,8 +213,9 @@ impl<R: DerefMut<Target = Responder>> ServerConnection<R> {
     ///
     /// # Errors
     /// [`ReplyError::ConnectionLost`]; [`ReplyError::ChunkError`] (`ERR_CHUNK` was sent
-    /// instead), [`ReplyError::StaleContext`], [`ReplyError::Failed`]: counted in
-    /// `reply_errors`, the call is over. Never `WouldBlock`.
+    /// instead), [`ReplyError::StaleContext`], [`ReplyError::Failed`],
+    /// [`ReplyError::Internal`] (the connection is being closed): counted in `reply_errors`,
+    /// the call is over. Never `WouldBlock`.
     pub fn reply<P: Provider>(
         &mut self,
         prov: &mut P,
