@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use krpc_rdma::provider::Provider;
-use krpc_rdma::transport::{Counters, Responder, ServerConnection, SharedPages, Wait};
+use krpc_rdma::transport::{Counters, Responder, ServerConnection, SharedPages};
 use krpc_rdma_verbs::accept::{accept_each, ServerConfig};
 use krpc_rdma_verbs::arena::VerbsArena;
 use krpc_rdma_verbs::cm::VerbsListener;
@@ -39,10 +39,6 @@ pub const DRC_CAPACITY: usize = 1024;
 pub fn ddp_budget(arena_bytes: usize) -> Arc<SharedPages> {
     SharedPages::new(arena_bytes / 4 * 3)
 }
-
-/// How long a connection whose calls wait for pages sleeps before polling again: the pages
-/// come back from other connections, which wake nothing here.
-const PAGE_WAIT: Duration = Duration::from_millis(1);
 
 /// What one connection (or all of them) did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -261,13 +257,12 @@ pub fn serve_connection<B: Backend + Send + Sync + 'static, Q: Provider>(
             qp.disconnect();
             break "stopped";
         }
-        let timeout = match conn.wait() {
-            Wait::Now => continue,
-            Wait::Soon => PAGE_WAIT,
-            Wait::Idle => Duration::from_millis(100),
-        };
+        let ms = conn.wait().millis();
+        if ms == 0 {
+            continue;
+        }
         let t = Instant::now();
-        wait::wait(inner(&mut qp), timeout);
+        wait::wait(inner(&mut qp), Duration::from_millis(ms.into()));
         st.time.waited(t);
     };
     st.time.sched_since(sched);

@@ -93,6 +93,11 @@ fn replies_wait_in_order_for_send_buffers() {
     }
     assert_eq!((conn.stats().replies, conn.backlog()), (4, 12));
     assert_eq!(conn.wait(), Wait::Soon);
+    assert_eq!(
+        conn.wait().millis(),
+        1,
+        "a loop looks again within a millisecond"
+    );
     let mut got = replies(&mut rig);
     for _ in 0..20 {
         conn.poll(&mut rig.qb);
@@ -105,7 +110,7 @@ fn replies_wait_in_order_for_send_buffers() {
         (s.calls, s.replies, s.replies_queued, s.reply_errors),
         (16, 16, 12, 0)
     );
-    assert_eq!(conn.wait(), Wait::Idle);
+    assert_eq!((conn.wait(), conn.wait().millis()), (Wait::Idle, 100));
 }
 
 #[test]

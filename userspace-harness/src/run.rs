@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use krpc_rdma::transport::{
     CallError, Counters, DdpReply, ReplySpec, RequesterEvent, Responder, ServerConnection,
-    SharedPages, TransportConfig, Wait,
+    SharedPages, TransportConfig,
 };
 use mbuf::{Chain, PageProvider, PAGE_SIZE};
 
@@ -280,13 +280,11 @@ fn serve_connection(
             break "stopped";
         }
         // Calls or replies waiting for pages another connection holds, or for send
-        // resources: nothing here wakes us when they come back, so look again soon.
-        let wait = match conn.wait() {
-            Wait::Now => continue,
-            Wait::Soon => Duration::from_millis(1),
-            Wait::Idle => Duration::from_millis(100),
-        };
-        verbs::wait::wait(qp.inner_mut(), wait);
+        // resources, wake nothing here: `Wait::millis` says how long to sleep.
+        let ms = conn.wait().millis();
+        if ms > 0 {
+            verbs::wait::wait(qp.inner_mut(), Duration::from_millis(ms.into()));
+        }
     };
     let mut stats = srv.stats;
     stats.errors += conn.stats().reply_errors + conn.stats().dropped;

@@ -70,6 +70,20 @@ pub enum Wait {
     Idle,
 }
 
+impl Wait {
+    /// The longest sleep, in milliseconds, on the completion channel (which a completion
+    /// ends at once): 0 for `Now`, 1 for `Soon` (pages and send resources come back from
+    /// elsewhere and wake nothing here), 100 for `Idle` (a loop still looks at its stop
+    /// flag that often). Every server loop sleeps by it.
+    pub fn millis(self) -> u32 {
+        match self {
+            Wait::Now => 0,
+            Wait::Soon => 1,
+            Wait::Idle => 100,
+        }
+    }
+}
+
 /// What a [`ServerConnection`] did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ServerStats {

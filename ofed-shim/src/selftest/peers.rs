@@ -589,11 +589,9 @@ fn serve_calls(
         if idle > IDLE_LIMIT {
             return Err("no call for 30 s".into());
         }
-        match conn.wait() {
-            Wait::Now => {}
-            Wait::Soon => loopback::wait_any(&GlueSleep, &mut [&mut *qp], 1),
-            Wait::Idle if !progress => loopback::wait_any(&GlueSleep, &mut [&mut *qp], 100),
-            Wait::Idle => {}
+        let wait = conn.wait();
+        if wait == Wait::Soon || (wait == Wait::Idle && !progress) {
+            loopback::wait_any(&GlueSleep, &mut [&mut *qp], wait.millis());
         }
     }
 }
