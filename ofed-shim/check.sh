@@ -6,7 +6,7 @@
 #   3b. its object for a module (cargo xtask kobj: GOT references rewritten) carries only
 #      relocations a kernel module loader applies, checked again with readelf;
 #   4. the shim's logic runs over rxe0: the C wrappers over the libibverbs emulation of the
-#      OFED KPI (emu/), driven by the core's Requester/Responder (tests/emu_rxe.rs), in the
+#      OFED KPI (ofed-testkit/emu/), driven by the core's Requester/Responder (ofed-testkit/tests/emu_rxe.rs), in the
 #      project's VM (cargo xtask vm, qemu TCG, rxe0 up). Runs only with OFED_SHIM_VM=1.
 # Idempotent; exits non-zero on the first failing check.
 set -eu
@@ -22,9 +22,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/ofed-shim-check.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
 # ---- 1 -------------------------------------------------------------------------------------
-say "1. cargo build --release --target x86_64-unknown-none -p ofed-shim"
-cargo build --release --target x86_64-unknown-none -p ofed-shim
-lib="$root/target/x86_64-unknown-none/release/libofed_shim.a"
+say "1. cargo build --release --target x86_64-unknown-none -p krpc-rdma-kmod (the module's staticlib)"
+cargo build --release --target x86_64-unknown-none -p krpc-rdma-kmod
+lib="$root/target/x86_64-unknown-none/release/libkrpc_rdma_kmod.a"
 [ -f "$lib" ] || fail "$lib not built"
 echo "ok: $lib ($(wc -c <"$lib") bytes)"
 
@@ -141,14 +141,14 @@ if [ "${OFED_SHIM_VM:-0}" != 1 ]; then
     say "checks 1-3b passed"
     exit 0
 fi
-say "4. the shim over rxe0: C wrappers + KPI emulation on libibverbs (tests/emu_rxe.rs)"
+say "4. the shim over rxe0: C wrappers + KPI emulation on libibverbs (ofed-testkit/tests/emu_rxe.rs)"
 # Host: the unit tests with the emulation linked, and the rxe test binary (built here, so the
 # VM only runs it; cargo there finds it fresh).
-cargo test -p ofed-shim --features emu --lib
-cargo test --release -p ofed-shim --features emu --test emu_rxe --no-run
+cargo test -p ofed-testkit --features emu --test mbuf_bridge
+cargo test --release -p ofed-testkit --features emu --test emu_rxe --no-run
 # VM: rxe0 up; KRPC_RDMA_REQUIRE_RDMA=1 turns "no device" into a failure.
 cargo xtask vm -- env KRPC_RDMA_REQUIRE_RDMA=1 \
-    cargo test --release -p ofed-shim --features emu --test emu_rxe -- --test-threads=1 --nocapture \
+    cargo test --release -p ofed-testkit --features emu --test emu_rxe -- --test-threads=1 --nocapture \
     2>&1 | tee "$tmp/vm.log"
 status=$(grep -E '^test result: ' "$tmp/vm.log" | tail -n 1)
 case "$status" in

@@ -14,7 +14,7 @@
 # name a function with a ceiling of its own; it names none).
 #
 # Functions are counted by where they come from: our crates (krpc_rdma, mbuf,
-# krpc_rdma_scenarios, ofed_shim, onc_rpc, nfs_proto, nfs_service, harness_rpc: their own
+# krpc_rdma_scenarios, ofed_shim, krpc_face, ofed_testkit, onc_rpc, nfs_proto, nfs_service, harness_rpc: their own
 # functions, and core/alloc generics whose symbol names one of our types, e.g. drop_in_place<krpc_rdma::...> or
 # <ofed_shim::qp::OfedQp as Provider>::register), other Rust (core/alloc/compiler_builtins,
 # precompiled or instantiated with types the symbol does not name), and unmangled (the C
@@ -35,7 +35,7 @@ limit=${2:-1024}
 # functions of up to 1,808 bytes: `OfedQp::new`, which built the 880-byte `Binding` from its
 # parts and then copied it into the queue pair — now built in place, `Binding::unallocated`
 # writing straight into `OfedQp::new`'s result and `Binding::allocate` filling it there —, the
-# self-test driver `ofed_shim::selftest::run_suite` and eight scenario functions, now split
+# self-test driver `ofed_testkit::selftest::run_suite` and eight scenario functions, now split
 # into `#[inline(never)]` steps.)
 EXEMPT=''
 
@@ -58,7 +58,7 @@ my $limit = $ARGV[2];
 my ($name, $pushes, $sub, $r11, $done);
 sub kind {
 	my $n = shift;
-	return "ours" if $n =~ /krpc_rdma|mbuf|ofed_shim|onc_rpc|nfs_proto|nfs_service|harness_rpc/;
+	return "ours" if $n =~ /krpc_rdma|mbuf|ofed_shim|krpc_face|ofed_testkit|onc_rpc|nfs_proto|nfs_service|harness_rpc/;
 	return "rust" if $n =~ /^_(ZN|R)/;
 	return "unmangled";
 }

@@ -1,7 +1,7 @@
 //! `cargo xtask kmod`: `krpc_rdma.ko` for the Linux kernel the project's VM boots.
 //!
 //! 1. The kernel staticlib with the in-kernel self-test: `cargo build --release --target
-//!    x86_64-unknown-none -p ofed-shim --features selftest`.
+//!    x86_64-unknown-none -p krpc-rdma-kmod --features selftest`.
 //! 2. Its relocation-clean object ([`kobj::build_named`]) from the module's entry points
 //!    [`EXPORTS`]: `target/kmod/krpc_rdma_rs_linux.o`.
 //! 3. A kbuild directory `target/kmod/linux/`: `ofed-shim/linux/` (the Linux glue, its KPI
@@ -17,7 +17,7 @@
 //! The module runs nothing at load unless asked: `insmod krpc_rdma.ko selftest=1` runs the
 //! self-test (report line in the kernel log, a failure fails the load), and reading
 //! `/sys/kernel/debug/krpc_rdma/selftest` runs it again. See `ofed-shim/linux/` and
-//! `ofed-shim/src/selftest.rs`.
+//! `ofed-shim/ofed-testkit/src/selftest.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! `cargo xtask kobj`: the Rust half of the kernel module as one relocatable object that a
 //! kernel's module loader can relocate.
 //!
-//! The kernel staticlib (`ofed-shim` for `x86_64-unknown-none`) is linked with `ld -r` from
+//! The kernel staticlib (`krpc-rdma-kmod` for `x86_64-unknown-none`) is linked with `ld -r` from
 //! the entry points ([`EXPORTS`]) with `--gc-sections`, so only what they reach is kept, and
 //! (for the module's object, [`Link::Entries`]) with a script that merges the per-function
 //! sections by kind ([`MERGE_SCRIPT`]): a section header, a name and a relocation table per

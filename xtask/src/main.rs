@@ -364,7 +364,7 @@ fn kernel_build() -> Result<(), String> {
     )
 }
 
-/// Build the `ofed-shim` kernel staticlib for [`KERNEL_TARGET`] with `features`; its path.
+/// Build the kernel staticlib (`krpc-rdma-kmod`: the `ofed-shim` crates) for [`KERNEL_TARGET`] with `features`; its path.
 ///
 /// # Errors
 /// The build failed.
@@ -376,7 +376,7 @@ pub(crate) fn kernel_staticlib(features: &[&str]) -> Result<PathBuf, String> {
         "--target",
         KERNEL_TARGET,
         "-p",
-        "ofed-shim",
+        "krpc-rdma-kmod",
     ]);
     let what = if features.is_empty() {
         String::new()
@@ -386,14 +386,14 @@ pub(crate) fn kernel_staticlib(features: &[&str]) -> Result<PathBuf, String> {
         format!(", features {list}")
     };
     step(
-        &format!("kernel staticlib ({KERNEL_TARGET}: ofed-shim{what})"),
+        &format!("kernel staticlib ({KERNEL_TARGET}: krpc-rdma-kmod{what})"),
         build,
     )?;
     Ok(root()
         .join("target")
         .join(KERNEL_TARGET)
         .join("release")
-        .join("libofed_shim.a"))
+        .join("libkrpc_rdma_kmod.a"))
 }
 
 /// `cargo xtask kobj`: build the kernel staticlib and turn it into one relocatable object a

@@ -1,6 +1,6 @@
 //! The harness's RPC program (test support): a tiny ONC RPC (RFC 5531) program carried by
 //! the RPC-over-RDMA transport, so the `server`, `client`, `bench` and `demo` commands of
-//! `userspace-harness` and the kernel module's peer runs (`ofed-shim/src/selftest/peers.rs`)
+//! `userspace-harness` and the kernel module's peer runs (`ofed-shim/ofed-testkit/src/selftest/peers.rs`)
 //! move real RPCs with real DDP data, the way NFS does. `no_std` + `alloc`: the same code on
 //! both sides, built on `onc-rpc`'s headers and XDR and on `mbuf` chains (it was
 //! `nfs_glue::harness`, and before that the harness's `rpc.rs`).

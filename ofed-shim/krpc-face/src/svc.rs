@@ -24,7 +24,7 @@
 //!   replied through the connection (sent, or queued in order until a Send completion's
 //!   upcall frees a send resource: `KRPC_SVC_SENT` either way, so no pool thread sleeps
 //!   for send resources). **Page lifetime**: the walk's page mbufs take one reference per
-//!   page (`vm_page_wire` with [`KernelPages`](crate::KernelPages)) and the Responder keeps
+//!   page (`vm_page_wire` with [`KernelPages`](ofed_shim::KernelPages)) and the Responder keeps
 //!   the chain until the reply's Send completes. That alone does not make it safe to
 //!   `m_freem` the krpc's chain right after the walk: NFS builds its READ data with
 //!   `mb_alloc_ext_plus_pages`, whose free routine `mb_free_mext_pgs` unwires **and frees**
@@ -53,8 +53,8 @@ use crate::ffi::{
     self, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcSvcCall, KrpcSvcHandle, KrpcSvcStats,
 };
 use crate::mbuf_bridge::{BridgeError, MbufBridge, MbufChain};
-use crate::pages::Counted;
-use crate::OfedQp;
+use ofed_shim::pages::Counted;
+use ofed_shim::OfedQp;
 
 /// `MAX_AUTH_BYTES`.
 const MAX_AUTH_BYTES: u32 = 400;

@@ -9,7 +9,7 @@ use alloc::string::String;
 use core::borrow::BorrowMut;
 use core::ffi::c_void;
 
-use crate::{OfedConfig, OfedError, OfedListener, OfedQp};
+use ofed_shim::{OfedConfig, OfedError, OfedListener, OfedQp};
 
 /// `struct sockaddr_in` (Linux's layout; the userspace emulation and the Linux module).
 #[repr(C)]

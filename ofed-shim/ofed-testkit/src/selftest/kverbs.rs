@@ -36,9 +36,9 @@ use krpc_rdma_scenarios::heap::{try_boxed_result, Boxed};
 use krpc_rdma_scenarios::{Connect, Failure, Feature, Fixture, Limits, PagePair};
 
 use super::{counted_pair, retire, run_suite, Counted, SuiteCount};
-use crate::ffi::{self, KrpcCounts};
 use crate::loopback::{self, Sleep, SockaddrIn};
-use crate::{KernelPages, OfedConfig, OfedError, OfedListener, OfedQp};
+use ofed_shim::ffi::{self, KrpcCounts};
+use ofed_shim::{KernelPages, OfedConfig, OfedError, OfedListener, OfedQp};
 
 extern "C" {
     /// Bump the wake generation and wake the waiters (any context).

@@ -17,6 +17,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use krpc_face::clnt::KrpcClnt;
+use krpc_face::ffi::FbsdClient;
+use krpc_face::mbuf_bridge::{self, MbufChain};
 use krpc_rdma::transport::{DdpReply, ReplySpec, Requester, RequesterEvent, TransportConfig};
 use mbuf::{Chain, PageProvider};
 use nfs_proto::ddp::{reply_hint, ReplyHint};
@@ -27,12 +30,9 @@ use nfs_proto::nfs3::{
     NFSPROC3_CREATE, NFSPROC3_FSINFO, NFSPROC3_GETATTR, NFSPROC3_READ, NFSPROC3_REMOVE,
     NFSPROC3_WRITE, NFS_PROGRAM,
 };
-use ofed_shim::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
-use ofed_shim::ffi::FbsdClient;
-use ofed_shim::krpc_clnt::KrpcClnt;
-use ofed_shim::loopback::{self, Sleep, SockaddrIn};
-use ofed_shim::mbuf_bridge::{self, MbufChain};
 use ofed_shim::OfedQp;
+use ofed_testkit::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
+use ofed_testkit::loopback::{self, Sleep, SockaddrIn};
 use onc_rpc::rpc::CallHeader;
 use onc_rpc::xdr::{pad, Decoder, Encoder};
 use onc_rpc_tcp::mount;

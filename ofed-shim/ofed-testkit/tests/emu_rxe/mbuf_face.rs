@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 
+use krpc_face::mbuf_bridge::{self, MbufBridge, MbufChain};
 use krpc_rdma::transport::{DdpReply, ReplySpec, TransportConfig};
 use krpc_rdma_scenarios::Pair;
 use mbuf::Chain;
@@ -11,8 +12,7 @@ use nfs_proto::nfs3::{
     locate_read_data, NfsFh3, Nfsstat3, ReadArgs, ReadHead, StableHow, WriteHead, NFSPROC3_READ,
     NFSPROC3_WRITE, NFS_PROGRAM,
 };
-use ofed_shim::emu_mbuf::{self, M_EXTPG, M_PROTO1};
-use ofed_shim::mbuf_bridge::{self, MbufBridge, MbufChain};
+use ofed_testkit::emu_mbuf::{self, M_EXTPG, M_PROTO1};
 use onc_rpc::rpc::{Auth, CallHeader, ReplyHeader};
 use onc_rpc::xdr::Encoder;
 

@@ -2,7 +2,7 @@
 //! the core's [`mbuf::Chain`], through flat descriptors ([`KrpcMdesc`]).
 //!
 //! The C side (`c/krpc_rdma_mbuf.c`, compiled against `sys/sys/mbuf.h`, or unchanged against
-//! the emulated `struct mbuf` of `emu/kpi_emu_mbuf.h`) walks and builds the chains; this
+//! the emulated `struct mbuf` of `ofed-testkit/emu/kpi_emu_mbuf.h`) walks and builds the chains; this
 //! side never reads a FreeBSD struct layout, only [`KrpcMdesc`]s and page addresses.
 //!
 //! * **FreeBSD → Rust** ([`MbufBridge::chain_from_mbufs`]): ordinary mbufs and clusters (XDR)
@@ -11,7 +11,7 @@
 //!   `m_epg_last_len`, clipped to the mbuf's `m_data`/`m_len` window), with its
 //!   `m_epg_hdr`/`m_epg_trail` bytes as the page mbuf's header/trailer; **no page byte is
 //!   copied**. The page mbuf holds its own reference on each page
-//!   ([`PageProvider::page_ref`]: with [`KernelPages`](crate::KernelPages), one more wiring,
+//!   ([`PageProvider::page_ref`]: with [`KernelPages`](ofed_shim::KernelPages), one more wiring,
 //!   `vm_page_wire`), so the pages stay allocated until both the FreeBSD chain's free
 //!   routine and the Rust chain have let go. The zero-length M_PROTO1 mbuf becomes
 //!   [`Mbuf::ddp_marker`].
@@ -480,6 +480,3 @@ unsafe fn bytes<'a>(kva: u64, len: usize) -> &'a [u8] {
     // SAFETY: per the function's contract.
     unsafe { core::slice::from_raw_parts(kva as usize as *const u8, len) }
 }
-
-#[cfg(all(test, feature = "emu"))]
-mod tests;

@@ -10,17 +10,18 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use krpc_face::clnt::KrpcClnt;
+use krpc_face::ffi::FbsdClient;
+use krpc_face::mbuf_bridge::{self, MbufBridge, MbufChain};
 use krpc_rdma::transport::{DdpReply, ReplySpec, Responder, ResponderEvent, TransportConfig};
 use krpc_rdma_scenarios::{Link, Pair};
 use mbuf::{Chain, PageProvider};
 use nfs_proto::nfs3::{
     locate_read_data, Nfsstat3, ReadArgs, ReadHead, NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM,
 };
-use ofed_shim::emu_mbuf::{self, M_EXTPG, M_PROTO1};
-use ofed_shim::ffi::FbsdClient;
-use ofed_shim::krpc_clnt::KrpcClnt;
-use ofed_shim::mbuf_bridge::{self, MbufBridge, MbufChain};
-use ofed_shim::{loopback, OfedQp};
+use ofed_shim::OfedQp;
+use ofed_testkit::emu_mbuf::{self, M_EXTPG, M_PROTO1};
+use ofed_testkit::loopback;
 use onc_rpc::rpc::{CallHeader, ReplyHeader};
 use onc_rpc::xdr::{pad, Decoder, Encoder};
 

@@ -1,8 +1,8 @@
-//! Build script: with the `emu` feature on a host target, compile the C wrappers
-//! (`c/krpc_rdma_ofed.c`) over the userspace OFED KPI emulation (`emu/`) and link
-//! libibverbs/librdmacm, so the tests run the shim over a real device (rxe0). The kernel
-//! staticlib (`x86_64-unknown-none`, no feature) compiles no C here: the FreeBSD module build
-//! (`kmod/Makefile`) compiles the same C file against the real KPI.
+//! Build script: with the `emu` feature on a host target, compile the production C of
+//! `../c/` (the verbs wrapper and the krpc face) over the userspace OFED/krpc KPI emulation
+//! (`emu/`) and link libibverbs/librdmacm, so the tests run the shim over a real device
+//! (rxe0). The kernel staticlib (`x86_64-unknown-none`) compiles no C here: the FreeBSD
+//! module build (`../kmod/Makefile`) compiles the same C files against the real KPI.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -18,20 +18,20 @@ mod emu {
             return;
         }
         for f in [
-            "c/krpc_rdma_ofed.c",
-            "c/krpc_rdma_bsd.c",
-            "c/krpc_rdma_ofed.h",
-            "c/krpc_ofed_kpi.h",
-            "c/krpc_rdma_mbuf.c",
-            "c/krpc_rdma_mbuf.h",
+            "../c/krpc_rdma_ofed.c",
+            "../c/krpc_rdma_bsd.c",
+            "../c/krpc_rdma_ofed.h",
+            "../c/krpc_ofed_kpi.h",
+            "../c/krpc_rdma_mbuf.c",
+            "../c/krpc_rdma_mbuf.h",
             "emu/kpi_emu_mbuf.h",
             "emu/kpi_emu_mbuf.c",
-            "c/krpc_rdma_clnt.c",
-            "c/krpc_rdma_clnt.h",
+            "../c/krpc_rdma_clnt.c",
+            "../c/krpc_rdma_clnt.h",
             "emu/kpi_emu_rpc.h",
             "emu/kpi_emu_rpc.c",
-            "c/krpc_rdma_svc.c",
-            "c/krpc_rdma_svc.h",
+            "../c/krpc_rdma_svc.c",
+            "../c/krpc_rdma_svc.h",
             "emu/kpi_emu_svc.h",
             "emu/kpi_emu_svc.c",
             "emu/kpi_emu.h",
@@ -42,22 +42,22 @@ mod emu {
             println!("cargo:rerun-if-changed={f}");
         }
         cc::Build::new()
-            .file("c/krpc_rdma_ofed.c")
+            .file("../c/krpc_rdma_ofed.c")
             // FreeBSD's memory, page and panic hooks (over the emulated malloc/vm_page).
-            .file("c/krpc_rdma_bsd.c")
+            .file("../c/krpc_rdma_bsd.c")
             .file("emu/kpi_emu.c")
             // The mbuf bridge over the emulated struct mbuf (M_EXTPG included).
-            .file("c/krpc_rdma_mbuf.c")
+            .file("../c/krpc_rdma_mbuf.c")
             .file("emu/kpi_emu_mbuf.c")
             // The RPC client transport (CLIENT, clnt_ops) over the emulated sys/rpc.
-            .file("c/krpc_rdma_clnt.c")
+            .file("../c/krpc_rdma_clnt.c")
             .file("emu/kpi_emu_rpc.c")
             // The RPC server transport (SVCXPRT, xp_ops) over the emulated svc.c pieces.
-            .file("c/krpc_rdma_svc.c")
+            .file("../c/krpc_rdma_svc.c")
             .file("emu/kpi_emu_svc.c")
             // librdmacm's API and the kernel rdma_cm KPI share names: separate file.
             .file("emu/cm_glue.c")
-            .include("c")
+            .include("../c")
             .include("emu")
             .define("KRPC_OFED_EMU", None)
             .flag("-std=gnu11")

@@ -11,9 +11,9 @@ use alloc::vec::Vec;
 
 use mbuf::{PageProvider, PAGE_SIZE};
 
-use crate::ffi::FbsdMbuf;
-use crate::mbuf_bridge::MbufChain;
-use crate::KernelPages;
+use krpc_face::ffi::FbsdMbuf;
+use krpc_face::MbufChain;
+use ofed_shim::KernelPages;
 
 /// `struct krpc_emu_mbuf_stats`.
 #[repr(C)]

@@ -25,9 +25,9 @@ use krpc_rdma::provider::{Access, Provider, Resources, WcStatus};
 use krpc_rdma::transport::TransportConfig;
 use krpc_rdma_scenarios::{Connect, Fixture, Limits, Link, PagePair, Pair, Side};
 use mbuf::{PageFragment, PageProvider};
-use ofed_shim::emu_mbuf::emu_stats;
-use ofed_shim::loopback::{self, Sleep, SockaddrIn};
 use ofed_shim::{KernelPages, OfedConfig, OfedListener, OfedQp};
+use ofed_testkit::emu_mbuf::emu_stats;
+use ofed_testkit::loopback::{self, Sleep, SockaddrIn};
 
 /// The fixture, or `None` (skip) without an RDMA device (see
 /// [`krpc_rdma_scenarios::rdma_present`]).

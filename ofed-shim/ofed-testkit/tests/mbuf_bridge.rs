@@ -16,9 +16,9 @@ use nfs_proto::nfs3::{NfsFh3, ReadHead, StableHow, WriteHead, NFSPROC3_WRITE, NF
 use onc_rpc::rpc::{Auth, CallHeader, ReplyHeader};
 use onc_rpc::xdr::Encoder;
 
-use super::{counts, MbufBridge};
-use crate::emu_mbuf::{self, Part, M_EXTPG, M_PKTHDR, M_PROTO1, M_RDONLY};
-use crate::KernelPages;
+use krpc_face::mbuf_bridge::{counts, MbufBridge};
+use ofed_shim::KernelPages;
+use ofed_testkit::emu_mbuf::{self, Part, M_EXTPG, M_PKTHDR, M_PROTO1, M_RDONLY};
 
 /// The emulation's counters are process-wide: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -377,7 +377,7 @@ fn foreign_pages_are_refused_and_the_chain_handed_back() {
     let chain = data_pages_from_bytes(&heap, &pattern(5000, 9)).unwrap();
     let len = chain.len();
     let (e, back) = br.mbufs_from_chain(chain, true, false).unwrap_err();
-    assert_eq!(e, super::BridgeError::Invalid);
+    assert_eq!(e, krpc_face::BridgeError::Invalid);
     assert_eq!(back.len(), len);
     assert_eq!(live(), before);
 }

@@ -28,16 +28,16 @@ use alloc::vec::Vec;
 use harness_rpc as prog;
 use krpc_rdma::transport::{
     CallError, DdpReply, ReplyError, ReplySpec, Requester, RequesterEvent, Responder,
-    ResponderEvent, ServerConnection, TransportConfig, Wait,
+    ServerConnection, TransportConfig, Wait,
 };
 use mbuf::{Chain, PageProvider};
 
 use super::kverbs::{counts, delta, left_over, GlueSleep, VerbsLine};
 use super::Counted;
-use crate::ffi::KrpcCounts;
 use crate::loopback::{self, Sleep, SockaddrIn};
-use crate::{KernelPages, OfedConfig, OfedError, OfedListener, OfedQp};
 use krpc_rdma_scenarios::heap::{try_boxed, try_boxed_result, Boxed};
+use ofed_shim::ffi::KrpcCounts;
+use ofed_shim::{KernelPages, OfedConfig, OfedError, OfedListener, OfedQp};
 
 /// Waits (of at most 100 ms) without progress before a run fails: 30 s.
 pub const IDLE_LIMIT: u32 = 300;

@@ -11,18 +11,19 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use krpc_face::clnt::KrpcClnt;
+use krpc_face::ffi::{FbsdClient, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcSvcStats};
+use krpc_face::mbuf_bridge::{self, MbufChain};
+use krpc_face::svc::KrpcSvc;
 use krpc_rdma::transport::{DdpReply, ReplySpec, Requester, RequesterEvent, TransportConfig};
 use krpc_rdma_scenarios::{Link, Pair};
 use mbuf::{Chain, PageProvider};
 use nfs_proto::nfs3::{
     locate_read_data, Nfsstat3, ReadArgs, ReadHead, NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM,
 };
-use ofed_shim::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
-use ofed_shim::ffi::{FbsdClient, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcSvcStats};
-use ofed_shim::krpc_clnt::KrpcClnt;
-use ofed_shim::krpc_svc::KrpcSvc;
-use ofed_shim::mbuf_bridge::{self, MbufChain};
-use ofed_shim::{loopback, OfedQp};
+use ofed_shim::OfedQp;
+use ofed_testkit::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
+use ofed_testkit::loopback;
 use onc_rpc::rpc::CallHeader;
 use onc_rpc::xdr::{Decoder, Encoder};
 

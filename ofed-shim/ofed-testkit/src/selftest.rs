@@ -2,9 +2,9 @@
 //! run RPC round trips inside the kernel over two fixtures, reported separately:
 //!
 //! * **soft provider**: the software RC provider (`krpc_rdma::soft`) with the page data in
-//!   kernel pages ([`KernelPages`](crate::KernelPages)) — [`SoftKernel`];
+//!   kernel pages ([`KernelPages`](ofed_shim::KernelPages)) — [`SoftKernel`];
 //! * **kernel verbs** (kernel builds, when the glue passes an RDMA device's IPv4 address):
-//!   [`OfedQp`](crate::OfedQp) over the kernel's own verbs through the C wrappers, connected
+//!   [`OfedQp`](ofed_shim::OfedQp) over the kernel's own verbs through the C wrappers, connected
 //!   through rdma_cm to that address (loopback on rxe0 in the project's VM): FRWR
 //!   (`IB_WR_REG_MR`), `IB_WR_LOCAL_INV`, Send With Invalidate, completions handled in kernel
 //!   context — `kverbs::KVerbs`.
@@ -31,7 +31,6 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-pub use crate::pages::Counted;
 use krpc_rdma::provider::{Middleware, Resources};
 use krpc_rdma::soft::{pair, SoftConfig, SoftQp, SoftStats};
 use krpc_rdma::transport::{ReplySpec, TransportConfig};
@@ -42,6 +41,7 @@ use krpc_rdma_scenarios::data::{
 use krpc_rdma_scenarios::heap::{try_boxed, Boxed};
 use krpc_rdma_scenarios::{Connect, Failure, Fixture, Limits, Outcome, PagePair, Pair};
 use mbuf::PageProvider;
+pub use ofed_shim::pages::Counted;
 
 /// Totals over every queue pair of a run (added when a queue pair is dropped).
 #[derive(Debug, Default)]
@@ -473,7 +473,7 @@ pub fn run(make: MakePages) -> Run {
 /// Kernel pages (through the C hooks).
 #[cfg(any(target_os = "none", feature = "emu"))]
 fn kernel_pages() -> Result<Arc<dyn PageProvider>, String> {
-    Ok(Arc::new(crate::KernelPages::new()))
+    Ok(Arc::new(ofed_shim::KernelPages::new()))
 }
 
 /// A `core::fmt::Write` into a fixed byte buffer, truncating, leaving room for the NUL.

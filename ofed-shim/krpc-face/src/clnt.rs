@@ -34,7 +34,7 @@ use mbuf::{Chain, PageProvider};
 
 use crate::ffi::{self, FbsdClient, FbsdMbuf, KrpcClntHandle, KrpcClntRes};
 use crate::mbuf_bridge::{BridgeError, MbufBridge};
-use crate::OfedQp;
+use ofed_shim::OfedQp;
 
 /// How the reply of a call is provisioned, from the call (its RPC header and arguments):
 /// the Upper-Layer Binding's hook (for NFS, nfs-proto's RFC 8267 table).

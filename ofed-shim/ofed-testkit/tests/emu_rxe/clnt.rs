@@ -2,11 +2,11 @@
 //! (`emu/kpi_emu_rpc.h`), one `CLNT_CALL_MBUF` wrapper, the mbuf counters, and the NFSv3
 //! WRITE/READ arguments and READ results as FreeBSD's NFS builds them.
 
+use krpc_face::ffi::{FbsdClient, FbsdMbuf};
+use krpc_face::mbuf_bridge::MbufChain;
 use nfs_proto::nfs3::{NfsFh3, Nfsstat3, ReadArgs, ReadHead, StableHow, WriteHead};
-use ofed_shim::emu_mbuf::{self, Part};
-use ofed_shim::ffi::{FbsdClient, FbsdMbuf};
-use ofed_shim::mbuf_bridge::MbufChain;
 use ofed_shim::KernelPages;
+use ofed_testkit::emu_mbuf::{self, Part};
 use onc_rpc::xdr::{pad, Encoder};
 
 /// `struct krpc_emu_rpc_err` of `emu/kpi_emu_rpc.h`.
