@@ -36,9 +36,28 @@ use object::build::ByteString;
 use object::build::Id;
 use object::elf;
 
-/// The C-facing entry points of the Rust half: the roots of the link and the only globals
-/// left defined.
-pub const EXPORTS: &[&str] = &["krpc_rdma_shim_abi_version"];
+/// The C-facing entry points of the Rust half of the FreeBSD module: the roots of the link
+/// and the only globals left defined. The verbs backend's ABI check, and every function the
+/// krpc face's C (`ofed-shim/c/krpc_rdma_{clnt,svc}.c`) calls in `krpc-face` (a test in this
+/// file compares the list with the face's `#[no_mangle]` functions).
+pub const EXPORTS: &[&str] = &[
+    "krpc_rdma_shim_abi_version",
+    "krpc_clnt_abandon",
+    "krpc_clnt_close",
+    "krpc_clnt_free",
+    "krpc_clnt_poll",
+    "krpc_clnt_reap",
+    "krpc_clnt_send",
+    "krpc_clnt_set_upcall",
+    "krpc_svc_drop",
+    "krpc_svc_free",
+    "krpc_svc_get_stats",
+    "krpc_svc_reap",
+    "krpc_svc_recv",
+    "krpc_svc_reply",
+    "krpc_svc_set_upcall",
+    "krpc_svc_stat",
+];
 
 /// The `ld -r` script of [`Link::Entries`]: the per-function sections merged by kind.
 const MERGE_SCRIPT: &str = "SECTIONS {
@@ -489,6 +508,36 @@ pub fn build_named(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every `#[no_mangle]` function of the verbs backend and the krpc face is an entry point
+    /// of the FreeBSD object (the C calls them; `--gc-sections` would drop a missing one and
+    /// kldload would refuse the module), and nothing else is.
+    #[test]
+    fn exports_are_the_no_mangle_functions_of_the_verbs_backend_and_the_face() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut found = Vec::new();
+        for dir in ["ofed-shim/src", "ofed-shim/krpc-face/src"] {
+            for e in std::fs::read_dir(root.join(dir)).unwrap() {
+                let path = e.unwrap().path();
+                if path.extension().is_none_or(|x| x != "rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(path).unwrap();
+                let mut lines = text.lines();
+                while let Some(l) = lines.next() {
+                    if l.trim() == "#[no_mangle]" {
+                        let f = lines.next().unwrap();
+                        let name = f.split("fn ").nth(1).unwrap().split('(').next().unwrap();
+                        found.push(name.to_string());
+                    }
+                }
+            }
+        }
+        found.sort();
+        let mut want: Vec<String> = EXPORTS.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        assert_eq!(found, want);
+    }
 
     #[test]
     fn call_jmp_and_mov_relax_like_a_static_linker() {
