@@ -26,7 +26,7 @@
  * Every allocation and page reference is counted, and so are the verbs objects the wrapper
  * owns (cm ids, PDs, CQs, QPs, MRs, DMA mappings); unload reports what is left (pr_err).
  *
- * Self-test (ofed-shim/src/selftest.rs, built by `cargo xtask kmod`):
+ * Self-test (ofed-shim/ofed-testkit/src/selftest.rs, built by `cargo xtask kmod`):
  *   insmod krpc_rdma.ko selftest=1 rdma_addr=10.0.2.15
  *                                       run it at load; the report lines go to the kernel
  *                                       log; a failure fails the load (-EIO). rdma_addr: the
@@ -65,13 +65,13 @@
 
 #include "krpc_rdma_ofed.h"
 
-/* Exported by the Rust object (ofed-shim/src/lib.rs, ofed-shim/src/selftest.rs). */
+/* Exported by the Rust object (ofed-shim/src/lib.rs, ofed-shim/ofed-testkit/src/selftest.rs). */
 uint32_t krpc_rdma_shim_abi_version(void);
 int krpc_rdma_selftest(char *report, size_t len, uint32_t rdma_addr_be);
 int krpc_rdma_peer(char *report, size_t len, uint32_t kind, uint32_t addr_be, uint32_t port,
     uint32_t conns, const uint8_t *fh, size_t fh_len);
 
-/* The self-test's sleeping wait (ofed-shim/src/selftest/kverbs.rs). */
+/* The self-test's sleeping wait (ofed-shim/ofed-testkit/src/selftest/kverbs.rs). */
 void krpc_ofed_wake(void *arg);
 uint64_t krpc_ofed_wake_gen(void);
 int krpc_ofed_wait_gen(uint64_t gen, uint32_t ms);

@@ -1,12 +1,12 @@
 //! The shim over a real RDMA device (Soft-RoCE `rxe0` in the project's VM), through the
 //! userspace emulation of the OFED KPI (`--features emu`): `c/krpc_rdma_ofed.c`, compiled
-//! unchanged against `emu/kpi_emu.h`, runs on libibverbs/librdmacm; `OfedQp` and
+//! unchanged against `ofed-testkit/emu/kpi_emu.h`, runs on libibverbs/librdmacm; `OfedQp` and
 //! `KernelPages` are the shim's own. The provider-conformance suite (`krpc-rdma-scenarios`)
 //! runs over it, one test per scenario, plus the shim's own FRWR checks.
 //!
 //! ```text
-//! cargo test --release -p ofed-shim --features emu --test emu_rxe --no-run
-//! cargo xtask vm -- env KRPC_RDMA_REQUIRE_RDMA=1 cargo test --release -p ofed-shim \
+//! cargo test --release -p ofed-testkit --features emu --test emu_rxe --no-run
+//! cargo xtask vm -- env KRPC_RDMA_REQUIRE_RDMA=1 cargo test --release -p ofed-testkit \
 //!     --features emu --test emu_rxe -- --test-threads=1 --nocapture
 //! ```
 //!
