@@ -24,7 +24,7 @@ use userspace_harness::nfs3::{self, ConnectOpts};
 mod knfsd;
 use knfsd::{knfsd, server_ip, skip};
 
-#[path = "../../session/tests/common/data.rs"]
+#[path = "../../krpc-rdma-session/tests/common/data.rs"]
 mod data;
 use data::content;
 

@@ -1,4 +1,4 @@
-//! Test data shared by the host tests (`session/tests/`) and the VM's NFS interop tests
+//! Test data shared by the host tests (`krpc-rdma-session/tests/`) and the VM's NFS interop tests
 //! (`userspace-harness/tests/nfs3_rxe.rs`, through `#[path]`).
 #![allow(dead_code)]
 

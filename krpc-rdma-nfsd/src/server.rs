@@ -275,7 +275,7 @@ pub fn serve_connection<B: Backend + Send + Sync + 'static, Q: Provider>(
 }
 
 /// Accept connections on `listener` until `stop`; serve each on its own thread
-/// (verbs-provider's [`accept_each`] with `cfg`: `ServerConfig::default()` advertises inline
+/// (krpc-rdma-verbs' [`accept_each`] with `cfg`: `ServerConfig::default()` advertises inline
 /// sizes equal to the 4 KiB buffers; its connection limit and shared page budget).
 ///
 /// # Errors
