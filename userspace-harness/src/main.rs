@@ -54,9 +54,8 @@ enum Command {
         #[arg(long, value_name = "MIB", default_value_t = 128,
               value_parser = clap::value_parser!(u32).range(4..=4096))]
         arena_mib: u32,
-        /// Write every transport header sent and received to FILE (JSON lines).
-        #[arg(long, value_name = "FILE")]
-        trace: Option<PathBuf>,
+        #[command(flatten)]
+        trace: TraceArg,
         /// Connection limit.
         #[command(flatten)]
         limits: ConnLimits,
@@ -87,9 +86,8 @@ enum Command {
         /// Address of the server thread: IP[:PORT] (default: $RXE_IP, port 20049).
         #[arg(long, value_name = "IP[:PORT]", value_parser = parse_addr)]
         addr: Option<SocketAddr>,
-        /// Write every transport header sent and received to FILE (JSON lines).
-        #[arg(long, value_name = "FILE")]
-        trace: Option<PathBuf>,
+        #[command(flatten)]
+        trace: TraceArg,
     },
     /// Decode RPC-over-RDMA v1 messages: hex on stdin, one message (the bytes of one Send,
     /// transport header then payload) per line; one JSON object per line on stdout.
@@ -109,15 +107,11 @@ enum Command {
     /// data as read chunks, READ data through write chunks. NFS errors print as their names
     /// (NFS3ERR_NOENT ...) and exit 1.
     Nfs3 {
-        /// The server's IP address.
-        #[arg(long, value_name = "IP")]
-        server: IpAddr,
+        #[command(flatten)]
+        mount: MountArgs,
         /// The NFS/RDMA port.
         #[arg(long, value_name = "PORT", default_value_t = verbs::DEFAULT_PORT)]
         port: u16,
-        /// The export to mount.
-        #[arg(long, value_name = "PATH", default_value = "/export")]
-        export: String,
         /// READ / WRITE calls in flight for put and get.
         #[arg(long, value_name = "N", default_value_t = 8,
               value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -125,9 +119,8 @@ enum Command {
         /// No progress lines on stderr.
         #[arg(long, short)]
         quiet: bool,
-        /// Write every transport header sent and received to FILE (JSON lines).
-        #[arg(long, value_name = "FILE")]
-        trace: Option<PathBuf>,
+        #[command(flatten)]
+        trace: TraceArg,
         #[command(flatten)]
         persist: PersistArgs,
         /// A call the server answers NFS3ERR_JUKEBOX (busy, e.g. a restarted knfsd refilling
@@ -141,12 +134,8 @@ enum Command {
     /// MOUNT v3 over TCP (rpcbind, mountd) and print the export's root file handle in hex
     /// (for krpc_rdma.ko's `nfs_fh=`); then UMNT.
     MountFh {
-        /// The server's IP address.
-        #[arg(long, value_name = "IP")]
-        server: IpAddr,
-        /// The export to mount.
-        #[arg(long, value_name = "PATH", default_value = "/export")]
-        export: String,
+        #[command(flatten)]
+        mount: MountArgs,
     },
 }
 
@@ -216,6 +205,25 @@ enum WorkloadArg {
 }
 
 /// The workload options of `client` and `bench`.
+/// `--trace FILE`, for every command that runs the transport.
+#[derive(Args, Clone, Default)]
+struct TraceArg {
+    /// Write every transport header sent and received to FILE (JSON lines).
+    #[arg(long = "trace", value_name = "FILE")]
+    file: Option<PathBuf>,
+}
+
+/// `--server IP --export PATH`: where MOUNT v3 over TCP finds the export.
+#[derive(Args, Clone)]
+struct MountArgs {
+    /// The server's IP address.
+    #[arg(long, value_name = "IP")]
+    server: IpAddr,
+    /// The export to mount.
+    #[arg(long, value_name = "PATH", default_value = "/export")]
+    export: String,
+}
+
 #[derive(Args)]
 struct LoadArgs {
     /// The RPCs to make.
@@ -241,9 +249,8 @@ struct LoadArgs {
     /// No progress lines on stderr.
     #[arg(long, short)]
     quiet: bool,
-    /// Write every transport header sent and received to FILE (JSON lines).
-    #[arg(long, value_name = "FILE")]
-    trace: Option<PathBuf>,
+    #[command(flatten)]
+    trace: TraceArg,
     #[command(flatten)]
     persist: PersistArgs,
 }
@@ -360,16 +367,15 @@ fn main() -> ExitCode {
             arena_mib,
             trace,
             limits,
-        } => run_server(listen, count, duration, arena_mib, trace, limits),
+        } => run_server(listen, count, duration, arena_mib, trace.file, limits),
         Command::Client { server, load } => run_client(server, &load, false),
         Command::Bench { addr, load } => match addr.map_or_else(default_addr, Ok) {
             Ok(a) => run_client(a, &load, true),
             Err(e) => fail(&e, 2),
         },
         Command::Nfs3 {
-            server,
+            mount: MountArgs { server, export },
             port,
-            export,
             depth,
             quiet,
             trace,
@@ -377,7 +383,7 @@ fn main() -> ExitCode {
             jukebox_delay,
             op,
         } => {
-            let trace = match open_trace(trace.as_ref()) {
+            let trace = match open_trace(trace.file.as_ref()) {
                 Ok(t) => t,
                 Err(e) => return fail(&e, 1),
             };
@@ -398,16 +404,16 @@ fn main() -> ExitCode {
                 Err(e) => fail(&e, e.exit_code()),
             }
         }
-        Command::MountFh { server, export } => {
-            match userspace_harness::mount::mount(server, &export) {
-                Ok(m) => {
-                    println!("{}", userspace_harness::hex::encode(&m.root_fh));
-                    let _ = userspace_harness::mount::umount(server, &export);
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(&format!("MOUNT {export}: {e}"), 1),
+        Command::MountFh {
+            mount: MountArgs { server, export },
+        } => match userspace_harness::mount::mount(server, &export) {
+            Ok(m) => {
+                println!("{}", userspace_harness::hex::encode(&m.root_fh));
+                let _ = userspace_harness::mount::umount(server, &export);
+                ExitCode::SUCCESS
             }
-        }
+            Err(e) => fail(&format!("MOUNT {export}: {e}"), 1),
+        },
         Command::Nfsd(a) => match open_trace(a.trace.as_ref()) {
             Ok(t) => {
                 let wrap = userspace_harness::trace::Traced::new;
@@ -428,7 +434,7 @@ fn main() -> ExitCode {
                 Ok(a) => a,
                 Err(e) => return fail(&e, 2),
             };
-            let trace = match open_trace(trace.as_ref()) {
+            let trace = match open_trace(trace.file.as_ref()) {
                 Ok(t) => t,
                 Err(e) => return fail(&e, 1),
             };
@@ -579,7 +585,7 @@ fn run_server(
 }
 
 fn run_client(server: SocketAddr, load: &LoadArgs, bench: bool) -> ExitCode {
-    let trace = match open_trace(load.trace.as_ref()) {
+    let trace = match open_trace(load.trace.file.as_ref()) {
         Ok(t) => t,
         Err(e) => return fail(&e, 1),
     };
