@@ -2,8 +2,8 @@
 //!
 //! A [`Provider`] is one reliable-connected queue pair with its completion queue(s), its
 //! pre-registered send and receive buffers, and a pool of per-RPC memory registrations. Three
-//! implementations are planned: the kernel OFED KPI (`ofed-shim`), userspace libibverbs
-//! (`userspace-harness`), and the in-process software RC provider used by the tests
+//! implementations exist: the kernel OFED KPI (`ofed-shim`), userspace libibverbs
+//! (`krpc-rdma-verbs`), and the in-process software RC provider used by the tests
 //! ([`crate::soft`]).
 //!
 //! The shape follows what both verbs APIs do naturally:

@@ -1,8 +1,8 @@
 //! The logic every verbs binding shares, written once: [`Binding`] implements [`Provider`]
 //! over a small [`Backend`] that only moves bytes to and from the verbs API.
 //!
-//! The kernel shim (`ofed-shim`: OFED KPI, FRWR) and the userspace provider
-//! (`userspace-harness`: libibverbs, memory windows or per-run MRs) differ in how they post a
+//! The kernel verbs backend (`ofed-shim`: OFED KPI, FRWR) and the userspace provider
+//! (`krpc-rdma-verbs`: libibverbs, memory windows or per-run MRs) differ in how they post a
 //! work-request chain, where buffers live, and how a registration key is mapped; everything
 //! else is the same RC queue-pair bookkeeping, and it lives here, `no_std` and free of
 //! `unsafe`:
