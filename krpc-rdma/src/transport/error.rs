@@ -54,6 +54,9 @@ pub enum CallError {
     DuplicateXid,
     /// The caller closed the transport ([`Requester::close`](super::Requester::close)).
     Closed,
+    /// One of the transport's own invariants broke (a slot it had just taken is missing): a
+    /// bug here, [`Fault::Bug`]; the call was not sent and nothing of it is left.
+    Internal,
 }
 
 impl fmt::Display for CallError {
@@ -75,6 +78,7 @@ impl fmt::Display for CallError {
             CallError::Provider(e) => write!(f, "provider error: {e}"),
             CallError::DuplicateXid => f.write_str("a call with this XID is already outstanding"),
             CallError::Closed => f.write_str("transport closed"),
+            CallError::Internal => f.write_str("internal error: a transport invariant broke"),
         }
     }
 }
@@ -94,6 +98,7 @@ impl CallError {
             CallError::Rdma(_) | CallError::BadReply | CallError::MalformedReply(_) => Fault::Peer,
             CallError::ConnectionLost => Fault::Fabric,
             CallError::Provider(e) => e.fault(),
+            CallError::Internal => Fault::Bug,
         }
     }
 

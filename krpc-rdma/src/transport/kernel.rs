@@ -61,6 +61,8 @@ pub enum Errno {
     EPROTO,
     /// Bad message (a reply that does not match what was provisioned).
     EBADMSG,
+    /// Input/output error (one of the transport's own invariants broke: a bug).
+    EIO,
 }
 
 impl Errno {
@@ -76,6 +78,7 @@ impl Errno {
             Errno::ESHUTDOWN => 58,
             Errno::EPROTO => 92,
             Errno::EBADMSG => 89,
+            Errno::EIO => 5,
         }
     }
 
@@ -91,6 +94,7 @@ impl Errno {
             Errno::ESHUTDOWN => 108,
             Errno::EPROTO => 71,
             Errno::EBADMSG => 74,
+            Errno::EIO => 5,
         }
     }
 }
@@ -143,6 +147,7 @@ impl CallError {
             CallError::Rdma(_) => Errno::EPROTO,
             CallError::BadReply | CallError::MalformedReply(_) => Errno::EBADMSG,
             CallError::Provider(e) => e.errno(),
+            CallError::Internal => Errno::EIO,
         }
     }
 
@@ -154,9 +159,9 @@ impl CallError {
         let status = match self {
             CallError::BadCall | CallError::UnalignedPosition => ClntStat::CantEncodeArgs,
             CallError::BadReply | CallError::MalformedReply(_) => ClntStat::CantDecodeRes,
-            CallError::BadConfig | CallError::Provider(ProviderError::BadId) => {
-                ClntStat::SystemError
-            }
+            CallError::BadConfig
+            | CallError::Internal
+            | CallError::Provider(ProviderError::BadId) => ClntStat::SystemError,
             _ => match phase {
                 Phase::Send => ClntStat::CantSend,
                 Phase::Reply => ClntStat::CantRecv,
@@ -337,6 +342,13 @@ mod tests {
         assert_eq!(bug.rpc_err(Phase::Send).status, ClntStat::SystemError);
         assert_eq!(ReplyError::StaleContext.fault(), Fault::Bug);
         assert_eq!(ReplyError::StaleContext.errno(), Errno::EINVAL);
+        // A requester slot it had just taken gone missing: a bug, not the caller's fault.
+        assert_eq!(CallError::Internal.fault(), Fault::Bug);
+        assert!(!CallError::Internal.is_retryable());
+        assert_eq!(CallError::Internal.errno(), Errno::EIO);
+        assert_eq!((Errno::EIO.freebsd(), Errno::EIO.linux()), (5, 5));
+        let e = CallError::Internal.rpc_err(Phase::Send);
+        assert_eq!(e.status, ClntStat::SystemError);
     }
 
     #[test]

@@ -204,7 +204,7 @@ impl Requester {
             };
             let Some(slot) = self.slots.get_mut(idx) else {
                 let _ = prov.release(reg.id);
-                return Err(CallError::BadCall);
+                return Err(CallError::Internal);
             };
             if slot.regs.push(entry).is_err() {
                 let _ = prov.release(reg.id);
@@ -277,7 +277,7 @@ impl Requester {
             Provision::ReplyChunk => {}
         }
         let max_reply = provisioning::reply_chunk(max_reply, self.ep.cfg().max_chunk_bytes)?;
-        let slot = self.slots.get_mut(idx).ok_or(CallError::BadCall)?;
+        let slot = self.slots.get_mut(idx).ok_or(CallError::Internal)?;
         slot.reply_pages.clear();
         slot.reply_pages.append_pages(self.ep.pages(), max_reply)?;
         slot.reply_chunk = true;
@@ -411,7 +411,7 @@ impl Requester {
     ) -> Result<u32, CallError> {
         let total = call.len();
         call_plan::long_call(total, self.ep.cfg().max_chunk_bytes)?;
-        let slot = self.slots.get_mut(idx).ok_or(CallError::BadCall)?;
+        let slot = self.slots.get_mut(idx).ok_or(CallError::Internal)?;
         let got = self
             .ep
             .gather(call, core::iter::once(0..total), &mut slot.pullup)?;
