@@ -22,18 +22,16 @@
  *                                  the running handler holds)
  *
  * Kernels: FreeBSD's headers (default); Linux's with KRPC_OFED_LINUX (the Linux module,
- * ../linux/krpc_ofed_kpi_linux.h); or, with KRPC_OFED_EMU (host tests only), the userspace
- * emulation in ../emu/kpi_emu.h, which declares FreeBSD's subset with the same signatures on
- * top of libibverbs/librdmacm.
+ * ../linux/krpc_ofed_kpi_linux.h). The host tests compile the FreeBSD path unchanged with
+ * ../emu/include first on the include path: headers of FreeBSD's names there bring in the
+ * userspace emulation (../emu/kpi_emu*.h), which declares FreeBSD's subset with the same
+ * signatures on top of libibverbs/librdmacm.
  */
 #ifndef KRPC_OFED_KPI_H
 #define KRPC_OFED_KPI_H
 
 #if defined(KRPC_OFED_LINUX)
 #include "krpc_ofed_kpi_linux.h"
-#else
-#ifdef KRPC_OFED_EMU
-#include "kpi_emu.h"
 #else
 #include <sys/param.h>
 #include <sys/systm.h>
@@ -51,7 +49,6 @@
 #include <linux/scatterlist.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
-#endif
 
 /* FreeBSD (and its emulation). */
 typedef struct mtx krpc_lock_t;

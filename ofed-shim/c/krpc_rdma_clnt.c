@@ -12,12 +12,11 @@
  * RPC_CANTENCODEARGS / EOPNOTSUPP), the reply verifier is not passed to AUTH_VALIDATE
  * (authnone/authunix accept any), no rc_feedback / rc_timers, and the connection is made by
  * the Rust side before clnt_rdma_create (no reconnection here: krpc-rdma-session does that).
+ *
+ * The host tests compile this file unchanged over the emulated sys/rpc and struct mbuf
+ * (../emu/kpi_emu_rpc.h, kpi_emu_mbuf.h), reached through the FreeBSD header names of
+ * ../emu/include.
  */
-#ifdef KRPC_OFED_EMU
-#include "kpi_emu.h"
-#include "kpi_emu_mbuf.h"
-#include "kpi_emu_rpc.h"
-#else
 #include <sys/param.h>
 #include <sys/systm.h>
 #include <sys/kernel.h>
@@ -32,7 +31,6 @@
 #include <rpc/auth.h>
 #include <rpc/clnt.h>
 #include <rpc/rpc_msg.h>
-#endif
 
 #include "krpc_rdma_clnt.h"
 

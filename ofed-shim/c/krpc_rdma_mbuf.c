@@ -5,13 +5,9 @@
  * mbufs included, to and from flat descriptors the Rust side turns into mbuf::Chain.
  *
  * Compiled against FreeBSD's sys/sys/mbuf.h (the kernel module), or unchanged against the
- * emulated struct mbuf of ../emu/kpi_emu_mbuf.h (host tests, KRPC_OFED_EMU), which has the
- * same field names, flags and semantics.
+ * emulated struct mbuf of ../emu/kpi_emu_mbuf.h (host tests: ../emu/include/sys/mbuf.h
+ * includes it), which has the same field names, flags and semantics.
  */
-#ifdef KRPC_OFED_EMU
-#include "kpi_emu.h"
-#include "kpi_emu_mbuf.h"
-#else
 #include <sys/param.h>
 #include <sys/systm.h>
 #include <sys/malloc.h>
@@ -19,7 +15,6 @@
 #include <vm/vm.h>
 #include <vm/vm_param.h>
 #include <vm/vm_page.h>
-#endif
 
 #include "krpc_rdma_ofed.h"
 #include "krpc_rdma_mbuf.h"

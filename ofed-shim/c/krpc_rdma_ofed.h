@@ -228,14 +228,8 @@ _Static_assert(__builtin_offsetof(struct krpc_ofed_counts, reg_mrs) == 48, "coun
 _Static_assert(__builtin_offsetof(struct krpc_reg_out, rkey) == 8, "reg_out.rkey");
 _Static_assert(__builtin_offsetof(struct krpc_reg_out, nmapped) == 16, "reg_out.nmapped");
 
-/* The mbuf bridge's and the RPC client transport's boundaries (their own ABI versions): one
- * header for everything Rust sees. FreeBSD and the emulation only: the Linux module has no
- * struct mbuf nor sys/rpc (and its kbuild directory gets only this header and
- * krpc_ofed_kpi.h). */
-#ifndef KRPC_OFED_LINUX
-#include "krpc_rdma_mbuf.h"
-#include "krpc_rdma_clnt.h"
-#include "krpc_rdma_svc.h"
-#endif
+/* This header is the verbs boundary only. The mbuf bridge, clnt_rdma and svc_rdma have their
+ * own headers and ABI versions (krpc_rdma_mbuf.h, krpc_rdma_clnt.h, krpc_rdma_svc.h), which
+ * the files using them include. */
 
 #endif /* KRPC_RDMA_OFED_H */

@@ -16,13 +16,10 @@
  * credit) until the connection goes unless the caller says so with svc_rdma_drop() (or
  * SVC_CONTROL(xprt, SVCRDMA_DROP_CALL, &xid)): struct xp_ops has no "request freed" hook
  * (see krpc_rdma_svc.h for the svc.c paths that need the call).
+ *
+ * The host tests compile this file unchanged over the emulated svc.c pieces
+ * (../emu/kpi_emu_svc.h), reached through the FreeBSD header names of ../emu/include.
  */
-#ifdef KRPC_OFED_EMU
-#include "kpi_emu.h"
-#include "kpi_emu_mbuf.h"
-#include "kpi_emu_rpc.h"
-#include "kpi_emu_svc.h"
-#else
 #include <sys/param.h>
 #include <sys/systm.h>
 #include <sys/kernel.h>
@@ -35,7 +32,6 @@
 #include <sys/sx.h>
 #include <sys/endian.h>
 #include <rpc/rpc.h>
-#endif
 
 #include "krpc_rdma_svc.h"
 

@@ -6,7 +6,8 @@
  * scatterlist, the OFED verbs (sys/ofed/include/rdma/ib_verbs.h) and rdma_cm
  * (sys/ofed/include/rdma/rdma_cm.h) — with the same names, types and signatures, implemented
  * on libibverbs/librdmacm in kpi_emu.c (+ cm_glue.c). The wrapper file compiles unchanged
- * against it (krpc_ofed_kpi.h includes this header when KRPC_OFED_EMU is defined).
+ * against it: build.rs puts include/ (headers with FreeBSD's names that include this one)
+ * first on the include path of the files in ../c.
  *
  * What is emulated how (see ../README.md, "Check 4"):
  *

@@ -322,34 +322,66 @@ krpc_emu_mb_free_mext_pgs(struct mbuf *m)
 	}
 }
 
+/*
+ * M_EXTPG mbufs grown the way sys/fs/nfs fills them (nfsm_add_ext_pgs and the copies into
+ * it): mb_alloc_ext_pgs gives an mbuf without pages; each page is appended at
+ * m_epg_pa[m_epg_npgs++] with m_epg_last_len restarting at 0, and the data put into it grows
+ * m_epg_last_len and m_len. A page is appended only when the one before is full.
+ */
 struct mbuf *
-krpc_emu_m_extpg(const uint64_t *pa, uint32_t npgs, uint32_t first_off, uint32_t last_len,
-    const uint8_t *hdr, uint32_t hdrlen, const uint8_t *trl, uint32_t trllen)
+krpc_emu_m_extpg_new(const uint8_t *hdr, uint32_t hdrlen)
 {
 	struct mbuf *m;
-	uint32_t i, pagebytes;
 
-	if (npgs == 0 || npgs > MBUF_PEXT_MAX_PGS || first_off >= PAGE_SIZE || last_len == 0 ||
-	    last_len > PAGE_SIZE || (npgs == 1 && first_off + last_len > PAGE_SIZE) ||
-	    hdrlen > MBUF_PEXT_HDR_LEN || trllen > MBUF_PEXT_TRAIL_LEN)
+	if (hdrlen > MBUF_PEXT_HDR_LEN)
 		return (NULL);
 	m = mb_alloc_ext_pgs(M_WAITOK, krpc_emu_mb_free_mext_pgs);
 	if (m == NULL)
 		return (NULL);
-	for (i = 0; i < npgs; i++)
-		m->m_epg_pa[i] = pa[i];
-	m->m_epg_npgs = (uint8_t)npgs;
-	m->m_epg_1st_off = (uint16_t)first_off;
-	m->m_epg_last_len = (uint16_t)last_len;
-	m->m_epg_hdrlen = (uint8_t)hdrlen;
-	m->m_epg_trllen = (uint8_t)trllen;
-	if (hdrlen > 0)
+	if (hdrlen > 0) {
 		memcpy(m->m_epg_hdr, hdr, hdrlen);
-	if (trllen > 0)
-		memcpy(m->m_epg_trail, trl, trllen);
-	pagebytes = npgs == 1 ? last_len : (PAGE_SIZE - first_off) + (npgs - 2) * PAGE_SIZE + last_len;
-	m->m_len = (int32_t)(hdrlen + pagebytes + trllen);
+		m->m_epg_hdrlen = (uint8_t)hdrlen;
+		m->m_len += (int32_t)hdrlen;
+	}
 	return (m);
+}
+
+int
+krpc_emu_m_extpg_add(struct mbuf *m, uint64_t pa, uint32_t off, uint32_t len)
+{
+	uint32_t room;
+
+	if ((m->m_flags & M_EXTPG) == 0 || m->m_epg_npgs >= MBUF_PEXT_MAX_PGS ||
+	    m->m_epg_trllen != 0 || off >= PAGE_SIZE || len == 0 || len > PAGE_SIZE - off)
+		return (EINVAL);
+	if (m->m_epg_npgs == 0) {
+		m->m_epg_1st_off = (uint16_t)off;
+	} else {
+		/* Only after a full page, and only the first page starts at an offset. */
+		room = PAGE_SIZE - (m->m_epg_npgs == 1 ? m->m_epg_1st_off : 0);
+		if (off != 0 || m->m_epg_last_len != room)
+			return (EINVAL);
+	}
+	m->m_epg_pa[m->m_epg_npgs++] = pa;
+	m->m_epg_last_len = 0;
+	/* The data put into the page. */
+	m->m_epg_last_len += (uint16_t)len;
+	m->m_len += (int32_t)len;
+	return (0);
+}
+
+int
+krpc_emu_m_extpg_trail(struct mbuf *m, const uint8_t *trl, uint32_t trllen)
+{
+	if ((m->m_flags & M_EXTPG) == 0 || m->m_epg_npgs == 0 || m->m_epg_trllen != 0 ||
+	    trllen > MBUF_PEXT_TRAIL_LEN)
+		return (EINVAL);
+	if (trllen > 0) {
+		memcpy(m->m_epg_trail, trl, trllen);
+		m->m_epg_trllen = (uint8_t)trllen;
+		m->m_len += (int32_t)trllen;
+	}
+	return (0);
 }
 
 struct mbuf *

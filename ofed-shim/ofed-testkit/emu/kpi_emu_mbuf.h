@@ -188,12 +188,16 @@ int krpc_emu_m_info(const struct mbuf *m, uint32_t idx, struct krpc_emu_minfo *o
 struct mbuf *krpc_emu_m_bytes(const uint8_t *p, uint32_t len, uint32_t seg);
 /* A zero-length M_PROTO1 marker. */
 struct mbuf *krpc_emu_m_marker(void);
-/* An M_EXTPG mbuf as FreeBSD's NFS makes them: it takes over the caller's one wiring of
- * each of pa[0 .. npgs) (freshly allocated pages); its free routine unwires and frees each
- * page unconditionally, as mb_free_mext_pgs does. NULL for bad arguments. */
-struct mbuf *krpc_emu_m_extpg(const uint64_t *pa, uint32_t npgs, uint32_t first_off,
-    uint32_t last_len, const uint8_t *hdr, uint32_t hdrlen, const uint8_t *trl,
-    uint32_t trllen);
+/* M_EXTPG mbufs as FreeBSD's NFS grows them (nfsm_add_ext_pgs): an empty one from
+ * mb_alloc_ext_pgs with hdrlen bytes of hdr as its m_epg_hdr (NULL for bad arguments), whose
+ * free routine unwires and frees each of its pages unconditionally, as mb_free_mext_pgs does;
+ * then its pages one at a time: _add appends pa (taking over the caller's one wiring of that
+ * freshly allocated page) holding len data bytes from in-page offset off (the first page only;
+ * every page before must be full), m_epg_last_len and m_len growing with the data; _trail
+ * sets the trailer (m_epg_trail) once the pages are in. EINVAL for bad arguments. */
+struct mbuf *krpc_emu_m_extpg_new(const uint8_t *hdr, uint32_t hdrlen);
+int krpc_emu_m_extpg_add(struct mbuf *m, uint64_t pa, uint32_t off, uint32_t len);
+int krpc_emu_m_extpg_trail(struct mbuf *m, const uint8_t *trl, uint32_t trllen);
 /* Link b after the last mbuf of a; a (or b when a is NULL). */
 struct mbuf *krpc_emu_m_cat(struct mbuf *a, struct mbuf *b);
 /* Narrow mbuf idx of the chain to [off, off + len) of its current bytes (what m_adj does at

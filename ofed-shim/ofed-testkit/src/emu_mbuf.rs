@@ -69,16 +69,9 @@ extern "C" {
     fn krpc_emu_m_info(m: *const FbsdMbuf, idx: u32, out: *mut EmuMinfo) -> i32;
     fn krpc_emu_m_bytes(p: *const u8, len: u32, seg: u32) -> *mut FbsdMbuf;
     fn krpc_emu_m_marker() -> *mut FbsdMbuf;
-    fn krpc_emu_m_extpg(
-        pa: *const u64,
-        npgs: u32,
-        first_off: u32,
-        last_len: u32,
-        hdr: *const u8,
-        hdrlen: u32,
-        trl: *const u8,
-        trllen: u32,
-    ) -> *mut FbsdMbuf;
+    fn krpc_emu_m_extpg_new(hdr: *const u8, hdrlen: u32) -> *mut FbsdMbuf;
+    fn krpc_emu_m_extpg_add(m: *mut FbsdMbuf, pa: u64, off: u32, len: u32) -> i32;
+    fn krpc_emu_m_extpg_trail(m: *mut FbsdMbuf, trl: *const u8, trllen: u32) -> i32;
     fn krpc_emu_m_cat(a: *mut FbsdMbuf, b: *mut FbsdMbuf) -> *mut FbsdMbuf;
     fn krpc_emu_m_window(m: *mut FbsdMbuf, idx: u32, off: u32, len: u32) -> i32;
     fn krpc_emu_m_copydata(m: *const FbsdMbuf, off: u32, len: u32, out: *mut u8) -> i32;
@@ -170,6 +163,10 @@ pub fn nfs_chain(pages: &KernelPages, parts: &[Part<'_>]) -> MbufChain {
     unsafe { MbufChain::from_raw(head) }.expect("non-empty chain")
 }
 
+/// `data` in M_EXTPG mbufs grown page by page as FreeBSD's NFS does (`nfsm_add_ext_pgs`):
+/// a fresh page for each `PAGE_SIZE` of data (the first from `first_off`), appended to the
+/// current mbuf until it has `MBUF_PEXT_MAX_PGS` (5), then a new mbuf; `hdr` on the first
+/// mbuf, `trl` set on the last one at the end.
 fn extpg_run(
     pages: &KernelPages,
     data: &[u8],
@@ -177,59 +174,37 @@ fn extpg_run(
     hdr: &[u8],
     trl: &[u8],
 ) -> *mut FbsdMbuf {
+    const MAX_PGS: u8 = 5;
     assert!(!data.is_empty() && first_off < PAGE_SIZE);
-    // Page i holds data bytes from `starts[i]`, at in-page offset first_off for page 0.
-    let npages = (first_off + data.len()).div_ceil(PAGE_SIZE);
-    let mut pas = Vec::new();
+    let mut head: *mut FbsdMbuf = core::ptr::null_mut();
+    let mut m: *mut FbsdMbuf = core::ptr::null_mut();
+    let mut npgs = 0u8;
     let mut pos = 0;
-    for i in 0..npages {
+    while pos < data.len() {
+        if m.is_null() || npgs == MAX_PGS {
+            let h = if head.is_null() { hdr } else { &[][..] };
+            // SAFETY: `h` is readable for its length.
+            m = unsafe { krpc_emu_m_extpg_new(h.as_ptr(), h.len() as u32) };
+            assert!(!m.is_null(), "krpc_emu_m_extpg_new");
+            // SAFETY: live chains we own.
+            head = unsafe { krpc_emu_m_cat(head, m) };
+            npgs = 0;
+        }
         let pa = pages.alloc_page().expect("page");
-        let off = if i == 0 { first_off } else { 0 };
+        let off = if pos == 0 { first_off } else { 0 };
         let n = (PAGE_SIZE - off).min(data.len() - pos);
         pages
             .write_page(pa, off, &data[pos..pos + n])
             .expect("write");
+        // SAFETY: `m` is the live mbuf just made; it takes over our wiring of the page.
+        let rc = unsafe { krpc_emu_m_extpg_add(m, pa, off as u32, n as u32) };
+        assert_eq!(rc, 0, "krpc_emu_m_extpg_add");
+        npgs += 1;
         pos += n;
-        pas.push(pa);
     }
-    let last_full = (first_off + data.len()) - (npages - 1) * PAGE_SIZE;
-    let mut head: *mut FbsdMbuf = core::ptr::null_mut();
-    let mut s = 0;
-    while s < npages {
-        let e = (s + 5).min(npages);
-        let fo = if s == 0 { first_off } else { 0 };
-        let ll = if e == npages {
-            if npages == 1 {
-                data.len()
-            } else {
-                last_full
-            }
-        } else {
-            PAGE_SIZE - if e - 1 == 0 { fo } else { 0 }
-        };
-        let (h, t) = (
-            if s == 0 { hdr } else { &[][..] },
-            if e == npages { trl } else { &[][..] },
-        );
-        // SAFETY: `pas[s..e]`, `h` and `t` are readable; the mbuf takes over our wiring of
-        // each page.
-        let m = unsafe {
-            krpc_emu_m_extpg(
-                pas[s..e].as_ptr(),
-                (e - s) as u32,
-                fo as u32,
-                ll as u32,
-                h.as_ptr(),
-                h.len() as u32,
-                t.as_ptr(),
-                t.len() as u32,
-            )
-        };
-        assert!(!m.is_null(), "krpc_emu_m_extpg");
-        // SAFETY: live chains we own.
-        head = unsafe { krpc_emu_m_cat(head, m) };
-        s = e;
-    }
+    // SAFETY: `m` is the chain's last mbuf; `trl` is readable for its length.
+    let rc = unsafe { krpc_emu_m_extpg_trail(m, trl.as_ptr(), trl.len() as u32) };
+    assert_eq!(rc, 0, "krpc_emu_m_extpg_trail");
     head
 }
 

@@ -1,0 +1,13 @@
+/*-
+ * SPDX-License-Identifier: BSD-2-Clause
+ *
+ * krpc-rdma host tests: FreeBSD's <sys/lock.h> for the production C (ofed-shim/c), which
+ * build.rs compiles with -I emu/include ahead of the host's headers. Emulated in kpi_emu.h
+ * (with sys/mutex.h).
+ */
+#ifndef KRPC_EMU_INCLUDE_SYS_LOCK_H
+#define KRPC_EMU_INCLUDE_SYS_LOCK_H
+
+#include "../../kpi_emu.h"
+
+#endif /* KRPC_EMU_INCLUDE_SYS_LOCK_H */
