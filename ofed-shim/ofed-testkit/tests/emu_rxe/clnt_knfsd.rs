@@ -41,7 +41,7 @@ use super::clnt::{self, krpc_emu_clnt_destroy, krpc_emu_clnt_set_authsys};
 use super::{emu, emu_stats, ocfg, CondSleep, KernelPages};
 
 /// `xtask/vm/knfsd.sh`.
-const KNFSD_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../xtask/vm/knfsd.sh");
+const KNFSD_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../xtask/vm/knfsd.sh");
 const NFS_RDMA_PORT: u16 = 20049;
 /// The file's size: 1 MiB + 3 (not a multiple of 4: XDR padding on both ways).
 const N: usize = (1 << 20) + 3;
