@@ -20,10 +20,10 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use common::data::{content, first_difference};
 use common::{assert_no_pages_held, fh, scratch, Hooks, NfsServer, Seen, SoftDialer, ROOT};
 use krpc_rdma_session::nfs3::{nfs_transport, Nfs3Client, Nfs3Opts, NfsError, Transfer};
 use krpc_rdma_session::Session;
+use krpc_rdma_tests::file_data::{content, first_difference};
 use nfs_proto::nfs3::{
     Ftype3, Nfsstat3, NFSPROC3_CREATE, NFSPROC3_GETATTR, NFSPROC3_READ, NFSPROC3_WRITE,
 };

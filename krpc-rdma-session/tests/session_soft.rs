@@ -18,12 +18,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::data::content;
 use common::{fh, NfsServer, SoftDialer, ROOT};
 use krpc_rdma::soft::FaultConfig;
 use krpc_rdma::transport::{CallError, ReplySpec, RequesterEvent};
 use krpc_rdma_session::nfs3::{nfs_transport, Nfs3Client, Nfs3Opts, NfsError};
 use krpc_rdma_session::{Conn, RunError, Session, DEFAULT_GIVE_UP};
+use krpc_rdma_tests::file_data::content;
 use mbuf::Chain;
 use nfs_proto::nfs3::{NFSPROC3_LOOKUP, NFSPROC3_NULL, NFS_PROGRAM, NFS_V3};
 use onc_rpc::rpc::{Auth, CallHeader, ReplyHeader};

@@ -27,19 +27,16 @@
     clippy::panic
 )]
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{assert_clean, pattern, rig_opts, write_call, xdr_call, Rig, RigOpts};
 use criterion::{criterion_group, BatchSize, Criterion, Throughput};
 use krpc_rdma::soft::SoftStats;
 use krpc_rdma::transport::{
     Counters, DdpReply, Incoming, ReplySpec, RequesterEvent, ResponderEvent,
 };
+use krpc_rdma_tests::rig::{assert_clean, pattern, rig_opts, write_call, xdr_call, Rig, RigOpts};
 use mbuf::{Chain, Mbuf, PageProvider};
 
 const MIB: usize = 1 << 20;

@@ -35,9 +35,7 @@ use krpc_rdma::transport::{
 };
 use mbuf::{Chain, HeapPageArena, Mbuf, PageProvider};
 
-mod counting_alloc;
-
-use counting_alloc::{counting, snapshot, Counting, ON};
+use krpc_rdma_tests::counting_alloc::{counting, installed, snapshot, Counting, ON};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -262,6 +260,10 @@ fn measure(w: Option<Workload>, n: u32) -> (u64, u64) {
         }
     };
     run(&mut r, 100);
+    assert!(
+        installed(),
+        "the counting allocator is not the global allocator"
+    );
     let before = snapshot();
     run(&mut r, n);
     let after = snapshot();
@@ -362,6 +364,10 @@ fn steady_state_through_a_server_connection_allocates_nothing() {
     };
     run(&mut r, &mut conn, 100);
     let n = 5_000;
+    assert!(
+        installed(),
+        "the counting allocator is not the global allocator"
+    );
     let before = snapshot();
     run(&mut r, &mut conn, n);
     let (count, bytes) = (snapshot().0 - before.0, snapshot().1 - before.1);

@@ -13,7 +13,7 @@ use krpc_rdma::transport::{Incoming, TransportConfig};
 use krpc_rdma::wire::{Body, ChunkLists, ErrorBody, HeaderRepr, Segment};
 use mbuf::{Chain, PageFragment};
 
-use crate::common::{pages_with, raw_send, rig_opts, Rig, RigOpts, Soft};
+use crate::rig::{pages_with, raw_send, rig_opts, Rig, RigOpts, Soft};
 use krpc_rdma_scenarios::raw::poll_round;
 pub use krpc_rdma_scenarios::raw::words;
 

@@ -14,7 +14,7 @@ use mbuf::Chain;
 
 use krpc_rdma_scenarios::data::Kind;
 
-use crate::common::Rig;
+use crate::rig::Rig;
 
 /// Both sides wrapped in fault injectors.
 pub type FRig = Rig<FaultInjector<SoftQp>, FaultInjector<SoftQp>>;

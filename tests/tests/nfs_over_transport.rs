@@ -17,7 +17,7 @@
 #![allow(clippy::unwrap_used)]
 
 use krpc_rdma::transport::{DdpReply, ReplySpec, RequesterEvent};
-use krpc_rdma_tests::common::{pages_with, pattern, rig, Rig};
+use krpc_rdma_tests::rig::{pages_with, pattern, rig, Rig};
 use mbuf::{Chain, Fragment, PageFragment};
 use nfs_proto::chain::{ddp_call, ddp_data, ddp_reply, write_data_iovecs};
 use nfs_proto::nfs3::{

@@ -13,7 +13,7 @@ use krpc_rdma::soft::SoftConfig;
 use krpc_rdma::transport::{
     Incoming, ReplySpec, RequesterEvent, ServerConnection, SharedPages, TransportConfig, Wait,
 };
-use krpc_rdma_tests::common::{reply_for, rig_opts, xdr_call, Rig, RigOpts};
+use krpc_rdma_tests::rig::{reply_for, rig_opts, xdr_call, Rig, RigOpts};
 use mbuf::{Chain, PAGE_SIZE};
 
 const MIB: usize = 1 << 20;

@@ -31,7 +31,7 @@ use krpc_rdma::transport::{
     TransportConfig,
 };
 use krpc_rdma_scenarios::data::{read_call, read_reply, read_reply_bytes};
-use krpc_rdma_tests::common::{pattern, reply_for, rig_on, write_call, Rig, RigOpts, ARENA_B_BASE};
+use krpc_rdma_tests::rig::{pattern, reply_for, rig_on, write_call, Rig, RigOpts, ARENA_B_BASE};
 use mbuf::{Chain, HeapPageArena, PageProvider, PAGE_SIZE};
 
 const MIB: usize = 1 << 20;

@@ -5,8 +5,8 @@
 use krpc_rdma::provider::Provider;
 use krpc_rdma::transport::TransportConfig;
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, WriteChunk};
-use krpc_rdma_tests::common::{self, pages_with, pattern, RigOpts};
 use krpc_rdma_tests::raw::{call, seg, Hostile};
+use krpc_rdma_tests::rig::{self, pages_with, pattern, RigOpts};
 use mbuf::{Chain, Mbuf};
 
 /// The decoded answer and its inline payload.
@@ -52,7 +52,7 @@ fn rfc8166_s4_3_3_an_unused_reply_chunk_is_echoed_with_zero_length() {
 /// (it used to be refused with ERR_CHUNK).
 #[test]
 fn reply_provisioning_leaves_room_for_the_write_chunk_echo() {
-    let mut r = common::rig();
+    let mut r = rig::rig();
     let max_inline = r.req.thresholds().recv as usize - 28;
     let rest = max_inline - 10; // fits without the 24-byte echo, not with it
     let data = pattern(8192, 6);
@@ -60,7 +60,7 @@ fn reply_provisioning_leaves_room_for_the_write_chunk_echo() {
     r.req
         .call(
             &mut r.qa,
-            common::xdr_call(9, b"read"),
+            rig::xdr_call(9, b"read"),
             krpc_rdma::transport::ReplySpec {
                 max_reply: rest + data.len(),
                 ddp: Some(krpc_rdma::transport::DdpReply {
@@ -73,13 +73,13 @@ fn reply_provisioning_leaves_room_for_the_write_chunk_echo() {
     let pb = r.pb.clone();
     let body = pattern(rest - 4, 2);
     let ev = r.run(&mut |c| {
-        let mut rep = common::reply_for(c.xid, &[]);
+        let mut rep = rig::reply_for(c.xid, &[]);
         rep.append_mbuf(Mbuf::ddp_marker()).unwrap();
         rep.cat(pages_with(&pb, &data)).unwrap();
         rep.append(&body).unwrap();
         rep
     });
-    let reply = common::take_reply(ev, 9);
+    let reply = rig::take_reply(ev, 9);
     let v = reply.to_vec().unwrap();
     assert_eq!(&v[4..4 + data.len()], &data[..]);
     assert_eq!(&v[4 + data.len()..], &body[..]);

@@ -7,14 +7,10 @@
 //! is held by either arena.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use krpc_rdma_tests::common;
+use krpc_rdma_tests::rig;
 
 use std::collections::BTreeMap;
 
-use common::{
-    assert_clean, pages_with, pattern, reply_for, rig_with, take_reply, teardown, write_call,
-    xdr_call, Rig, Soft,
-};
 use krpc_rdma::provider::WcStatus;
 use krpc_rdma::soft::{CorruptSend, FaultConfig, FaultInjector, SoftQp};
 use krpc_rdma::transport::{
@@ -24,6 +20,10 @@ use krpc_rdma::wire::ErrorCode;
 use krpc_rdma_scenarios::data::{locate_read, Kind, WORKLOAD};
 use krpc_rdma_tests::raw::advertised_handles;
 use mbuf::{Chain, Mbuf};
+use rig::{
+    assert_clean, pages_with, pattern, reply_for, rig_with, take_reply, teardown, write_call,
+    xdr_call, Rig, Soft,
+};
 
 type FRig = Rig<FaultInjector<SoftQp>, FaultInjector<SoftQp>>;
 

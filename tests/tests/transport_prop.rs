@@ -3,11 +3,10 @@
 //! marshalling rules predict, consistent counters, no registration or page left behind.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use krpc_rdma_tests::common;
+use krpc_rdma_tests::rig;
 
 use std::sync::Arc;
 
-use common::{assert_clean, fill_pages, pattern, rig_opts, teardown, Rig, RigOpts, ARENA_B_BASE};
 use krpc_rdma::transport::{
     CallError, Counters, DdpReply, ReplyError, ReplySpec, RequesterEvent, ResponderEvent,
     TransportConfig,
@@ -16,6 +15,7 @@ use krpc_rdma::wire::ErrorCode;
 use mbuf::{Chain, Mbuf, PageProvider, DEFAULT_ARENA_BASE, PAGE_SIZE};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
+use rig::{assert_clean, fill_pages, pattern, rig_opts, teardown, Rig, RigOpts, ARENA_B_BASE};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
@@ -618,7 +618,7 @@ fn long_call_with_ddp_pages() {
         inline_recv: 1024,
         ..TransportConfig::default()
     };
-    let mut r = common::rig_with(cfg);
+    let mut r = rig::rig_with(cfg);
     // 1200 bytes of head XDR: too large for a 1024-byte inline Send even once reduced.
     let head = xdr_bytes(0x77, 300, 1);
     let data = pattern(8192, 2);
@@ -628,9 +628,9 @@ fn long_call_with_ddp_pages() {
     }
     let ev = r.run(&mut |c| {
         assert_eq!(c.call.to_vec().unwrap(), bytes);
-        common::reply_for(c.xid, b"ok")
+        rig::reply_for(c.xid, b"ok")
     });
-    common::take_reply(ev, 0x77);
+    rig::take_reply(ev, 0x77);
     assert_eq!(r.req.counters().long_calls, 1);
     assert_clean(&r);
     teardown(r);

@@ -7,8 +7,8 @@ use krpc_rdma::provider::{Access, Provider};
 use krpc_rdma::soft::SoftConfig;
 use krpc_rdma::transport::TransportConfig;
 use krpc_rdma::wire::{ChunkLists, ErrorBody, WriteChunk};
-use krpc_rdma_tests::common::{self, pattern, RigOpts};
 use krpc_rdma_tests::raw::{call, error_of, exposed, read_chunk, seg, words, Hostile};
+use krpc_rdma_tests::rig::{self, pattern, RigOpts};
 use mbuf::Chain;
 
 /// A flood of refusals with two send buffers: the RDMA_ERRORs that do not fit wait for a
@@ -117,7 +117,7 @@ fn a_reply_that_cannot_be_built_is_answered_with_err_chunk() {
     let c = h.held.pop().unwrap();
     let mut reply = Chain::from_bytes(&[0, 0, 0, 77, 1]).unwrap();
     reply.append_mbuf(mbuf::Mbuf::ddp_marker()).unwrap();
-    reply.cat(common::pages_with(&h.r.pb, &[7; 100])).unwrap();
+    reply.cat(rig::pages_with(&h.r.pb, &[7; 100])).unwrap();
     let e = h.r.resp.reply(&mut h.r.qb, c.ctx, reply).unwrap_err();
     assert!(
         matches!(

@@ -8,11 +8,11 @@
 
 use krpc_rdma::transport::{CallError, ReplySpec, RequesterEvent, ResponderEvent};
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, ReadSegment, Segment, WriteChunk};
-use krpc_rdma_tests::common::{self, assert_clean, raw_send, reply_for, rig, teardown, xdr_call};
+use krpc_rdma_tests::rig::{self, assert_clean, raw_send, reply_for, rig, teardown, xdr_call};
 
 /// A rig after one round trip, so the responder's grant (not the initial single credit)
 /// bounds the calls in flight.
-fn warm() -> common::Rig {
+fn warm() -> rig::Rig {
     let mut r = rig();
     r.req
         .call(&mut r.qa, xdr_call(0xffff, b"warm"), ReplySpec::inline(64))
@@ -163,7 +163,7 @@ fn abandon_quarantine_is_bounded_by_half_the_slots() {
         max_requests: 8,
         ..Default::default()
     };
-    let mut r = common::rig_with(cfg);
+    let mut r = rig::rig_with(cfg);
     r.req
         .call(&mut r.qa, xdr_call(0xffff, b"warm"), ReplySpec::inline(64))
         .unwrap();

@@ -19,14 +19,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use krpc_rdma_tests::file_data::content;
 use userspace_harness::nfs3::{self, ConnectOpts};
 
 mod knfsd;
 use knfsd::{knfsd, server_ip, skip};
-
-#[path = "../../krpc-rdma-session/tests/common/data.rs"]
-mod data;
-use data::content;
 
 const BIN: &str = env!("CARGO_BIN_EXE_userspace-harness");
 

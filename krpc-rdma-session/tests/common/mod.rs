@@ -47,8 +47,6 @@ use nfs_proto::nfs3::{
 use onc_rpc::rpc::{AcceptStat, Auth, CallHeader, ReplyHeader};
 use onc_rpc::xdr::{Decoder, Encoder};
 
-pub mod data;
-
 /// Base address of the server's arena (distinct from the client's).
 pub const ARENA_B_BASE: u64 = 0x10_0000_0000;
 /// Pages per arena (32 MiB): a few 1 MiB transfers in flight.

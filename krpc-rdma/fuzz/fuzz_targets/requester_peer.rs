@@ -14,7 +14,7 @@
 
 use std::collections::HashSet;
 
-use krpc_rdma_tests::common::{self, rig_opts, try_raw_send, xdr_call, RigOpts};
+use krpc_rdma_tests::rig::{self, rig_opts, try_raw_send, xdr_call, RigOpts};
 use krpc_rdma::provider::Provider;
 use krpc_rdma::transport::{DdpReply, ReplySpec, RequesterEvent};
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, ReadSegment, Segment, WriteChunk};
@@ -175,7 +175,7 @@ fuzz_target!(|data: &[u8]| {
         );
     }
     assert_eq!(r.qa.live_registrations(), 0, "registrations left after close");
-    common::teardown(r);
+    rig::teardown(r);
 });
 
 fn record(evs: Vec<RequesterEvent>, ended: &mut HashSet<u32>, abandoned: &HashSet<u32>) {

@@ -13,7 +13,7 @@
 //!   back (no leak, no double free).
 #![no_main]
 
-use krpc_rdma_tests::common::{self, RigOpts};
+use krpc_rdma_tests::rig::{self, RigOpts};
 use krpc_rdma_tests::raw::{exposed, Hostile};
 use krpc_rdma::provider::Provider;
 use krpc_rdma::transport::{Incoming, ResponderEvent, TransportConfig};
@@ -192,12 +192,12 @@ fuzz_target!(|data: &[u8]| {
     poll(&mut h, usize::MAX, &mut seen);
     let _ = h.r.qa.release(reg);
     drop(src);
-    common::teardown(h.r);
+    rig::teardown(h.r);
 });
 
 fn raw(h: &mut Hostile, msg: &[u8]) -> Option<()> {
     let n = msg.len().min(4096);
-    common::try_raw_send(&mut h.r.qa, 0, msg.get(..n)?).ok()
+    rig::try_raw_send(&mut h.r.qa, 0, msg.get(..n)?).ok()
 }
 
 fn poll(h: &mut Hostile, budget: usize, seen: &mut std::collections::HashSet<(u32, u32)>) {

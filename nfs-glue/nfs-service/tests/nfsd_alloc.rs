@@ -18,8 +18,6 @@
 )]
 
 mod common;
-#[path = "../../../krpc-rdma/tests/counting_alloc/mod.rs"]
-mod counting_alloc;
 
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
@@ -27,7 +25,7 @@ use std::sync::Arc;
 
 use common::memfs::{fh, MemFs, ROOT};
 use common::nfs_header;
-use counting_alloc::{Counting, ALLOCS, BYTES, LARGEST, ON};
+use krpc_rdma_tests::counting_alloc::{installed, Counting, ALLOCS, BYTES, LARGEST, ON};
 use mbuf::{Chain, HeapPageArena, PageProvider};
 use nfs_proto::chain::{data_pages_from_bytes, ddp_call};
 use nfs_proto::nfs3::*;
@@ -43,6 +41,10 @@ const ROUNDS: u64 = 100;
 /// [`ROUNDS`] after one warm-up; the call is built outside the counted window.
 fn measure(svc: &Nfs3Service<MemFs>, call: impl Fn() -> Chain) -> (u64, u64, u64) {
     drop(svc.dispatch(&call()).unwrap());
+    assert!(
+        installed(),
+        "the counting allocator is not the global allocator"
+    );
     let (a0, b0) = (ALLOCS.with(Cell::get), BYTES.with(Cell::get));
     LARGEST.with(|l| l.set(0));
     for _ in 0..ROUNDS {

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use common::memfs::{fh, MemFs, SeenWrite, ROOT};
 use common::{nfs_header, root};
 use krpc_rdma::transport::{DdpReply, ReplySpec, RequesterEvent};
-use krpc_rdma_tests::common::{pages_with, pattern, rig, Rig};
+use krpc_rdma_tests::rig::{pages_with, pattern, rig, Rig};
 use mbuf::Chain;
 use nfs_proto::chain::ddp_call;
 use nfs_proto::nfs3::*;

@@ -1,6 +1,5 @@
-//! Test data shared by the host tests (`krpc-rdma-session/tests/`) and the VM's NFS interop tests
-//! (`userspace-harness/tests/nfs3_rxe.rs`, through `#[path]`).
-#![allow(dead_code)]
+//! File contents for the NFSv3 client tests, shared by `krpc-rdma-session`'s host tests
+//! (`krpc-rdma-session/tests/`) and the VM's NFS interop tests (`userspace-harness/tests/nfs3_rxe.rs`).
 
 /// Deterministic, position-dependent bytes (so misplaced pages show).
 pub fn content(len: usize, seed: u64) -> Vec<u8> {

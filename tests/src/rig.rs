@@ -1,9 +1,8 @@
-//! The soft rig of the transport tests (`tests/tests/`, through `krpc_rdma_tests::common`),
-//! the bench and the fuzz targets: a requester and a responder connected through the
+//! The soft rig of the transport tests (`tests/tests/`, `nfs-service`'s `nfsd_transport`),
+//! krpc-rdma's bench and the fuzz targets: a requester and a responder connected through the
 //! software RC provider, plus the XDR-ish chain builders the bench uses. (The message
 //! builders of the tests are `krpc_rdma_scenarios::data`'s.)
 #![allow(
-    dead_code,
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::indexing_slicing,

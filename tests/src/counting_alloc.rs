@@ -1,13 +1,11 @@
-//! The counting global allocator of the allocation tests (`transport_noalloc` here,
-//! `nfs-glue/nfs-service/tests/nfsd_alloc.rs` through `#[path]`): it forwards to `System` and, while
-//! counting is on for the current thread, counts allocations (and reallocations), their bytes
-//! and the largest one. A test installs it with
-//! `#[global_allocator] static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;`.
+//! The counting global allocator of the allocation tests (krpc-rdma's `transport_noalloc`,
+//! nfs-service's `nfsd_alloc`): it forwards to `System` and, while counting is on for the
+//! current thread, counts allocations (and reallocations), their bytes and the largest one.
 //!
-//! One file included by path rather than a crate: `krpc-rdma` cannot dev-depend on
-//! `krpc-rdma-tests`, which depends on it.
-
-#![allow(dead_code)] // each including test uses a part
+//! A global allocator is chosen by the final binary, so this module only provides the type and
+//! its counters: each test binary installs it itself with
+//! `#[global_allocator] static GLOBAL: Counting = Counting;`
+//! (`use krpc_rdma_tests::counting_alloc::Counting`). Without that line nothing is counted.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -72,4 +70,12 @@ pub fn counting<R>(on: bool, f: impl FnOnce() -> R) -> R {
 /// Allocations and bytes counted so far on this thread.
 pub fn snapshot() -> (u64, u64) {
     (ALLOCS.with(Cell::get), BYTES.with(Cell::get))
+}
+
+/// Whether [`Counting`] is this binary's global allocator: one allocation made with counting
+/// on is counted. A test asserts it before trusting a count of 0.
+pub fn installed() -> bool {
+    let (before, _) = snapshot();
+    counting(true, || drop(std::hint::black_box(Box::new(0u64))));
+    snapshot().0 > before
 }
