@@ -116,13 +116,8 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 8,
               value_parser = clap::value_parser!(u32).range(1..=64))]
         depth: u32,
-        /// No progress lines on stderr.
-        #[arg(long, short)]
-        quiet: bool,
         #[command(flatten)]
-        trace: TraceArg,
-        #[command(flatten)]
-        persist: PersistArgs,
+        run: RunArgs,
         /// A call the server answers NFS3ERR_JUKEBOX (busy, e.g. a restarted knfsd refilling
         /// its export cache; the call was not performed) is sent again with a new XID SECS
         /// after the answer (as the Linux client: 5 s), until --give-up.
@@ -246,6 +241,13 @@ struct LoadArgs {
     /// Print the report as one JSON line.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// What every long-running client command takes: progress, tracing, reconnection.
+#[derive(Args)]
+struct RunArgs {
     /// No progress lines on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -377,9 +379,12 @@ fn main() -> ExitCode {
             mount: MountArgs { server, export },
             port,
             depth,
-            quiet,
-            trace,
-            persist,
+            run:
+                RunArgs {
+                    quiet,
+                    trace,
+                    persist,
+                },
             jukebox_delay,
             op,
         } => {
@@ -585,7 +590,7 @@ fn run_server(
 }
 
 fn run_client(server: SocketAddr, load: &LoadArgs, bench: bool) -> ExitCode {
-    let trace = match open_trace(load.trace.file.as_ref()) {
+    let trace = match open_trace(load.run.trace.file.as_ref()) {
         Ok(t) => t,
         Err(e) => return fail(&e, 1),
     };
@@ -600,9 +605,9 @@ fn run_client(server: SocketAddr, load: &LoadArgs, bench: bool) -> ExitCode {
         depth: load.depth,
         count: load.count,
         duration: load.duration,
-        progress: !load.quiet,
+        progress: !load.run.quiet,
         trace,
-        reconnect: load.persist.reconnect(),
+        reconnect: load.run.persist.reconnect(),
     };
     let (report, server_totals) = if bench {
         let print = if load.json {
@@ -722,7 +727,7 @@ mod tests {
             let mut a = vec!["client", "--server", "10.0.2.15"];
             a.extend_from_slice(extra);
             match parse(&a) {
-                Command::Client { load, .. } => load.persist.reconnect(),
+                Command::Client { load, .. } => load.run.persist.reconnect(),
                 _ => unreachable!(),
             }
         };
@@ -737,7 +742,7 @@ mod tests {
         );
         assert_eq!(client(&["--no-reconnect"]), None);
         match parse(&["bench", "--duration", "1"]) {
-            Command::Bench { load, .. } => assert_eq!(load.persist.reconnect(), two_minutes),
+            Command::Bench { load, .. } => assert_eq!(load.run.persist.reconnect(), two_minutes),
             _ => unreachable!(),
         }
         let nfs3 = |extra: &[&str]| {
@@ -746,10 +751,8 @@ mod tests {
             a.push("ls");
             match parse(&a) {
                 Command::Nfs3 {
-                    persist,
-                    jukebox_delay,
-                    ..
-                } => (persist.reconnect(), persist.give_up, jukebox_delay),
+                    run, jukebox_delay, ..
+                } => (run.persist.reconnect(), run.persist.give_up, jukebox_delay),
                 _ => unreachable!(),
             }
         };
