@@ -33,6 +33,18 @@ pub enum ClntStat {
     CantRecv = 4,
     /// `RPC_TIMEDOUT` (the krpc layer's: it abandons the call).
     TimedOut = 5,
+    /// `RPC_VERSMISMATCH`: the server denied the call: RPC version mismatch.
+    VersMismatch = 6,
+    /// `RPC_AUTHERROR`: the server denied the call: authentication error.
+    AuthError = 7,
+    /// `RPC_PROGUNAVAIL`: the program is not available.
+    ProgUnavail = 8,
+    /// `RPC_PROGVERSMISMATCH`: the program version is not served.
+    ProgVersMismatch = 9,
+    /// `RPC_PROCUNAVAIL`: the procedure is not available.
+    ProcUnavail = 10,
+    /// `RPC_CANTDECODEARGS`: the server could not decode the arguments (`GARBAGE_ARGS`).
+    CantDecodeArgs = 11,
     /// `RPC_SYSTEMERROR`: a generic "other problem" (configuration, our own bug).
     SystemError = 12,
     /// `RPC_INTR` (the krpc layer's: a signal, it abandons the call).

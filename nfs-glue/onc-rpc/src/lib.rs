@@ -8,6 +8,9 @@
 //! * [`svc`]: the server side: accepting or refusing a call for a [`svc::Program`] (RPC
 //!   version, credentials, program / version / procedure), the caller's credentials, reply
 //!   headers.
+//! * [`view`]: allocation-free views of call and reply headers (credentials as opaque
+//!   bytes) and how RFC 5531 answers a call that cannot be handed up: what the krpc faces
+//!   use.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -15,4 +18,5 @@ extern crate alloc;
 
 pub mod rpc;
 pub mod svc;
+pub mod view;
 pub mod xdr;

@@ -6,6 +6,7 @@
 
 use alloc::vec::Vec;
 
+use crate::view::{BadCall, CallView, ReplyView};
 use crate::xdr::{Decoder, Encoder, XdrError};
 
 /// `msg_type` CALL.
@@ -89,9 +90,9 @@ impl Auth {
         }
     }
 
-    fn decode(d: &mut Decoder<'_>) -> Result<Auth, XdrError> {
-        let flavor = d.u32()?;
-        let body = d.opaque("auth body", MAX_AUTH_BYTES)?;
+    /// The credential or verifier of `flavor` with this `body` (an `opaque_auth`'s, at most
+    /// `MAX_AUTH_BYTES`); `AUTH_SYS` bodies are decoded.
+    pub(crate) fn from_body(flavor: u32, body: &[u8]) -> Result<Auth, XdrError> {
         match flavor {
             AUTH_NONE => Ok(Auth::None),
             AUTH_SYS => {
@@ -174,37 +175,14 @@ impl CallHeader {
     /// Malformed input, a message that is not a CALL ([`XdrError::BadEnum`] "msg_type"), or an
     /// RPC version other than 2 ("rpc version").
     pub fn decode(d: &mut Decoder<'_>) -> Result<CallHeader, XdrError> {
-        let xid = d.u32()?;
-        match d.u32()? {
-            CALL => {}
-            value => {
-                return Err(XdrError::BadEnum {
-                    what: "msg_type (CALL expected)",
-                    value,
-                })
-            }
-        }
-        match d.u32()? {
-            RPC_VERSION => {}
-            value => {
-                return Err(XdrError::BadEnum {
-                    what: "rpc version",
-                    value,
-                })
-            }
-        }
-        let prog = d.u32()?;
-        let vers = d.u32()?;
-        let proc_ = d.u32()?;
-        let cred = Auth::decode(d)?;
-        let verf = Auth::decode(d)?;
+        let v = CallView::decode(d).map_err(BadCall::into_xdr)?;
         Ok(CallHeader {
-            xid,
-            prog,
-            vers,
-            proc_,
-            cred,
-            verf,
+            xid: v.xid,
+            prog: v.prog,
+            vers: v.vers,
+            proc_: v.proc_,
+            cred: v.cred.to_auth()?,
+            verf: v.verf.to_auth()?,
         })
     }
 }
@@ -290,59 +268,14 @@ impl ReplyHeader {
     /// # Errors
     /// Malformed input or a message that is not a REPLY.
     pub fn decode(d: &mut Decoder<'_>) -> Result<ReplyHeader, XdrError> {
-        let xid = d.u32()?;
-        match d.u32()? {
-            REPLY => {}
-            value => {
-                return Err(XdrError::BadEnum {
-                    what: "msg_type (REPLY expected)",
-                    value,
-                })
-            }
-        }
-        match d.u32()? {
-            0 => {
-                let verf = Auth::decode(d)?;
-                let stat = match d.u32()? {
-                    0 => AcceptStat::Success,
-                    1 => AcceptStat::ProgUnavail,
-                    2 => AcceptStat::ProgMismatch {
-                        low: d.u32()?,
-                        high: d.u32()?,
-                    },
-                    3 => AcceptStat::ProcUnavail,
-                    4 => AcceptStat::GarbageArgs,
-                    5 => AcceptStat::SystemErr,
-                    value => {
-                        return Err(XdrError::BadEnum {
-                            what: "accept_stat",
-                            value,
-                        })
-                    }
-                };
-                Ok(ReplyHeader::Accepted { xid, verf, stat })
-            }
-            1 => {
-                let why = match d.u32()? {
-                    0 => Rejected::RpcMismatch {
-                        low: d.u32()?,
-                        high: d.u32()?,
-                    },
-                    1 => Rejected::AuthError(d.u32()?),
-                    value => {
-                        return Err(XdrError::BadEnum {
-                            what: "reject_stat",
-                            value,
-                        })
-                    }
-                };
-                Ok(ReplyHeader::Denied { xid, why })
-            }
-            value => Err(XdrError::BadEnum {
-                what: "reply_stat",
-                value,
-            }),
-        }
+        Ok(match ReplyView::decode(d)? {
+            ReplyView::Accepted { xid, verf, stat } => ReplyHeader::Accepted {
+                xid,
+                verf: verf.to_auth()?,
+                stat,
+            },
+            ReplyView::Denied { xid, why } => ReplyHeader::Denied { xid, why },
+        })
     }
 
     /// Append the header to `e`.

@@ -25,6 +25,8 @@ use crate::xdr::{Decoder, Encoder, XdrError};
 
 /// `auth_stat` AUTH_BADCRED: the credential is malformed or of a flavor not served.
 pub const AUTH_BADCRED: u32 = 1;
+/// `auth_stat` AUTH_BADVERF: the verifier is malformed.
+pub const AUTH_BADVERF: u32 = 3;
 /// `auth_stat` AUTH_TOOWEAK: the flavor is too weak for this service.
 pub const AUTH_TOOWEAK: u32 = 5;
 /// The uid and gid an `AUTH_NONE` caller gets (`nobody` on Linux and FreeBSD).

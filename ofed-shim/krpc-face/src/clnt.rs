@@ -28,9 +28,12 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
-use krpc_rdma::transport::kernel::Phase;
+use krpc_rdma::transport::kernel::{ClntStat, Errno, Phase};
 use krpc_rdma::transport::{CallError, ReplySpec, Requester, RequesterEvent};
 use mbuf::{Chain, PageProvider};
+use onc_rpc::rpc::{AcceptStat, Rejected};
+use onc_rpc::view::{ReplyView, MAX_REPLY_HEADER};
+use onc_rpc::xdr::Decoder;
 
 use crate::ffi::{self, FbsdClient, FbsdMbuf, KrpcClntHandle, KrpcClntRes};
 use crate::mbuf_bridge::{BridgeError, MbufBridge};
@@ -40,29 +43,10 @@ use ofed_shim::OfedQp;
 /// the Upper-Layer Binding's hook (for NFS, nfs-proto's RFC 8267 table).
 pub type ReplyHook = fn(&Chain, &Arc<dyn PageProvider>) -> ReplySpec;
 
-/// `enum clnt_stat` values the reply header maps to (`sys/rpc/clnt_stat.h`).
-mod stat {
-    pub const SUCCESS: i32 = 0;
-    pub const CANTENCODEARGS: i32 = 1;
-    pub const CANTDECODERES: i32 = 2;
-    pub const CANTSEND: i32 = 3;
-    pub const CANTRECV: i32 = 4;
-    pub const VERSMISMATCH: i32 = 6;
-    pub const AUTHERROR: i32 = 7;
-    pub const PROGUNAVAIL: i32 = 8;
-    pub const PROGVERSMISMATCH: i32 = 9;
-    pub const PROCUNAVAIL: i32 = 10;
-    pub const CANTDECODEARGS: i32 = 11;
-    pub const SYSTEMERROR: i32 = 12;
-}
-
 /// FreeBSD errno values used here without a [`CallError`].
-const EINVAL: i32 = 22;
-const ENOMEM: i32 = 12;
-const EBADMSG: i32 = 89;
-
-/// `MAX_AUTH_BYTES`.
-const MAX_AUTH_BYTES: u32 = 400;
+const EINVAL: i32 = Errno::EINVAL.freebsd();
+const ENOMEM: i32 = Errno::ENOMEM.freebsd();
+const EBADMSG: i32 = Errno::EBADMSG.freebsd();
 
 #[derive(Debug)]
 enum End {
@@ -79,6 +63,8 @@ pub struct KrpcClnt {
     hook: ReplyHook,
     /// Calls that ended, kept for their callers.
     ended: Vec<(u32, End)>,
+    /// The first bytes of a reply, where its RPC header is decoded (allocated once).
+    hdr: Vec<u8>,
     lost: bool,
 }
 
@@ -111,6 +97,9 @@ impl KrpcClnt {
         ended
             .try_reserve_exact(max_requests.max(1))
             .map_err(|_| BridgeError::NoMemory)?;
+        let mut hdr = Vec::new();
+        hdr.try_reserve_exact(MAX_REPLY_HEADER)
+            .map_err(|_| BridgeError::NoMemory)?;
         Ok(Box::new(KrpcClnt {
             qp,
             req,
@@ -118,6 +107,7 @@ impl KrpcClnt {
             bridge: MbufBridge::new(64, 64)?,
             hook,
             ended,
+            hdr,
             lost: false,
         }))
     }
@@ -179,9 +169,9 @@ impl KrpcClnt {
             Ok(c) => c,
             Err(e) => {
                 (res.stat, res.err) = match e {
-                    BridgeError::Invalid => (stat::CANTENCODEARGS, EINVAL),
-                    BridgeError::Errno(n) => (stat::CANTSEND, n),
-                    _ => (stat::CANTSEND, ENOMEM),
+                    BridgeError::Invalid => (ClntStat::CantEncodeArgs as i32, EINVAL),
+                    BridgeError::Errno(n) => (ClntStat::CantSend as i32, n),
+                    _ => (ClntStat::CantSend as i32, ENOMEM),
                 };
                 return ffi::CLNT_REFUSED;
             }
@@ -212,12 +202,17 @@ impl KrpcClnt {
             }
             End::Reply(c) => c,
         };
-        let Some(off) = reply_status(&reply, res) else {
-            res.stat = stat::CANTDECODERES;
+        // The header's bytes, at most MAX_REPLY_HEADER of them, into the scratch reserved
+        // for them (no allocation: resize within the capacity).
+        self.hdr.clear();
+        self.hdr.resize(reply.len().min(MAX_REPLY_HEADER), 0);
+        let parsed = reply.copydata(0, &mut self.hdr).ok();
+        let Some(off) = parsed.and_then(|()| reply_status(&self.hdr, res)) else {
+            res.stat = ClntStat::CantDecodeRes as i32;
             res.err = EBADMSG;
             return;
         };
-        if res.stat != stat::SUCCESS {
+        if res.stat != ClntStat::Success as i32 {
             return;
         }
         let trimmed = i64::try_from(off)
@@ -225,7 +220,7 @@ impl KrpcClnt {
             .and_then(|n| reply.adj(n).ok())
             .is_some();
         if !trimmed {
-            res.stat = stat::CANTDECODERES;
+            res.stat = ClntStat::CantDecodeRes as i32;
             res.err = EBADMSG;
             return;
         }
@@ -236,71 +231,47 @@ impl KrpcClnt {
             Ok(Some(m)) => *rep = m.into_raw(),
             Ok(None) => {}
             Err(_) => {
-                res.stat = stat::CANTRECV;
+                res.stat = ClntStat::CantRecv as i32;
                 res.err = ENOMEM;
             }
         }
     }
 }
 
-/// Big-endian word at `off` of `c`.
-fn word(c: &Chain, off: usize) -> Option<u32> {
-    let mut b = [0u8; 4];
-    c.copydata(off, &mut b).ok()?;
-    Some(u32::from_be_bytes(b))
-}
-
-/// Parse the RPC reply header of `c` (RFC 5531 `reply_body`) into `res` as FreeBSD's
-/// `_seterr_reply` does; the offset of the results (meaningful for `RPC_SUCCESS`), or
-/// `None` for a malformed header.
-fn reply_status(c: &Chain, res: &mut KrpcClntRes) -> Option<usize> {
-    if word(c, 4)? != 1 {
-        return None; // not a REPLY
-    }
-    match word(c, 8)? {
-        0 => {
-            // MSG_ACCEPTED: verifier, accept_stat.
-            res.verf_flavor = word(c, 12)?;
-            res.verf_len = word(c, 16)?;
-            if res.verf_len > MAX_AUTH_BYTES {
-                return None;
+/// Parse the RPC reply header at the start of `hdr` (RFC 5531 `reply_body`, through
+/// onc-rpc's [`ReplyView`]) into `res` as FreeBSD's `_seterr_reply` does; the offset of the
+/// results (meaningful for `RPC_SUCCESS`), or `None` for a malformed header.
+fn reply_status(hdr: &[u8], res: &mut KrpcClntRes) -> Option<usize> {
+    let mut d = Decoder::new(hdr);
+    let stat = match ReplyView::decode(&mut d).ok()? {
+        ReplyView::Accepted { verf, stat, .. } => {
+            res.verf_flavor = verf.flavor;
+            res.verf_len = u32::try_from(verf.body.len()).ok()?;
+            match stat {
+                AcceptStat::Success => ClntStat::Success,
+                AcceptStat::ProgUnavail => ClntStat::ProgUnavail,
+                AcceptStat::ProgMismatch { low, high } => {
+                    (res.low, res.high) = (low, high);
+                    ClntStat::ProgVersMismatch
+                }
+                AcceptStat::ProcUnavail => ClntStat::ProcUnavail,
+                AcceptStat::GarbageArgs => ClntStat::CantDecodeArgs,
+                AcceptStat::SystemErr => ClntStat::SystemError,
             }
-            let off =
-                20usize.checked_add(usize::try_from(res.verf_len.next_multiple_of(4)).ok()?)?;
-            let body = off.checked_add(4)?;
-            res.stat = match word(c, off)? {
-                0 => stat::SUCCESS,
-                1 => stat::PROGUNAVAIL,
-                2 => {
-                    res.low = word(c, body)?;
-                    res.high = word(c, body.checked_add(4)?)?;
-                    stat::PROGVERSMISMATCH
-                }
-                3 => stat::PROCUNAVAIL,
-                4 => stat::CANTDECODEARGS,
-                5 => stat::SYSTEMERROR,
-                _ => return None,
-            };
-            Some(body)
         }
-        1 => {
-            // MSG_DENIED.
-            match word(c, 12)? {
-                0 => {
-                    res.low = word(c, 16)?;
-                    res.high = word(c, 20)?;
-                    res.stat = stat::VERSMISMATCH;
-                }
-                1 => {
-                    res.err = i32::try_from(word(c, 16)?).ok()?;
-                    res.stat = stat::AUTHERROR;
-                }
-                _ => return None,
+        ReplyView::Denied { why, .. } => match why {
+            Rejected::RpcMismatch { low, high } => {
+                (res.low, res.high) = (low, high);
+                ClntStat::VersMismatch
             }
-            Some(c.len())
-        }
-        _ => None,
-    }
+            Rejected::AuthError(why) => {
+                res.err = i32::try_from(why).ok()?;
+                ClntStat::AuthError
+            }
+        },
+    };
+    res.stat = stat as i32;
+    Some(d.pos())
 }
 
 /// The state behind a C handle.
@@ -437,4 +408,45 @@ pub unsafe extern "C" fn krpc_clnt_set_upcall(
 ) {
     // SAFETY: per the function's contract.
     unsafe { state(h).qp.set_upcall(f, arg) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(words: &[u32]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_be_bytes()).collect()
+    }
+
+    /// Each reply header becomes the `enum clnt_stat` (and its detail) `_seterr_reply` gives.
+    #[test]
+    fn reply_headers_map_as_seterr_reply() {
+        let status = |w: &[u32]| {
+            let mut res = KrpcClntRes::default();
+            let off = reply_status(&bytes(w), &mut res);
+            (off, res)
+        };
+        // SUCCESS with a 4-byte verifier of flavor 6: the results start after it.
+        let (off, res) = status(&[5, 1, 0, 6, 4, 0xab, 0]);
+        assert_eq!(off, Some(28));
+        assert_eq!((res.stat, res.verf_flavor, res.verf_len), (0, 6, 4));
+        let (_, res) = status(&[5, 1, 0, 0, 0, 2, 3, 4]);
+        assert_eq!((res.stat, res.low, res.high), (9, 3, 4)); // RPC_PROGVERSMISMATCH
+        let (_, res) = status(&[5, 1, 0, 0, 0, 4]);
+        assert_eq!(res.stat, 11); // GARBAGE_ARGS: RPC_CANTDECODEARGS
+        let (_, res) = status(&[5, 1, 1, 0, 2, 2]);
+        assert_eq!((res.stat, res.low, res.high), (6, 2, 2)); // RPC_VERSMISMATCH
+        let (_, res) = status(&[5, 1, 1, 1, 5]);
+        assert_eq!((res.stat, res.err), (7, 5)); // RPC_AUTHERROR, AUTH_TOOWEAK
+                                                 // Malformed: not a REPLY, an unknown accept_stat, a verifier beyond MAX_AUTH_BYTES,
+                                                 // a header that ends early.
+        for w in [
+            &[5, 0, 0, 0, 0, 0][..],
+            &[5, 1, 0, 0, 0, 6],
+            &[5, 1, 0, 0, 401],
+            &[5, 1, 0, 0],
+        ] {
+            assert_eq!(status(w).0, None, "{w:?}");
+        }
+    }
 }

@@ -48,6 +48,10 @@ use core::ffi::c_void;
 
 use krpc_rdma::transport::{Incoming, ReplyCtx, Responder, ServerConnection, Wait};
 use mbuf::{Chain, PageProvider};
+use onc_rpc::rpc::{AcceptStat, ReplyHeader, MAX_AUTH_BYTES, RPC_VERSION};
+use onc_rpc::svc;
+use onc_rpc::view::{BadCall, CallView, MAX_CALL_HEADER};
+use onc_rpc::xdr::Decoder;
 
 use crate::ffi::{
     self, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcSvcCall, KrpcSvcHandle, KrpcSvcStats,
@@ -55,11 +59,6 @@ use crate::ffi::{
 use crate::mbuf_bridge::{BridgeError, MbufBridge, MbufChain};
 use ofed_shim::pages::Counted;
 use ofed_shim::OfedQp;
-
-/// `MAX_AUTH_BYTES`.
-const MAX_AUTH_BYTES: u32 = 400;
-/// RPC message version 2 (RFC 5531).
-const RPC_VERSION: u32 = 2;
 
 /// One reply's FreeBSD chains: the header, the results.
 type Held = (Option<MbufChain>, Option<MbufChain>);
@@ -88,6 +87,8 @@ pub struct KrpcSvc {
     bridge: MbufBridge,
     stats: KrpcSvcStats,
     slots: Vec<Slot>,
+    /// The first bytes of a call, where its RPC header is decoded (allocated once).
+    hdr: Vec<u8>,
 }
 
 impl core::fmt::Debug for KrpcSvc {
@@ -105,85 +106,35 @@ fn table<T>(n: usize) -> Result<Vec<T>, BridgeError> {
     Ok(v)
 }
 
-/// Why a call header could not be handed up: the RPC reply that answers it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Answer {
-    /// `MSG_ACCEPTED` with this `accept_stat` (4 `GARBAGE_ARGS`, 5 `SYSTEM_ERR`).
-    Accepted(u32),
-    /// `MSG_DENIED` / `RPC_MISMATCH` low 2 high 2.
-    RpcMismatch,
-    /// `MSG_DENIED` / `AUTH_ERROR` with this `auth_stat`.
-    Auth(u32),
+/// `reply` (an RPC reply header alone) as a chain for the Responder. Allocates: only a call
+/// that cannot be handed up is answered here.
+fn answer_chain(reply: &ReplyHeader) -> Option<Chain> {
+    Chain::from_bytes(&svc::header_bytes(reply).ok()?).ok()
 }
 
-const GARBAGE_ARGS: u32 = 4;
-const SYSTEM_ERR: u32 = 5;
-const AUTH_BADCRED: u32 = 1;
-const AUTH_BADVERF: u32 = 3;
-
-/// The reply that answers `xid` with `a` (RFC 5531; an `AUTH_NONE` verifier).
-fn answer_chain(xid: u32, a: Answer) -> Option<Chain> {
-    let w: &[u32] = match a {
-        Answer::Accepted(stat) => &[xid, 1, 0, 0, 0, stat],
-        Answer::RpcMismatch => &[xid, 1, 1, 0, RPC_VERSION, RPC_VERSION],
-        Answer::Auth(why) => &[xid, 1, 1, 1, why],
+/// Parse the RPC call header at the start of `hdr` (the call's first bytes; RFC 5531
+/// `call_body`, through onc-rpc's [`CallView`]) into `call`; the credential and verifier
+/// bodies and the offset of the arguments, or why it cannot be handed up (which says how to
+/// answer it).
+fn parse_call<'a>(
+    hdr: &'a [u8],
+    call: &mut KrpcSvcCall,
+) -> Result<(&'a [u8], &'a [u8], usize), BadCall> {
+    let mut d = Decoder::new(hdr);
+    let v = CallView::decode(&mut d)?;
+    let len = |b: &[u8]| u32::try_from(b.len()).unwrap_or(u32::MAX);
+    *call = KrpcSvcCall {
+        xid: v.xid,
+        rpcvers: RPC_VERSION,
+        prog: v.prog,
+        vers: v.vers,
+        proc_: v.proc_,
+        cred_flavor: v.cred.flavor,
+        cred_len: len(v.cred.body),
+        verf_flavor: v.verf.flavor,
+        verf_len: len(v.verf.body),
     };
-    let mut b = [0u8; 24];
-    for (d, v) in b.chunks_exact_mut(4).zip(w) {
-        d.copy_from_slice(&v.to_be_bytes());
-    }
-    Chain::from_bytes(b.get(..w.len() * 4)?).ok()
-}
-
-/// Big-endian word at `off` of `c`.
-fn word(c: &Chain, off: usize) -> Option<u32> {
-    let mut b = [0u8; 4];
-    c.copydata(off, &mut b).ok()?;
-    Some(u32::from_be_bytes(b))
-}
-
-/// An opaque_auth at `off`: (flavor, length, offset of the body, offset past it).
-fn auth_at(c: &Chain, off: usize) -> Option<(u32, u32, usize, usize)> {
-    let flavor = word(c, off)?;
-    let len = word(c, off.checked_add(4)?)?;
-    let body = off.checked_add(8)?;
-    let end = body.checked_add(usize::try_from(len.checked_next_multiple_of(4)?).ok()?)?;
-    Some((flavor, len, body, end))
-}
-
-/// Parse the RPC call header of `c` (RFC 5531 `call_body`) into `call`; the offsets of the
-/// credential and verifier bodies and of the arguments, or the answer to a malformed one.
-fn parse_call(c: &Chain, call: &mut KrpcSvcCall) -> Result<(usize, usize, usize), Answer> {
-    let garbage = Answer::Accepted(GARBAGE_ARGS);
-    call.xid = word(c, 0).ok_or(garbage)?;
-    if word(c, 4).ok_or(garbage)? != 0 {
-        return Err(garbage); // not a CALL
-    }
-    call.rpcvers = word(c, 8).ok_or(garbage)?;
-    if call.rpcvers != RPC_VERSION {
-        return Err(Answer::RpcMismatch);
-    }
-    call.prog = word(c, 12).ok_or(garbage)?;
-    call.vers = word(c, 16).ok_or(garbage)?;
-    call.proc_ = word(c, 20).ok_or(garbage)?;
-    let (cf, cl, cred, vo) = auth_at(c, 24).ok_or(garbage)?;
-    if cl > MAX_AUTH_BYTES {
-        return Err(Answer::Auth(AUTH_BADCRED));
-    }
-    let (vf, vl, verf, args) = auth_at(c, vo).ok_or(garbage)?;
-    if vl > MAX_AUTH_BYTES {
-        return Err(Answer::Auth(AUTH_BADVERF));
-    }
-    if args > c.len() {
-        return Err(garbage);
-    }
-    (
-        call.cred_flavor,
-        call.cred_len,
-        call.verf_flavor,
-        call.verf_len,
-    ) = (cf, cl, vf, vl);
-    Ok((cred, verf, args))
+    Ok((v.cred.body, v.verf.body, d.pos()))
 }
 
 /// What `recv` found.
@@ -208,6 +159,7 @@ impl KrpcSvc {
     ) -> Result<Box<Self>, BridgeError> {
         let n = max_requests.max(1);
         let conn = ServerConnection::new(resp).map_err(|_| BridgeError::NoMemory)?;
+        let hdr = table::<u8>(MAX_CALL_HEADER)?;
         let mut slots = table(n.saturating_mul(2))?;
         for _ in 0..n.saturating_mul(2) {
             slots.push(Slot {
@@ -222,6 +174,7 @@ impl KrpcSvc {
             bridge: MbufBridge::new(64, 64)?,
             stats: KrpcSvcStats::default(),
             slots,
+            hdr,
         }))
     }
 
@@ -266,9 +219,9 @@ impl KrpcSvc {
         }
     }
 
-    /// Answer a call the transport cannot hand up.
-    fn answer(&mut self, xid: u32, ctx: ReplyCtx, a: Answer) {
-        let Some(chain) = answer_chain(xid, a) else {
+    /// Answer a call the transport cannot hand up with `reply`.
+    fn answer(&mut self, ctx: ReplyCtx, reply: &ReplyHeader) {
+        let Some(chain) = answer_chain(reply) else {
             // No memory for 24 bytes: give the context back rather than hold it forever.
             self.give_back(ctx);
             return;
@@ -298,24 +251,30 @@ impl KrpcSvc {
                 ctx,
             } = inc;
             *call = KrpcSvcCall::default();
-            let (co, vo, args) = match parse_call(&chain, call) {
-                Ok(o) => o,
-                Err(a) => {
-                    self.answer(xid, ctx, a);
+            // The header's bytes, at most MAX_CALL_HEADER of them, into the scratch reserved
+            // for them (no allocation: resize within the capacity).
+            self.hdr.clear();
+            self.hdr.resize(chain.len().min(MAX_CALL_HEADER), 0);
+            if chain.copydata(0, &mut self.hdr).is_err() {
+                self.answer(ctx, &svc::refusal(xid, AcceptStat::SystemErr));
+                continue;
+            }
+            let (ok, args) = match parse_call(&self.hdr, call) {
+                // SAFETY: per krpc_svc_recv's contract, cred / verf hold MAX_AUTH_BYTES
+                // bytes each (or are NULL), and nothing else refers to them during the call.
+                Ok((c, v, args)) => (unsafe { copy_auth(c, cred) && copy_auth(v, verf) }, args),
+                Err(bad) => {
+                    let reply = bad.reply(xid);
+                    self.answer(ctx, &reply);
                     continue;
                 }
             };
-            // SAFETY: per krpc_svc_recv's contract, cred / verf hold MAX_AUTH_BYTES bytes
-            // each (or are NULL), and nothing else refers to them during the call.
-            let ok = unsafe { copy_auth(&chain, co, call.cred_len, cred) }
-                // SAFETY: as above.
-                && unsafe { copy_auth(&chain, vo, call.verf_len, verf) };
             let trimmed = i64::try_from(args)
                 .ok()
                 .and_then(|n| chain.adj(n).ok())
                 .is_some();
             if !ok || !trimmed {
-                self.answer(xid, ctx, Answer::Accepted(SYSTEM_ERR));
+                self.answer(ctx, &svc::refusal(xid, AcceptStat::SystemErr));
                 continue;
             }
             let built = if chain.is_empty() {
@@ -332,7 +291,7 @@ impl KrpcSvc {
                     self.stats.calls += 1;
                     return Recv::Call(m);
                 }
-                Err(_) => self.answer(xid, ctx, Answer::Accepted(SYSTEM_ERR)),
+                Err(_) => self.answer(ctx, &svc::refusal(xid, AcceptStat::SystemErr)),
             }
         }
     }
@@ -363,7 +322,7 @@ impl KrpcSvc {
             Err(_) => {
                 // The krpc's chain cannot be sent (an insane M_EXTPG mbuf): the client
                 // gets SYSTEM_ERR rather than silence.
-                self.answer(xid, ctx, Answer::Accepted(SYSTEM_ERR));
+                self.answer(ctx, &svc::refusal(xid, AcceptStat::SystemErr));
                 self.stats.reply_failed += 1;
                 return ffi::SVC_FAILED;
             }
@@ -467,20 +426,21 @@ impl Contexts {
     }
 }
 
-/// Copy the `len`-byte opaque body at `off` of `c` to `dst`.
+/// Copy an opaque auth `body` to `dst`.
 ///
 /// # Safety
 /// `dst` is NULL or holds `MAX_AUTH_BYTES` writable bytes nobody else uses meanwhile.
-unsafe fn copy_auth(c: &Chain, off: usize, len: u32, dst: *mut u8) -> bool {
-    if len == 0 {
+unsafe fn copy_auth(body: &[u8], dst: *mut u8) -> bool {
+    if body.is_empty() {
         return true;
     }
-    if dst.is_null() || len > MAX_AUTH_BYTES {
+    if dst.is_null() || body.len() > MAX_AUTH_BYTES {
         return false;
     }
-    // SAFETY: per the function's contract (len <= MAX_AUTH_BYTES).
-    let d = unsafe { core::slice::from_raw_parts_mut(dst, len as usize) };
-    c.copydata(off, d).is_ok()
+    // SAFETY: per the function's contract (body.len() <= MAX_AUTH_BYTES); `body` is ours,
+    // not `dst`.
+    unsafe { core::ptr::copy_nonoverlapping(body.as_ptr(), dst, body.len()) };
+    true
 }
 
 /// The state behind a C handle.
@@ -619,52 +579,62 @@ mod tests {
     use super::*;
     use krpc_rdma::transport::ResponderEvent;
 
-    fn chain(words: &[u32], extra: &[u8]) -> Chain {
+    fn bytes(words: &[u32], extra: &[u8]) -> Vec<u8> {
         let mut b: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
         b.extend_from_slice(extra);
-        Chain::from_bytes(&b).unwrap()
+        b
+    }
+
+    /// The words of the reply chain that answers call 9 with `reply`.
+    fn answer_words(reply: &ReplyHeader) -> Vec<u32> {
+        answer_chain(reply)
+            .unwrap()
+            .to_vec()
+            .unwrap()
+            .chunks_exact(4)
+            .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
+            .collect()
     }
 
     #[test]
     fn a_call_header_is_parsed_with_its_credential() {
         // AUTH_SYS credential of 5 bytes (padded to 8), AUTH_NONE verifier, 4 argument bytes.
-        let c = chain(
+        let b = bytes(
             &[7, 0, 2, 100_003, 3, 1, 1, 5],
             &[1, 2, 3, 4, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9],
         );
         let mut call = KrpcSvcCall::default();
-        assert_eq!(parse_call(&c, &mut call), Ok((32, 48, 48)));
+        let (cred, verf, args) = parse_call(&b, &mut call).unwrap();
+        assert_eq!((cred, verf, args), (&[1, 2, 3, 4, 5][..], &[][..], 48));
         assert_eq!(
-            (call.xid, call.prog, call.vers, call.proc_),
-            (7, 100_003, 3, 1)
+            (call.xid, call.rpcvers, call.prog, call.vers, call.proc_),
+            (7, 2, 100_003, 3, 1)
         );
         assert_eq!((call.cred_flavor, call.cred_len, call.verf_len), (1, 5, 0));
-        assert_eq!(c.len() - 48, 4);
+        assert_eq!(b.len() - args, 4);
     }
 
     #[test]
     fn malformed_headers_get_their_answers() {
         let mut call = KrpcSvcCall::default();
-        let cases: [(&[u32], Answer); 6] = [
-            (&[1, 0, 3, 1, 1, 0, 0, 0, 0, 0], Answer::RpcMismatch),
-            (&[1, 0, 2, 1, 1, 0, 0, 401], Answer::Auth(AUTH_BADCRED)),
-            (
-                &[1, 0, 2, 1, 1, 0, 0, 0, 0, 401],
-                Answer::Auth(AUTH_BADVERF),
-            ),
-            (&[1, 0, 2, 1], Answer::Accepted(GARBAGE_ARGS)),
-            (&[1, 1, 0, 0, 0, 0], Answer::Accepted(GARBAGE_ARGS)),
-            // A credential body the message does not hold.
-            (
-                &[1, 0, 2, 1, 1, 0, 1, 400, 0, 0],
-                Answer::Accepted(GARBAGE_ARGS),
-            ),
+        // What the client of call 9 gets back (RFC 5531 reply_body words after the XID).
+        let cases: [(&[u32], &[u32]); 6] = [
+            (&[1, 0, 3, 1, 1, 0, 0, 0, 0, 0], &[1, 1, 0, 2, 2]), // RPC_MISMATCH 2..2
+            (&[1, 0, 2, 1, 1, 0, 0, 401], &[1, 1, 1, 1]),        // AUTH_ERROR AUTH_BADCRED
+            (&[1, 0, 2, 1, 1, 0, 0, 0, 0, 401], &[1, 1, 1, 3]),  // AUTH_ERROR AUTH_BADVERF
+            (&[1, 0, 2, 1], &[1, 0, 0, 0, 4]),                   // GARBAGE_ARGS
+            (&[1, 1, 0, 0, 0, 0], &[1, 0, 0, 0, 4]),             // not a CALL: GARBAGE_ARGS
+            // A credential body the message does not hold: GARBAGE_ARGS.
+            (&[1, 0, 2, 1, 1, 0, 1, 400, 0, 0], &[1, 0, 0, 0, 4]),
         ];
         for (w, want) in cases {
-            assert_eq!(parse_call(&chain(w, &[]), &mut call), Err(want), "{w:?}");
+            let bad = parse_call(&bytes(w, &[]), &mut call).unwrap_err();
+            let got = answer_words(&bad.reply(9));
+            assert_eq!(got.first(), Some(&9), "{w:?}");
+            assert_eq!(&got[1..], want, "{w:?}");
         }
         // A length that overflows the padding arithmetic: refused, no panic.
-        assert!(parse_call(&chain(&[1, 0, 2, 1, 1, 0, 1, u32::MAX], &[]), &mut call).is_err());
+        assert!(parse_call(&bytes(&[1, 0, 2, 1, 1, 0, 1, u32::MAX], &[]), &mut call).is_err());
     }
 
     /// What `krpc_svc_drop` does with the table, over a real Responder (software RC
@@ -751,21 +721,9 @@ mod tests {
     }
 
     #[test]
-    fn answers_are_rfc5531_replies() {
-        let words = |a| {
-            answer_chain(9, a)
-                .unwrap()
-                .to_vec()
-                .unwrap()
-                .chunks_exact(4)
-                .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(words(Answer::RpcMismatch), [9, 1, 1, 0, 2, 2]);
-        assert_eq!(words(Answer::Auth(AUTH_BADCRED)), [9, 1, 1, 1, 1]);
-        assert_eq!(
-            words(Answer::Accepted(SYSTEM_ERR)),
-            [9, 1, 0, 0, 0, SYSTEM_ERR]
-        );
+    fn the_transport_s_own_answer_is_system_err() {
+        // What xp_recv / xp_reply answer when the arguments or results cannot be moved.
+        let words = answer_words(&svc::refusal(9, AcceptStat::SystemErr));
+        assert_eq!(words, [9, 1, 0, 0, 0, 5]);
     }
 }
