@@ -23,8 +23,8 @@
  *
  * Kernels: FreeBSD's headers (default); Linux's with KRPC_OFED_LINUX (the Linux module,
  * ../linux/krpc_ofed_kpi_linux.h). The host tests compile the FreeBSD path unchanged with
- * ../emu/include first on the include path: headers of FreeBSD's names there bring in the
- * userspace emulation (../emu/kpi_emu*.h), which declares FreeBSD's subset with the same
+ * ../ofed-testkit/emu/include first on the include path: headers of FreeBSD's names there bring in the
+ * userspace emulation (../ofed-testkit/emu/kpi_emu*.h), which declares FreeBSD's subset with the same
  * signatures on top of libibverbs/librdmacm.
  */
 #ifndef KRPC_OFED_KPI_H

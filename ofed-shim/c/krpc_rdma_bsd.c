@@ -4,7 +4,7 @@
  * krpc-rdma: FreeBSD's memory, page and panic hooks of the C boundary (krpc_rdma_ofed.h):
  * malloc(9), wired vm_pages addressed by physical address, panic(9). The shared verbs wrapper
  * (krpc_rdma_ofed.c) allocates through krpc_ofed_malloc too. Also built over the userspace
- * emulation of the KPI (../emu/include's FreeBSD header names) for the host tests. The Linux
+ * emulation of the KPI (../ofed-testkit/emu/include's FreeBSD header names) for the host tests. The Linux
  * module has its own (../linux/krpc_rdma_linux.c: kvmalloc, struct page).
  */
 #include "krpc_ofed_kpi.h"

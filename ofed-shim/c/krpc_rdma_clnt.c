@@ -14,8 +14,8 @@
  * the Rust side before clnt_rdma_create (no reconnection here: krpc-rdma-session does that).
  *
  * The host tests compile this file unchanged over the emulated sys/rpc and struct mbuf
- * (../emu/kpi_emu_rpc.h, kpi_emu_mbuf.h), reached through the FreeBSD header names of
- * ../emu/include.
+ * (../ofed-testkit/emu/kpi_emu_rpc.h, kpi_emu_mbuf.h), reached through the FreeBSD header names of
+ * ../ofed-testkit/emu/include.
  */
 #include <sys/param.h>
 #include <sys/systm.h>

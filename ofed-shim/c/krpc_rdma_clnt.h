@@ -5,10 +5,10 @@
  * sys/rpc/clnt_vc.c) over the Rust core's Requester.
  *
  * Division of work. The C side (krpc_rdma_clnt.c, compiled against sys/rpc/clnt.h, or
- * unchanged against emu/kpi_emu_rpc.h) owns the CLIENT, its lock, the XID, the RPC call
+ * unchanged against ofed-testkit/emu/kpi_emu_rpc.h) owns the CLIENT, its lock, the XID, the RPC call
  * header (xid, CALL, 2, prog, vers, proc, credential, verifier: encoded from cl_auth's
  * ah_cred / ah_verf, which is what authnone_marshal and authunix_marshal put on the wire),
- * the timeout and the sleeping. The Rust side (ofed-shim/src/krpc_clnt.rs) owns the
+ * the timeout and the sleeping. The Rust side (ofed-shim/krpc-face/src/clnt.rs) owns the
  * connection and the Requester behind the opaque struct krpc_clnt: it walks the header
  * mbuf and the caller's args chain (markers intact, M_EXTPG pages by reference) through the
  * mbuf bridge, sends the call, reaps completions, parses the reply header and hands the
@@ -56,7 +56,7 @@ struct __rpc_client;
 extern "C" {
 #endif
 
-/* ---- Rust (ofed-shim/src/krpc_clnt.rs) ---------------------------------------------- */
+/* ---- Rust (ofed-shim/krpc-face/src/clnt.rs) ---------------------------------------------- */
 
 /* Send the call hdr + args (the chains are walked, not consumed: the caller keeps them
  * until the call ended). KRPC_CLNT_SENT; KRPC_CLNT_AGAIN: no credit or send resource now

@@ -5,7 +5,7 @@
  * mbufs included, to and from flat descriptors the Rust side turns into mbuf::Chain.
  *
  * Compiled against FreeBSD's sys/sys/mbuf.h (the kernel module), or unchanged against the
- * emulated struct mbuf of ../emu/kpi_emu_mbuf.h (host tests: ../emu/include/sys/mbuf.h
+ * emulated struct mbuf of ../ofed-testkit/emu/kpi_emu_mbuf.h (host tests: ../ofed-testkit/emu/include/sys/mbuf.h
  * includes it), which has the same field names, flags and semantics.
  */
 #include <sys/param.h>

@@ -2,10 +2,10 @@
  * SPDX-License-Identifier: BSD-2-Clause
  *
  * krpc-rdma: the mbuf bridge between FreeBSD's struct mbuf chains and the Rust core's
- * mbuf::Chain (ofed-shim/src/mbuf_bridge.rs).
+ * mbuf::Chain (ofed-shim/krpc-face/src/mbuf_bridge.rs).
  *
  * The C side (krpc_rdma_mbuf.c, compiled against sys/sys/mbuf.h, or against the emulation's
- * emu/kpi_emu_mbuf.h for host tests) walks and builds chains; Rust never reads a FreeBSD
+ * ofed-testkit/emu/kpi_emu_mbuf.h for host tests) walks and builds chains; Rust never reads a FreeBSD
  * struct layout. What crosses is a flat array of struct krpc_mdesc, one per mbuf, plus one
  * array of page addresses (vm_paddr_t) that the PAGES descriptors index:
  *

@@ -8,7 +8,7 @@
  * Rust passes only our plain structs (krpc_rdma_ofed.h); this file translates them into
  * ib_send_wr / ib_recv_wr / ib_reg_wr chains, ib_wc into krpc_wc, rdma_cm events into
  * krpc_cm_event, and wraps the static-inline verbs of ib_verbs.h. The same file builds
- * against the userspace emulation of the KPI (../emu, whose include/ directory supplies the
+ * against the userspace emulation of the KPI (../ofed-testkit/emu, whose include/ directory supplies the
  * FreeBSD header names) for the host tests.
  * Memory comes from the kernel's krpc_ofed_malloc hook (krpc_rdma_bsd.c on FreeBSD,
  * ../linux/krpc_rdma_linux.c on Linux).

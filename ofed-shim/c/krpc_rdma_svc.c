@@ -18,7 +18,7 @@
  * (see krpc_rdma_svc.h for the svc.c paths that need the call).
  *
  * The host tests compile this file unchanged over the emulated svc.c pieces
- * (../emu/kpi_emu_svc.h), reached through the FreeBSD header names of ../emu/include.
+ * (../ofed-testkit/emu/kpi_emu_svc.h), reached through the FreeBSD header names of ../ofed-testkit/emu/include.
  */
 #include <sys/param.h>
 #include <sys/systm.h>

@@ -5,9 +5,9 @@
  * sys/rpc/svc_vc.c) over the Rust core's Responder.
  *
  * Division of work. The C side (krpc_rdma_svc.c, compiled against sys/rpc/svc.h, or
- * unchanged against emu/kpi_emu_svc.h) owns the SVCXPRT, its mutex, the struct rpc_msg
+ * unchanged against ofed-testkit/emu/kpi_emu_svc.h) owns the SVCXPRT, its mutex, the struct rpc_msg
  * (filled from the flat krpc_svc_call on receive; the reply header encoded from it as
- * xdr_replymsg does) and the waiting. The Rust side (ofed-shim/src/krpc_svc.rs) owns the
+ * xdr_replymsg does) and the waiting. The Rust side (ofed-shim/krpc-face/src/svc.rs) owns the
  * connection and the Responder behind the opaque struct krpc_svc: it polls, parses the RPC
  * call header (peer input, checked), answers what it cannot hand up (RPC_MISMATCH,
  * AUTH_BADCRED, GARBAGE_ARGS, SYSTEM_ERR), hands the arguments up as an mbuf chain built by
@@ -91,7 +91,7 @@ struct __rpc_svcpool;
 extern "C" {
 #endif
 
-/* ---- Rust (ofed-shim/src/krpc_svc.rs) ----------------------------------------------- */
+/* ---- Rust (ofed-shim/krpc-face/src/svc.rs) ----------------------------------------------- */
 
 /*
  * The next call: reap completions (re-arming the CQ notification when nothing is queued),
