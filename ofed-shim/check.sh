@@ -145,6 +145,8 @@ say "4. the shim over rxe0: C wrappers + KPI emulation on libibverbs (ofed-testk
 # Host: the unit tests with the emulation linked, and the rxe test binary (built here, so the
 # VM only runs it; cargo there finds it fresh).
 cargo test -p ofed-testkit --features emu --test mbuf_bridge
+# The self-test's soft-provider suite over heap pages (what the module runs at load).
+cargo test -p ofed-testkit --features selftest --lib
 cargo test --release -p ofed-testkit --features emu --test emu_rxe --no-run
 # VM: rxe0 up; KRPC_RDMA_REQUIRE_RDMA=1 turns "no device" into a failure.
 cargo xtask vm -- env KRPC_RDMA_REQUIRE_RDMA=1 \
