@@ -36,6 +36,7 @@ use onc_rpc::view::{ReplyView, MAX_REPLY_HEADER};
 use onc_rpc::xdr::Decoder;
 
 use crate::ffi::{self, FbsdClient, FbsdMbuf, KrpcClntHandle, KrpcClntRes};
+use crate::head::Head;
 use crate::mbuf_bridge::{BridgeError, MbufBridge};
 use ofed_shim::OfedQp;
 
@@ -63,8 +64,8 @@ pub struct KrpcClnt {
     hook: ReplyHook,
     /// Calls that ended, kept for their callers.
     ended: Vec<(u32, End)>,
-    /// The first bytes of a reply, where its RPC header is decoded (allocated once).
-    hdr: Vec<u8>,
+    /// The first bytes of a reply, where its RPC header is decoded.
+    head: Head,
     lost: bool,
 }
 
@@ -97,9 +98,6 @@ impl KrpcClnt {
         ended
             .try_reserve_exact(max_requests.max(1))
             .map_err(|_| BridgeError::NoMemory)?;
-        let mut hdr = Vec::new();
-        hdr.try_reserve_exact(MAX_REPLY_HEADER)
-            .map_err(|_| BridgeError::NoMemory)?;
         Ok(Box::new(KrpcClnt {
             qp,
             req,
@@ -107,7 +105,7 @@ impl KrpcClnt {
             bridge: MbufBridge::new(64, 64)?,
             hook,
             ended,
-            hdr,
+            head: Head::new(MAX_REPLY_HEADER)?,
             lost: false,
         }))
     }
@@ -202,12 +200,7 @@ impl KrpcClnt {
             }
             End::Reply(c) => c,
         };
-        // The header's bytes, at most MAX_REPLY_HEADER of them, into the scratch reserved
-        // for them (no allocation: resize within the capacity).
-        self.hdr.clear();
-        self.hdr.resize(reply.len().min(MAX_REPLY_HEADER), 0);
-        let parsed = reply.copydata(0, &mut self.hdr).ok();
-        let Some(off) = parsed.and_then(|()| reply_status(&self.hdr, res)) else {
+        let Some(off) = self.head.of(&reply).and_then(|h| reply_status(h, res)) else {
             res.stat = ClntStat::CantDecodeRes as i32;
             res.err = EBADMSG;
             return;

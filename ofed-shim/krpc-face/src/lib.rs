@@ -24,6 +24,7 @@ extern crate alloc;
 
 pub mod clnt;
 pub mod ffi;
+mod head;
 pub mod mbuf_bridge;
 pub mod svc;
 

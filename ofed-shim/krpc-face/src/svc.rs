@@ -56,6 +56,7 @@ use onc_rpc::xdr::Decoder;
 use crate::ffi::{
     self, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcSvcCall, KrpcSvcHandle, KrpcSvcStats,
 };
+use crate::head::Head;
 use crate::mbuf_bridge::{BridgeError, MbufBridge, MbufChain};
 use ofed_shim::pages::Counted;
 use ofed_shim::OfedQp;
@@ -87,8 +88,8 @@ pub struct KrpcSvc {
     bridge: MbufBridge,
     stats: KrpcSvcStats,
     slots: Vec<Slot>,
-    /// The first bytes of a call, where its RPC header is decoded (allocated once).
-    hdr: Vec<u8>,
+    /// The first bytes of a call, where its RPC header is decoded.
+    head: Head,
 }
 
 impl core::fmt::Debug for KrpcSvc {
@@ -159,7 +160,6 @@ impl KrpcSvc {
     ) -> Result<Box<Self>, BridgeError> {
         let n = max_requests.max(1);
         let conn = ServerConnection::new(resp).map_err(|_| BridgeError::NoMemory)?;
-        let hdr = table::<u8>(MAX_CALL_HEADER)?;
         let mut slots = table(n.saturating_mul(2))?;
         for _ in 0..n.saturating_mul(2) {
             slots.push(Slot {
@@ -174,7 +174,7 @@ impl KrpcSvc {
             bridge: MbufBridge::new(64, 64)?,
             stats: KrpcSvcStats::default(),
             slots,
-            hdr,
+            head: Head::new(MAX_CALL_HEADER)?,
         }))
     }
 
@@ -251,15 +251,11 @@ impl KrpcSvc {
                 ctx,
             } = inc;
             *call = KrpcSvcCall::default();
-            // The header's bytes, at most MAX_CALL_HEADER of them, into the scratch reserved
-            // for them (no allocation: resize within the capacity).
-            self.hdr.clear();
-            self.hdr.resize(chain.len().min(MAX_CALL_HEADER), 0);
-            if chain.copydata(0, &mut self.hdr).is_err() {
+            let Some(head) = self.head.of(&chain) else {
                 self.answer(ctx, &svc::refusal(xid, AcceptStat::SystemErr));
                 continue;
-            }
-            let (ok, args) = match parse_call(&self.hdr, call) {
+            };
+            let (ok, args) = match parse_call(head, call) {
                 // SAFETY: per krpc_svc_recv's contract, cred / verf hold MAX_AUTH_BYTES
                 // bytes each (or are NULL), and nothing else refers to them during the call.
                 Ok((c, v, args)) => (unsafe { copy_auth(c, cred) && copy_auth(v, verf) }, args),
