@@ -11,7 +11,7 @@
 use crate::rpc::{
     AcceptStat, Auth, Rejected, ReplyHeader, CALL, MAX_AUTH_BYTES, REPLY, RPC_VERSION,
 };
-use crate::svc::{AUTH_BADCRED, AUTH_BADVERF};
+use crate::svc::{refusal, AUTH_BADCRED, AUTH_BADVERF};
 use crate::xdr::{Decoder, XdrError};
 
 /// The longest call header a [`CallView`] reads: XID, direction, RPC version, program,
@@ -97,11 +97,7 @@ impl BadCall {
     /// The reply that answers the call `xid` (an `AUTH_NONE` verifier where one is sent).
     pub fn reply(&self, xid: u32) -> ReplyHeader {
         match self {
-            BadCall::Garbage(_) | BadCall::NotCall(_) => ReplyHeader::Accepted {
-                xid,
-                verf: Auth::None,
-                stat: AcceptStat::GarbageArgs,
-            },
+            BadCall::Garbage(_) | BadCall::NotCall(_) => refusal(xid, AcceptStat::GarbageArgs),
             BadCall::RpcVersion(_) => ReplyHeader::Denied {
                 xid,
                 why: Rejected::RpcMismatch {
