@@ -570,9 +570,7 @@ impl Responder {
         if self.calls_waiting_for_pages() {
             self.pump_reads(prov, events);
         }
-        if !self.errors.is_empty() {
-            self.flush_errors(prov);
-        }
+        self.flush_errors(prov);
         if self.closing {
             self.lose(events);
         }
@@ -707,11 +705,9 @@ impl Responder {
                         self.ep.chains().recycle(reply);
                     }
                     // A send buffer and send-queue room came free: owed errors first, then a
-                    // read job that stalled on a full send queue or on the DDP budget (each
-                    // only when there is one: the common reply completion skips both).
-                    if !self.errors.is_empty() {
-                        self.flush_errors(prov);
-                    }
+                    // read job that stalled on a full send queue or on the DDP budget (only
+                    // when there is one: the common reply completion skips it).
+                    self.flush_errors(prov);
                     if self.job.ctx.is_some() || !self.read_queue.is_empty() {
                         self.pump_reads(prov, events);
                     }
