@@ -21,14 +21,14 @@ kpi=${FREEBSD_KPI_DIR:-$root/../shared/freebsd-kpi}
 	exit 2
 }
 
-echo "== 1/2 verbs boundary: ofed-shim/src/ffi.rs"
-bash "$kpi/check.sh" "$root" "$@" >"${TMPDIR:-/tmp}/freebsd-kpi-verbs.$$" 2>&1
-rc1=$?
-grep -E '^(ERROR|WARNING|ffi: MISMATCH|freebsd-kpi:)' "${TMPDIR:-/tmp}/freebsd-kpi-verbs.$$"
-rm -f "${TMPDIR:-/tmp}/freebsd-kpi-verbs.$$"
-
 view=$(mktemp -d "${TMPDIR:-/tmp}/freebsd-kpi-face.XXXXXX")
 trap 'rm -rf "$view"' EXIT INT TERM
+
+echo "== 1/2 verbs boundary: ofed-shim/src/ffi.rs"
+bash "$kpi/check.sh" "$root" "$@" >"$view/verbs.out" 2>&1
+rc1=$?
+grep -E '^(ERROR|WARNING|ffi: MISMATCH|freebsd-kpi:)' "$view/verbs.out"
+
 mkdir -p "$view/ofed-shim/c" "$view/ofed-shim/src" "$view/ofed-shim/kmod"
 for f in "$here"/c/*; do
 	[ "$(basename "$f")" = krpc_rdma_ofed.h ] || ln -s "$f" "$view/ofed-shim/c/"
