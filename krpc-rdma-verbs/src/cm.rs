@@ -422,39 +422,29 @@ impl VerbsListener {
             return Err(VerbsError::Config("private data longer than 56 bytes"));
         }
         let timeout = Duration::from_millis(u64::from(cfg.timeout_ms));
-        let ev = expect_event(
-            self.pair.channel,
-            rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST,
-            "a connect request",
-            self.addr,
-            timeout,
-        )?;
+        let ev = self.next_request(timeout)?;
         let id = ev.id;
-        let reject = |id| {
-            // SAFETY: `id` is the live id of the request; rejected and destroyed once.
-            unsafe {
-                rdma_reject(id, ptr::null(), 0);
-                rdma_destroy_id(id);
-            }
-        };
         // SAFETY: no arguments.
         let channel = unsafe { rdma_create_event_channel() };
         if channel.is_null() {
             let e = sys("rdma_create_event_channel");
-            reject(id);
+            // SAFETY: the request's live id, neither accepted nor rejected; not used again.
+            unsafe { reject(id) };
             return Err(e);
         }
         // SAFETY: live id and channel; every event of the id was acknowledged.
         if unsafe { rdma_migrate_id(id, channel) } != 0 {
             let e = sys("rdma_migrate_id");
-            reject(id);
+            // SAFETY: the request's live id, neither accepted nor rejected; not used again.
+            unsafe { reject(id) };
             // SAFETY: no id uses it.
             unsafe { rdma_destroy_event_channel(channel) };
             return Err(e);
         }
         // SAFETY: live id.
         if unsafe { (*id).verbs } != self.arena.device().ctx() {
-            reject(id);
+            // SAFETY: the request's live id, neither accepted nor rejected; not used again.
+            unsafe { reject(id) };
             // SAFETY: no id uses it.
             unsafe { rdma_destroy_event_channel(channel) };
             return Err(VerbsError::WrongDevice(self.addr));
@@ -495,22 +485,37 @@ impl VerbsListener {
     /// # Errors
     /// [`VerbsError::Timeout`] when no request came; CM failures.
     pub fn reject_next(&mut self, timeout: Duration) -> Result<Option<SocketAddr>, VerbsError> {
-        let ev = expect_event(
+        let id = self.next_request(timeout)?.id;
+        // SAFETY: `id` is the live id of the request (its event acknowledged); the route's
+        // destination address is plain data, filled by rdma_cm with the request.
+        let ss = unsafe { (*id).route.addr.dst_addr_union.dst_storage };
+        // SAFETY: the request's live id, neither accepted nor rejected; not used again.
+        unsafe { reject(id) };
+        Ok(socket_addr_of(&ss))
+    }
+
+    /// Wait up to `timeout` for the next connect request on the listener.
+    fn next_request(&mut self, timeout: Duration) -> Result<Event, VerbsError> {
+        expect_event(
             self.pair.channel,
             rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST,
             "a connect request",
             self.addr,
             timeout,
-        )?;
-        let id = ev.id;
-        // SAFETY: `id` is the live id of the request (its event acknowledged); the route's
-        // destination address is plain data, filled by rdma_cm with the request.
-        let ss = unsafe { (*id).route.addr.dst_addr_union.dst_storage };
-        // SAFETY: `id` is the live id of the request; rejected and destroyed once, here.
-        unsafe {
-            rdma_reject(id, ptr::null(), 0);
-            rdma_destroy_id(id);
-        }
-        Ok(socket_addr_of(&ss))
+        )
+    }
+}
+
+/// Refuse the connect request whose new id is `id` (no private data: the peer's connect
+/// fails at once as refused) and destroy the id.
+///
+/// # Safety
+/// `id` must be the live id of a request this listener received and has not yet accepted,
+/// rejected or destroyed; it is dangling afterwards.
+unsafe fn reject(id: *mut rdma_cm_id) {
+    // SAFETY: per the contract above, `id` is live and is rejected and destroyed once.
+    unsafe {
+        rdma_reject(id, ptr::null(), 0);
+        rdma_destroy_id(id);
     }
 }
