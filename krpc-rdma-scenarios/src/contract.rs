@@ -43,6 +43,18 @@ fn frags(c: &Chain, r: core::ops::Range<usize>) -> Result<Vec<PageFragment>, Fai
     Ok(c.page_fragments_in(r).at("fragments")?.collect())
 }
 
+/// Register bytes `r` of `c`'s pages on side `s` for `access`.
+#[inline(never)]
+fn register_range<F: Fixture>(
+    l: &mut Link<'_, F>,
+    s: Side,
+    c: &Chain,
+    r: core::ops::Range<usize>,
+    access: Access,
+) -> Result<Boxed<Registration>, Failure> {
+    register(l, s, &frags(c, r)?, access)
+}
+
 #[inline(never)]
 fn register<F: Fixture>(
     l: &mut Link<'_, F>,
@@ -63,7 +75,7 @@ fn exposed_page<F: Fixture>(
     access: Access,
 ) -> Result<(Chain, Boxed<Registration>, RegSegment), Failure> {
     let page = zeroed(l, s, PAGE_SIZE)?;
-    let reg = register(l, s, &frags(&page, 0..PAGE_SIZE)?, access)?;
+    let reg = register_range(l, s, &page, 0..PAGE_SIZE, access)?;
     let seg = *reg.segments.first().at("segment")?;
     announce(l, s)?;
     Ok((page, reg, seg))
@@ -401,10 +413,11 @@ pub fn gathered_send_appends_page_fragments<F: Fixture>(fx: &mut F) -> Outcome {
 pub fn rdma_write_and_read_are_byte_exact<F: Fixture>(fx: &mut F) -> Outcome {
     let mut l = link(fx, &Limits::default())?;
     let target = zeroed(&l, Side::B, 3 * PAGE_SIZE)?;
-    let reg = register(
+    let reg = register_range(
         &mut l,
         Side::B,
-        &frags(&target, 300..2 * PAGE_SIZE + 1000)?,
+        &target,
+        300..2 * PAGE_SIZE + 1000,
         Access::REMOTE_READ | Access::REMOTE_WRITE,
     )?;
     let total: u32 = reg.segments.iter().map(|s| s.length).sum();
@@ -466,10 +479,11 @@ pub fn rdma_past_the_end_of_a_registration_is_refused<F: Fixture>(fx: &mut F) ->
     let range_checks = fx.supports(Feature::RangeChecks);
     let mut l = link(fx, &Limits::default())?;
     let target = zeroed(&l, Side::B, 2 * PAGE_SIZE)?;
-    let reg = register(
+    let reg = register_range(
         &mut l,
         Side::B,
-        &frags(&target, 0..2 * PAGE_SIZE)?,
+        &target,
+        0..2 * PAGE_SIZE,
         Access::REMOTE_READ,
     )?;
     let seg = *reg.segments.last().at("segment")?;
@@ -792,18 +806,14 @@ pub fn registrations_keep_their_pages_alive<F: Fixture>(fx: &mut F) -> Outcome {
     let mut target = Chain::alloc_pages(&l.pb, 2 * PAGE_SIZE).at("pages")?;
     let data = pattern(2 * PAGE_SIZE, 21);
     target.copyback(0, &data).at("fill")?;
-    let reg = register(
+    let reg = register_range(
         &mut l,
         Side::B,
-        &frags(&target, 0..2 * PAGE_SIZE)?,
+        &target,
+        0..2 * PAGE_SIZE,
         Access::REMOTE_READ,
     )?;
-    let reg2 = register(
-        &mut l,
-        Side::B,
-        &frags(&target, 0..PAGE_SIZE)?,
-        Access::REMOTE_WRITE,
-    )?;
+    let reg2 = register_range(&mut l, Side::B, &target, 0..PAGE_SIZE, Access::REMOTE_WRITE)?;
     drop(target);
     let s = *reg.segments.first().at("segment")?;
     let n = (s.length as usize - 10).min(PAGE_SIZE);
@@ -996,12 +1006,7 @@ pub fn disconnect_flushes_both_sides_and_refuses_posts<F: Fixture>(fx: &mut F) -
     l.a.post_recv(&[1, 2]).at("post receives")?;
     l.b.post_recv(&[3]).at("post receive")?;
     let c = zeroed(&l, Side::A, PAGE_SIZE)?;
-    let reg = register(
-        &mut l,
-        Side::A,
-        &frags(&c, 0..PAGE_SIZE)?,
-        Access::REMOTE_READ,
-    )?;
+    let reg = register_range(&mut l, Side::A, &c, 0..PAGE_SIZE, Access::REMOTE_READ)?;
     l.b.disconnect();
     l.b.disconnect();
     expect_ids(
@@ -1039,12 +1044,7 @@ pub fn disconnect_flushes_both_sides_and_refuses_posts<F: Fixture>(fx: &mut F) -
 pub fn dropping_a_queue_pair_disconnects_the_peer<F: Fixture>(fx: &mut F) -> Outcome {
     let mut l = link(fx, &Limits::default())?;
     let target = zeroed(&l, Side::B, PAGE_SIZE)?;
-    let _reg = register(
-        &mut l,
-        Side::B,
-        &frags(&target, 0..PAGE_SIZE)?,
-        Access::REMOTE_READ,
-    )?;
+    let _reg = register_range(&mut l, Side::B, &target, 0..PAGE_SIZE, Access::REMOTE_READ)?;
     drop(target);
     l.a.post_recv(&[0]).at("post receive")?;
     let Link {
@@ -1086,10 +1086,11 @@ pub fn pages_are_all_returned_after_a_busy_session<F: Fixture>(fx: &mut F) -> Ou
     for round in 0..20u8 {
         let step = format!("round {round}");
         let target = zeroed(&l, Side::B, 2 * PAGE_SIZE)?;
-        let reg = register(
+        let reg = register_range(
             &mut l,
             Side::B,
-            &frags(&target, 7..PAGE_SIZE + 9)?,
+            &target,
+            7..PAGE_SIZE + 9,
             Access::REMOTE_WRITE | Access::REMOTE_READ,
         )?;
         let s = *reg.segments.first().at("segment")?;
