@@ -219,9 +219,6 @@ fn rxe_tests() -> Result<(), String> {
     let mut build = cargo();
     build.args(&test_args).arg("--no-run");
     step(&format!("build {}", TESTS.join(", ")), build)?;
-    println!("==> {name}");
-    let start = Instant::now();
-    std::env::set_current_dir(root()).map_err(|e| format!("{name}: cd: {e}"))?;
     let args: Vec<OsString> = std::iter::once("cargo")
         .chain(test_args.iter().copied())
         .chain(["--", "--test-threads=1"])
@@ -229,14 +226,7 @@ fn rxe_tests() -> Result<(), String> {
         .collect();
     // Inside the VM a missing device must fail the tests, not skip them.
     std::env::set_var("KRPC_RDMA_REQUIRE_RDMA", "1");
-    let code = vm::run::vm(&args);
-    let secs = start.elapsed().as_secs_f64();
-    if code == 0 {
-        println!("==> {name}: ok ({secs:.1} s)");
-        Ok(())
-    } else {
-        Err(format!("{name}: failed (exit {code}) after {secs:.1} s"))
-    }
+    vm_step(&name, &args)
 }
 
 /// `ofed-shim/check.sh`: the kernel staticlib builds, its undefined symbols are all

@@ -82,8 +82,8 @@ fail() {
     say "FAILED: $2"
 }
 
-# listening PORT: is a TCP socket listening on PORT (state 0A in /proc/net/tcp)?
-listening() { grep -qi ":$(printf %04X "$1") 00000000:0000 0A" /proc/net/tcp; }
+# listening, wait_listening
+. "$(dirname "$0")/listen.sh"
 
 # ---- 1. perftest ---------------------------------------------------------------------------
 
@@ -99,11 +99,7 @@ perftest() {
     t=$(now)
     timeout 180 "$@" >"$tmp/server" 2>&1 &
     server=$!
-    n=150
-    until listening 18515 || [ "$n" -le 0 ]; do
-        sleep 0.1
-        n=$((n - 1))
-    done
+    wait_listening 18515 150
     timeout 150 "$@" "$RXE_IP" >"$tmp/client" 2>&1
     client_rc=$?
     [ "$client_rc" = 0 ] || kill "$server" 2>/dev/null

@@ -11,8 +11,8 @@ out=$(mktemp -d)
 passed=0
 failed=0
 
-# listening PORT: is a TCP socket listening on PORT (state 0A in /proc/net/tcp)?
-listening() { grep -qi ":$(printf %04X "$1") 00000000:0000 0A" /proc/net/tcp; }
+# listening, wait_listening
+. "$(dirname "$0")/listen.sh"
 
 # pair NAME CMD...: CMD as the server in the background, then CMD $RXE_IP as the client
 # once the server listens on perftest's and pingpong's port, 18515.
@@ -23,11 +23,7 @@ pair() {
     start=$(date +%s.%N)
     "$@" >"$out/server" 2>&1 &
     server=$!
-    n=100
-    until listening 18515 || [ "$n" -le 0 ]; do
-        sleep 0.1
-        n=$((n - 1))
-    done
+    wait_listening 18515 100
     timeout 120 "$@" "$RXE_IP" >"$out/client" 2>&1
     client_rc=$?
     wait "$server"
