@@ -205,20 +205,24 @@ macro_rules! verbs_binding_probes {
     };
 }
 
-/// `$ty { send_bufs, recv_bufs, max_send_wr, max_registrations, ..$default }` with each of
-/// the four taken from the [`Limits`] `$limits` where it sets one: how a fixture maps limits
-/// onto its provider's configuration type (whose four fields are `u32`).
+/// Write each of the four [`Limits`] `$limits` sets into the place `$cfg`: a provider's
+/// configuration or its `Resources`, whichever holds `send_bufs`, `recv_bufs`, `max_send_wr`
+/// and `max_registrations` (all `u32`). How a fixture maps limits onto its provider.
 #[macro_export]
-macro_rules! limited_config {
-    ($ty:ident, $limits:expr, $default:expr) => {{
+macro_rules! apply_limits {
+    ($limits:expr, $cfg:expr) => {{
         let l: &$crate::Limits = $limits;
-        let d = $default;
-        $ty {
-            send_bufs: l.send_bufs.unwrap_or(d.send_bufs),
-            recv_bufs: l.recv_bufs.unwrap_or(d.recv_bufs),
-            max_send_wr: l.max_send_wr.unwrap_or(d.max_send_wr),
-            max_registrations: l.max_registrations.unwrap_or(d.max_registrations),
-            ..d
+        if let Some(v) = l.send_bufs {
+            $cfg.send_bufs = v;
+        }
+        if let Some(v) = l.recv_bufs {
+            $cfg.recv_bufs = v;
+        }
+        if let Some(v) = l.max_send_wr {
+            $cfg.max_send_wr = v;
+        }
+        if let Some(v) = l.max_registrations {
+            $cfg.max_registrations = v;
         }
     }};
 }

@@ -75,8 +75,8 @@ impl ServerConfig {
     /// transport settings at their defaults, a 1 s accept poll.
     pub fn for_buffers(verbs: VerbsConfig) -> ServerConfig {
         let transport = TransportConfig {
-            inline_send: verbs.send_buf_size,
-            inline_recv: verbs.recv_buf_size,
+            inline_send: verbs.resources.send_buf_size,
+            inline_recv: verbs.resources.recv_buf_size,
             ..TransportConfig::default()
         };
         ServerConfig {
@@ -326,7 +326,10 @@ mod tests {
         // Larger buffers: larger inline sizes; the core's clamp to the buffers still holds
         // when the transport setting is raised past them.
         let big = ServerConfig::for_buffers(VerbsConfig {
-            recv_buf_size: 8192,
+            resources: krpc_rdma::provider::Resources {
+                recv_buf_size: 8192,
+                ..krpc_rdma::provider::Resources::default()
+            },
             ..VerbsConfig::default()
         });
         assert_eq!(big.transport.inline_recv, 8192);

@@ -26,6 +26,7 @@ pub mod qp;
 pub mod signals;
 pub mod wait;
 
+use krpc_rdma::provider::Resources;
 use std::fmt;
 use std::net::SocketAddr;
 
@@ -46,30 +47,20 @@ pub enum RegMode {
 }
 
 /// Resources and connection parameters of one [`qp::VerbsQp`].
+///
+/// The device clamps [`Resources::max_sge`] and [`Resources::max_rd_atomic`] (the latter
+/// for Reads as initiator and as responder); the hardware send queue is deeper than
+/// [`Resources::max_send_wr`] by [`VerbsConfig::internal_wrs`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerbsConfig {
-    /// Pre-registered send buffers.
-    pub send_bufs: u32,
-    /// Pre-registered receive buffers.
-    pub recv_bufs: u32,
-    /// Bytes per send buffer.
-    pub send_buf_size: u32,
-    /// Bytes per receive buffer.
-    pub recv_buf_size: u32,
-    /// Send-queue depth reported to the core. The hardware queue is deeper by
-    /// [`VerbsConfig::internal_wrs`] for the provider's own bind / invalidate requests.
-    pub max_send_wr: u32,
+    /// Buffers, queue depths and limits reported to the core ([`Resources::default`]
+    /// unless set).
+    pub resources: Resources,
     /// Extra send-queue slots for the provider's internal work requests (memory-window binds
     /// and invalidations).
     pub internal_wrs: u32,
-    /// SGEs per work request (clamped to the device's `max_sge`).
-    pub max_sge: u32,
-    /// Registrations live at once.
-    pub max_registrations: u32,
     /// Memory windows allocated at most (a registration uses one per contiguous run).
     pub max_mws: u32,
-    /// Outstanding RDMA Reads as initiator and as responder (clamped to the device).
-    pub max_rd_atomic: u32,
     /// Registration method.
     pub reg_mode: RegMode,
     /// Address and route resolution timeout, and the wait for the connection, in ms.
@@ -77,42 +68,31 @@ pub struct VerbsConfig {
 }
 
 impl Default for VerbsConfig {
-    /// 64 + 64 buffers of 4096 bytes, 256 + 128 send-queue entries, 16 SGEs, 256
-    /// registrations, 1024 windows, 16 Reads, memory windows, 15 s timeouts (above the
-    /// IB CM's ~4.3 s retry of a lost REQ/REP/RTU, twice over).
+    /// [`Resources::default`], 128 internal send-queue entries, 1024 windows, memory
+    /// windows, 15 s timeouts (above the IB CM's ~4.3 s retry of a lost REQ/REP/RTU, twice
+    /// over).
     fn default() -> Self {
-        VerbsConfig {
-            send_bufs: 64,
-            recv_bufs: 64,
-            send_buf_size: 4096,
-            recv_buf_size: 4096,
-            max_send_wr: 256,
-            internal_wrs: 128,
-            max_sge: 16,
-            max_registrations: 256,
-            max_mws: 1024,
-            max_rd_atomic: 16,
-            reg_mode: RegMode::MemoryWindow,
-            timeout_ms: 15_000,
-        }
+        VerbsConfig::with(Resources::default())
     }
 }
 
 impl VerbsConfig {
+    /// The default configuration with `resources`.
+    pub fn with(resources: Resources) -> Self {
+        VerbsConfig {
+            resources,
+            internal_wrs: 128,
+            max_mws: 1024,
+            reg_mode: RegMode::MemoryWindow,
+            timeout_ms: 15_000,
+        }
+    }
+
     /// The resources a queue pair with this configuration reports (before clamping to the
     /// device: [`qp::VerbsQp::resources`](krpc_rdma::provider::Provider::resources) gives the
     /// final values, which are never larger).
-    pub fn resources(&self) -> krpc_rdma::provider::Resources {
-        krpc_rdma::provider::Resources {
-            send_bufs: self.send_bufs,
-            recv_bufs: self.recv_bufs,
-            send_buf_size: self.send_buf_size,
-            recv_buf_size: self.recv_buf_size,
-            max_send_wr: self.max_send_wr,
-            max_sge: self.max_sge,
-            max_registrations: self.max_registrations,
-            max_rd_atomic: self.max_rd_atomic,
-        }
+    pub fn resources(&self) -> Resources {
+        self.resources
     }
 }
 

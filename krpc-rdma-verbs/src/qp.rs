@@ -192,6 +192,7 @@ impl VerbsConn {
         match cfg.reg_mode {
             RegMode::MemoryWindow => cfg.max_mws.min(dev.limits().max_mw).max(1),
             RegMode::MemoryRegion => cfg
+                .resources
                 .max_registrations
                 .saturating_mul(MAX_CHUNK_SEGMENTS as u32)
                 .max(1),
@@ -208,22 +209,23 @@ impl VerbsConn {
     ) -> Result<(VerbsConn, u32), VerbsError> {
         let dev = Arc::clone(arena.device());
         let lim = dev.limits();
-        let max_sge = cfg.max_sge.min(lim.max_sge).max(1);
-        let sq_depth = (cfg.max_send_wr + cfg.internal_wrs).min(lim.max_qp_wr);
-        let reported_sq = cfg.max_send_wr.min(sq_depth);
+        let max_sge = cfg.resources.max_sge.min(lim.max_sge).max(1);
+        let sq_depth = (cfg.resources.max_send_wr + cfg.internal_wrs).min(lim.max_qp_wr);
+        let reported_sq = cfg.resources.max_send_wr.min(sq_depth);
         let rd = cfg
+            .resources
             .max_rd_atomic
             .min(lim.max_qp_init_rd_atom)
             .min(lim.max_qp_rd_atom)
             .max(1);
         let res = Resources {
-            send_bufs: cfg.send_bufs,
-            recv_bufs: cfg.recv_bufs,
-            send_buf_size: cfg.send_buf_size,
-            recv_buf_size: cfg.recv_buf_size,
+            send_bufs: cfg.resources.send_bufs,
+            recv_bufs: cfg.resources.recv_bufs,
+            send_buf_size: cfg.resources.send_buf_size,
+            recv_buf_size: cfg.resources.recv_buf_size,
             max_send_wr: reported_sq,
             max_sge,
-            max_registrations: cfg.max_registrations,
+            max_registrations: cfg.resources.max_registrations,
             max_rd_atomic: rd,
         };
         let nkeys = VerbsConn::keys(cfg, &dev) as usize;
@@ -250,14 +252,17 @@ impl VerbsConn {
             release_deadline: None,
             wrs: Vec::with_capacity(sq_depth as usize),
             sges: Vec::with_capacity(sq_depth as usize * 2),
-            rwrs: Vec::with_capacity(cfg.recv_bufs as usize),
-            rsges: Vec::with_capacity(cfg.recv_bufs as usize),
+            rwrs: Vec::with_capacity(cfg.resources.recv_bufs as usize),
+            rsges: Vec::with_capacity(cfg.resources.recv_bufs as usize),
         };
         match cfg.reg_mode {
             RegMode::MemoryWindow => me.mws = vec![ptr::null_mut(); nkeys],
             RegMode::MemoryRegion => me.mrs = vec![ptr::null_mut(); nkeys],
         }
-        if cfg.send_bufs == 0 || cfg.recv_bufs == 0 || cfg.max_registrations > u32::from(u16::MAX) {
+        if cfg.resources.send_bufs == 0
+            || cfg.resources.recv_bufs == 0
+            || cfg.resources.max_registrations > u32::from(u16::MAX)
+        {
             return Err(VerbsError::Config(
                 "buffer counts or registrations out of range",
             ));
@@ -274,7 +279,7 @@ impl VerbsConn {
         }
         // SAFETY: `comp` is live; its fd is made non-blocking (the wait helper polls it).
         unsafe { set_nonblocking((*me.comp).fd) };
-        let cqe = i32::try_from(sq_depth + cfg.recv_bufs + 16)
+        let cqe = i32::try_from(sq_depth + cfg.resources.recv_bufs + 16)
             .map_err(|_| VerbsError::Config("CQ too large"))?;
         // SAFETY: `ctx` and `comp` are live.
         me.cq = unsafe { ibv_create_cq(ctx, cqe, ptr::null_mut(), me.comp, 0) };
@@ -289,7 +294,7 @@ impl VerbsConn {
         attr.qp_type = ibv_qp_type::IBV_QPT_RC;
         attr.sq_sig_all = 0;
         attr.cap.max_send_wr = sq_depth;
-        attr.cap.max_recv_wr = cfg.recv_bufs;
+        attr.cap.max_recv_wr = cfg.resources.recv_bufs;
         attr.cap.max_send_sge = max_sge;
         attr.cap.max_recv_sge = 1;
         // SAFETY: `id`, the PD and `attr` are valid; on success the QP hangs off `id`.
@@ -299,8 +304,8 @@ impl VerbsConn {
         }
         // SAFETY: `rdma_create_qp` succeeded, so `id->qp` is the new QP.
         me.qp = unsafe { (*id).qp };
-        let send_len = cfg.send_bufs as usize * cfg.send_buf_size as usize;
-        let recv_len = cfg.recv_bufs as usize * cfg.recv_buf_size as usize;
+        let send_len = cfg.resources.send_bufs as usize * cfg.resources.send_buf_size as usize;
+        let recv_len = cfg.resources.recv_bufs as usize * cfg.resources.recv_buf_size as usize;
         me.buf_len = (send_len + recv_len)
             .next_multiple_of(PAGE_SIZE)
             .max(PAGE_SIZE);

@@ -77,6 +77,23 @@ pub struct Resources {
     pub max_rd_atomic: u32,
 }
 
+impl Default for Resources {
+    /// What the providers' configurations start from: 64 send and 64 receive buffers of
+    /// 4096 bytes, 256 send-queue entries, 16 SGEs, 256 registrations, 16 outstanding Reads.
+    fn default() -> Self {
+        Resources {
+            send_bufs: 64,
+            recv_bufs: 64,
+            send_buf_size: 4096,
+            recv_buf_size: 4096,
+            max_send_wr: 256,
+            max_sge: 16,
+            max_registrations: 256,
+            max_rd_atomic: 16,
+        }
+    }
+}
+
 bitflags::bitflags! {
     /// Access the peer is granted on a registration.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]

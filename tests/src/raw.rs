@@ -38,7 +38,7 @@ impl Hostile {
     pub fn with(opts: RigOpts) -> Self {
         let mut r = rig_opts(opts);
         // Every receive buffer of side A posted, so every answer lands.
-        for b in 0..SoftConfig::default().recv_bufs {
+        for b in 0..SoftConfig::default().resources.recv_bufs {
             let _ = r.qa.post_recv(&[b]);
         }
         Hostile {

@@ -16,7 +16,9 @@ struct Soft {
 }
 
 fn config(l: &Limits) -> SoftConfig {
-    krpc_rdma_scenarios::limited_config!(SoftConfig, l, SoftConfig::default())
+    let mut c = SoftConfig::default();
+    krpc_rdma_scenarios::apply_limits!(l, c.resources);
+    c
 }
 
 impl Fixture for Soft {

@@ -9,6 +9,7 @@
     clippy::panic
 )]
 
+use krpc_rdma::provider::Resources;
 use krpc_rdma::soft::SoftConfig;
 use krpc_rdma::transport::{
     Incoming, ReplySpec, RequesterEvent, ServerConnection, SharedPages, TransportConfig, Wait,
@@ -28,10 +29,10 @@ fn setup(credits: u32, send_bufs: u32) -> (Rig, ServerConnection) {
     let mut rig = rig_opts(RigOpts {
         req_cfg: cfg,
         resp_cfg: cfg,
-        soft_b: SoftConfig {
+        soft_b: SoftConfig::with(Resources {
             send_bufs,
-            ..SoftConfig::default()
-        },
+            ..Resources::default()
+        }),
         ..RigOpts::default()
     });
     // One call answered so that the client learns the full grant.

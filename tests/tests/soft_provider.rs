@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use krpc_rdma::provider::{
-    Access, CmEvent, Completion, Provider, ProviderError, Registration, SendOp, SendWr, WcKind,
-    WcStatus,
+    Access, CmEvent, Completion, Provider, ProviderError, Registration, Resources, SendOp, SendWr,
+    WcKind, WcStatus,
 };
 use krpc_rdma::soft::{
     pair, CorruptSend, FaultConfig, FaultInjector, SoftConfig, SoftQp, MAX_SOFT_REGISTRATIONS,
@@ -125,10 +125,10 @@ fn send_without_posted_receive_is_rnr_and_breaks_the_connection() {
 
 #[test]
 fn oversize_send_fails_at_both_ends_and_breaks() {
-    let cb = SoftConfig {
+    let cb = SoftConfig::with(Resources {
         recv_buf_size: 1024,
-        ..SoftConfig::default()
-    };
+        ..Resources::default()
+    });
     let mut n = net_with(SoftConfig::default(), cb);
     n.b.post_recv(&[0, 1]).unwrap();
     send_bytes(&mut n.a, 1, 0, &pattern(1025, 0));
@@ -149,10 +149,10 @@ fn oversize_send_fails_at_both_ends_and_breaks() {
 
 #[test]
 fn exactly_receive_sized_send_fits() {
-    let cb = SoftConfig {
+    let cb = SoftConfig::with(Resources {
         recv_buf_size: 1024,
-        ..SoftConfig::default()
-    };
+        ..Resources::default()
+    });
     let mut n = net_with(SoftConfig::default(), cb);
     n.b.post_recv(&[0]).unwrap();
     send_bytes(&mut n.a, 1, 0, &pattern(1024, 4));
@@ -273,10 +273,10 @@ fn unknown_handle_and_the_other_sides_handle_are_refused() {
 
 #[test]
 fn handles_of_a_reused_slot_do_not_repeat_for_256_registrations() {
-    let cb = SoftConfig {
+    let cb = SoftConfig::with(Resources {
         max_registrations: 1,
-        ..SoftConfig::default()
-    };
+        ..Resources::default()
+    });
     let mut n = net_with(SoftConfig::default(), cb);
     let pb = n.pages_b();
     let target = page_chain(&pb, PAGE_SIZE);
@@ -394,10 +394,10 @@ fn frwr_fragment_rules() {
 
 #[test]
 fn too_many_registrations_in_the_config_is_refused() {
-    let cfg = SoftConfig {
+    let cfg = SoftConfig::with(Resources {
         max_registrations: MAX_SOFT_REGISTRATIONS + 1,
-        ..SoftConfig::default()
-    };
+        ..Resources::default()
+    });
     let arena: Arc<dyn PageProvider> = Arc::new(HeapPageArena::new(1).unwrap());
     assert_eq!(
         pair(cfg, arena.clone(), SoftConfig::default(), arena).err(),
@@ -454,10 +454,10 @@ fn registrations_hold_page_references_until_released() {
 
 #[test]
 fn send_queue_depth_is_busy_until_completions_are_polled() {
-    let ca = SoftConfig {
+    let ca = SoftConfig::with(Resources {
         max_send_wr: 4,
-        ..SoftConfig::default()
-    };
+        ..Resources::default()
+    });
     let mut n = net_with(ca, SoftConfig::default());
     n.b.post_recv(&(0..10).collect::<Vec<_>>()).unwrap();
     let chain: Vec<_> = (0..4).map(|i| send_wr(i, 0, 8)).collect();
@@ -496,10 +496,10 @@ fn send_queue_depth_is_busy_until_completions_are_polled() {
 
 #[test]
 fn strict_send_queue_counts_unsignaled_until_a_later_completion_is_polled() {
-    let ca = SoftConfig {
+    let ca = SoftConfig::with(Resources {
         max_send_wr: 4,
-        ..SoftConfig::default()
-    };
+        ..Resources::default()
+    });
     let mut n = net_with(ca, SoftConfig::default());
     n.a.set_strict_send_queue(true);
     n.b.post_recv(&(0..10).collect::<Vec<_>>()).unwrap();

@@ -3,6 +3,7 @@
 //! says so, or the connection is closed — never a silent drop, never a panic, and the pages
 //! held stay within the configured DDP budget.
 
+use krpc_rdma::provider::Resources;
 use krpc_rdma::provider::{Access, Provider};
 use krpc_rdma::soft::SoftConfig;
 use krpc_rdma::transport::TransportConfig;
@@ -17,10 +18,10 @@ use mbuf::Chain;
 #[test]
 fn refusals_wait_for_send_buffers_then_the_connection_closes_when_they_cannot() {
     let opts = |send_bufs| RigOpts {
-        soft_b: SoftConfig {
+        soft_b: SoftConfig::with(Resources {
             send_bufs,
-            ..SoftConfig::default()
-        },
+            ..Resources::default()
+        }),
         ..RigOpts::default()
     };
     // Twelve refusals posted before the responder polls once: two go at once, ten wait.
@@ -60,10 +61,10 @@ fn refusals_wait_for_send_buffers_then_the_connection_closes_when_they_cannot() 
 #[test]
 fn a_read_stalled_on_a_full_send_queue_resumes_when_a_send_completes() {
     let mut h = Hostile::with(RigOpts {
-        soft_b: SoftConfig {
+        soft_b: SoftConfig::with(Resources {
             max_send_wr: 1,
-            ..SoftConfig::default()
-        },
+            ..Resources::default()
+        }),
         ..RigOpts::default()
     });
     let data = pattern(8192, 9);

@@ -22,6 +22,7 @@
     missing_docs
 )]
 
+use krpc_rdma::provider::Resources;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -385,13 +386,13 @@ fn knfsd_inline_sizes_and_credit_limit() {
         inline_recv: 16384,
         ..TransportConfig::default()
     };
-    let vcfg = VerbsConfig {
+    let vcfg = VerbsConfig::with(Resources {
         send_bufs: 128,
         recv_bufs: 128,
         send_buf_size: 16384,
         recv_buf_size: 16384,
-        ..VerbsConfig::default()
-    };
+        ..Resources::default()
+    });
     let mut n = Nfs::connect(SocketAddr::new(ip, NFS_RDMA_PORT), tcfg, &vcfg);
     let th = n.req.thresholds();
     let calls: Vec<_> = (0..160)

@@ -49,7 +49,9 @@ struct Verbs {
 
 impl Verbs {
     fn config(&self, l: &Limits) -> VerbsConfig {
-        krpc_rdma_scenarios::limited_config!(VerbsConfig, l, self.cfg.clone())
+        let mut c = self.cfg.clone();
+        krpc_rdma_scenarios::apply_limits!(l, c.resources);
+        c
     }
 }
 

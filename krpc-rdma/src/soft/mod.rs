@@ -101,60 +101,31 @@ pub use mr::MAX_SOFT_REGISTRATIONS;
 pub use qp::SoftQp;
 
 /// Resources and connection parameters of one [`SoftQp`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// How the soft queue pair reads [`Resources`]: a gathered Send takes one SGE for its
+/// buffer (if its length is not zero) plus one per page fragment, an RDMA operation one
+/// per local fragment; `max_registrations` is at most [`MAX_SOFT_REGISTRATIONS`];
+/// `max_rd_atomic` is reported and never binds.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SoftConfig {
-    /// Send buffers.
-    pub send_bufs: u32,
-    /// Receive buffers.
-    pub recv_bufs: u32,
-    /// Bytes per send buffer.
-    pub send_buf_size: u32,
-    /// Bytes per receive buffer.
-    pub recv_buf_size: u32,
-    /// Send-queue depth.
-    pub max_send_wr: u32,
-    /// SGEs per work request (gathered Send: the buffer counts as one if its length is not
-    /// zero, plus one per page fragment; RDMA: one per local fragment).
-    pub max_sge: u32,
-    /// Live registrations at most (up to [`MAX_SOFT_REGISTRATIONS`]).
-    pub max_registrations: u32,
-    /// Reported as [`Resources::max_rd_atomic`]; never binds.
-    pub max_rd_atomic: u32,
-    /// What the peer's `Established` event carries (RFC 8797 private data).
+    /// Buffers, queue depths and limits ([`Resources::default`] unless set).
+    pub resources: Resources,
+    /// What the peer's `Established` event carries (RFC 8797 private data; none by default).
     pub private_data: heapless::Vec<u8, 56>,
 }
 
-impl Default for SoftConfig {
-    /// 64 send and 64 receive buffers of 4096 bytes, 256 send-queue entries, 16 SGEs,
-    /// 256 registrations, 16 outstanding Reads, no private data.
-    fn default() -> Self {
+impl SoftConfig {
+    /// A configuration with `resources` and no private data.
+    pub fn with(resources: Resources) -> Self {
         SoftConfig {
-            send_bufs: 64,
-            recv_bufs: 64,
-            send_buf_size: 4096,
-            recv_buf_size: 4096,
-            max_send_wr: 256,
-            max_sge: 16,
-            max_registrations: 256,
-            max_rd_atomic: 16,
+            resources,
             private_data: heapless::Vec::new(),
         }
     }
-}
 
-impl SoftConfig {
     /// The [`Resources`] a queue pair with this configuration reports.
     pub fn resources(&self) -> Resources {
-        Resources {
-            send_bufs: self.send_bufs,
-            recv_bufs: self.recv_bufs,
-            send_buf_size: self.send_buf_size,
-            recv_buf_size: self.recv_buf_size,
-            max_send_wr: self.max_send_wr,
-            max_sge: self.max_sge,
-            max_registrations: self.max_registrations,
-            max_rd_atomic: self.max_rd_atomic,
-        }
+        self.resources
     }
 }
 

@@ -178,14 +178,9 @@ fn counted_pair(make: MakePages, sides: &mut Vec<Arc<Counted>>) -> Result<PagePa
 }
 
 fn config(l: &Limits) -> SoftConfig {
-    let d = SoftConfig::default();
-    SoftConfig {
-        send_bufs: l.send_bufs.unwrap_or(d.send_bufs),
-        recv_bufs: l.recv_bufs.unwrap_or(d.recv_bufs),
-        max_send_wr: l.max_send_wr.unwrap_or(d.max_send_wr),
-        max_registrations: l.max_registrations.unwrap_or(d.max_registrations),
-        ..d
-    }
+    let mut c = SoftConfig::default();
+    krpc_rdma_scenarios::apply_limits!(l, c.resources);
+    c
 }
 
 impl Fixture for SoftKernel {

@@ -82,7 +82,9 @@ impl Sleep for CondSleep {
 }
 
 fn ocfg(l: &Limits) -> OfedConfig {
-    krpc_rdma_scenarios::limited_config!(OfedConfig, l, loopback::config())
+    let mut c = loopback::config();
+    krpc_rdma_scenarios::apply_limits!(l, c);
+    c
 }
 
 struct Emu {

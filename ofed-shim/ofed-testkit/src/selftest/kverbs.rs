@@ -94,7 +94,9 @@ static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
 const PORT_BASE: u16 = 20800;
 
 fn ocfg(l: &Limits) -> OfedConfig {
-    krpc_rdma_scenarios::limited_config!(OfedConfig, l, loopback::config())
+    let mut c = loopback::config();
+    krpc_rdma_scenarios::apply_limits!(l, c);
+    c
 }
 
 /// The fixture's queue pair: an [`OfedQp`] (880 bytes) on the heap, so the suite's frames
