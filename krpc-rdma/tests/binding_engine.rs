@@ -21,8 +21,8 @@ use krpc_rdma::provider::binding::{
     WrOp,
 };
 use krpc_rdma::provider::{
-    Access, CmEvent, Completion, LocalFragment, Provider, ProviderError, Resources, SendOp, SendWr,
-    WcKind, WcStatus,
+    Access, CmEvent, Completion, LocalFragment, Provider, ProviderError, RegId, Resources, SendOp,
+    SendWr, WcKind, WcStatus,
 };
 use mbuf::{HeapPageArena, PageProvider, PAGE_SIZE};
 
@@ -275,15 +275,46 @@ fn frag(addr: u64, offset: usize, len: usize) -> LocalFragment {
     LocalFragment { addr, offset, len }
 }
 
-fn send(wr_id: u64, signaled: bool) -> SendWr<'static> {
+/// A Send of `len` bytes of send buffer `buf`.
+fn send_wr(wr_id: u64, buf: u32, len: u32, signaled: bool) -> SendWr<'static> {
     SendWr {
         wr_id,
         op: SendOp::Send {
-            buf: 0,
-            len: 10,
+            buf,
+            len,
             invalidate: None,
         },
         signaled,
+    }
+}
+
+/// A Send of 10 bytes of send buffer 0.
+fn send(wr_id: u64, signaled: bool) -> SendWr<'static> {
+    send_wr(wr_id, 0, 10, signaled)
+}
+
+/// A signaled Local Invalidate of registration `reg`.
+fn local_inv(wr_id: u64, reg: RegId) -> SendWr<'static> {
+    SendWr {
+        wr_id,
+        op: SendOp::LocalInv { reg },
+        signaled: true,
+    }
+}
+
+/// The hardware's completion of a Receive into receive buffer `buf`.
+fn recv_wc(buf: u64, byte_len: u32) -> RawWc {
+    RawWc {
+        wr_id: (1 << 63) | buf,
+        byte_len,
+        ..RawWc::EMPTY
+    }
+}
+
+/// Drop the test's own reference to each of `pages`.
+fn unref(a: &HeapPageArena, pages: &[u64]) {
+    for &p in pages {
+        a.page_unref(p);
     }
 }
 
@@ -354,29 +385,13 @@ fn the_core_gets_max_send_wr_slots_freed_when_it_polls() {
 fn bad_ids_and_fragments_are_refused_before_anything_is_posted() {
     let a = arena();
     let mut b = up(&a);
-    let bad_buf = SendWr {
-        wr_id: 1,
-        op: SendOp::Send {
-            buf: BUFS,
-            len: 1,
-            invalidate: None,
-        },
-        signaled: true,
-    };
+    let bad_buf = send_wr(1, BUFS, 1, true);
     assert_eq!(
         b.post_send(&[send(0, true), bad_buf]),
         Err(ProviderError::BadId)
     );
     // A Send longer than its (existing) buffer: a bad length, as on the soft provider.
-    let long = SendWr {
-        wr_id: 3,
-        op: SendOp::Send {
-            buf: 0,
-            len: 257,
-            invalidate: None,
-        },
-        signaled: true,
-    };
+    let long = send_wr(3, 0, 257, true);
     assert_eq!(b.post_send(&[long]), Err(ProviderError::BadFragments));
     let p = page(&a);
     let too_many = [frag(p, 0, 1); 5];
@@ -428,8 +443,7 @@ fn registration_holds_page_references_until_release_and_invalidates_first() {
     assert_eq!(a.refcount(p), Some(1));
     assert_eq!(b.live_registrations(), 0);
     assert_eq!(b.release(r.id), Err(ProviderError::BadId), "stale id");
-    a.page_unref(p);
-    a.page_unref(q);
+    unref(&a, &[p, q]);
     assert_eq!(a.in_use(), 0);
 }
 
@@ -456,8 +470,7 @@ fn gaps_and_partial_maps_take_more_keys() {
     assert_eq!(r.segments[0].length as usize, PAGE_SIZE);
     assert_eq!(r.segments[1].length, 10);
     b.release(r.id).unwrap();
-    a.page_unref(p);
-    a.page_unref(q);
+    unref(&a, &[p, q]);
     assert_eq!(a.in_use(), 0);
 }
 
@@ -470,12 +483,7 @@ fn local_inv_becomes_one_request_per_valid_key_and_is_synthesized_after_remote_i
         .register(&[frag(p, 0, 10), frag(q, 0, 10)], Access::REMOTE_WRITE)
         .unwrap();
     b.backend_mut().log.clear();
-    b.post_send(&[SendWr {
-        wr_id: 77,
-        op: SendOp::LocalInv { reg: r.id },
-        signaled: true,
-    }])
-    .unwrap();
+    b.post_send(&[local_inv(77, r.id)]).unwrap();
     let log = b.backend().log.clone();
     assert_eq!(log.len(), 2);
     assert!(
@@ -493,27 +501,19 @@ fn local_inv_becomes_one_request_per_valid_key_and_is_synthesized_after_remote_i
     let rkey = r.segments[0].handle;
     b.post_recv(&[3]).unwrap();
     b.backend_mut().cq.push_back(RawWc {
-        wr_id: (1 << 63) | 3,
-        byte_len: 40,
         inv: RawInv::Flagged(rkey),
-        ..RawWc::EMPTY
+        ..recv_wc(3, 40)
     });
     let c = poll_all(&mut b);
     assert_eq!(c[0].kind, WcKind::Recv { buf: 3 });
     assert_eq!(c[0].invalidated, Some(rkey));
     assert_eq!(b.stats().remote_invs, 1);
     b.backend_mut().log.clear();
-    b.post_send(&[SendWr {
-        wr_id: 78,
-        op: SendOp::LocalInv { reg: r.id },
-        signaled: true,
-    }])
-    .unwrap();
+    b.post_send(&[local_inv(78, r.id)]).unwrap();
     assert!(b.backend().log.is_empty(), "nothing left to invalidate");
     assert_eq!(poll_all(&mut b)[0].wr_id, 78);
     b.release(r.id).unwrap();
-    a.page_unref(p);
-    a.page_unref(q);
+    unref(&a, &[p, q]);
 }
 
 #[test]
@@ -526,10 +526,8 @@ fn an_unflagged_value_is_an_invalidation_only_when_it_names_a_valid_key() {
     b.post_recv(&[0, 1]).unwrap();
     for (buf, raw) in [(0u64, rkey ^ 0x0100_0000), (1, rkey)] {
         b.backend_mut().cq.push_back(RawWc {
-            wr_id: (1 << 63) | buf,
-            byte_len: 28,
             inv: RawInv::Unflagged(raw),
-            ..RawWc::EMPTY
+            ..recv_wc(buf, 28)
         });
     }
     let c = poll_all(&mut b);
@@ -549,11 +547,7 @@ fn receive_buffers_are_owned_by_the_nic_while_posted() {
     b.post_recv(&[2]).unwrap();
     assert_eq!(b.recv_buf(2), Err(ProviderError::BadId));
     assert_eq!(b.post_recv(&[2]), Err(ProviderError::BadId), "posted twice");
-    b.backend_mut().cq.push_back(RawWc {
-        wr_id: (1 << 63) | 2,
-        byte_len: 5,
-        ..RawWc::EMPTY
-    });
+    b.backend_mut().cq.push_back(recv_wc(2, 5));
     let c = poll_all(&mut b);
     assert_eq!((c[0].kind, c[0].byte_len), (WcKind::Recv { buf: 2 }, 5));
     assert!(b.recv_buf(2).is_ok());
@@ -638,12 +632,7 @@ fn synchronous_invalidation_revokes_at_local_inv_and_synthesizes() {
     let p = page(&a);
     let r = b.register(&[frag(p, 0, 10)], Access::REMOTE_WRITE).unwrap();
     b.backend_mut().log.clear();
-    b.post_send(&[SendWr {
-        wr_id: 5,
-        op: SendOp::LocalInv { reg: r.id },
-        signaled: true,
-    }])
-    .unwrap();
+    b.post_send(&[local_inv(5, r.id)]).unwrap();
     assert!(b.backend().log.is_empty());
     assert_eq!(b.backend().revoked.len(), 1);
     assert_eq!(poll_all(&mut b)[0].wr_id, 5);
@@ -707,22 +696,10 @@ fn steady_state_does_not_allocate() {
     let round = |b: &mut Binding<Mock>| {
         b.post_recv(&[0, 1, 2]).unwrap();
         for buf in 0..3u64 {
-            b.backend_mut().cq.push_back(RawWc {
-                wr_id: (1 << 63) | buf,
-                byte_len: 28,
-                ..RawWc::EMPTY
-            });
+            b.backend_mut().cq.push_back(recv_wc(buf, 28));
         }
         let r = b.register(&frags, Access::REMOTE_WRITE).unwrap();
-        b.post_send(&[
-            send(1, false),
-            SendWr {
-                wr_id: 2,
-                op: SendOp::LocalInv { reg: r.id },
-                signaled: true,
-            },
-        ])
-        .unwrap();
+        b.post_send(&[send(1, false), local_inv(2, r.id)]).unwrap();
         let mut out = [Completion::EMPTY; 8];
         let mut seen = 0;
         while seen < 4 {
@@ -746,6 +723,5 @@ fn steady_state_does_not_allocate() {
         0,
         "allocations in 10,000 steady-state rounds"
     );
-    a.page_unref(p);
-    a.page_unref(q);
+    unref(&a, &[p, q]);
 }

@@ -131,5 +131,8 @@ pub use page::{
 };
 pub use pool::ChainPool;
 
+#[doc(hidden)]
+pub mod testing;
+
 #[cfg(test)]
 mod tests;

@@ -2,26 +2,10 @@
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::testing::{arena, filled_pages, page_bytes, pattern};
 use crate::*;
-
-fn arena(n: usize) -> (Arc<HeapPageArena>, Arc<dyn PageProvider>) {
-    let a = Arc::new(HeapPageArena::new(n).unwrap());
-    let p: Arc<dyn PageProvider> = a.clone();
-    (a, p)
-}
-
-fn pattern(seed: u8, n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| {
-            (i as u8)
-                .wrapping_mul(31)
-                .wrapping_add(seed)
-                .wrapping_add((i >> 8) as u8)
-        })
-        .collect()
-}
 
 /// A page mbuf with freshly allocated, patterned pages; returns it with its expected bytes.
 fn page_mbuf(
@@ -31,25 +15,13 @@ fn page_mbuf(
     last_len: usize,
     seed: u8,
 ) -> (Mbuf, Vec<u8>) {
-    let mut addrs = Vec::new();
-    let mut expect = Vec::new();
-    for i in 0..npgs {
-        let a = p.alloc_page().unwrap();
-        let content = pattern(seed.wrapping_add(i as u8 * 7), PAGE_SIZE);
-        p.with_page_mut(a, &mut |pg| pg.copy_from_slice(&content))
-            .unwrap();
-        let start = if i == 0 { first_off } else { 0 };
-        let len = if i + 1 == npgs {
-            last_len
-        } else {
-            PAGE_SIZE - start
-        };
-        expect.extend_from_slice(&content[start..start + len]);
-        addrs.push(a);
-    }
+    let contents: Vec<Vec<u8>> = (0..npgs)
+        .map(|i| pattern(seed.wrapping_add(i as u8 * 7), PAGE_SIZE))
+        .collect();
+    let addrs = filled_pages(&**p, &contents).unwrap();
     (
         Mbuf::pages(p.clone(), &addrs, first_off, last_len).unwrap(),
-        expect,
+        page_bytes(&contents, first_off, last_len),
     )
 }
 
@@ -80,25 +52,75 @@ fn content(c: &Chain) -> Vec<u8> {
     v
 }
 
+/// `left` and `right`, the two halves of a split at `at`, hold `expect` before and after `at`.
+fn assert_split(left: &Chain, right: &Chain, at: usize, expect: &[u8]) {
+    assert_eq!(content(left), &expect[..at]);
+    assert_eq!(content(right), &expect[at..]);
+}
+
+/// A page mbuf as [`page_mbuf`] makes it, with an `hdr` header and a `trl` trailer; with its
+/// expected bytes.
+fn framed_page_mbuf(
+    p: &Arc<dyn PageProvider>,
+    (npgs, first_off, last_len, seed): (usize, usize, usize, u8),
+    hdr: &[u8],
+    trl: &[u8],
+) -> (Mbuf, Vec<u8>) {
+    let (mut m, pages) = page_mbuf(p, npgs, first_off, last_len, seed);
+    m.set_epg_hdr(hdr).unwrap();
+    m.set_epg_trl(trl).unwrap();
+    let mut expect = hdr.to_vec();
+    expect.extend_from_slice(&pages);
+    expect.extend_from_slice(trl);
+    (m, expect)
+}
+
 fn kinds(c: &Chain) -> Vec<MbufKind> {
     c.mbufs().map(Mbuf::kind).collect()
 }
 
-/// A provider wrapper whose `page_ref` can be made to fail.
-struct FailingRef {
+/// A provider whose `page_ref` fails after a given number of successes.
+struct RefBudget {
     inner: Arc<HeapPageArena>,
-    fail: AtomicBool,
+    left: AtomicUsize,
 }
 
-impl PageProvider for FailingRef {
+impl RefBudget {
+    /// A fresh arena of `pages` pages behind a budget of `left` references: the arena, the
+    /// wrapper (to change the budget) and the wrapper as a provider.
+    fn over(
+        pages: usize,
+        left: usize,
+    ) -> (Arc<HeapPageArena>, Arc<RefBudget>, Arc<dyn PageProvider>) {
+        let inner = Arc::new(HeapPageArena::new(pages).unwrap());
+        let f = Arc::new(RefBudget {
+            inner: inner.clone(),
+            left: AtomicUsize::new(left),
+        });
+        let p: Arc<dyn PageProvider> = f.clone();
+        (inner, f, p)
+    }
+
+    /// From now on, `left` more references succeed (`0`: every one fails, `usize::MAX`: in
+    /// effect none does).
+    fn set(&self, left: usize) {
+        self.left.store(left, Ordering::SeqCst);
+    }
+}
+
+impl PageProvider for RefBudget {
     fn alloc_page(&self) -> Result<u64, AllocError> {
         self.inner.alloc_page()
     }
     fn page_ref(&self, addr: u64) -> Result<(), PageError> {
-        if self.fail.load(Ordering::SeqCst) {
-            Err(PageError::RefOverflow(addr))
-        } else {
+        let ok = self
+            .left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if ok {
             self.inner.page_ref(addr)
+        } else {
+            Err(PageError::RefOverflow(addr))
         }
     }
     fn page_unref(&self, addr: u64) {
@@ -229,27 +251,20 @@ fn split_inside_internal() {
 #[test]
 fn split_inside_cluster_copies_smaller_side() {
     let data = pattern(1, 2000);
-    // Tail smaller: tail copied into an internal mbuf, cluster stays left.
-    let mut c = Chain::from_mbuf(Mbuf::cluster(&data).unwrap()).unwrap();
-    let r = c.split(1900).unwrap();
-    assert_eq!(kinds(&c), [MbufKind::Cluster]);
-    assert_eq!(kinds(&r), [MbufKind::Internal]);
-    assert_eq!(content(&c), &data[..1900]);
-    assert_eq!(content(&r), &data[1900..]);
-    // Head smaller: head copied, original cluster goes right.
-    let mut c = Chain::from_mbuf(Mbuf::cluster(&data).unwrap()).unwrap();
-    let r = c.split(100).unwrap();
-    assert_eq!(kinds(&c), [MbufKind::Internal]);
-    assert_eq!(kinds(&r), [MbufKind::Cluster]);
-    assert_eq!(content(&c), &data[..100]);
-    assert_eq!(content(&r), &data[100..]);
-    // Both sides large: a new cluster.
-    let mut c = Chain::from_mbuf(Mbuf::cluster(&data).unwrap()).unwrap();
-    let r = c.split(1000).unwrap();
-    assert_eq!(kinds(&c), [MbufKind::Cluster]);
-    assert_eq!(kinds(&r), [MbufKind::Cluster]);
-    assert_eq!(content(&c), &data[..1000]);
-    assert_eq!(content(&r), &data[1000..]);
+    for (at, left, right) in [
+        // Tail smaller: tail copied into an internal mbuf, cluster stays left.
+        (1900, MbufKind::Cluster, MbufKind::Internal),
+        // Head smaller: head copied, original cluster goes right.
+        (100, MbufKind::Internal, MbufKind::Cluster),
+        // Both sides large: a new cluster.
+        (1000, MbufKind::Cluster, MbufKind::Cluster),
+    ] {
+        let mut c = Chain::from_mbuf(Mbuf::cluster(&data).unwrap()).unwrap();
+        let r = c.split(at).unwrap();
+        assert_eq!(kinds(&c), [left], "split({at})");
+        assert_eq!(kinds(&r), [right], "split({at})");
+        assert_split(&c, &r, at, &data);
+    }
 }
 
 #[test]
@@ -260,8 +275,7 @@ fn split_page_mbuf_at_page_boundary() {
     let mut c = Chain::from_mbuf(m).unwrap();
     let first = PAGE_SIZE - 100;
     let r = c.split(first).unwrap();
-    assert_eq!(content(&c), &expect[..first]);
-    assert_eq!(content(&r), &expect[first..]);
+    assert_split(&c, &r, first, &expect);
     let li = c.first().unwrap().page_info().unwrap();
     assert_eq!(
         (li.pages, li.first_off, li.last_len),
@@ -287,8 +301,7 @@ fn split_page_mbuf_mid_page_shares_page() {
     let mut c = Chain::from_mbuf(m).unwrap();
     let off = PAGE_SIZE - 100 + 1000; // inside page 1
     let r = c.split(off).unwrap();
-    assert_eq!(content(&c), &expect[..off]);
-    assert_eq!(content(&r), &expect[off..]);
+    assert_split(&c, &r, off, &expect);
     let li = c.first().unwrap().page_info().unwrap();
     assert_eq!(
         (li.pages, li.first_off, li.last_len),
@@ -313,8 +326,7 @@ fn split_single_page_mid() {
     let (m, expect) = page_mbuf(&p, 1, 300, 1000, 5);
     let mut c = Chain::from_mbuf(m).unwrap();
     let r = c.split(400).unwrap();
-    assert_eq!(content(&c), &expect[..400]);
-    assert_eq!(content(&r), &expect[400..]);
+    assert_split(&c, &r, 400, &expect);
     let li = c.first().unwrap().page_info().unwrap();
     assert_eq!((li.first_off, li.last_len), (300, 400));
     let ri = r.first().unwrap().page_info().unwrap();
@@ -329,8 +341,7 @@ fn split_page_mbuf_in_last_page() {
     let (m, expect) = page_mbuf(&p, 2, 0, 100, 6);
     let mut c = Chain::from_mbuf(m).unwrap();
     let r = c.split(PAGE_SIZE + 40).unwrap();
-    assert_eq!(content(&c), &expect[..PAGE_SIZE + 40]);
-    assert_eq!(content(&r), &expect[PAGE_SIZE + 40..]);
+    assert_split(&c, &r, PAGE_SIZE + 40, &expect);
     let ri = r.first().unwrap().page_info().unwrap();
     assert_eq!((ri.pages.len(), ri.first_off, ri.last_len), (1, 40, 60));
     drop((c, r));
@@ -340,12 +351,7 @@ fn split_page_mbuf_in_last_page() {
 #[test]
 fn split_page_mbuf_in_header_and_trailer() {
     let (a, p) = arena(4);
-    let (mut m, pages) = page_mbuf(&p, 2, 0, 10, 7);
-    m.set_epg_hdr(b"HEADER").unwrap();
-    m.set_epg_trl(b"TRAILER!").unwrap();
-    let mut expect = b"HEADER".to_vec();
-    expect.extend_from_slice(&pages);
-    expect.extend_from_slice(b"TRAILER!");
+    let (m, expect) = framed_page_mbuf(&p, (2, 0, 10, 7), b"HEADER", b"TRAILER!");
     let c0 = Chain::from_mbuf(m).unwrap();
     let total = c0.len();
     assert_eq!(content(&c0), expect);
@@ -436,12 +442,7 @@ fn split_moves_eor_and_keeps_pkthdr_rdonly() {
 
 #[test]
 fn split_failing_page_ref_leaves_chain_unchanged() {
-    let a = Arc::new(HeapPageArena::new(4).unwrap());
-    let f = Arc::new(FailingRef {
-        inner: a.clone(),
-        fail: AtomicBool::new(true),
-    });
-    let p: Arc<dyn PageProvider> = f.clone();
+    let (a, f, p) = RefBudget::over(4, 0);
     let (m, expect) = page_mbuf(&p, 2, 0, 100, 8);
     let mut c = Chain::from_mbuf(m).unwrap();
     assert!(matches!(c.split(10), Err(MbufError::Page(_))));
@@ -451,7 +452,7 @@ fn split_failing_page_ref_leaves_chain_unchanged() {
     // A page-boundary split needs no reference and succeeds.
     let r = c.split(PAGE_SIZE).unwrap();
     assert_eq!(content(&r), &expect[PAGE_SIZE..]);
-    f.fail.store(false, Ordering::SeqCst);
+    f.set(usize::MAX);
     drop((c, r));
     assert_eq!(a.in_use(), 0);
     assert_eq!(a.bad_unrefs(), 0);
@@ -814,14 +815,10 @@ fn adj_head_through_pages_releases_pages() {
 #[test]
 fn adj_tail_through_pages_releases_pages() {
     let (a, p) = arena(8);
-    let (mut m, pe) = page_mbuf(&p, 4, 100, 300, 15);
-    m.set_epg_hdr(b"HH").unwrap();
-    m.set_epg_trl(b"TT").unwrap();
+    let (m, mut e) = framed_page_mbuf(&p, (4, 100, 300, 15), b"HH", b"TT");
     let mut c = Chain::from_mbuf(m).unwrap();
     c.append(b"xdr").unwrap();
-    let mut e = b"HH".to_vec();
-    e.extend_from_slice(&pe);
-    e.extend_from_slice(b"TTxdr");
+    e.extend_from_slice(b"xdr");
     // Remove xdr + trailer + 300 (last page) + 10 bytes of page 2.
     c.adj(-(3 + 2 + 300 + 10)).unwrap();
     let n = e.len() - 315;
@@ -1235,13 +1232,8 @@ fn copym_whole_chain_shares_pages() {
 #[test]
 fn copym_inside_pages_at_odd_offsets() {
     let (a, p) = arena(8);
-    let (mut m, pe) = page_mbuf(&p, 4, 123, 777, 21);
-    m.set_epg_hdr(b"hdr-bytes").unwrap();
-    m.set_epg_trl(b"trailer!").unwrap();
+    let (mut m, e) = framed_page_mbuf(&p, (4, 123, 777, 21), b"hdr-bytes", b"trailer!");
     m.insert_flags(MbufFlags::EOR);
-    let mut e = b"hdr-bytes".to_vec();
-    e.extend_from_slice(&pe);
-    e.extend_from_slice(b"trailer!");
     let c = Chain::from_mbuf(m).unwrap();
     let len = c.len();
     let hl = 9;
@@ -1379,12 +1371,7 @@ fn copym_markers_and_ranges() {
 
 #[test]
 fn copym_failing_page_ref_leaks_nothing() {
-    let a = Arc::new(HeapPageArena::new(8).unwrap());
-    let f = Arc::new(FailingRef {
-        inner: a.clone(),
-        fail: AtomicBool::new(false),
-    });
-    let p: Arc<dyn PageProvider> = f.clone();
+    let (a, f, p) = RefBudget::over(8, usize::MAX);
     let (c, e) = mixed_chain(&p);
     // A second page mbuf after the first one.
     let mut c = c;
@@ -1392,14 +1379,14 @@ fn copym_failing_page_ref_leaks_nothing() {
     c.append_mbuf(m2).unwrap();
     let mut e = e;
     e.extend_from_slice(&e2);
-    f.fail.store(true, Ordering::SeqCst);
+    f.set(0);
     assert!(matches!(c.copym(0, c.len()), Err(MbufError::Page(_))));
     check_refs(&a, &[&c]);
     assert_eq!(a.in_use(), 5);
     // Byte-only ranges need no reference.
     let ok = c.copym(0, 100).unwrap();
     assert_eq!(content(&ok), &e[..100]);
-    f.fail.store(false, Ordering::SeqCst);
+    f.set(usize::MAX);
     let all = c.copym(0, c.len()).unwrap();
     assert_eq!(content(&all), e);
     check_refs(&a, &[&c, &all]);
@@ -1408,46 +1395,9 @@ fn copym_failing_page_ref_leaks_nothing() {
     assert_eq!(a.bad_unrefs(), 0);
 }
 
-/// A provider whose `page_ref` fails after a given number of successes.
-struct RefBudget {
-    inner: Arc<HeapPageArena>,
-    left: core::sync::atomic::AtomicUsize,
-}
-
-impl PageProvider for RefBudget {
-    fn alloc_page(&self) -> Result<u64, AllocError> {
-        self.inner.alloc_page()
-    }
-    fn page_ref(&self, addr: u64) -> Result<(), PageError> {
-        let ok = self
-            .left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if ok {
-            self.inner.page_ref(addr)
-        } else {
-            Err(PageError::RefOverflow(addr))
-        }
-    }
-    fn page_unref(&self, addr: u64) {
-        self.inner.page_unref(addr)
-    }
-    fn with_page(&self, addr: u64, f: &mut dyn FnMut(&[u8])) -> Result<(), PageError> {
-        self.inner.with_page(addr, f)
-    }
-    fn with_page_mut(&self, addr: u64, f: &mut dyn FnMut(&mut [u8])) -> Result<(), PageError> {
-        self.inner.with_page_mut(addr, f)
-    }
-}
-
 #[test]
 fn copym_ref_exhausted_midway_releases_taken_refs() {
-    let a = Arc::new(HeapPageArena::new(32).unwrap());
-    let f = Arc::new(RefBudget {
-        inner: a.clone(),
-        left: core::sync::atomic::AtomicUsize::new(usize::MAX),
-    });
-    let p: Arc<dyn PageProvider> = f.clone();
+    let (a, f, p) = RefBudget::over(32, usize::MAX);
     let mut c = Chain::new();
     let (m1, _) = page_mbuf(&p, 5, 7, 9, 1);
     c.append_mbuf(m1).unwrap();
@@ -1456,12 +1406,12 @@ fn copym_ref_exhausted_midway_releases_taken_refs() {
     c.append_mbuf(m2).unwrap();
     // 9 references needed: fail at every point, inside either page mbuf.
     for budget in 0..9 {
-        f.left.store(budget, Ordering::SeqCst);
+        f.set(budget);
         assert!(matches!(c.copym(0, c.len()), Err(MbufError::Page(_))));
         check_refs(&a, &[&c]);
         assert_eq!(a.in_use(), 9);
     }
-    f.left.store(9, Ordering::SeqCst);
+    f.set(9);
     let all = c.copym(0, c.len()).unwrap();
     check_refs(&a, &[&c, &all]);
     drop((c, all));

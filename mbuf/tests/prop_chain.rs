@@ -17,6 +17,18 @@ use proptest::prelude::*;
 
 const ARENA_PAGES: usize = 320;
 
+/// Run `body` over a fresh arena of `pages` pages; once `body` returned (and so dropped
+/// whatever it built), no page of the arena may be in use. The arena, for further checks.
+fn with_arena(
+    pages: usize,
+    body: impl FnOnce(&Arc<HeapPageArena>) -> Result<(), TestCaseError>,
+) -> Result<Arc<HeapPageArena>, TestCaseError> {
+    let arena = Arc::new(HeapPageArena::new(pages).unwrap());
+    body(&arena)?;
+    prop_assert_eq!(arena.in_use(), 0);
+    Ok(arena)
+}
+
 // ---------------------------------------------------------------- generation
 
 #[derive(Debug, Clone)]
@@ -160,29 +172,12 @@ fn build(spec: &MSpec, arena: &Arc<HeapPageArena>) -> Option<(Mbuf, Vec<u8>)> {
             seed,
             ro,
         } => {
-            let mut addrs = Vec::new();
+            let contents: Vec<Vec<u8>> = (0..npgs)
+                .map(|i| bytes(seed.wrapping_add(i as u8 * 13 + 1), PAGE_SIZE))
+                .collect();
+            let addrs = testing::filled_pages(&*prov, &contents)?;
             let mut expect = bytes(seed ^ 0x55, hdr);
-            for i in 0..npgs {
-                match prov.alloc_page() {
-                    Ok(a) => addrs.push(a),
-                    Err(_) => {
-                        for a in addrs {
-                            prov.page_unref(a);
-                        }
-                        return None;
-                    }
-                }
-                let content = bytes(seed.wrapping_add(i as u8 * 13 + 1), PAGE_SIZE);
-                prov.with_page_mut(addrs[i], &mut |pg| pg.copy_from_slice(&content))
-                    .unwrap();
-                let start = if i == 0 { first_off } else { 0 };
-                let len = if i + 1 == npgs {
-                    last_len
-                } else {
-                    PAGE_SIZE - start
-                };
-                expect.extend_from_slice(&content[start..start + len]);
-            }
+            expect.extend_from_slice(&testing::page_bytes(&contents, first_off, last_len));
             let mut m = Mbuf::pages(prov, &addrs, first_off, last_len).unwrap();
             m.set_epg_hdr(&expect[..hdr]).unwrap();
             let t = bytes(seed ^ 0xaa, trl);
@@ -740,17 +735,16 @@ proptest! {
         pkthdr in any::<bool>(),
         ops in prop::collection::vec(op(), 1..=30),
     ) {
-        let arena = Arc::new(HeapPageArena::new(ARENA_PAGES).unwrap());
-        {
-            let mut main = build_chain(&specs, pkthdr, &arena);
+        let arena = with_arena(ARENA_PAGES, |arena| {
+            let mut main = build_chain(&specs, pkthdr, arena);
             let mut side = Modeled::empty();
-            check_all(&mut main, &mut side, &arena)?;
+            check_all(&mut main, &mut side, arena)?;
             for op in &ops {
-                apply(op, &mut main, &mut side, &arena)?;
-                check_all(&mut main, &mut side, &arena)?;
+                apply(op, &mut main, &mut side, arena)?;
+                check_all(&mut main, &mut side, arena)?;
             }
-        }
-        prop_assert_eq!(arena.in_use(), 0);
+            Ok(())
+        })?;
         prop_assert_eq!(arena.bad_unrefs(), 0);
     }
 
@@ -767,13 +761,12 @@ proptest! {
         drop_src_first in any::<bool>(),
         wseed in any::<u8>(),
     ) {
-        let arena = Arc::new(HeapPageArena::new(ARENA_PAGES).unwrap());
-        {
-            let mut src = build_chain(&specs, pkthdr, &arena);
+        let arena = with_arena(ARENA_PAGES, |arena| {
+            let mut src = build_chain(&specs, pkthdr, arena);
             let off = resolve(&a, &src.c);
             let n = resolve(&b, &src.c);
             if let Some(mut copy) = copym_model(&src, off, n)? {
-                check_all(&mut src, &mut copy, &arena)?;
+                check_all(&mut src, &mut copy, arena)?;
                 // Writing into the copy: refused iff a shared (page) mbuf is hit.
                 let w = bytes(wseed, 3);
                 let at = off.min(copy.v.len());
@@ -790,18 +783,18 @@ proptest! {
                         prop_assert_eq!(e, MbufError::ReadOnly);
                     }
                 }
-                check_all(&mut src, &mut copy, &arena)?;
+                check_all(&mut src, &mut copy, arena)?;
                 let mut empty = Modeled::empty();
                 if drop_src_first {
                     drop(src);
-                    check_all(&mut copy, &mut empty, &arena)?;
+                    check_all(&mut copy, &mut empty, arena)?;
                 } else {
                     drop(copy);
-                    check_all(&mut src, &mut empty, &arena)?;
+                    check_all(&mut src, &mut empty, arena)?;
                 }
             }
-        }
-        prop_assert_eq!(arena.in_use(), 0);
+            Ok(())
+        })?;
         prop_assert_eq!(arena.bad_unrefs(), 0);
     }
 
@@ -812,9 +805,8 @@ proptest! {
         specs in prop::collection::vec(mspec(), 1..8),
         s in sel(),
     ) {
-        let arena = Arc::new(HeapPageArena::new(ARENA_PAGES).unwrap());
-        {
-            let mut m = build_chain(&specs, false, &arena);
+        with_arena(ARENA_PAGES, |arena| {
+            let mut m = build_chain(&specs, false, arena);
             let before = m.v.clone();
             let off = resolve(&s, &m.c);
             match m.c.split(off) {
@@ -833,16 +825,16 @@ proptest! {
                         pkthdr: false,
                         markers: m.markers.iter().filter(|&&p| p < off).copied().collect(),
                     };
-                    check_all(&mut l, &mut r, &arena)?;
+                    check_all(&mut l, &mut r, arena)?;
                     l.c.cat(r.c).unwrap();
                     prop_assert!(l.c.to_vec().unwrap() == before);
                     prop_assert_eq!(marker_positions(&l.c), m.markers.clone());
-                    check_refs(&[&l.c], &arena)?;
+                    check_refs(&[&l.c], arena)?;
                 }
                 Err(_) => prop_assert!(off > before.len()),
             }
-        }
-        prop_assert_eq!(arena.in_use(), 0);
+            Ok(())
+        })?;
     }
 
     /// For k > 0, adj(+k) leaves the same bytes, markers and mbuf lengths as the right part
@@ -854,10 +846,9 @@ proptest! {
         s in sel(),
         neg in any::<bool>(),
     ) {
-        let arena = Arc::new(HeapPageArena::new(2 * ARENA_PAGES).unwrap());
-        {
-            let mut a = build_chain(&specs, false, &arena);
-            let mut b = build_chain(&specs, false, &arena);
+        with_arena(2 * ARENA_PAGES, |arena| {
+            let mut a = build_chain(&specs, false, arena);
+            let mut b = build_chain(&specs, false, arena);
             let len = a.v.len();
             let k = resolve(&s, &a.c).min(len);
             let expect = if k == 0 {
@@ -880,9 +871,9 @@ proptest! {
             let lb: Vec<usize> = expect.mbufs().map(Mbuf::len).collect();
             prop_assert_eq!(la, lb);
             a.c.check_invariants().map_err(TestCaseError::fail)?;
-            check_refs(&[&a.c, &expect], &arena)?;
-        }
-        prop_assert_eq!(arena.in_use(), 0);
+            check_refs(&[&a.c, &expect], arena)?;
+            Ok(())
+        })?;
     }
 
     /// Random pullup/prepend/append sequences on chains holding pages never lose bytes and
@@ -892,9 +883,8 @@ proptest! {
         specs in prop::collection::vec(mspec(), 1..6),
         windows in prop::collection::vec((sel(), 0usize..20_000), 1..20),
     ) {
-        let arena = Arc::new(HeapPageArena::new(ARENA_PAGES).unwrap());
-        {
-            let m = build_chain(&specs, false, &arena);
+        with_arena(ARENA_PAGES, |arena| {
+            let m = build_chain(&specs, false, arena);
             for (s, n) in &windows {
                 let off = resolve(s, &m.c);
                 let mut buf = vec![0u8; *n];
@@ -915,7 +905,7 @@ proptest! {
                     prop_assert!(via[..] == m.v[off..off + n]);
                 }
             }
-        }
-        prop_assert_eq!(arena.in_use(), 0);
+            Ok(())
+        })?;
     }
 }

@@ -63,6 +63,20 @@ struct Client {
 }
 
 impl Client {
+    /// A client of `rig` that is to make `total` calls of `len` bytes (data seeded `seed`).
+    fn new(rig: Rig, total: u32, len: usize, seed: u8) -> Client {
+        Client {
+            rig,
+            sent: 0,
+            total,
+            len,
+            seed,
+            replies: 0,
+            lost: false,
+            failed: Vec::new(),
+        }
+    }
+
     /// Send as many calls as the credits allow.
     fn send(&mut self) {
         while self.sent < self.total && self.rig.req.outstanding() < self.rig.req.credits_granted()
@@ -151,22 +165,12 @@ fn run(shared: Option<&Arc<SharedPages>>) -> Outcome {
         flood.resp.set_page_share(s.join());
         small.resp.set_page_share(s.join());
     }
-    let client = |rig, total, len, seed| Client {
-        rig,
-        sent: 0,
-        total,
-        len,
-        seed,
-        replies: 0,
-        lost: false,
-        failed: Vec::new(),
-    };
-    let mut flood = client(flood, FLOOD_CALLS, MIB, 1);
-    let mut small = client(small, SMALL_CALLS, SMALL, 2);
+    let mut flood = Client::new(flood, FLOOD_CALLS, MIB, 1);
+    let mut small = Client::new(small, SMALL_CALLS, SMALL, 2);
     // The flood's first call is answered at once, so its client learns the full grant.
     flood.total = 1;
-    let (mut held, mut small_ok, mut small_max_wait) = (VecDeque::new(), 0, 0);
-    let mut small_sent_at = VecDeque::new();
+    let mut held = VecDeque::new();
+    let mut tally = SmallTally::default();
     let mut server_lost = false;
     let mut round = 0u32;
     while round < 10_000 {
@@ -177,13 +181,7 @@ fn run(shared: Option<&Arc<SharedPages>>) -> Outcome {
             flood.total = FLOOD_CALLS;
         }
         flood.send();
-        server_lost |= small_round(
-            &mut small,
-            &mut small_sent_at,
-            round,
-            &mut small_ok,
-            &mut small_max_wait,
-        );
+        server_lost |= tally.round(&mut small, round);
         // Flood calls: held HOLD_ROUNDS rounds (their pages busy), then answered, one per round.
         let (calls, lost) = flood.serve();
         server_lost |= lost;
@@ -211,43 +209,48 @@ fn run(shared: Option<&Arc<SharedPages>>) -> Outcome {
     Outcome {
         flood,
         small,
-        small_ok,
-        small_max_wait,
+        small_ok: tally.ok,
+        small_max_wait: tally.max_wait,
         server_lost,
         rounds: round,
     }
 }
 
-/// The small client's round (both floods): from round 6 one 64 KiB WRITE at a time, each
-/// answered at once by the server after its data is checked (`ok` counts the intact ones,
-/// `max_wait` the most rounds one waited to be handed up). True if the server lost the
-/// connection.
-fn small_round(
-    small: &mut Client,
-    sent_at: &mut VecDeque<u32>,
-    round: u32,
-    ok: &mut u32,
-    max_wait: &mut u32,
-) -> bool {
-    if round >= 6 && small.rig.req.outstanding() == 0 {
-        let before = small.sent;
-        small.send_one();
-        if small.sent > before {
-            sent_at.push_back(round);
+/// What the small client's rounds saw (both floods).
+#[derive(Default)]
+struct SmallTally {
+    /// The round each outstanding WRITE was sent in, oldest first.
+    sent_at: VecDeque<u32>,
+    /// WRITEs handed up with the right data.
+    ok: u32,
+    /// Most rounds a WRITE waited between being sent and handed up.
+    max_wait: u32,
+}
+
+impl SmallTally {
+    /// The small client's round: from round 6 one 64 KiB WRITE at a time, each answered at
+    /// once by the server after its data is checked. True if the server lost the connection.
+    fn round(&mut self, small: &mut Client, round: u32) -> bool {
+        if round >= 6 && small.rig.req.outstanding() == 0 {
+            let before = small.sent;
+            small.send_one();
+            if small.sent > before {
+                self.sent_at.push_back(round);
+            }
         }
-    }
-    let (calls, mut lost) = small.serve();
-    for c in calls {
-        let xid = c.xid;
-        if data_of(&c, SMALL) == pattern(SMALL, 2u8.wrapping_add(xid as u8)) {
-            *ok += 1;
+        let (calls, mut lost) = small.serve();
+        for c in calls {
+            let xid = c.xid;
+            if data_of(&c, SMALL) == pattern(SMALL, 2u8.wrapping_add(xid as u8)) {
+                self.ok += 1;
+            }
+            let sent = self.sent_at.pop_front().unwrap_or(round);
+            self.max_wait = self.max_wait.max(round - sent);
+            let r = reply_for(xid, b"ok");
+            lost |= small.rig.resp.reply(&mut small.rig.qb, c.ctx, r).is_err();
         }
-        let sent = sent_at.pop_front().unwrap_or(round);
-        *max_wait = (*max_wait).max(round - sent);
-        let r = reply_for(xid, b"ok");
-        lost |= small.rig.resp.reply(&mut small.rig.qb, c.ctx, r).is_err();
+        lost
     }
-    lost
 }
 
 impl Client {
@@ -314,9 +317,8 @@ struct ReadOutcome {
 /// The READ flood (see the module documentation); `admit`: the server asks the page budget
 /// (`take_reply_pages`) before it takes a reply's data pages.
 fn run_reads(shared: &Arc<SharedPages>, admit: bool) -> (ReadOutcome, Arc<HeapPageArena>) {
-    let (arena_b, mut flood, small) = two_connections();
+    let (arena_b, mut flood, mut small) = two_connections();
     let pb: Arc<dyn PageProvider> = arena_b.clone();
-    let mut small = small;
     small.resp.set_page_share(shared.join());
     // The flood's server is the loop every server runs: a ServerConnection, told the reply
     // data of each call (1 MiB) when it is to ask the budget for it.
@@ -332,23 +334,14 @@ fn run_reads(shared: &Arc<SharedPages>, admit: bool) -> (ReadOutcome, Arc<HeapPa
     if admit {
         conn = conn.with_reply_bytes(Box::new(|_| MIB));
     }
-    let mut small = Client {
-        rig: small,
-        sent: 0,
-        total: SMALL_CALLS,
-        len: SMALL,
-        seed: 2,
-        replies: 0,
-        lost: false,
-        failed: Vec::new(),
-    };
+    let mut small = Client::new(small, SMALL_CALLS, SMALL, 2);
     let data = |xid: u32| pattern(MIB, 7u8.wrapping_add(xid as u8));
     let (mut sent, mut limit) = (0u32, 1u32);
     let (mut flood_ok, mut flood_bad, mut flood_lost) = (0, 0, false);
     let mut flood_failed = Vec::new();
     let mut waiting: VecDeque<Incoming> = VecDeque::new();
     let mut held: VecDeque<(u32, Incoming, Chain)> = VecDeque::new();
-    let (mut small_ok, mut small_max_wait, mut small_sent_at) = (0, 0, VecDeque::new());
+    let mut tally = SmallTally::default();
     let mut server_lost = false;
     let mut round = 0u32;
     while round < 10_000 {
@@ -367,13 +360,7 @@ fn run_reads(shared: &Arc<SharedPages>, admit: bool) -> (ReadOutcome, Arc<HeapPa
                 }
             }
         }
-        server_lost |= small_round(
-            &mut small,
-            &mut small_sent_at,
-            round,
-            &mut small_ok,
-            &mut small_max_wait,
-        );
+        server_lost |= tally.round(&mut small, round);
         // READs: handed out in order once admitted, their data taken from the shared arena
         // (a READ that finds the arena empty tries again next round), held, then answered
         // one per round.
@@ -429,8 +416,8 @@ fn run_reads(shared: &Arc<SharedPages>, admit: bool) -> (ReadOutcome, Arc<HeapPa
             flood_bad,
             flood_lost,
             flood_failed,
-            small_ok,
-            small_max_wait,
+            small_ok: tally.ok,
+            small_max_wait: tally.max_wait,
             server_lost,
             closes,
             flood_waits,

@@ -79,6 +79,17 @@ fn register(qp: &mut SoftQp, f: &[PageFragment], access: Access) -> Registration
     qp.register(f, access).unwrap()
 }
 
+/// A fresh page of `pages`, registered whole at `qp`: the page (keep it) and its registration.
+fn registered_page(
+    qp: &mut SoftQp,
+    pages: &Arc<dyn PageProvider>,
+    access: Access,
+) -> (Chain, Registration) {
+    let page = page_chain(pages, PAGE_SIZE);
+    let reg = register(qp, &frags(&page, 0..PAGE_SIZE), access);
+    (page, reg)
+}
+
 /// Both sides saw exactly one `Disconnected` (after `Established`).
 fn assert_disconnected(n: &mut Net) {
     for qp in [&mut n.a, &mut n.b] {
@@ -249,10 +260,8 @@ fn out_of_range_offsets_are_refused() {
 fn unknown_handle_and_the_other_sides_handle_are_refused() {
     let mut n = net();
     let (pa, pb) = (n.pages_a(), n.pages_b());
-    let mine = page_chain(&pa, PAGE_SIZE);
-    let ra = register(&mut n.a, &frags(&mine, 0..PAGE_SIZE), Access::REMOTE_READ);
-    let theirs = page_chain(&pb, PAGE_SIZE);
-    let rb = register(&mut n.b, &frags(&theirs, 0..PAGE_SIZE), Access::REMOTE_READ);
+    let (_mine, ra) = registered_page(&mut n.a, &pa, Access::REMOTE_READ);
+    let (_theirs, rb) = registered_page(&mut n.b, &pb, Access::REMOTE_READ);
     let (sa, sb) = (ra.segments[0], rb.segments[0]);
     assert_ne!(sa.handle, sb.handle);
     // A's own handle means nothing at B.
@@ -296,12 +305,7 @@ fn handles_of_a_reused_slot_do_not_repeat_for_256_registrations() {
 fn send_with_invalidate_revokes_the_receivers_handle() {
     let mut n = net();
     let pb = n.pages_b();
-    let target = page_chain(&pb, PAGE_SIZE);
-    let reg = register(
-        &mut n.b,
-        &frags(&target, 0..PAGE_SIZE),
-        Access::REMOTE_WRITE,
-    );
+    let (_target, reg) = registered_page(&mut n.b, &pb, Access::REMOTE_WRITE);
     let seg = reg.segments[0];
     n.b.post_recv(&[4, 5]).unwrap();
     n.a.send_buf(0).unwrap()[..3].copy_from_slice(b"inv");
@@ -526,8 +530,7 @@ fn strict_send_queue_counts_unsignaled_until_a_later_completion_is_polled() {
 fn unmappable_local_fragment_is_a_local_error() {
     let mut n = net();
     let pb = n.pages_b();
-    let target = page_chain(&pb, PAGE_SIZE);
-    let reg = register(&mut n.b, &frags(&target, 0..PAGE_SIZE), Access::REMOTE_READ);
+    let (_target, reg) = registered_page(&mut n.b, &pb, Access::REMOTE_READ);
     let s = reg.segments[0];
     let bogus = [PageFragment {
         addr: 0x1_0000_0000 + 63 * PAGE_SIZE as u64, // A's arena, but a free page
@@ -544,12 +547,7 @@ fn unmappable_local_fragment_is_a_local_error() {
 fn zero_length_rdma_still_checks_the_handle() {
     let mut n = net();
     let pb = n.pages_b();
-    let target = page_chain(&pb, PAGE_SIZE);
-    let reg = register(
-        &mut n.b,
-        &frags(&target, 0..PAGE_SIZE),
-        Access::REMOTE_WRITE,
-    );
+    let (_target, reg) = registered_page(&mut n.b, &pb, Access::REMOTE_WRITE);
     let s = reg.segments[0];
     n.a.post_send(&[rdma_write(1, &[], s.handle, s.offset)])
         .unwrap();
@@ -688,13 +686,8 @@ fn fault_disconnect_at_nth_rdma_write_and_read() {
             pa,
             pb,
         } = faulty(cfg);
-        let target = page_chain(&pb, PAGE_SIZE);
-        let reg = b
-            .register(
-                &frags(&target, 0..PAGE_SIZE),
-                Access::REMOTE_READ | Access::REMOTE_WRITE,
-            )
-            .unwrap();
+        let (_target, reg) =
+            registered_page(&mut b, &pb, Access::REMOTE_READ | Access::REMOTE_WRITE);
         let s = reg.segments[0];
         let local = page_chain(&pa, PAGE_SIZE);
         let lf = frags(&local, 0..64);

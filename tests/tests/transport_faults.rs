@@ -10,6 +10,7 @@
 use krpc_rdma_tests::rig;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use krpc_rdma::provider::WcStatus;
 use krpc_rdma::soft::{CorruptSend, FaultConfig, FaultInjector, SoftQp};
@@ -19,7 +20,7 @@ use krpc_rdma::transport::{
 use krpc_rdma::wire::ErrorCode;
 use krpc_rdma_scenarios::data::{locate_read, Kind, WORKLOAD};
 use krpc_rdma_tests::raw::advertised_handles;
-use mbuf::{Chain, Mbuf};
+use mbuf::{Chain, Mbuf, PageProvider};
 use rig::{
     assert_clean, pages_with, pattern, reply_for, rig_with, take_reply, teardown, write_call,
     xdr_call, Rig, Soft,
@@ -194,6 +195,71 @@ fn run_with(cfg: TransportConfig, fa: FaultConfig, fb: FaultConfig, what: &str) 
     summary
 }
 
+/// The requester's and the responder's side, as named in the messages.
+const SIDES: [&str; 2] = ["requester", "responder"];
+
+/// `f` on `side` ("requester", else the responder), no fault on the other: the injectors'
+/// configurations for [`run_faults`] / [`run_with`] / [`warm_rig`].
+fn faults_on(side: &str, f: FaultConfig) -> (FaultConfig, FaultConfig) {
+    if side == "requester" {
+        (f, FaultConfig::default())
+    } else {
+        (FaultConfig::default(), f)
+    }
+}
+
+/// The workload with `f` on `side` only loses the connection; `what` (the fault) is named
+/// with the side in the messages.
+fn assert_lost(side: &str, f: FaultConfig, what: &str) {
+    let what = format!("{side} {what}");
+    let (fa, fb) = faults_on(side, f);
+    let out = run_faults(fa, fb, &what);
+    assert!(out.req_lost, "{what}: the fault fired");
+}
+
+/// On each side, for each `n` of `ns`: `fault(n)` on that side only, run by `run` (given
+/// the side's name, `n` and the injectors' configurations); the requester must have lost
+/// the connection in at least `min_fired` of the runs of each side.
+fn sweep_sides(
+    ns: core::ops::Range<u64>,
+    min_fired: u32,
+    fault: impl Fn(u64) -> FaultConfig,
+    mut run: impl FnMut(&str, u64, FaultConfig, FaultConfig) -> Outcomes,
+) {
+    for side in SIDES {
+        let mut fired = 0;
+        for n in ns.clone() {
+            let (fa, fb) = faults_on(side, fault(n));
+            fired += u32::from(run(side, n, fa, fb).req_lost);
+        }
+        assert!(fired >= min_fired, "{side}: faults fired {fired} times");
+    }
+}
+
+/// The first Send of the injector's side has byte `offset` of its header XORed with `xor`.
+fn corrupt_first_send(offset: u32, xor: u8) -> FaultConfig {
+    FaultConfig {
+        corrupt_send: Some(CorruptSend {
+            nth: 1,
+            offset,
+            xor,
+        }),
+        ..FaultConfig::default()
+    }
+}
+
+/// A reply of at most `max_reply` bytes whose READ data (`locate_read`) is placed in a
+/// `ddp_len`-byte write chunk of fresh pages of `pa`.
+fn read_reply_spec(pa: &Arc<dyn PageProvider>, ddp_len: usize, max_reply: usize) -> ReplySpec {
+    ReplySpec {
+        max_reply,
+        ddp: Some(DdpReply {
+            pages: Chain::alloc_pages(pa, ddp_len).unwrap(),
+            locate: locate_read,
+        }),
+    }
+}
+
 #[test]
 fn workload_without_faults_completes() {
     let out = run_faults(FaultConfig::default(), FaultConfig::default(), "no fault");
@@ -205,13 +271,11 @@ fn workload_without_faults_completes() {
 #[test]
 fn loss_before_a_calls_send() {
     for n in 1..=WORKLOAD.len() as u64 {
-        let what = format!("requester disconnect_at_send={n}");
-        let fa = FaultConfig {
+        let f = FaultConfig {
             disconnect_at_send: Some(n),
             ..FaultConfig::default()
         };
-        let out = run_faults(fa, FaultConfig::default(), &what);
-        assert!(out.req_lost, "{what}: the fault fired");
+        assert_lost("requester", f, &format!("disconnect_at_send={n}"));
     }
 }
 
@@ -221,11 +285,14 @@ fn loss_during_responder_rdma_read() {
     let mut fired = 0;
     for n in 1..=12 {
         let what = format!("responder disconnect_at_read={n}");
-        let fb = FaultConfig {
-            disconnect_at_read: Some(n),
-            ..FaultConfig::default()
-        };
-        let out = run_faults(FaultConfig::default(), fb, &what);
+        let (fa, fb) = faults_on(
+            "responder",
+            FaultConfig {
+                disconnect_at_read: Some(n),
+                ..FaultConfig::default()
+            },
+        );
+        let out = run_faults(fa, fb, &what);
         if !out.req_lost {
             break;
         }
@@ -239,23 +306,19 @@ fn loss_during_responder_rdma_read() {
 #[test]
 fn loss_before_a_replys_send() {
     for n in 1..=WORKLOAD.len() as u64 {
-        let what = format!("responder disconnect_at_send={n}");
-        let fb = FaultConfig {
+        let f = FaultConfig {
             disconnect_at_send: Some(n),
             ..FaultConfig::default()
         };
-        let out = run_faults(FaultConfig::default(), fb, &what);
-        assert!(out.req_lost, "{what}: the fault fired");
+        assert_lost("responder", f, &format!("disconnect_at_send={n}"));
     }
     // And between a reply's RDMA Writes (Read(200003) and the Long Reply write in pieces).
     for n in 1..=6 {
-        let what = format!("responder disconnect_at_write={n}");
-        let fb = FaultConfig {
+        let f = FaultConfig {
             disconnect_at_write: Some(n),
             ..FaultConfig::default()
         };
-        let out = run_faults(FaultConfig::default(), fb, &what);
-        assert!(out.req_lost, "{what}: the fault fired");
+        assert_lost("responder", f, &format!("disconnect_at_write={n}"));
     }
 }
 
@@ -269,47 +332,33 @@ fn loss_after_every_work_request() {
             accept_remote_invalidate: accept,
             ..TransportConfig::default()
         };
-        for side in ["requester", "responder"] {
-            let mut fired = 0;
-            for n in 0..60u64 {
+        sweep_sides(
+            0..60,
+            7,
+            |n| FaultConfig {
+                disconnect_after_wrs: Some(n),
+                ..FaultConfig::default()
+            },
+            |side, n, fa, fb| {
                 let what = format!("{side} disconnect_after_wrs={n} accept_inv={accept}");
-                let f = FaultConfig {
-                    disconnect_after_wrs: Some(n),
-                    ..FaultConfig::default()
-                };
-                let (fa, fb) = if side == "requester" {
-                    (f, FaultConfig::default())
-                } else {
-                    (FaultConfig::default(), f)
-                };
-                let out = run_with(cfg, fa, fb, &what);
-                fired += u32::from(out.req_lost);
-            }
-            assert!(fired >= 7, "{side}: faults fired {fired} times");
-        }
+                run_with(cfg, fa, fb, &what)
+            },
+        );
     }
 }
 
 /// Loss at every `poll_cq` call of either side (a flush at an arbitrary point).
 #[test]
 fn loss_at_every_poll() {
-    for side in ["requester", "responder"] {
-        let mut fired = 0;
-        for n in 1..40u64 {
-            let what = format!("{side} flush_at_poll={n}");
-            let f = FaultConfig {
-                flush_at_poll: Some(n),
-                ..FaultConfig::default()
-            };
-            let (fa, fb) = if side == "requester" {
-                (f, FaultConfig::default())
-            } else {
-                (FaultConfig::default(), f)
-            };
-            fired += u32::from(run_faults(fa, fb, &what).req_lost);
-        }
-        assert!(fired >= 3, "{side}: faults fired {fired} times");
-    }
+    sweep_sides(
+        1..40,
+        3,
+        |n| FaultConfig {
+            flush_at_poll: Some(n),
+            ..FaultConfig::default()
+        },
+        |side, n, fa, fb| run_faults(fa, fb, &format!("{side} flush_at_poll={n}")),
+    );
 }
 
 /// Loss while the requester invalidates: a call with a read chunk and a write chunk, Send
@@ -331,13 +380,7 @@ fn loss_during_requester_local_invalidate() {
     };
     let mut r = warm_rig(cfg, fa, FaultConfig::default());
     let data = pattern(100_000, 6);
-    let spec = ReplySpec {
-        max_reply: 100_000 + 64,
-        ddp: Some(DdpReply {
-            pages: Chain::alloc_pages(&r.pa, 100_000).unwrap(),
-            locate: locate_read,
-        }),
-    };
+    let spec = read_reply_spec(&r.pa, 100_000, 100_000 + 64);
     r.req
         .call(&mut r.qa, write_call(&r.pa, 0x10, &data), spec)
         .unwrap();
@@ -414,15 +457,11 @@ fn corrupted_call_headers() {
     // Header of a call with one read chunk and one write chunk: 28 + 24 + 24 = 76 bytes.
     for offset in 0..80u32 {
         for xor in [0x01u8, 0x02, 0x80, 0xff] {
-            let fa = FaultConfig {
-                corrupt_send: Some(CorruptSend {
-                    nth: 1,
-                    offset,
-                    xor,
-                }),
-                ..FaultConfig::default()
-            };
-            let mut r = warm_rig(TransportConfig::default(), fa, FaultConfig::default());
+            let mut r = warm_rig(
+                TransportConfig::default(),
+                corrupt_first_send(offset, xor),
+                FaultConfig::default(),
+            );
             // A WRITE-like call (read chunk) that also provisions a write chunk.
             let mut call = xdr_call(0x20, &[2, 0, 0, 0, 0, 0, 0x40, 0]);
             call.append(&16384u32.to_be_bytes()).unwrap();
@@ -504,15 +543,11 @@ fn corrupted_reply_headers() {
     let mut seen: BTreeMap<String, u32> = BTreeMap::new();
     for offset in 0..60u32 {
         for xor in [0x01u8, 0x80, 0xff] {
-            let fb = FaultConfig {
-                corrupt_send: Some(CorruptSend {
-                    nth: 1,
-                    offset,
-                    xor,
-                }),
-                ..FaultConfig::default()
-            };
-            let mut r = warm_rig(TransportConfig::default(), FaultConfig::default(), fb);
+            let mut r = warm_rig(
+                TransportConfig::default(),
+                FaultConfig::default(),
+                corrupt_first_send(offset, xor),
+            );
             let out = drive(&mut r, 0x30, &[Kind::Read(40_000)]);
             let what = format!("offset {offset} xor {xor:#x}");
             let class = if let Some(reply) = out.replies.get(&0x30) {
@@ -559,15 +594,11 @@ fn corrupted_call_header_answers() {
         (15, 0x02, ErrorCode::Chunk),
         (21, 0x10, ErrorCode::Chunk),
     ] {
-        let fa = FaultConfig {
-            corrupt_send: Some(CorruptSend {
-                nth: 1,
-                offset,
-                xor,
-            }),
-            ..FaultConfig::default()
-        };
-        let mut r = warm_rig(TransportConfig::default(), fa, FaultConfig::default());
+        let mut r = warm_rig(
+            TransportConfig::default(),
+            corrupt_first_send(offset, xor),
+            FaultConfig::default(),
+        );
         let out = drive(&mut r, 0x40, &[Kind::Write(10_000)]);
         let what = format!("offset {offset}");
         assert!(
@@ -601,13 +632,7 @@ fn err_chunk_reply_counts_no_write_chunk() {
     // The requester provisions a 4096-byte write chunk and expects at most 4096 + 900
     // bytes: the rest (900) fits inline. The server's reply has 2000 bytes of inline XDR
     // around 100 bytes of DDP data: too large for inline, no reply chunk → ERR_CHUNK.
-    let spec = ReplySpec {
-        max_reply: 4096 + 900,
-        ddp: Some(DdpReply {
-            pages: Chain::alloc_pages(&r.pa, 4096).unwrap(),
-            locate: locate_read,
-        }),
-    };
+    let spec = read_reply_spec(&r.pa, 4096, 4096 + 900);
     r.req
         .call(&mut r.qa, xdr_call(0x80, b"READ"), spec)
         .unwrap();

@@ -10,14 +10,25 @@ use krpc_rdma::transport::{CallError, ReplySpec, RequesterEvent, ResponderEvent}
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, ReadSegment, Segment, WriteChunk};
 use krpc_rdma_tests::rig::{self, assert_clean, raw_send, reply_for, rig, teardown, xdr_call};
 
-/// A rig after one round trip, so the responder's grant (not the initial single credit)
-/// bounds the calls in flight.
+/// Issue `xdr_call(xid, body)` expecting a reply of at most `max_reply` bytes (a reply
+/// chunk is provisioned when that may not fit inline).
+fn call(r: &mut rig::Rig, xid: u32, body: &[u8], max_reply: usize) {
+    r.req
+        .call(&mut r.qa, xdr_call(xid, body), ReplySpec::inline(max_reply))
+        .unwrap();
+}
+
+/// One round trip, so the responder's grant (not the initial single credit) bounds the
+/// calls in flight.
+fn warm_up(r: &mut rig::Rig) {
+    call(r, 0xffff, b"warm", 64);
+    r.run(&mut |c| reply_for(c.xid, b"ok"));
+}
+
+/// A warmed-up rig ([`warm_up`]).
 fn warm() -> rig::Rig {
     let mut r = rig();
-    r.req
-        .call(&mut r.qa, xdr_call(0xffff, b"warm"), ReplySpec::inline(64))
-        .unwrap();
-    r.run(&mut |c| reply_for(c.xid, b"ok"));
+    warm_up(&mut r);
     assert!(r.req.credits_granted() > 8);
     r
 }
@@ -32,9 +43,7 @@ fn failed(ev: &[RequesterEvent], xid: u32) -> Option<CallError> {
 #[test]
 fn a_second_call_with_an_outstanding_xid_is_refused() {
     let mut r = rig();
-    r.req
-        .call(&mut r.qa, xdr_call(5, b"one"), ReplySpec::inline(64))
-        .unwrap();
+    call(&mut r, 5, b"one", 64);
     let rej = r
         .req
         .call(&mut r.qa, xdr_call(5, b"two"), ReplySpec::inline(64))
@@ -51,9 +60,7 @@ fn a_second_call_with_an_outstanding_xid_is_refused() {
         .count();
     assert_eq!(replies, 1);
     // Once answered, the XID may be used again.
-    r.req
-        .call(&mut r.qa, xdr_call(5, b"three"), ReplySpec::inline(64))
-        .unwrap();
+    call(&mut r, 5, b"three", 64);
     r.run(&mut |c| reply_for(c.xid, b"ok"));
     assert_clean(&r);
     teardown(r);
@@ -95,13 +102,7 @@ fn malformed_replies_end_as_bad_reply() {
     ] {
         let mut r = rig();
         // A reply chunk is provisioned (the reply may be large).
-        r.req
-            .call(
-                &mut r.qa,
-                xdr_call(xid, b"readdir"),
-                ReplySpec::inline(64 * 1024),
-            )
-            .unwrap();
+        call(&mut r, xid, b"readdir", 64 * 1024);
         let body = if nomsg {
             Body::NoMsg(lists)
         } else {
@@ -126,9 +127,7 @@ fn malformed_replies_end_as_bad_reply() {
 fn bounded_poll_yields_after_its_budget() {
     let mut r = warm();
     for xid in 0..8u32 {
-        r.req
-            .call(&mut r.qa, xdr_call(100 + xid, b"n"), ReplySpec::inline(64))
-            .unwrap();
+        call(&mut r, 100 + xid, b"n", 64);
     }
     let mut calls = 0;
     let mut rounds = 0;
@@ -164,19 +163,10 @@ fn abandon_quarantine_is_bounded_by_half_the_slots() {
         ..Default::default()
     };
     let mut r = rig::rig_with(cfg);
-    r.req
-        .call(&mut r.qa, xdr_call(0xffff, b"warm"), ReplySpec::inline(64))
-        .unwrap();
-    r.run(&mut |c| reply_for(c.xid, b"ok"));
+    warm_up(&mut r);
     assert!(r.req.credits_granted() >= 5, "{}", r.req.credits_granted());
     for xid in 1..=5 {
-        r.req
-            .call(
-                &mut r.qa,
-                xdr_call(xid, b"slow"),
-                ReplySpec::inline(64 * 1024),
-            )
-            .unwrap();
+        call(&mut r, xid, b"slow", 64 * 1024);
     }
     let regs = r.qa.live_registrations();
     assert!(regs >= 5, "a reply chunk each: {regs}");

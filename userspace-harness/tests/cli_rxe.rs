@@ -48,9 +48,8 @@ fn killed_server_is_reported_as_a_lost_connection() {
     // CM's ~4.3 s retry, which in a loaded VM made a 4 s sleep kill the server mid-handshake
     // (the client then reported "refused", not a lost connection).
     let (lines, stderr_all) = stderr_lines(&mut client);
-    wait_line(&lines, "a progress line", |l| progress_ops(l).is_some());
-    server.kill().unwrap();
-    server.wait().unwrap();
+    wait_progress(&lines);
+    stop(&mut server);
     let t = Instant::now();
     let status = client.wait().unwrap();
     let stderr = stderr_all.join().unwrap();
@@ -93,9 +92,8 @@ fn a_server_that_stays_down_makes_the_client_give_up() {
     let mut server = start_server(&addr);
     let mut client = write_client(&addr, &["--duration", "60", "--give-up", "5"]);
     let (lines, stderr_all) = stderr_lines(&mut client);
-    wait_line(&lines, "a progress line", |l| progress_ops(l).is_some());
-    server.kill().unwrap();
-    server.wait().unwrap();
+    wait_progress(&lines);
+    stop(&mut server);
     let status = client.wait().unwrap();
     let stderr = stderr_all.join().unwrap();
     println!("client exit {:?}; stderr:\n{stderr}", status.code());
@@ -260,6 +258,42 @@ fn wait_line(lines: &std::sync::mpsc::Receiver<String>, what: &str, want: impl F
     }
 }
 
+/// Wait for the client's first progress line (its calls complete).
+fn wait_progress(lines: &std::sync::mpsc::Receiver<String>) {
+    wait_line(lines, "a progress line", |l| progress_ops(l).is_some());
+}
+
+/// Kill `server` and reap it.
+fn stop(server: &mut std::process::Child) {
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+/// Kill `server`, and half a second later start another on `addr` in its place.
+fn restart(server: &mut std::process::Child, addr: &str) {
+    stop(server);
+    std::thread::sleep(Duration::from_millis(500));
+    *server = start_server(addr);
+}
+
+/// Wait for `client` to end, then stop `server`: the client's output, its whole stderr (from
+/// `stderr_all`) and its stdout as text; both printed.
+fn finish(
+    client: std::process::Child,
+    server: &mut std::process::Child,
+    stderr_all: std::thread::JoinHandle<String>,
+) -> (std::process::Output, String, String) {
+    let got = client.wait_with_output().unwrap();
+    stop(server);
+    let stderr = stderr_all.join().unwrap();
+    let stdout = String::from_utf8_lossy(&got.stdout).into_owned();
+    println!(
+        "client exit {:?}; stderr:\n{stderr}\nstdout:\n{stdout}",
+        got.status.code()
+    );
+    (got, stderr, stdout)
+}
+
 /// A server on `addr`, once it says "listening on".
 fn start_server(addr: &str) -> std::process::Child {
     let mut server = Command::new(BIN)
@@ -293,22 +327,11 @@ fn the_client_survives_three_server_restarts() {
     // line after the last reconnect), so no kill lands in a connection set-up however slow
     // the VM is.
     for _ in 0..3 {
-        wait_line(&lines, "a progress line", |l| progress_ops(l).is_some());
-        server.kill().unwrap();
-        server.wait().unwrap();
-        std::thread::sleep(Duration::from_millis(500));
-        server = start_server(&addr);
+        wait_progress(&lines);
+        restart(&mut server, &addr);
         wait_line(&lines, "a reconnect", |l| l.contains("reconnected to "));
     }
-    let got = client.wait_with_output().unwrap();
-    server.kill().unwrap();
-    server.wait().unwrap();
-    let stderr = stderr_all.join().unwrap();
-    let stdout = String::from_utf8_lossy(&got.stdout);
-    println!(
-        "client exit {:?}; stderr:\n{stderr}\nstdout:\n{stdout}",
-        got.status.code()
-    );
+    let (got, stderr, stdout) = finish(client, &mut server, stderr_all);
     assert_eq!(got.status.code(), Some(0), "the run survives the restarts");
     let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(v["errors"], 0, "every byte verified");
@@ -348,20 +371,9 @@ fn the_null_workload_survives_a_server_restart() {
     let mut server = start_server(&addr);
     let mut client = client(&addr, "null", &["--duration", "15", "--json"]);
     let (lines, stderr_all) = stderr_lines(&mut client);
-    wait_line(&lines, "a progress line", |l| progress_ops(l).is_some());
-    server.kill().unwrap();
-    server.wait().unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    server = start_server(&addr);
-    let got = client.wait_with_output().unwrap();
-    server.kill().unwrap();
-    server.wait().unwrap();
-    let stderr = stderr_all.join().unwrap();
-    let stdout = String::from_utf8_lossy(&got.stdout);
-    println!(
-        "client exit {:?}; stderr:\n{stderr}\nstdout:\n{stdout}",
-        got.status.code()
-    );
+    wait_progress(&lines);
+    restart(&mut server, &addr);
+    let (got, stderr, stdout) = finish(client, &mut server, stderr_all);
     assert_eq!(got.status.code(), Some(0), "the run survives the restart");
     let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(v["errors"], 0);

@@ -24,7 +24,7 @@
 
 use krpc_rdma::provider::Resources;
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,6 +53,17 @@ const NF3DIR: u32 = 2;
 const NFS_RDMA_PORT: u16 = 20049;
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// knfsd up and /export mounted (MOUNT v3): the server's address and the export's root
+/// file handle, XDR-encoded as an NFS3 argument.
+fn mounted_export() -> (IpAddr, Vec<u8>) {
+    knfsd();
+    let ip = server_ip();
+    let root = mount::mount(ip, "/export").unwrap().root_fh;
+    let mut fh = Encoder::new();
+    fh.opaque(&root);
+    (ip, fh.finish().unwrap())
 }
 
 #[test]
@@ -279,12 +290,7 @@ fn nfs3_null_and_getattr_over_rdma_to_knfsd() {
     if skip() {
         return;
     }
-    knfsd();
-    let ip = server_ip();
-    let root = mount::mount(ip, "/export").unwrap().root_fh;
-    let mut fh = Encoder::new();
-    fh.opaque(&root);
-    let fh = fh.finish().unwrap();
+    let (ip, fh) = mounted_export();
 
     let mut n = Nfs::connect(
         SocketAddr::new(ip, NFS_RDMA_PORT),
@@ -374,12 +380,7 @@ fn knfsd_inline_sizes_and_credit_limit() {
     if skip() {
         return;
     }
-    knfsd();
-    let ip = server_ip();
-    let root = mount::mount(ip, "/export").unwrap().root_fh;
-    let mut fh = Encoder::new();
-    fh.opaque(&root);
-    let fh = fh.finish().unwrap();
+    let (ip, fh) = mounted_export();
     let tcfg = TransportConfig {
         max_requests: 128,
         inline_send: 16384,

@@ -8,7 +8,8 @@
 
 use std::sync::Arc;
 
-use mbuf::{Chain, Fragment, HeapPageArena, Mbuf, MbufError, PageFragment, PageProvider};
+use mbuf::testing::{arena, pattern};
+use mbuf::{Chain, Fragment, Mbuf, MbufError, PageFragment, PageProvider};
 use nfs_proto::chain::{
     copy_range, data_pages_from_bytes, ddp_call, ddp_data, ddp_reply, write_data,
     write_data_iovecs, ChainError, DdpData, WriteData,
@@ -18,23 +19,6 @@ use nfs_proto::ddp::{
     nfs4_op_ddp_item, nfs4_op_reply_hint, reply_hint, Direction, ReplyHint, NF4LNK,
 };
 use proptest::prelude::*;
-
-fn arena(n: usize) -> (Arc<HeapPageArena>, Arc<dyn PageProvider>) {
-    let a = Arc::new(HeapPageArena::new(n).unwrap());
-    let p: Arc<dyn PageProvider> = a.clone();
-    (a, p)
-}
-
-fn pattern(seed: u8, n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| {
-            (i as u8)
-                .wrapping_mul(31)
-                .wrapping_add(seed)
-                .wrapping_add((i >> 8) as u8)
-        })
-        .collect()
-}
 
 /// `prefix` (XDR words) followed by the length word of `data_len`.
 fn head_for(prefix_words: usize, data_len: usize) -> Vec<u8> {
