@@ -131,7 +131,7 @@ pub use page::{
 };
 pub use pool::ChainPool;
 
-#[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 #[cfg(test)]

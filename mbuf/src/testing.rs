@@ -1,6 +1,6 @@
 //! Helpers for tests: this crate's own (unit and integration) and those of crates built on
-//! it. Not part of the API (hidden from the documentation, no stability promise); nothing
-//! here is used by the library itself.
+//! it. Compiled only for this crate's unit tests and with the `testing` feature, which only
+//! dev-dependencies turn on: never in the kernel or any production build.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
