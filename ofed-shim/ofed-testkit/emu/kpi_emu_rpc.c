@@ -41,6 +41,18 @@ tvtohz(struct timeval *tv)
 	return ((int)ms + 1);	/* as FreeBSD: round up, plus one tick */
 }
 
+void
+krpc_emu_deadline(struct timespec *abs, uint32_t ms)
+{
+	clock_gettime(CLOCK_REALTIME, abs);
+	abs->tv_sec += ms / 1000;
+	abs->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (abs->tv_nsec >= 1000000000L) {
+		abs->tv_sec++;
+		abs->tv_nsec -= 1000000000L;
+	}
+}
+
 int
 msleep(const void *chan, struct mtx *mtx, int pri, const char *wmesg, int timo)
 {
@@ -54,15 +66,8 @@ msleep(const void *chan, struct mtx *mtx, int pri, const char *wmesg, int timo)
 	pthread_mutex_lock(&sq_lock);
 	gen = sq_gen;
 	mtx_unlock(mtx);	/* a wakeup from here on bumps the generation we read */
-	if (timo > 0) {
-		clock_gettime(CLOCK_REALTIME, &abs);
-		abs.tv_sec += timo / 1000;
-		abs.tv_nsec += (long)(timo % 1000) * 1000000L;
-		if (abs.tv_nsec >= 1000000000L) {
-			abs.tv_sec++;
-			abs.tv_nsec -= 1000000000L;
-		}
-	}
+	if (timo > 0)
+		krpc_emu_deadline(&abs, (uint32_t)timo);
 	while (sq_gen == gen) {
 		if (timo > 0) {
 			if (pthread_cond_timedwait(&sq_cond, &sq_lock, &abs) == ETIMEDOUT) {

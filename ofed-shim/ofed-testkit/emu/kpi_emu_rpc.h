@@ -39,6 +39,9 @@ int tvtohz(struct timeval *tv);
 /* Sleep on chan, releasing mtx (re-taken before returning); timo ticks (0: forever).
  * 0 when woken, EWOULDBLOCK on timeout. Never EINTR (no signals here). */
 int msleep(const void *chan, struct mtx *mtx, int pri, const char *wmesg, int timo);
+/* Not FreeBSD's: *abs = the CLOCK_REALTIME time `ms` milliseconds from now, a
+ * pthread_cond_timedwait deadline (msleep's, and the svc pool's in kpi_emu_svc.c). */
+void krpc_emu_deadline(struct timespec *abs, uint32_t ms);
 void wakeup(const void *chan);
 
 /* ---- rpc/types.h -------------------------------------------------------------------- */

@@ -125,13 +125,7 @@ krpc_emu_svc_wait_active(SVCXPRT *xprt, uint32_t timeout_ms)
 	struct timespec abs;
 	int active;
 
-	clock_gettime(CLOCK_REALTIME, &abs);
-	abs.tv_sec += timeout_ms / 1000;
-	abs.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (abs.tv_nsec >= 1000000000L) {
-		abs.tv_sec++;
-		abs.tv_nsec -= 1000000000L;
-	}
+	krpc_emu_deadline(&abs, timeout_ms);
 	pthread_mutex_lock(&pool->sp_lock);
 	while (!xprt->xp_active) {
 		if (pthread_cond_timedwait(&pool->sp_cond, &pool->sp_lock, &abs) == ETIMEDOUT)
