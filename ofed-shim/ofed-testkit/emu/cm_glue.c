@@ -126,25 +126,12 @@ ucm_destroy_verbs_qp(struct ibv_qp *qp)
 	return (-ibv_destroy_qp(qp));
 }
 
-static void
-ucm_param(struct rdma_conn_param *o, const struct ucm_conn_param *p)
-{
-	memset(o, 0, sizeof(*o));
-	o->private_data = p->pdata;
-	o->private_data_len = p->pdlen;
-	o->responder_resources = p->responder_resources;
-	o->initiator_depth = p->initiator_depth;
-	o->flow_control = p->flow_control;
-	o->retry_count = p->retry_count;
-	o->rnr_retry_count = p->rnr_retry_count;
-}
-
 int
 ucm_connect(void *uid, const struct ucm_conn_param *p)
 {
 	struct rdma_conn_param o;
 
-	ucm_param(&o, p);
+	UCM_CONN_PARAM_COPY(&o, p);
 	return (neg_errno(rdma_connect(uid, &o)));
 }
 
@@ -153,7 +140,7 @@ ucm_accept(void *uid, const struct ucm_conn_param *p)
 {
 	struct rdma_conn_param o;
 
-	ucm_param(&o, p);
+	UCM_CONN_PARAM_COPY(&o, p);
 	return (neg_errno(rdma_accept(uid, &o)));
 }
 

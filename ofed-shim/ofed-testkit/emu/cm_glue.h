@@ -32,15 +32,31 @@ struct ucm_event {
 	void *raw;		/* to ack */
 };
 
+/* The connection parameters the emulation passes on: the fields of struct rdma_conn_param
+ * that the kernel's (kpi_emu.h) and librdmacm's share, by the same names. */
 struct ucm_conn_param {
-	const void *pdata;
-	uint8_t pdlen;
+	const void *private_data;
+	uint8_t private_data_len;
 	uint8_t responder_resources;
 	uint8_t initiator_depth;
 	uint8_t flow_control;
 	uint8_t retry_count;
 	uint8_t rnr_retry_count;
 };
+
+/* *o = the fields of struct ucm_conn_param in *p, the rest of *o zero: from the kernel's
+ * struct rdma_conn_param to ucm_conn_param (kpi_emu.c), and from that to librdmacm's
+ * (cm_glue.c). Needs <string.h>. */
+#define UCM_CONN_PARAM_COPY(o, p) do {					\
+	memset((o), 0, sizeof(*(o)));					\
+	(o)->private_data = (p)->private_data;				\
+	(o)->private_data_len = (p)->private_data_len;			\
+	(o)->responder_resources = (p)->responder_resources;		\
+	(o)->initiator_depth = (p)->initiator_depth;			\
+	(o)->flow_control = (p)->flow_control;				\
+	(o)->retry_count = (p)->retry_count;				\
+	(o)->rnr_retry_count = (p)->rnr_retry_count;			\
+} while (0)
 
 int ucm_init(void);		/* the process-wide event channel */
 int ucm_channel_fd(void);

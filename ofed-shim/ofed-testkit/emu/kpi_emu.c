@@ -1049,25 +1049,12 @@ rdma_destroy_qp(struct rdma_cm_id *id)
 	id->qp = NULL;
 }
 
-static void
-conn_param(struct ucm_conn_param *o, const struct rdma_conn_param *p)
-{
-	memset(o, 0, sizeof(*o));
-	o->pdata = p->private_data;
-	o->pdlen = p->private_data_len;
-	o->responder_resources = p->responder_resources;
-	o->initiator_depth = p->initiator_depth;
-	o->flow_control = p->flow_control;
-	o->retry_count = p->retry_count;
-	o->rnr_retry_count = p->rnr_retry_count;
-}
-
 int
 rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
 {
 	struct ucm_conn_param o;
 
-	conn_param(&o, p);
+	UCM_CONN_PARAM_COPY(&o, p);
 	return (ucm_connect(id->uid, &o));
 }
 
@@ -1076,7 +1063,7 @@ rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
 {
 	struct ucm_conn_param o;
 
-	conn_param(&o, p);
+	UCM_CONN_PARAM_COPY(&o, p);
 	return (ucm_accept(id->uid, &o));
 }
 
