@@ -310,23 +310,13 @@ pub(super) struct VerbsLine<'a>(pub &'a KrpcCounts);
 impl core::fmt::Display for VerbsLine<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let v = self.0;
+        let [cm_ids, pds, cqs, qps, mrs, dma_maps] = live(v);
         write!(
             f,
             "FRWR registrations (IB_WR_REG_MR) {}, LOCAL_INV {}, send-with-invalidate sent {} \
-             received {}, MR resets {}; completions {}; left after the run: cm ids {}, pds {}, \
-             cqs {}, qps {}, mrs {}, dma maps {}",
-            v.reg_mrs,
-            v.local_invs,
-            v.send_invs,
-            v.recv_invs,
-            v.mr_resets,
-            v.completions,
-            v.cm_ids_live,
-            v.pds_live,
-            v.cqs_live,
-            v.qps_live,
-            v.mrs_live,
-            v.dma_maps_live,
+             received {}, MR resets {}; completions {}; left after the run: cm ids {cm_ids}, \
+             pds {pds}, cqs {cqs}, qps {qps}, mrs {mrs}, dma maps {dma_maps}",
+            v.reg_mrs, v.local_invs, v.send_invs, v.recv_invs, v.mr_resets, v.completions,
         )
     }
 }
@@ -355,18 +345,23 @@ pub(super) fn delta(before: &KrpcCounts, after: &KrpcCounts) -> KrpcCounts {
     }
 }
 
-/// What is left after a run (the live counts of `v`, `pages` page references), as text, if
-/// anything is.
-pub(super) fn left_over(v: &KrpcCounts, pages: u64) -> Option<String> {
-    let left = [
+/// The live counts of `v`: cm ids, pds, cqs, qps, mrs, dma maps.
+fn live(v: &KrpcCounts) -> [u64; 6] {
+    [
         v.cm_ids_live,
         v.pds_live,
         v.cqs_live,
         v.qps_live,
         v.mrs_live,
         v.dma_maps_live,
-        pages,
-    ];
+    ]
+}
+
+/// What is left after a run (the live counts of `v`, `pages` page references), as text, if
+/// anything is.
+pub(super) fn left_over(v: &KrpcCounts, pages: u64) -> Option<String> {
+    let [cm_ids, pds, cqs, qps, mrs, dma_maps] = live(v);
+    let left = [cm_ids, pds, cqs, qps, mrs, dma_maps, pages];
     left.iter()
         .any(|&n| n != 0)
         .then(|| format!("{left:?} (cm ids, pds, cqs, qps, mrs, dma maps, pages)"))
