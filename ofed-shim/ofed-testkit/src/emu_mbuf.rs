@@ -300,3 +300,12 @@ pub fn markers(m: &MbufChain) -> Vec<(usize, bool)> {
     }
     out
 }
+
+/// The first zero-length M_PROTO1 mbuf (the marker) of `inf` (a chain's [`info`]): its index
+/// in `inf` and its offset in the chain (the bytes of the mbufs in front of it).
+pub fn first_marker(inf: &[EmuMinfo]) -> Option<(usize, usize)> {
+    let i = inf
+        .iter()
+        .position(|x| x.flags & M_PROTO1 != 0 && x.len == 0)?;
+    Some((i, inf.iter().take(i).map(|x| x.len as usize).sum()))
+}
