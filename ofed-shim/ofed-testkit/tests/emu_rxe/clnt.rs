@@ -1,13 +1,25 @@
 //! What the krpc-face tests share: the emulation's `CLNT_*` entry points
-//! (`emu/kpi_emu_rpc.h`), one `CLNT_CALL_MBUF` wrapper, the mbuf counters, and the NFSv3
-//! WRITE/READ arguments and READ results as FreeBSD's NFS builds them.
+//! (`emu/kpi_emu_rpc.h`), one `CLNT_CALL_MBUF` wrapper, an NFSv3 `CLIENT` and its reply
+//! provisioning, the mbuf counters and the checks that nothing is left, the test data, and the
+//! NFSv3 WRITE/READ arguments and READ results as FreeBSD's NFS builds them.
 
+use std::sync::Arc;
+
+use krpc_face::clnt::{KrpcClnt, ReplyHook};
 use krpc_face::ffi::{FbsdClient, FbsdMbuf};
-use krpc_face::mbuf_bridge::MbufChain;
-use nfs_proto::nfs3::{NfsFh3, Nfsstat3, ReadArgs, ReadHead, StableHow, WriteHead};
-use ofed_shim::KernelPages;
+use krpc_face::mbuf_bridge::{self, MbufChain};
+use krpc_rdma::transport::{DdpReply, ReplySpec, Requester, TransportConfig};
+use mbuf::{Chain, PageProvider};
+use nfs_proto::nfs3::{
+    locate_read_data, NfsFh3, Nfsstat3, ReadArgs, ReadHead, StableHow, WriteHead, NFSPROC3_READ,
+    NFS_PROGRAM,
+};
+use ofed_shim::{KernelPages, OfedQp};
 use ofed_testkit::emu_mbuf::{self, Part};
-use onc_rpc::xdr::{pad, Encoder};
+use onc_rpc::rpc::CallHeader;
+use onc_rpc::xdr::{pad, Decoder, Encoder};
+
+use super::emu_stats;
 
 /// `struct krpc_emu_rpc_err` of `emu/kpi_emu_rpc.h`.
 #[repr(C)]
@@ -37,6 +49,7 @@ extern "C" {
 }
 
 pub const RPC_SUCCESS: i32 = 0;
+pub const RPC_TIMEDOUT: i32 = 5;
 pub const RPC_PROCUNAVAIL: i32 = 10;
 pub const CLSET_XID: u32 = 11;
 
@@ -66,51 +79,178 @@ pub fn set_xid(cl: *mut FbsdClient, xid: u32) {
     );
 }
 
+/// The size of the tests' NFS data: 1 MiB + 3 (not a multiple of 4: XDR padding on both ways).
+pub const N: usize = (1 << 20) + 3;
+/// Procedure the tests' servers answer PROC_UNAVAIL.
+pub const BAD_PROC: u32 = 99;
+
+/// An NFSv3 `CLIENT *` (`clnt_rdma_create`) over `qp` and its `Requester` (`Connected`), at
+/// most `TransportConfig::default().max_requests` calls in flight.
+pub fn nfs_client(
+    qp: OfedQp,
+    req: Requester,
+    pages: Arc<dyn PageProvider>,
+    hook: ReplyHook,
+) -> *mut FbsdClient {
+    let max = TransportConfig::default().max_requests as usize;
+    KrpcClnt::new(Box::new(qp), Box::new(req), pages, hook, max)
+        .unwrap()
+        .into_client(NFS_PROGRAM, 3)
+        .unwrap()
+}
+
+/// `f` of the RPC header of `call` (decoded from its first 512 bytes) and a decoder past it;
+/// `None` when there is no such header.
+pub fn peek_call<T>(
+    call: &Chain,
+    f: impl FnOnce(&CallHeader, &mut Decoder<'_>) -> Option<T>,
+) -> Option<T> {
+    let mut head = vec![0u8; call.len().min(512)];
+    call.copydata(0, &mut head).ok()?;
+    let mut d = Decoder::new(&head);
+    let h = CallHeader::decode(&mut d).ok()?;
+    f(&h, &mut d)
+}
+
+/// A READ's reply provisioning: its `count` bytes of data land in `sink` (a write chunk),
+/// `slack` bytes for the rest of the reply.
+pub fn read_spec(sink: Chain, count: usize, slack: usize) -> ReplySpec {
+    ReplySpec {
+        max_reply: count + slack,
+        ddp: Some(DdpReply {
+            pages: sink,
+            locate: locate_read_data,
+        }),
+    }
+}
+
+/// [`read_spec`] over new pages of `pages` for `count` bytes; `None` without pages.
+pub fn read_chunk(pages: &Arc<dyn PageProvider>, count: usize, slack: usize) -> Option<ReplySpec> {
+    let sink = Chain::alloc_pages(pages, count.next_multiple_of(4)).ok()?;
+    Some(read_spec(sink, count, slack))
+}
+
+/// The reply provisioning of the tests' NFS clients (RFC 8267, reduced to what the tests
+/// call): an NFSv3 READ's data lands in pages of its `count` (write chunk), the rest of its
+/// reply in 512 bytes; any other reply (or a READ without pages) inline in `inline` bytes.
+pub fn nfs_read_hook(call: &Chain, pages: &Arc<dyn PageProvider>, inline: usize) -> ReplySpec {
+    peek_call(call, |h, d| {
+        if h.prog != NFS_PROGRAM || h.proc_ != NFSPROC3_READ {
+            return None;
+        }
+        let a = ReadArgs::decode(d).ok()?;
+        read_chunk(pages, a.count as usize, 512)
+    })
+    .unwrap_or_else(|| ReplySpec::inline(inline))
+}
+
 /// Emulated mbufs, clusters and M_EXTPG mbufs alive now.
 pub fn mbufs_live() -> (u64, u64, u64) {
     let s = emu_mbuf::mbuf_stats();
     (s.mbufs_live, s.clusters_live, s.extpg_live)
 }
 
-/// WRITE3args of `data` at offset 0 to a file handle of 28 `fh` bytes, FILE_SYNC, as NFS
-/// builds them: the head in mbufs of 40 bytes, the marker, the data in M_EXTPG mbufs, the pad;
-/// and the head's length (where the marker stands).
-pub fn write_args(kp: &KernelPages, fh: u8, data: &[u8]) -> (MbufChain, usize) {
-    let mut e = Encoder::new();
+/// No emulated mbuf, cluster or M_EXTPG mbuf left of those made since [`mbufs_live`] was
+/// `before`, and no M_EXTPG mbuf of the bridge's.
+#[track_caller]
+pub fn assert_no_mbuf_left(before: (u64, u64, u64)) {
+    assert_eq!(
+        mbufs_live(),
+        before,
+        "no mbuf, cluster or M_EXTPG mbuf left"
+    );
+    assert_eq!(mbuf_bridge::counts().extpg_live, 0);
+}
+
+/// No arena page wired of those wired since `pages_in_use` was `before`, and no double
+/// invalidation attempted.
+#[track_caller]
+pub fn assert_no_page_left(before: u64) {
+    assert_eq!(emu_stats().pages_in_use, before, "no page left");
+    assert_eq!(emu_stats().refused_double_inv, 0);
+}
+
+/// `n` bytes of test data: byte `i` is `i * mul + seed` xor `i >> shift` (to 8 bits).
+pub fn pattern(n: usize, mul: u8, shift: u32, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(mul).wrapping_add(seed) ^ ((i >> shift) as u8))
+        .collect()
+}
+
+/// WRITE3args' head for `n` bytes at offset 0 to a file handle of 28 `fh` bytes, FILE_SYNC,
+/// behind what `e` holds.
+pub fn encode_write_head(e: &mut Encoder, fh: u8, n: usize) {
     WriteHead {
         file: NfsFh3 { data: vec![fh; 28] },
         offset: 0,
-        count: data.len() as u32,
+        count: n as u32,
         stable: StableHow::FileSync,
     }
-    .encode_head(&mut e, data.len() as u32);
+    .encode_head(e, n as u32);
+}
+
+/// [`write_args`] behind what `e` holds (an RPC call header), in the same mbufs as the head.
+pub fn write_args_behind(
+    kp: &KernelPages,
+    mut e: Encoder,
+    fh: u8,
+    data: &[u8],
+) -> (MbufChain, usize) {
+    encode_write_head(&mut e, fh, data.len());
     let head = e.finish().unwrap();
     (emu_mbuf::ddp_chain(kp, &head, 40, data), head.len())
 }
 
-/// READ3args for `count` bytes at offset 0 of a file handle of 28 `fh` bytes, in one mbuf.
-pub fn read_args(kp: &KernelPages, fh: u8, count: usize) -> MbufChain {
-    let mut e = Encoder::new();
+/// WRITE3args of `data` at offset 0 to a file handle of 28 `fh` bytes, FILE_SYNC, as NFS
+/// builds them: the head in mbufs of 40 bytes, the marker, the data in M_EXTPG mbufs, the pad;
+/// and the head's length (where the marker stands).
+pub fn write_args(kp: &KernelPages, fh: u8, data: &[u8]) -> (MbufChain, usize) {
+    write_args_behind(kp, Encoder::new(), fh, data)
+}
+
+/// READ3args for `count` bytes at offset 0 of a file handle of 28 `fh` bytes, behind what `e`
+/// holds.
+pub fn encode_read_args(e: &mut Encoder, fh: u8, count: usize) {
     ReadArgs {
         file: NfsFh3 { data: vec![fh; 28] },
         offset: 0,
         count: count as u32,
     }
-    .encode(&mut e);
+    .encode(e);
+}
+
+/// READ3args for `count` bytes at offset 0 of a file handle of 28 `fh` bytes, in one mbuf.
+pub fn read_args(kp: &KernelPages, fh: u8, count: usize) -> MbufChain {
+    let mut e = Encoder::new();
+    encode_read_args(&mut e, fh, count);
     emu_mbuf::nfs_chain(kp, &[Part::Bytes(&e.finish().unwrap(), 0)])
+}
+
+/// READ3res's head (OK, no attributes, EOF) for `n` bytes of data, behind what `e` holds.
+pub fn encode_read_head(e: &mut Encoder, n: usize) {
+    ReadHead {
+        status: Nfsstat3::OK,
+        file_attributes: None,
+        count: n as u32,
+        eof: true,
+        data_len: n as u32,
+    }
+    .encode(e);
+}
+
+/// READ3res (OK, no attributes, EOF) carrying `data` behind what `e` holds (a reply header,
+/// or nothing), as knfsd builds it: the head in mbufs of 64 bytes, the marker, the data in
+/// M_EXTPG mbufs, the pad; and the length of the head (with what `e` held).
+pub fn read_results_chain(kp: &KernelPages, mut e: Encoder, data: &[u8]) -> (MbufChain, usize) {
+    encode_read_head(&mut e, data.len());
+    let head = e.finish().unwrap();
+    (emu_mbuf::ddp_chain(kp, &head, 64, data), head.len())
 }
 
 /// The bytes of READ3res (OK, no attributes, EOF) carrying `data`, with its XDR pad.
 pub fn read_results(data: &[u8]) -> Vec<u8> {
     let mut r = Encoder::new();
-    ReadHead {
-        status: Nfsstat3::OK,
-        file_attributes: None,
-        count: data.len() as u32,
-        eof: true,
-        data_len: data.len() as u32,
-    }
-    .encode(&mut r);
+    encode_read_head(&mut r, data.len());
     let mut want = r.finish().unwrap();
     want.extend_from_slice(data);
     want.extend(std::iter::repeat_n(0u8, pad(data.len())));

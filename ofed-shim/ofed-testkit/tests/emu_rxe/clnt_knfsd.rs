@@ -17,34 +17,32 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use krpc_face::clnt::KrpcClnt;
 use krpc_face::ffi::FbsdClient;
-use krpc_face::mbuf_bridge::{self, MbufChain};
-use krpc_rdma::transport::{DdpReply, ReplySpec, Requester, RequesterEvent, TransportConfig};
+use krpc_face::mbuf_bridge::MbufChain;
+use krpc_rdma::transport::{ReplySpec, Requester, RequesterEvent, TransportConfig};
 use mbuf::{Chain, PageProvider};
 use nfs_proto::ddp::{reply_hint, ReplyHint};
 use nfs_proto::nfs3::{
-    locate_read_data, CommitArgs, CommitRes, CreateArgs, CreateRes, Createhow3, Diropargs3,
-    Filename3, FsinfoArgs, FsinfoRes, Ftype3, GetattrArgs, GetattrRes, Nfs3Res, NfsFh3, ReadArgs,
-    ReadRes, RemoveArgs, RemoveRes, Sattr3, StableHow, WriteHead, WriteRes, NFSPROC3_COMMIT,
-    NFSPROC3_CREATE, NFSPROC3_FSINFO, NFSPROC3_GETATTR, NFSPROC3_READ, NFSPROC3_REMOVE,
-    NFSPROC3_WRITE, NFS_PROGRAM,
+    CommitArgs, CommitRes, CreateArgs, CreateRes, Createhow3, Diropargs3, Filename3, FsinfoArgs,
+    FsinfoRes, Ftype3, GetattrArgs, GetattrRes, Nfs3Res, NfsFh3, ReadArgs, ReadRes, RemoveArgs,
+    RemoveRes, Sattr3, StableHow, WriteHead, WriteRes, NFSPROC3_COMMIT, NFSPROC3_CREATE,
+    NFSPROC3_FSINFO, NFSPROC3_GETATTR, NFSPROC3_READ, NFSPROC3_REMOVE, NFSPROC3_WRITE,
 };
 use ofed_shim::OfedQp;
-use ofed_testkit::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
+use ofed_testkit::emu_mbuf::{self, Part, M_EXTPG};
 use ofed_testkit::loopback::{self, Sleep, SockaddrIn};
-use onc_rpc::rpc::CallHeader;
 use onc_rpc::xdr::{pad, Decoder, Encoder};
 use onc_rpc_tcp::mount;
 
-use super::clnt::{self, krpc_emu_clnt_destroy, krpc_emu_clnt_set_authsys};
+use super::clnt::{
+    self, assert_no_mbuf_left, assert_no_page_left, krpc_emu_clnt_destroy,
+    krpc_emu_clnt_set_authsys, mbufs_live, nfs_client, pattern, peek_call, read_chunk, N,
+};
 use super::{emu, emu_stats, ocfg, CondSleep, KernelPages};
 
 /// `xtask/vm/knfsd.sh`.
 const KNFSD_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../xtask/vm/knfsd.sh");
 const NFS_RDMA_PORT: u16 = 20049;
-/// The file's size: 1 MiB + 3 (not a multiple of 4: XDR padding on both ways).
-const N: usize = (1 << 20) + 3;
 /// Replies without bulk data: under knfsd's 1024-byte inline threshold (it sends no RFC 8797
 /// private data), as `krpc-rdma-session`'s and the kernel peer run's NFSv3 clients.
 const SMALL_REPLY: usize = 640;
@@ -91,34 +89,15 @@ fn server_ip() -> [u8; 4] {
 /// pages of the READ's `count` for READ; a reply chunk for the procedures without a bound;
 /// inline otherwise.
 fn hook(call: &Chain, pages: &Arc<dyn PageProvider>) -> ReplySpec {
-    let mut head = vec![0u8; call.len().min(512)];
-    if call.copydata(0, &mut head).is_err() {
-        return ReplySpec::inline(SMALL_REPLY);
-    }
-    let mut d = Decoder::new(&head);
-    let Ok(h) = CallHeader::decode(&mut d) else {
-        return ReplySpec::inline(SMALL_REPLY);
-    };
-    match reply_hint(h.prog, h.vers, h.proc_) {
+    peek_call(call, |h, d| match reply_hint(h.prog, h.vers, h.proc_) {
         Some(ReplyHint::WriteChunk) if h.proc_ == NFSPROC3_READ => {
-            let Ok(a) = ReadArgs::decode(&mut d) else {
-                return ReplySpec::inline(SMALL_REPLY);
-            };
-            let n = a.count as usize;
-            match Chain::alloc_pages(pages, n.next_multiple_of(4)) {
-                Ok(sink) => ReplySpec {
-                    max_reply: n + REPLY_SLACK,
-                    ddp: Some(DdpReply {
-                        pages: sink,
-                        locate: locate_read_data,
-                    }),
-                },
-                Err(_) => ReplySpec::inline(SMALL_REPLY),
-            }
+            let a = ReadArgs::decode(d).ok()?;
+            read_chunk(pages, a.count as usize, REPLY_SLACK)
         }
-        Some(ReplyHint::ReplyChunk) => ReplySpec::inline(LONG_REPLY),
-        _ => ReplySpec::inline(SMALL_REPLY),
-    }
+        Some(ReplyHint::ReplyChunk) => Some(ReplySpec::inline(LONG_REPLY)),
+        _ => None,
+    })
+    .unwrap_or_else(|| ReplySpec::inline(SMALL_REPLY))
 }
 
 /// The connection to knfsd and its `Requester`, `Connected`.
@@ -188,12 +167,6 @@ fn xdr_call(
     call(cl, proc_, args.as_ref()).map_or(Vec::new(), |r| emu_mbuf::bytes(&r))
 }
 
-fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ ((i >> 11) as u8))
-        .collect()
-}
-
 /// The calls of the module doc, through the clnt_ops table, against knfsd.
 #[test]
 fn clnt_ops_nfsv3_against_knfsd() {
@@ -212,17 +185,15 @@ fn clnt_ops_nfsv3_against_knfsd() {
     println!("MNT /export: root handle of {} bytes", root.data.len());
 
     let pages_before = emu_stats().pages_in_use;
-    let mbufs_before = emu_mbuf::mbuf_stats();
+    let mbufs_before = mbufs_live();
     let kp = KernelPages::new();
-    let data = pattern(N, 7);
+    let data = pattern(N, 31, 11, 7);
     let name = format!("clnt_knfsd.{}", std::process::id());
     let path = format!("/export/{name}");
     {
         let pages: Arc<dyn PageProvider> = Arc::new(KernelPages::new());
         let (qp, req) = connect(pages.clone());
-        let max = TransportConfig::default().max_requests as usize;
-        let clnt = KrpcClnt::new(Box::new(qp), Box::new(req), pages, hook, max).unwrap();
-        let cl = clnt.into_client(NFS_PROGRAM, 3).unwrap();
+        let cl = nfs_client(qp, req, pages, hook);
         let body = authsys_body();
         // SAFETY: live CLIENT; `body` is valid for `len` bytes (copied).
         assert_eq!(
@@ -372,10 +343,7 @@ fn clnt_ops_nfsv3_against_knfsd() {
             // chunk: the last 3 bytes), where it is plain XDR.
             let extpg: Vec<_> = inf.iter().filter(|x| x.flags & M_EXTPG != 0).collect();
             let extpg_bytes: usize = extpg.iter().map(|x| x.len as usize).sum();
-            let mark = inf
-                .iter()
-                .position(|x| x.flags & M_PROTO1 != 0 && x.len == 0)
-                .map(|i| inf[..i].iter().map(|x| x.len as usize).sum::<usize>());
+            let mark = emu_mbuf::first_marker(&inf).map(|(_, at)| at);
             if n + REPLY_SLACK > INLINE_THRESHOLD {
                 assert!(
                     extpg_bytes >= len,
@@ -440,17 +408,6 @@ fn clnt_ops_nfsv3_against_knfsd() {
     }
     mount::umount(ip, "/export").unwrap();
     drop(fx);
-    let after = emu_mbuf::mbuf_stats();
-    assert_eq!(
-        (after.mbufs_live, after.clusters_live, after.extpg_live),
-        (
-            mbufs_before.mbufs_live,
-            mbufs_before.clusters_live,
-            mbufs_before.extpg_live
-        ),
-        "no mbuf, cluster or M_EXTPG mbuf left"
-    );
-    assert_eq!(mbuf_bridge::counts().extpg_live, 0);
-    assert_eq!(emu_stats().pages_in_use, pages_before, "no page left");
-    assert_eq!(emu_stats().refused_double_inv, 0);
+    assert_no_mbuf_left(mbufs_before);
+    assert_no_page_left(pages_before);
 }

@@ -10,25 +10,23 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use krpc_face::clnt::KrpcClnt;
 use krpc_face::ffi::FbsdClient;
-use krpc_face::mbuf_bridge::{self, MbufBridge, MbufChain};
-use krpc_rdma::transport::{DdpReply, ReplySpec, Responder, ResponderEvent, TransportConfig};
+use krpc_face::mbuf_bridge::{MbufBridge, MbufChain};
+use krpc_rdma::transport::{ReplySpec, Responder, ResponderEvent, TransportConfig};
 use krpc_rdma_scenarios::{Link, Pair};
 use mbuf::{Chain, PageProvider};
-use nfs_proto::nfs3::{
-    locate_read_data, Nfsstat3, ReadArgs, ReadHead, NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM,
-};
+use nfs_proto::nfs3::{NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM};
 use ofed_shim::OfedQp;
-use ofed_testkit::emu_mbuf::{self, M_EXTPG, M_PROTO1};
+use ofed_testkit::emu_mbuf::{self, M_EXTPG};
 use ofed_testkit::loopback;
 use onc_rpc::rpc::{CallHeader, ReplyHeader};
 use onc_rpc::xdr::{pad, Decoder, Encoder};
 
 use super::clnt::{
-    call, krpc_emu_clnt_close, krpc_emu_clnt_control_timeout, krpc_emu_clnt_control_u32,
-    krpc_emu_clnt_destroy, mbufs_live, read_args, read_results, set_xid, write_args,
-    RPC_PROCUNAVAIL, RPC_SUCCESS,
+    assert_no_mbuf_left, assert_no_page_left, call, krpc_emu_clnt_close,
+    krpc_emu_clnt_control_timeout, krpc_emu_clnt_control_u32, krpc_emu_clnt_destroy, mbufs_live,
+    nfs_client, nfs_read_hook, pattern, read_args, read_results, read_results_chain, set_xid,
+    write_args, BAD_PROC, N, RPC_PROCUNAVAIL, RPC_SUCCESS, RPC_TIMEDOUT,
 };
 use super::{emu, emu_stats, CondSleep, KernelPages};
 
@@ -36,26 +34,16 @@ const RPC_CANTSEND: i32 = 3;
 const RPC_CANTRECV: i32 = 4;
 /// FreeBSD's ESHUTDOWN (what the Rust side reports, `transport::kernel::Errno::freebsd`).
 const ESHUTDOWN: i32 = 58;
-const RPC_TIMEDOUT: i32 = 5;
 const CLSET_TIMEOUT: u32 = 1;
 const CLGET_TIMEOUT: u32 = 2;
 const CLGET_XID: u32 = 10;
 const CLGET_VERS: u32 = 12;
 const CLSET_TLS: u32 = 30;
 
-const N: usize = (1 << 20) + 3;
 /// A NULL call with this XID is answered 1.5 s late (the timeout test).
 const SLOW_XID: u32 = 0x7000_0000;
 /// A NULL call with this XID is never answered (the close test).
 const NEVER_XID: u32 = 0x7100_0000;
-/// Procedure the server answers PROC_UNAVAIL.
-const BAD_PROC: u32 = 99;
-
-fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed) ^ ((i >> 12) as u8))
-        .collect()
-}
 
 /// Largest reply of the calls other than READ: inline (no reply chunk, so no registration).
 /// With 1024 (a reply chunk for every such call) the late reply to the call abandoned by the
@@ -66,32 +54,9 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
 /// next call). The kernel shim's real FRWR MRs are held back: see ARCHITECTURE.md.
 const INLINE_REPLY: usize = 512;
 
-/// The reply provisioning hook (an NFS client's RFC 8267 table, reduced to what the test
-/// calls): a READ's data lands in pages of its `count` (write chunk), the rest inline.
+/// The reply provisioning hook: [`nfs_read_hook`], the other replies in INLINE_REPLY bytes.
 fn hook(call: &Chain, pages: &Arc<dyn PageProvider>) -> ReplySpec {
-    let mut head = vec![0u8; call.len().min(512)];
-    if call.copydata(0, &mut head).is_err() {
-        return ReplySpec::inline(INLINE_REPLY);
-    }
-    let mut d = Decoder::new(&head);
-    let Ok(h) = CallHeader::decode(&mut d) else {
-        return ReplySpec::inline(INLINE_REPLY);
-    };
-    if h.prog == NFS_PROGRAM && h.proc_ == NFSPROC3_READ {
-        if let Ok(a) = ReadArgs::decode(&mut d) {
-            let n = a.count as usize;
-            if let Ok(sink) = Chain::alloc_pages(pages, n.next_multiple_of(4)) {
-                return ReplySpec {
-                    max_reply: n + 512,
-                    ddp: Some(DdpReply {
-                        pages: sink,
-                        locate: locate_read_data,
-                    }),
-                };
-            }
-        }
-    }
-    ReplySpec::inline(INLINE_REPLY)
+    nfs_read_hook(call, pages, INLINE_REPLY)
 }
 
 /// What the server saw of one call.
@@ -149,17 +114,7 @@ fn serve(
                 }
                 NFSPROC3_READ => {
                     ReplyHeader::success(c.xid).encode(&mut r);
-                    let n = read_data.len();
-                    ReadHead {
-                        status: Nfsstat3::OK,
-                        file_attributes: None,
-                        count: n as u32,
-                        eof: true,
-                        data_len: n as u32,
-                    }
-                    .encode(&mut r);
-                    let head = r.finish().unwrap();
-                    let fb = emu_mbuf::ddp_chain(&kp, &head, 64, &read_data);
+                    let (fb, _) = read_results_chain(&kp, r, &read_data);
                     // SAFETY: `fb` is live and unchanged during the call.
                     let rc = unsafe { br.chain_from_mbufs(fb.as_ptr(), &pb) }.unwrap();
                     // knfsd's chain lives until the transport is done with its pages.
@@ -221,8 +176,8 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
     let pages_before = emu_stats().pages_in_use;
     let before_mbufs = mbufs_live();
     let kp = KernelPages::new();
-    let write_data = pattern(N, 21);
-    let read_data = pattern(N, 22);
+    let write_data = pattern(N, 29, 12, 21);
+    let read_data = pattern(N, 29, 12, 22);
     {
         let p = Pair::with(&mut fx, TransportConfig::default()).unwrap();
         let Pair { l, req, resp } = p;
@@ -232,9 +187,7 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
             let (stop, rd) = (stop.clone(), read_data.clone());
             thread::spawn(move || serve(b, resp.into_inner(), pb, rd, stop))
         };
-        let max = TransportConfig::default().max_requests as usize;
-        let clnt = KrpcClnt::new(Box::new(a), Box::new(req.into_inner()), pa, hook, max).unwrap();
-        let cl = clnt.into_client(NFS_PROGRAM, 3).unwrap();
+        let cl = nfs_client(a, req.into_inner(), pa, hook);
 
         // cl_control basics.
         let mut v = 0u32;
@@ -323,10 +276,7 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
             extpg_bytes >= N,
             "all the data in M_EXTPG mbufs ({extpg_bytes})"
         );
-        let mark = inf
-            .iter()
-            .position(|x| x.flags & M_PROTO1 != 0 && x.len == 0)
-            .map(|i| inf[..i].iter().map(|x| x.len as usize).sum::<usize>());
+        let mark = emu_mbuf::first_marker(&inf).map(|(_, at)| at);
         assert_eq!(mark, Some(rhead_len), "the marker in front of the data");
         drop(rep);
         drop(rargs);
@@ -429,12 +379,6 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
         assert!(emu_mbuf::mbuf_stats().nfs_pages_freed > freed || n == 0);
     }
     drop(fx);
-    assert_eq!(
-        mbufs_live(),
-        before_mbufs,
-        "no mbuf, cluster or M_EXTPG mbuf left"
-    );
-    assert_eq!(mbuf_bridge::counts().extpg_live, 0);
-    assert_eq!(emu_stats().pages_in_use, pages_before, "no page left");
-    assert_eq!(emu_stats().refused_double_inv, 0);
+    assert_no_mbuf_left(before_mbufs);
+    assert_no_page_left(pages_before);
 }

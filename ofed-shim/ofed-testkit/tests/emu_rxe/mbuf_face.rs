@@ -4,28 +4,20 @@
 
 use std::cell::RefCell;
 
-use krpc_face::mbuf_bridge::{self, MbufBridge, MbufChain};
-use krpc_rdma::transport::{DdpReply, ReplySpec, TransportConfig};
+use krpc_face::mbuf_bridge::{MbufBridge, MbufChain};
+use krpc_rdma::transport::{ReplySpec, TransportConfig};
 use krpc_rdma_scenarios::Pair;
 use mbuf::Chain;
-use nfs_proto::nfs3::{
-    locate_read_data, NfsFh3, Nfsstat3, ReadArgs, ReadHead, StableHow, WriteHead, NFSPROC3_READ,
-    NFSPROC3_WRITE, NFS_PROGRAM,
-};
-use ofed_testkit::emu_mbuf::{self, M_EXTPG, M_PROTO1};
+use nfs_proto::nfs3::{NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM};
+use ofed_testkit::emu_mbuf::{self, M_EXTPG};
 use onc_rpc::rpc::{Auth, CallHeader, ReplyHeader};
 use onc_rpc::xdr::Encoder;
 
-use super::clnt::mbufs_live;
+use super::clnt::{
+    assert_no_mbuf_left, encode_read_args, mbufs_live, pattern, read_results_chain, read_spec,
+    write_args_behind, N,
+};
 use super::{emu, emu_stats, KernelPages};
-
-const N: usize = (1 << 20) + 3;
-
-fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ ((i >> 12) as u8))
-        .collect()
-}
 
 fn call_head(xid: u32, proc_: u32) -> Encoder {
     let mut e = Encoder::new();
@@ -51,14 +43,8 @@ fn chain_pages(c: &Chain) -> Vec<u64> {
 /// Offset of the first zero-length M_PROTO1 mbuf and whether an M_EXTPG mbuf follows it.
 fn marker(fb: &MbufChain) -> Option<(usize, bool)> {
     let inf = emu_mbuf::info(fb);
-    let mut pos = 0;
-    for (i, x) in inf.iter().enumerate() {
-        if x.flags & M_PROTO1 != 0 && x.len == 0 {
-            return Some((pos, inf.get(i + 1).is_some_and(|n| n.flags & M_EXTPG != 0)));
-        }
-        pos += x.len as usize;
-    }
-    None
+    let (i, at) = emu_mbuf::first_marker(&inf)?;
+    Some((at, inf.get(i + 1).is_some_and(|n| n.flags & M_EXTPG != 0)))
 }
 
 /// NFSv3 WRITE of 1 MiB + 3 bytes: the client's call is an emulated FreeBSD chain (XDR in
@@ -75,17 +61,8 @@ fn nfs_write_extpg_out_as_a_read_chunk_and_up_as_extpg() {
     let kp = KernelPages::new();
     let before_mbufs = mbufs_live();
     let mut p = Pair::with(&mut fx, TransportConfig::default()).unwrap();
-    let data = pattern(N, 11);
-    let mut e = call_head(0x5157, NFSPROC3_WRITE);
-    WriteHead {
-        file: NfsFh3 { data: vec![3; 28] },
-        offset: 0,
-        count: N as u32,
-        stable: StableHow::FileSync,
-    }
-    .encode_head(&mut e, N as u32);
-    let head = e.finish().unwrap();
-    let fb = emu_mbuf::ddp_chain(&kp, &head, 40, &data);
+    let data = pattern(N, 31, 12, 11);
+    let (fb, head_len) = write_args_behind(&kp, call_head(0x5157, NFSPROC3_WRITE), 3, &data);
     let wire = emu_mbuf::bytes(&fb);
     let client_pages = emu_mbuf::extpg_pages(&fb);
     let mut br = MbufBridge::new(64, 300).unwrap();
@@ -157,20 +134,11 @@ fn nfs_write_extpg_out_as_a_read_chunk_and_up_as_extpg() {
         bridge_owned,
         "the bridge's free routine, at most 5 pages each"
     );
-    assert_eq!(
-        mark,
-        Some((head.len(), true)),
-        "marker in front of the data"
-    );
+    assert_eq!(mark, Some((head_len, true)), "marker in front of the data");
     assert!(read_pages.iter().all(|pa| !client_pages.contains(pa)));
     p.check_clean("after the WRITE").unwrap();
     p.finish().unwrap();
-    assert_eq!(
-        mbufs_live(),
-        before_mbufs,
-        "no mbuf, cluster or M_EXTPG mbuf left"
-    );
-    assert_eq!(mbuf_bridge::counts().extpg_live, 0);
+    assert_no_mbuf_left(before_mbufs);
     assert_eq!(emu_stats().refused_double_inv, 0);
 }
 
@@ -184,24 +152,13 @@ fn nfs_read_reply_extpg_out_as_a_write_chunk_and_back_as_extpg() {
     let kp = KernelPages::new();
     let before_mbufs = mbufs_live();
     let mut p = Pair::with(&mut fx, TransportConfig::default()).unwrap();
-    let data = pattern(N, 12);
+    let data = pattern(N, 31, 12, 12);
     let mut e = call_head(0x5158, NFSPROC3_READ);
-    ReadArgs {
-        file: NfsFh3 { data: vec![4; 28] },
-        offset: 0,
-        count: N as u32,
-    }
-    .encode(&mut e);
+    encode_read_args(&mut e, 4, N);
     let call = Chain::from_bytes(&e.finish().unwrap()).unwrap();
     let sink = Chain::alloc_pages(&p.l.pa, N.next_multiple_of(4)).unwrap();
     let sink_pages = chain_pages(&sink);
-    let spec = ReplySpec {
-        max_reply: N + 512,
-        ddp: Some(DdpReply {
-            pages: sink,
-            locate: locate_read_data,
-        }),
-    };
+    let spec = read_spec(sink, N, 512);
     let server_fbs: RefCell<Vec<MbufChain>> = RefCell::new(Vec::new());
     let wire = RefCell::new(Vec::new());
     let server_pages = RefCell::new(Vec::new());
@@ -212,17 +169,8 @@ fn nfs_read_reply_extpg_out_as_a_write_chunk_and_back_as_extpg() {
         .rpc(call, spec, &mut |c| {
             let mut r = Encoder::new();
             ReplyHeader::success(c.xid).encode(&mut r);
-            ReadHead {
-                status: Nfsstat3::OK,
-                file_attributes: None,
-                count: N as u32,
-                eof: true,
-                data_len: N as u32,
-            }
-            .encode(&mut r);
-            let head = r.finish().unwrap();
-            *head_len.borrow_mut() = head.len();
-            let fb = emu_mbuf::ddp_chain(&kp, &head, 64, &data);
+            let (fb, hl) = read_results_chain(&kp, r, &data);
+            *head_len.borrow_mut() = hl;
             *wire.borrow_mut() = emu_mbuf::bytes(&fb);
             *server_pages.borrow_mut() = emu_mbuf::extpg_pages(&fb);
             // SAFETY: `fb` is live and unchanged during the call.
@@ -270,10 +218,5 @@ fn nfs_read_reply_extpg_out_as_a_write_chunk_and_back_as_extpg() {
         "knfsd's pages freed by its own free routine, none still wired"
     );
     p.finish().unwrap();
-    assert_eq!(
-        mbufs_live(),
-        before_mbufs,
-        "no mbuf, cluster or M_EXTPG mbuf left"
-    );
-    assert_eq!(mbuf_bridge::counts().extpg_live, 0);
+    assert_no_mbuf_left(before_mbufs);
 }

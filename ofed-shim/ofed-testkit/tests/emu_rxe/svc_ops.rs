@@ -11,25 +11,22 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use krpc_face::clnt::KrpcClnt;
 use krpc_face::ffi::{FbsdClient, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcSvcStats};
-use krpc_face::mbuf_bridge::{self, MbufChain};
+use krpc_face::mbuf_bridge::MbufChain;
 use krpc_face::svc::KrpcSvc;
-use krpc_rdma::transport::{DdpReply, ReplySpec, Requester, RequesterEvent, TransportConfig};
+use krpc_rdma::transport::{ReplySpec, Requester, RequesterEvent, TransportConfig};
 use krpc_rdma_scenarios::{Link, Pair};
 use mbuf::{Chain, PageProvider};
-use nfs_proto::nfs3::{
-    locate_read_data, Nfsstat3, ReadArgs, ReadHead, NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM,
-};
+use nfs_proto::nfs3::{NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM};
 use ofed_shim::OfedQp;
-use ofed_testkit::emu_mbuf::{self, Part, M_EXTPG, M_PROTO1};
+use ofed_testkit::emu_mbuf::{self, Part, M_EXTPG};
 use ofed_testkit::loopback;
-use onc_rpc::rpc::CallHeader;
-use onc_rpc::xdr::{Decoder, Encoder};
+use onc_rpc::xdr::Encoder;
 
 use super::clnt::{
-    call, krpc_emu_clnt_destroy, mbufs_live, read_args, read_results, set_xid, write_args,
-    RPC_PROCUNAVAIL, RPC_SUCCESS,
+    assert_no_mbuf_left, assert_no_page_left, call, krpc_emu_clnt_destroy, mbufs_live, nfs_client,
+    nfs_read_hook, pattern, read_args, read_results, read_results_chain, set_xid, write_args,
+    BAD_PROC, N, RPC_PROCUNAVAIL, RPC_SUCCESS, RPC_TIMEDOUT,
 };
 use super::{emu, emu_stats, CondSleep, KernelPages};
 
@@ -79,9 +76,6 @@ const PROC_UNAVAIL: u32 = 3;
 /// SVCGET_CONNMAXREC: meaningless for RDMA (refused, as the kernel's svc_vc_control).
 const SVCGET_CONNMAXREC: u32 = 3;
 
-const N: usize = (1 << 20) + 3;
-/// Procedure the server answers PROC_UNAVAIL.
-const BAD_PROC: u32 = 99;
 /// A call with this XID is received and never answered (the destroy test).
 const HOLD_XID: u32 = 0x7100_0000;
 /// A call with this XID is received and not answered: the pool thread says so with
@@ -90,42 +84,11 @@ const HOLD_XID: u32 = 0x7100_0000;
 const DROP_XID: u32 = 0x7200_0000;
 /// `SVCRDMA_DROP_CALL` of `c/krpc_rdma_svc.h`.
 const SVCRDMA_DROP_CALL: u32 = 0x5244_0001;
-/// `RPC_TIMEDOUT`.
-const RPC_TIMEDOUT: i32 = 5;
 const TIMEOUT_MS: u32 = 15_000;
 
-fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ ((i >> 11) as u8))
-        .collect()
-}
-
-/// The client's reply provisioning (RFC 8267, reduced to what the test calls): a READ's data
-/// lands in pages of its `count` (write chunk), the rest inline.
+/// The client's reply provisioning: [`nfs_read_hook`], the other replies in 1024 bytes.
 fn hook(call: &Chain, pages: &Arc<dyn PageProvider>) -> ReplySpec {
-    let mut head = vec![0u8; call.len().min(512)];
-    if call.copydata(0, &mut head).is_err() {
-        return ReplySpec::inline(1024);
-    }
-    let mut d = Decoder::new(&head);
-    let Ok(h) = CallHeader::decode(&mut d) else {
-        return ReplySpec::inline(1024);
-    };
-    if h.prog == NFS_PROGRAM && h.proc_ == NFSPROC3_READ {
-        if let Ok(a) = ReadArgs::decode(&mut d) {
-            let n = a.count as usize;
-            if let Ok(sink) = Chain::alloc_pages(pages, n.next_multiple_of(4)) {
-                return ReplySpec {
-                    max_reply: n + 512,
-                    ddp: Some(DdpReply {
-                        pages: sink,
-                        locate: locate_read_data,
-                    }),
-                };
-            }
-        }
-    }
-    ReplySpec::inline(1024)
+    nfs_read_hook(call, pages, 1024)
 }
 
 /// What the pool thread saw of one call (through `xp_recv`).
@@ -188,10 +151,7 @@ fn pool_thread(
                 .map(|m| (emu_mbuf::bytes(m), emu_mbuf::info(m)))
                 .unwrap_or_default();
             let ext: Vec<_> = inf.iter().filter(|i| i.flags & M_EXTPG != 0).collect();
-            let marker_at = inf
-                .iter()
-                .position(|i| i.flags & M_PROTO1 != 0 && i.len == 0)
-                .map(|k| inf.iter().take(k).map(|i| i.len as usize).sum());
+            let marker_at = emu_mbuf::first_marker(&inf).map(|(_, at)| at);
             out.seen.push(Seen {
                 msg_xid: msg.xid,
                 proc_: msg.proc_,
@@ -225,23 +185,10 @@ fn pool_thread(
                     SUCCESS,
                     Some(emu_mbuf::nfs_chain(&kp, &[Part::Bytes(&[0, 0, 0, 0], 0)])),
                 ),
-                NFSPROC3_READ => {
-                    let mut r = Encoder::new();
-                    let n = read_data.len();
-                    ReadHead {
-                        status: Nfsstat3::OK,
-                        file_attributes: None,
-                        count: n as u32,
-                        eof: true,
-                        data_len: n as u32,
-                    }
-                    .encode(&mut r);
-                    let head = r.finish().unwrap();
-                    (
-                        SUCCESS,
-                        Some(emu_mbuf::ddp_chain(&kp, &head, 64, &read_data)),
-                    )
-                }
+                NFSPROC3_READ => (
+                    SUCCESS,
+                    Some(read_results_chain(&kp, Encoder::new(), &read_data).0),
+                ),
                 _ => (PROC_UNAVAIL, None),
             };
             let mut seq = 0u32;
@@ -309,8 +256,8 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
     let pages_before = emu_stats().pages_in_use;
     let before_mbufs = mbufs_live();
     let kp = KernelPages::new();
-    let write_data = pattern(N, 41);
-    let read_data = Arc::new(pattern(N, 42));
+    let write_data = pattern(N, 31, 11, 41);
+    let read_data = Arc::new(pattern(N, 31, 11, 42));
     // SAFETY: plain allocation; destroyed at the end.
     let pool = unsafe { krpc_emu_svcpool_create() };
     assert!(!pool.is_null());
@@ -319,11 +266,7 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
         let Pair { l, req, resp } = p;
         let Link { a, b, pa, pb, .. } = l;
         let (xprt, stop, held, server) = start_server(b, resp.into_inner(), pb, pool, &read_data);
-        let max = TransportConfig::default().max_requests as usize;
-        let cl = KrpcClnt::new(Box::new(a), Box::new(req.into_inner()), pa, hook, max)
-            .unwrap()
-            .into_client(NFS_PROGRAM, 3)
-            .unwrap();
+        let cl = nfs_client(a, req.into_inner(), pa, hook);
         let act0 = activations(pool);
 
         // NULL.
@@ -546,14 +489,8 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
     drop(fx);
     // SAFETY: every transport of the pool is gone.
     unsafe { krpc_emu_svcpool_destroy(pool) };
-    assert_eq!(
-        mbufs_live(),
-        before_mbufs,
-        "no mbuf, cluster or M_EXTPG mbuf left"
-    );
-    assert_eq!(mbuf_bridge::counts().extpg_live, 0);
-    assert_eq!(emu_stats().pages_in_use, pages_before, "no page left");
-    assert_eq!(emu_stats().refused_double_inv, 0);
+    assert_no_mbuf_left(before_mbufs);
+    assert_no_page_left(pages_before);
 }
 
 /// One call of raw RPC words through the core's Requester; the reply's words.
