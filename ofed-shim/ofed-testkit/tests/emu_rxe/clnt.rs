@@ -4,6 +4,7 @@
 //! NFSv3 WRITE/READ arguments and READ results as FreeBSD's NFS builds them.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use krpc_face::clnt::{KrpcClnt, ReplyHook};
 use krpc_face::ffi::{FbsdClient, FbsdMbuf};
@@ -68,6 +69,20 @@ pub fn call(
     let st = unsafe { krpc_emu_clnt_call(cl, proc_, a, &mut rep, timeout_ms, &mut e1, &mut e2) };
     // SAFETY: the results chain is ours (cl_call's contract).
     (st, e1, e2, unsafe { MbufChain::from_raw(rep) })
+}
+
+/// [`call`] as XID `xid` ([`set_xid`]), and how long it took.
+pub fn timed_call(
+    cl: *mut FbsdClient,
+    xid: u32,
+    proc_: u32,
+    args: Option<&MbufChain>,
+    timeout_ms: u32,
+) -> ((i32, RpcErr, RpcErr, Option<MbufChain>), Duration) {
+    set_xid(cl, xid);
+    let t = Instant::now();
+    let out = call(cl, proc_, args, timeout_ms);
+    (out, t.elapsed())
 }
 
 pub fn set_xid(cl: *mut FbsdClient, xid: u32) {

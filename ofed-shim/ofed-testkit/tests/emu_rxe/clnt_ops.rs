@@ -26,7 +26,7 @@ use super::clnt::{
     assert_no_mbuf_left, assert_no_page_left, call, krpc_emu_clnt_close,
     krpc_emu_clnt_control_timeout, krpc_emu_clnt_control_u32, krpc_emu_clnt_destroy, mbufs_live,
     nfs_client, nfs_read_hook, pattern, read_args, read_results, read_results_chain, set_xid,
-    write_args, BAD_PROC, N, RPC_PROCUNAVAIL, RPC_SUCCESS, RPC_TIMEDOUT,
+    timed_call, write_args, BAD_PROC, N, RPC_PROCUNAVAIL, RPC_SUCCESS, RPC_TIMEDOUT,
 };
 use super::{emu, emu_stats, CondSleep, KernelPages};
 
@@ -165,6 +165,25 @@ fn header(xid: u32, proc_: u32) -> Vec<u8> {
     e.finish().unwrap()
 }
 
+/// [`timed_call`] of `what` with a 30 s timeout, which the caller (asleep in msleep) beats
+/// only when the CQ upcall's wakeup wakes it; the status and the results.
+#[track_caller]
+fn woken_call(
+    cl: *mut FbsdClient,
+    xid: u32,
+    proc_: u32,
+    args: &MbufChain,
+    what: &str,
+) -> (i32, Option<MbufChain>) {
+    let ((st, _, _, rep), took) = timed_call(cl, xid, proc_, Some(args), 30_000);
+    println!("{what} {N} through cl_call: {took:?}");
+    assert!(
+        took < Duration::from_secs(10),
+        "woken by the upcall, not the timeout"
+    );
+    (st, rep)
+}
+
 /// NULL, an NFSv3 WRITE of 1 MiB + 3 bytes in M_EXTPG mbufs (out as a read chunk), a READ of
 /// 1 MiB + 3 bytes whose results come back as M_EXTPG mbufs (write chunk), PROC_UNAVAIL, a
 /// cl_call timeout (the Requester abandons the call; the late reply is dropped) and a call
@@ -218,17 +237,7 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
         // WRITE: the args as NFS builds them, data in M_EXTPG mbufs behind the marker.
         let (args, _) = write_args(&kp, 3, &write_data);
         let wire = emu_mbuf::bytes(&args);
-        set_xid(cl, 0x2000);
-        let t = Instant::now();
-        let (st, _, _, rep) = call(cl, NFSPROC3_WRITE, Some(&args), 30_000);
-        let took = t.elapsed();
-        println!("WRITE {N} through cl_call: {took:?}");
-        // The caller sleeps in msleep with a 30 s timeout: only the CQ upcall's wakeup makes
-        // it return sooner.
-        assert!(
-            took < Duration::from_secs(10),
-            "woken by the upcall, not the timeout"
-        );
+        let (st, rep) = woken_call(cl, 0x2000, NFSPROC3_WRITE, &args, "WRITE");
         assert_eq!(st, RPC_SUCCESS, "WRITE");
         let rep = rep.expect("WRITE3res");
         assert_eq!(
@@ -246,15 +255,7 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
 
         // READ.
         let rargs = read_args(&kp, 4, N);
-        set_xid(cl, 0x3000);
-        let t = Instant::now();
-        let (st, _, _, rep) = call(cl, NFSPROC3_READ, Some(&rargs), 30_000);
-        let took = t.elapsed();
-        println!("READ {N} through cl_call: {took:?}");
-        assert!(
-            took < Duration::from_secs(10),
-            "woken by the upcall, not the timeout"
-        );
+        let (st, rep) = woken_call(cl, 0x3000, NFSPROC3_READ, &rargs, "READ");
         assert_eq!(st, RPC_SUCCESS, "READ");
         let rep = rep.expect("READ3res");
         let got = emu_mbuf::bytes(&rep);

@@ -25,8 +25,8 @@ use onc_rpc::xdr::Encoder;
 
 use super::clnt::{
     assert_no_mbuf_left, assert_no_page_left, call, krpc_emu_clnt_destroy, mbufs_live, nfs_client,
-    nfs_read_hook, pattern, read_args, read_results, read_results_chain, set_xid, write_args,
-    BAD_PROC, N, RPC_PROCUNAVAIL, RPC_SUCCESS, RPC_TIMEDOUT,
+    nfs_read_hook, pattern, read_args, read_results, read_results_chain, set_xid, timed_call,
+    write_args, BAD_PROC, N, RPC_PROCUNAVAIL, RPC_SUCCESS, RPC_TIMEDOUT,
 };
 use super::{emu, emu_stats, CondSleep, KernelPages};
 
@@ -278,26 +278,18 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
         // WRITE: the args as NFS builds them, data in M_EXTPG mbufs behind the marker.
         let (args, whead_len) = write_args(&kp, 5, &write_data);
         let wire = emu_mbuf::bytes(&args);
-        set_xid(cl, 0x2000);
-        let t = Instant::now();
-        let (st, e, _, rep) = call(cl, NFSPROC3_WRITE, Some(&args), TIMEOUT_MS);
-        println!(
-            "WRITE {N} client -> xp_recv -> xp_reply -> client: {:?}",
-            t.elapsed()
-        );
+        let ((st, e, _, rep), took) =
+            timed_call(cl, 0x2000, NFSPROC3_WRITE, Some(&args), TIMEOUT_MS);
+        println!("WRITE {N} client -> xp_recv -> xp_reply -> client: {took:?}");
         assert_eq!(st, RPC_SUCCESS, "WRITE: {e:?}");
         assert_eq!(emu_mbuf::bytes(&rep.expect("WRITE3res")), vec![0; 4]);
         drop(args);
 
         // READ: knfsd's M_EXTPG reply data, consumed by xp_reply, out by RDMA Write.
         let rargs = read_args(&kp, 6, N);
-        set_xid(cl, 0x3000);
-        let t = Instant::now();
-        let (st, e, _, rep) = call(cl, NFSPROC3_READ, Some(&rargs), TIMEOUT_MS);
-        println!(
-            "READ {N} client -> xp_recv -> xp_reply -> client: {:?}",
-            t.elapsed()
-        );
+        let ((st, e, _, rep), took) =
+            timed_call(cl, 0x3000, NFSPROC3_READ, Some(&rargs), TIMEOUT_MS);
+        println!("READ {N} client -> xp_recv -> xp_reply -> client: {took:?}");
         assert_eq!(st, RPC_SUCCESS, "READ: {e:?}");
         let rep = rep.expect("READ3res");
         let got = emu_mbuf::bytes(&rep);
