@@ -234,7 +234,8 @@ fn discontiguous_pages_take_two_mrs() {
 }
 
 /// FreeBSD-shaped NFS messages (emulated `struct mbuf`, M_EXTPG) through the mbuf bridge.
-/// What the krpc-face tests share (CLNT_* of the emulation, NFSv3 arguments).
+/// What the krpc-face tests share (CLNT_* of the emulation, the NFS client and its reply
+/// provisioning, NFSv3 arguments and results, the leak checks).
 #[path = "emu_rxe/clnt.rs"]
 mod clnt;
 
