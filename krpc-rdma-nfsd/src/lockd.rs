@@ -1068,16 +1068,7 @@ fn next_xid() -> u32 {
 }
 
 fn call_msg(xid: u32, prog: u32, vers: u32, proc_: u32, args: &[u8]) -> io::Result<Vec<u8>> {
-    let mut e = Encoder::new();
-    CallHeader {
-        xid,
-        prog,
-        vers,
-        proc_,
-        cred: Auth::None,
-        verf: Auth::None,
-    }
-    .encode(&mut e);
+    let mut e = CallHeader::new(xid, prog, vers, proc_, Auth::None).encoder();
     e.raw(args);
     e.finish()
         .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "encoding a call"))
