@@ -347,19 +347,16 @@ xdr_struct! {
 /// `WRITE3res`.
 pub type WriteRes = Nfs3Res<WriteResOk, WriteResFail>;
 
-// ---- CREATE, MKDIR, SYMLINK, MKNOD: same result shapes ----
+// ---- CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR: a directory's wcc_data on failure ----
 
-macro_rules! dirop_res {
-    ($ok:ident, $fail:ident, $res:ident, $p:literal) => {
+/// `<P>3resok` with the given fields, `<P>3resfail` holding the directory's `dir_wcc`, and
+/// `<P>3res`.
+macro_rules! dir_res {
+    ($ok:ident, $fail:ident, $res:ident, $p:literal, { $($ok_fields:tt)* }) => {
         xdr_struct! {
             #[doc = concat!("`", $p, "3resok`.")]
             pub struct $ok {
-                /// `obj`: the new object's handle, if returned.
-                pub obj: PostOpFh3,
-                /// `obj_attributes`.
-                pub obj_attributes: PostOpAttr,
-                /// `dir_wcc`.
-                pub dir_wcc: WccData,
+                $($ok_fields)*
             }
         }
 
@@ -373,6 +370,20 @@ macro_rules! dirop_res {
 
         #[doc = concat!("`", $p, "3res`.")]
         pub type $res = Nfs3Res<$ok, $fail>;
+    };
+}
+
+/// CREATE, MKDIR, SYMLINK, MKNOD: the new object on success.
+macro_rules! dirop_res {
+    ($ok:ident, $fail:ident, $res:ident, $p:literal) => {
+        dir_res!($ok, $fail, $res, $p, {
+            /// `obj`: the new object's handle, if returned.
+            pub obj: PostOpFh3,
+            /// `obj_attributes`.
+            pub obj_attributes: PostOpAttr,
+            /// `dir_wcc`.
+            pub dir_wcc: WccData,
+        });
     };
 }
 
@@ -381,33 +392,15 @@ dirop_res!(MkdirResOk, MkdirResFail, MkdirRes, "MKDIR");
 dirop_res!(SymlinkResOk, SymlinkResFail, SymlinkRes, "SYMLINK");
 dirop_res!(MknodResOk, MknodResFail, MknodRes, "MKNOD");
 
-// ---- REMOVE, RMDIR ----
-
-macro_rules! wcc_res {
-    ($ok:ident, $fail:ident, $res:ident, $p:literal) => {
-        xdr_struct! {
-            #[doc = concat!("`", $p, "3resok`.")]
-            pub struct $ok {
-                /// `dir_wcc`.
-                pub dir_wcc: WccData,
-            }
-        }
-
-        xdr_struct! {
-            #[doc = concat!("`", $p, "3resfail`.")]
-            pub struct $fail {
-                /// `dir_wcc`.
-                pub dir_wcc: WccData,
-            }
-        }
-
-        #[doc = concat!("`", $p, "3res`.")]
-        pub type $res = Nfs3Res<$ok, $fail>;
-    };
-}
-
-wcc_res!(RemoveResOk, RemoveResFail, RemoveRes, "REMOVE");
-wcc_res!(RmdirResOk, RmdirResFail, RmdirRes, "RMDIR");
+// REMOVE, RMDIR: only the directory's wcc_data either way.
+dir_res!(RemoveResOk, RemoveResFail, RemoveRes, "REMOVE", {
+    /// `dir_wcc`.
+    pub dir_wcc: WccData,
+});
+dir_res!(RmdirResOk, RmdirResFail, RmdirRes, "RMDIR", {
+    /// `dir_wcc`.
+    pub dir_wcc: WccData,
+});
 
 // ---- RENAME ----
 
