@@ -57,6 +57,12 @@ fn finish(c: Nfs3Client<SoftDialer>) {
     assert_no_pages_held(&a, &b);
 }
 
+/// [`finish`], then remove the test's scratch directory.
+fn finish_in(c: Nfs3Client<SoftDialer>, dir: &Path) {
+    finish(c);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn null_getattr_and_lookup_are_answered_by_the_server() {
     let mut srv = NfsServer::new();
@@ -169,8 +175,7 @@ fn put_and_get_are_byte_exact_at_every_ddp_size() {
             "READs of {size}: bytes placed by RDMA Write"
         );
     }
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
 
 #[test]
@@ -225,8 +230,7 @@ fn a_write_verifier_change_sends_the_unstable_writes_again() {
         notes.iter().any(|n| n.contains("write verifier changed")),
         "{notes:?}"
     );
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
 
 /// Without reconnection the client cannot resend, and says the data is not stable.
@@ -243,8 +247,7 @@ fn a_write_verifier_change_without_reconnection_is_an_error() {
         Err(NfsError::Other(m)) => assert!(m.contains("write verifier changed"), "{m}"),
         other => panic!("put across a verifier change: {other:?}"),
     }
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
 
 /// `put` of a 1 MiB + 3 file in 128 KiB WRITEs, `depth` in flight, to a server that
@@ -316,8 +319,7 @@ fn one_corrupted_byte_is_caught_either_way() {
     c.put(&local, "/p").unwrap();
     let (_, stable) = server(&mut c).file("/p").unwrap();
     assert_eq!(first_difference(stable, &want), Some(size - 1));
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
 
 /// The same restart with four WRITEs in flight: every WRITE still owed a reply when the
@@ -405,8 +407,7 @@ fn files_survive_connections_broken_by_the_fault_injector() {
         "every injected fault broke a connection: {reconnects}"
     );
     assert!(resent >= 1);
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
 
 /// The server answers the READ of a 5000-byte file `NFS3ERR_JUKEBOX` twice (not executing
@@ -451,8 +452,7 @@ fn a_read_answered_jukebox_twice_is_sent_again_with_new_xids() {
     );
     // Each READ had a write chunk; the JUKEBOX answers left theirs unused.
     assert_eq!(c.counters().write_chunks, 3);
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
 
 /// Non-idempotent procedures answered `NFS3ERR_JUKEBOX` are sent again too (the server did
@@ -503,8 +503,7 @@ fn a_create_and_writes_answered_jukebox_are_sent_again_and_the_file_is_exact() {
         [Duration::from_secs(5); 3],
         "CREATE twice, WRITEs once"
     );
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
 
 /// A server that keeps answering `NFS3ERR_JUKEBOX`: with a 2 s delay and a 7 s give-up time
@@ -596,6 +595,5 @@ fn get_with_default_options_survives_a_restart_and_a_busy_server() {
     assert_eq!(reads[0].xid, reads[1].xid, "resent with its XID");
     assert!(reads[1].xid != reads[2].xid && reads[2].xid != reads[3].xid);
     assert_eq!(c.session().dialer().clock, Duration::from_millis(22_700));
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
