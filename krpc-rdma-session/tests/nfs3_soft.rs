@@ -45,6 +45,11 @@ fn server(c: &mut Nfs3Client<SoftDialer>) -> &mut NfsServer {
     &mut c.session_mut().dialer_mut().server
 }
 
+/// The calls of `proc_` the server has seen, in order.
+fn calls_of(srv: &NfsServer, proc_: u32) -> impl Iterator<Item = &Seen> {
+    srv.log.iter().filter(move |s| s.proc_ == proc_)
+}
+
 fn write_local(path: &Path, data: &[u8]) {
     std::fs::write(path, data).unwrap();
 }
@@ -279,13 +284,7 @@ fn put_survives_a_server_restart_mid_write() {
     assert_eq!(c.session().reconnect_stats(), (1, 1));
     // The WRITE the server crashed on was resent with its XID and answered once.
     let srv = server(&mut c);
-    let crashed = srv
-        .log
-        .iter()
-        .filter(|s| s.proc_ == NFSPROC3_WRITE)
-        .nth(3)
-        .unwrap()
-        .clone();
+    let crashed = calls_of(srv, NFSPROC3_WRITE).nth(3).unwrap().clone();
     assert!(!crashed.answered);
     let seen = srv.seen(crashed.xid);
     assert_eq!(seen.len(), 2, "{seen:?}");
@@ -431,12 +430,7 @@ fn a_read_answered_jukebox_twice_is_sent_again_with_new_xids() {
         None
     );
     assert_eq!(c.jukebox_retries(), 2);
-    let reads: Vec<Seen> = server(&mut c)
-        .log
-        .iter()
-        .filter(|s| s.proc_ == NFSPROC3_READ)
-        .cloned()
-        .collect();
+    let reads: Vec<Seen> = calls_of(server(&mut c), NFSPROC3_READ).cloned().collect();
     let flags: Vec<(bool, bool)> = reads.iter().map(|s| (s.jukeboxed, s.answered)).collect();
     assert_eq!(flags, [(true, true), (true, true), (false, true)]);
     let xids: BTreeSet<u32> = reads.iter().map(|s| s.xid).collect();
@@ -479,20 +473,12 @@ fn a_create_and_writes_answered_jukebox_are_sent_again_and_the_file_is_exact() {
     let (data, stable) = srv.file("/j").unwrap();
     assert_eq!(first_difference(stable, &want), None);
     assert_eq!(data, stable);
-    let creates: Vec<&Seen> = srv
-        .log
-        .iter()
-        .filter(|s| s.proc_ == NFSPROC3_CREATE)
-        .collect();
+    let creates: Vec<&Seen> = calls_of(srv, NFSPROC3_CREATE).collect();
     let flags: Vec<bool> = creates.iter().map(|s| s.jukeboxed).collect();
     assert_eq!(flags, [true, true, false], "one CREATE executed");
     let xids: BTreeSet<u32> = creates.iter().map(|s| s.xid).collect();
     assert_eq!(xids.len(), 3);
-    let writes: Vec<&Seen> = srv
-        .log
-        .iter()
-        .filter(|s| s.proc_ == NFSPROC3_WRITE)
-        .collect();
+    let writes: Vec<&Seen> = calls_of(srv, NFSPROC3_WRITE).collect();
     assert_eq!(writes.len(), 5 + 3);
     assert_eq!(writes.iter().filter(|s| s.jukeboxed).count(), 3);
     let xids: BTreeSet<u32> = writes.iter().map(|s| s.xid).collect();
@@ -531,10 +517,8 @@ fn a_call_answered_jukebox_for_longer_than_the_give_up_time_fails_with_the_statu
         other => panic!("GETATTR of a busy server: {other:?}"),
     }
     assert_eq!(c.jukebox_retries(), 3);
-    let getattrs = server(&mut c)
-        .log
-        .iter()
-        .filter(|s| s.proc_ == NFSPROC3_GETATTR && s.jukeboxed)
+    let getattrs = calls_of(server(&mut c), NFSPROC3_GETATTR)
+        .filter(|s| s.jukeboxed)
         .count();
     assert_eq!(getattrs, 4);
     let d = c.session().dialer();
@@ -573,12 +557,7 @@ fn get_with_default_options_survives_a_restart_and_a_busy_server() {
     );
     assert_eq!(c.session().reconnect_stats(), (1, 1));
     assert_eq!(c.jukebox_retries(), 2);
-    let reads: Vec<Seen> = server(&mut c)
-        .log
-        .iter()
-        .filter(|s| s.proc_ == NFSPROC3_READ)
-        .cloned()
-        .collect();
+    let reads: Vec<Seen> = calls_of(server(&mut c), NFSPROC3_READ).cloned().collect();
     let seen: Vec<(u32, bool, bool)> = reads
         .iter()
         .map(|s| (s.conn, s.jukeboxed, s.answered))
