@@ -466,28 +466,35 @@ xdr_struct! {
     }
 }
 
-/// `dirlist3`: the entries (RFC 1813's `value_follows` linked list, at most
-/// [`NFS3_MAX_DIR_ENTRIES`]) and `eof`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Dirlist3 {
-    /// `entries`.
-    pub entries: Vec<Entry3>,
-    /// `eof`: the last entry of the directory is in this list.
-    pub eof: bool,
+/// Define `$name`, the directory list `$what` of `$entry`s, with its [`Xdr`] impl.
+macro_rules! dirlist {
+    ($name:ident, $entry:ty, $what:literal) => {
+        #[doc = concat!("`", $what, "`: the entries (RFC 1813's `value_follows` linked list, ")]
+        #[doc = "at most [`NFS3_MAX_DIR_ENTRIES`]) and `eof`."]
+        #[derive(Debug, Clone, PartialEq, Eq, Default)]
+        pub struct $name {
+            /// `entries`.
+            pub entries: Vec<$entry>,
+            /// `eof`: the last entry of the directory is in this list.
+            pub eof: bool,
+        }
+
+        impl Xdr for $name {
+            fn encode(&self, e: &mut Encoder) {
+                put_list(e, &self.entries, NFS3_MAX_DIR_ENTRIES);
+                e.bool(self.eof);
+            }
+            fn decode(d: &mut Decoder<'_>) -> Result<Self, XdrError> {
+                Ok($name {
+                    entries: get_list(d, $what, NFS3_MAX_DIR_ENTRIES)?,
+                    eof: d.bool()?,
+                })
+            }
+        }
+    };
 }
 
-impl Xdr for Dirlist3 {
-    fn encode(&self, e: &mut Encoder) {
-        put_list(e, &self.entries, NFS3_MAX_DIR_ENTRIES);
-        e.bool(self.eof);
-    }
-    fn decode(d: &mut Decoder<'_>) -> Result<Self, XdrError> {
-        Ok(Dirlist3 {
-            entries: get_list(d, "dirlist3", NFS3_MAX_DIR_ENTRIES)?,
-            eof: d.bool()?,
-        })
-    }
-}
+dirlist!(Dirlist3, Entry3, "dirlist3");
 
 xdr_struct! {
     /// `READDIR3resok`.
@@ -530,27 +537,7 @@ xdr_struct! {
     }
 }
 
-/// `dirlistplus3`: the entries (at most [`NFS3_MAX_DIR_ENTRIES`]) and `eof`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Dirlistplus3 {
-    /// `entries`.
-    pub entries: Vec<Entryplus3>,
-    /// `eof`.
-    pub eof: bool,
-}
-
-impl Xdr for Dirlistplus3 {
-    fn encode(&self, e: &mut Encoder) {
-        put_list(e, &self.entries, NFS3_MAX_DIR_ENTRIES);
-        e.bool(self.eof);
-    }
-    fn decode(d: &mut Decoder<'_>) -> Result<Self, XdrError> {
-        Ok(Dirlistplus3 {
-            entries: get_list(d, "dirlistplus3", NFS3_MAX_DIR_ENTRIES)?,
-            eof: d.bool()?,
-        })
-    }
-}
+dirlist!(Dirlistplus3, Entryplus3, "dirlistplus3");
 
 inherent_xdr!(Dirlist3, Dirlistplus3);
 
