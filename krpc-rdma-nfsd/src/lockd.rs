@@ -738,38 +738,22 @@ fn nlm_proc(
                 }
                 _ => {}
             }
-            Res {
-                cookie: a.cookie,
-                stat: stat.0,
-            }
-            .encode(r);
+            Res::new(a.cookie, stat).encode(r);
         }
         NLMPROC4_CANCEL | NLMPROC4_CANCEL_MSG => {
             let a = CancArgs::decode(d)?;
             let stat = release(sh, |t| t.cancel(&a));
-            Res {
-                cookie: a.cookie,
-                stat: stat.0,
-            }
-            .encode(r);
+            Res::new(a.cookie, stat).encode(r);
         }
         NLMPROC4_UNLOCK | NLMPROC4_UNLOCK_MSG => {
             let a = UnlockArgs::decode(d)?;
             let stat = release(sh, |t| t.unlock(&a));
-            Res {
-                cookie: a.cookie,
-                stat: stat.0,
-            }
-            .encode(r);
+            Res::new(a.cookie, stat).encode(r);
         }
         NLMPROC4_GRANTED | NLMPROC4_GRANTED_MSG => {
             // A server's callback to a client: we wait for no lock of anyone's.
             let a = TestArgs::decode(d)?;
-            Res {
-                cookie: a.cookie,
-                stat: Nlm4Stat::DENIED.0,
-            }
-            .encode(r);
+            Res::new(a.cookie, Nlm4Stat::DENIED).encode(r);
         }
         NLMPROC4_TEST_RES..=NLMPROC4_GRANTED_RES => {
             // Results of our own calls: GRANTED goes synchronously, so there is nothing to
@@ -1068,16 +1052,7 @@ fn next_xid() -> u32 {
 }
 
 fn call_msg(xid: u32, prog: u32, vers: u32, proc_: u32, args: &[u8]) -> io::Result<Vec<u8>> {
-    let mut e = Encoder::new();
-    CallHeader {
-        xid,
-        prog,
-        vers,
-        proc_,
-        cred: Auth::None,
-        verf: Auth::None,
-    }
-    .encode(&mut e);
+    let mut e = CallHeader::new(xid, prog, vers, proc_, Auth::None).encoder();
     e.raw(args);
     e.finish()
         .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "encoding a call"))

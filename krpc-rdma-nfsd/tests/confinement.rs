@@ -28,22 +28,14 @@ use nfs_proto::nfs3::*;
 use nfs_service::nfsd::{Backend, DirEntry, DirSink, WriteIov};
 use onc_rpc::svc::Cred;
 
+mod host;
+use host::{cred, is_root};
+
 const SECRET: &[u8] = b"SECRET-OUTSIDE-THE-EXPORT";
 const USER: u32 = 4242;
 
 fn user() -> Cred<'static> {
-    Cred {
-        uid: USER,
-        gid: USER,
-        ..Cred::none()
-    }
-}
-
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(1)
-        == 0
+    cred(USER, USER)
 }
 
 /// Every name a READDIR gives.

@@ -20,22 +20,9 @@ use krpc_rdma_nfsd::LocalFs;
 use mbuf::{HeapPageArena, PageFragment, PageProvider, PAGE_SIZE};
 use nfs_proto::nfs3::*;
 use nfs_service::nfsd::{Backend, DirEntry, DirSink, NfsError, WriteIov};
-use onc_rpc::svc::Cred;
 
-fn cred(uid: u32, gid: u32) -> Cred<'static> {
-    Cred {
-        uid,
-        gid,
-        ..Cred::none()
-    }
-}
-
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(1)
-        == 0
-}
+mod host;
+use host::{cred, is_root};
 
 fn tmp(name: &str) -> PathBuf {
     let p = std::env::temp_dir().join(format!("nfsd-localfs-{name}-{}", std::process::id()));

@@ -154,16 +154,7 @@ static XID: AtomicU32 = AtomicU32::new(1);
 
 fn call_msg(prog: u32, vers: u32, proc_: u32, args: &[u8]) -> (u32, Vec<u8>) {
     let xid = XID.fetch_add(1, Ordering::Relaxed);
-    let mut e = Encoder::new();
-    CallHeader {
-        xid,
-        prog,
-        vers,
-        proc_,
-        cred: Auth::None,
-        verf: Auth::None,
-    }
-    .encode(&mut e);
+    let mut e = CallHeader::new(xid, prog, vers, proc_, Auth::None).encoder();
     e.raw(args);
     (xid, e.finish().unwrap())
 }

@@ -22,22 +22,14 @@ use nfs_proto::mount::{MOUNTPROC3_NULL, MOUNT_PROGRAM, MOUNT_V3};
 use nfs_service::mount::MountService;
 use onc_rpc::rpc::{Auth, CallHeader, ReplyHeader};
 use onc_rpc::svc::AuthPolicy;
-use onc_rpc::xdr::{Decoder, Encoder};
+use onc_rpc::xdr::Decoder;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
 fn null_call(xid: u32) -> Vec<u8> {
-    let mut e = Encoder::new();
-    CallHeader {
-        xid,
-        prog: MOUNT_PROGRAM,
-        vers: MOUNT_V3,
-        proc_: MOUNTPROC3_NULL,
-        cred: Auth::None,
-        verf: Auth::None,
-    }
-    .encode(&mut e);
-    e.finish().unwrap()
+    CallHeader::new(xid, MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_NULL, Auth::None)
+        .to_bytes()
+        .unwrap()
 }
 
 /// A MOUNT NULL call on `s`; whether a successful reply with our XID came back.

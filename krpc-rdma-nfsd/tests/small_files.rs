@@ -25,29 +25,15 @@ use mbuf::{Chain, HeapPageArena, PageProvider};
 use nfs_proto::nfs3::*;
 use nfs_service::nfsd::drc::ReplyCache;
 use nfs_service::nfsd::{Backend, Nfs3Config, Nfs3Service};
-use onc_rpc::rpc::{Auth, AuthSys, CallHeader};
+use onc_rpc::rpc::{Auth, AuthSys};
 use onc_rpc::svc::{Access, Cred};
 use onc_rpc::xdr::Encoder;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
 fn call(xid: u32, proc_: u32, uid: u32, gid: u32, args: impl FnOnce(&mut Encoder)) -> Chain {
-    let mut e = Encoder::new();
-    CallHeader {
-        xid,
-        prog: NFS_PROGRAM,
-        vers: NFS_V3,
-        proc_,
-        cred: Auth::Sys(AuthSys {
-            stamp: 1,
-            machine_name: b"client".to_vec(),
-            uid,
-            gid,
-            gids: vec![gid],
-        }),
-        verf: Auth::None,
-    }
-    .encode(&mut e);
+    let cred = Auth::Sys(AuthSys::new(1, b"client", uid, gid, &[gid]));
+    let mut e = call_encoder(xid, proc_, cred);
     args(&mut e);
     Chain::from_bytes(&e.finish().unwrap()).unwrap()
 }

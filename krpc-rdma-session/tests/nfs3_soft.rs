@@ -45,6 +45,11 @@ fn server(c: &mut Nfs3Client<SoftDialer>) -> &mut NfsServer {
     &mut c.session_mut().dialer_mut().server
 }
 
+/// The calls of `proc_` the server has seen, in order.
+fn calls_of(srv: &NfsServer, proc_: u32) -> impl Iterator<Item = &Seen> {
+    srv.log.iter().filter(move |s| s.proc_ == proc_)
+}
+
 fn write_local(path: &Path, data: &[u8]) {
     std::fs::write(path, data).unwrap();
 }
@@ -55,6 +60,12 @@ fn finish(c: Nfs3Client<SoftDialer>) {
     let b = c.session().dialer().server_arena.clone();
     drop(c);
     assert_no_pages_held(&a, &b);
+}
+
+/// [`finish`], then remove the test's scratch directory.
+fn finish_in(c: Nfs3Client<SoftDialer>, dir: &Path) {
+    finish(c);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -169,8 +180,7 @@ fn put_and_get_are_byte_exact_at_every_ddp_size() {
             "READs of {size}: bytes placed by RDMA Write"
         );
     }
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
 
 #[test]
@@ -225,8 +235,7 @@ fn a_write_verifier_change_sends_the_unstable_writes_again() {
         notes.iter().any(|n| n.contains("write verifier changed")),
         "{notes:?}"
     );
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
 
 /// Without reconnection the client cannot resend, and says the data is not stable.
@@ -243,8 +252,7 @@ fn a_write_verifier_change_without_reconnection_is_an_error() {
         Err(NfsError::Other(m)) => assert!(m.contains("write verifier changed"), "{m}"),
         other => panic!("put across a verifier change: {other:?}"),
     }
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
 
 /// `put` of a 1 MiB + 3 file in 128 KiB WRITEs, `depth` in flight, to a server that
@@ -276,13 +284,7 @@ fn put_survives_a_server_restart_mid_write() {
     assert_eq!(c.session().reconnect_stats(), (1, 1));
     // The WRITE the server crashed on was resent with its XID and answered once.
     let srv = server(&mut c);
-    let crashed = srv
-        .log
-        .iter()
-        .filter(|s| s.proc_ == NFSPROC3_WRITE)
-        .nth(3)
-        .unwrap()
-        .clone();
+    let crashed = calls_of(srv, NFSPROC3_WRITE).nth(3).unwrap().clone();
     assert!(!crashed.answered);
     let seen = srv.seen(crashed.xid);
     assert_eq!(seen.len(), 2, "{seen:?}");
@@ -316,8 +318,7 @@ fn one_corrupted_byte_is_caught_either_way() {
     c.put(&local, "/p").unwrap();
     let (_, stable) = server(&mut c).file("/p").unwrap();
     assert_eq!(first_difference(stable, &want), Some(size - 1));
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
 
 /// The same restart with four WRITEs in flight: every WRITE still owed a reply when the
@@ -405,8 +406,7 @@ fn files_survive_connections_broken_by_the_fault_injector() {
         "every injected fault broke a connection: {reconnects}"
     );
     assert!(resent >= 1);
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
 
 /// The server answers the READ of a 5000-byte file `NFS3ERR_JUKEBOX` twice (not executing
@@ -430,12 +430,7 @@ fn a_read_answered_jukebox_twice_is_sent_again_with_new_xids() {
         None
     );
     assert_eq!(c.jukebox_retries(), 2);
-    let reads: Vec<Seen> = server(&mut c)
-        .log
-        .iter()
-        .filter(|s| s.proc_ == NFSPROC3_READ)
-        .cloned()
-        .collect();
+    let reads: Vec<Seen> = calls_of(server(&mut c), NFSPROC3_READ).cloned().collect();
     let flags: Vec<(bool, bool)> = reads.iter().map(|s| (s.jukeboxed, s.answered)).collect();
     assert_eq!(flags, [(true, true), (true, true), (false, true)]);
     let xids: BTreeSet<u32> = reads.iter().map(|s| s.xid).collect();
@@ -451,8 +446,7 @@ fn a_read_answered_jukebox_twice_is_sent_again_with_new_xids() {
     );
     // Each READ had a write chunk; the JUKEBOX answers left theirs unused.
     assert_eq!(c.counters().write_chunks, 3);
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
 
 /// Non-idempotent procedures answered `NFS3ERR_JUKEBOX` are sent again too (the server did
@@ -479,20 +473,12 @@ fn a_create_and_writes_answered_jukebox_are_sent_again_and_the_file_is_exact() {
     let (data, stable) = srv.file("/j").unwrap();
     assert_eq!(first_difference(stable, &want), None);
     assert_eq!(data, stable);
-    let creates: Vec<&Seen> = srv
-        .log
-        .iter()
-        .filter(|s| s.proc_ == NFSPROC3_CREATE)
-        .collect();
+    let creates: Vec<&Seen> = calls_of(srv, NFSPROC3_CREATE).collect();
     let flags: Vec<bool> = creates.iter().map(|s| s.jukeboxed).collect();
     assert_eq!(flags, [true, true, false], "one CREATE executed");
     let xids: BTreeSet<u32> = creates.iter().map(|s| s.xid).collect();
     assert_eq!(xids.len(), 3);
-    let writes: Vec<&Seen> = srv
-        .log
-        .iter()
-        .filter(|s| s.proc_ == NFSPROC3_WRITE)
-        .collect();
+    let writes: Vec<&Seen> = calls_of(srv, NFSPROC3_WRITE).collect();
     assert_eq!(writes.len(), 5 + 3);
     assert_eq!(writes.iter().filter(|s| s.jukeboxed).count(), 3);
     let xids: BTreeSet<u32> = writes.iter().map(|s| s.xid).collect();
@@ -503,8 +489,7 @@ fn a_create_and_writes_answered_jukebox_are_sent_again_and_the_file_is_exact() {
         [Duration::from_secs(5); 3],
         "CREATE twice, WRITEs once"
     );
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }
 
 /// A server that keeps answering `NFS3ERR_JUKEBOX`: with a 2 s delay and a 7 s give-up time
@@ -532,10 +517,8 @@ fn a_call_answered_jukebox_for_longer_than_the_give_up_time_fails_with_the_statu
         other => panic!("GETATTR of a busy server: {other:?}"),
     }
     assert_eq!(c.jukebox_retries(), 3);
-    let getattrs = server(&mut c)
-        .log
-        .iter()
-        .filter(|s| s.proc_ == NFSPROC3_GETATTR && s.jukeboxed)
+    let getattrs = calls_of(server(&mut c), NFSPROC3_GETATTR)
+        .filter(|s| s.jukeboxed)
         .count();
     assert_eq!(getattrs, 4);
     let d = c.session().dialer();
@@ -574,12 +557,7 @@ fn get_with_default_options_survives_a_restart_and_a_busy_server() {
     );
     assert_eq!(c.session().reconnect_stats(), (1, 1));
     assert_eq!(c.jukebox_retries(), 2);
-    let reads: Vec<Seen> = server(&mut c)
-        .log
-        .iter()
-        .filter(|s| s.proc_ == NFSPROC3_READ)
-        .cloned()
-        .collect();
+    let reads: Vec<Seen> = calls_of(server(&mut c), NFSPROC3_READ).cloned().collect();
     let seen: Vec<(u32, bool, bool)> = reads
         .iter()
         .map(|s| (s.conn, s.jukeboxed, s.answered))
@@ -596,6 +574,5 @@ fn get_with_default_options_survives_a_restart_and_a_busy_server() {
     assert_eq!(reads[0].xid, reads[1].xid, "resent with its XID");
     assert!(reads[1].xid != reads[2].xid && reads[2].xid != reads[3].xid);
     assert_eq!(c.session().dialer().clock, Duration::from_millis(22_700));
-    finish(c);
-    let _ = std::fs::remove_dir_all(dir);
+    finish_in(c, &dir);
 }

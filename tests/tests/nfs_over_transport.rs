@@ -21,30 +21,14 @@ use krpc_rdma_tests::rig::{pages_with, pattern, rig, Rig};
 use mbuf::{Chain, Fragment, PageFragment};
 use nfs_proto::chain::{ddp_call, ddp_data, ddp_reply, write_data_iovecs};
 use nfs_proto::nfs3::{
-    locate_read_data, NfsFh3, ReadArgs, ReadHead, ReadRes, StableHow, WriteArgs, WriteHead,
-    NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3,
+    call_encoder, locate_read_data, NfsFh3, ReadArgs, ReadHead, ReadRes, StableHow, WriteArgs,
+    WriteHead, NFSPROC3_READ, NFSPROC3_WRITE,
 };
 use onc_rpc::rpc::{Auth, AuthSys, CallHeader, ReplyHeader};
 use onc_rpc::xdr::{Decoder, Encoder};
 
 fn header(xid: u32, proc_: u32) -> Encoder {
-    let mut e = Encoder::new();
-    CallHeader {
-        xid,
-        prog: NFS_PROGRAM,
-        vers: NFS_V3,
-        proc_,
-        cred: Auth::Sys(AuthSys {
-            stamp: 7,
-            machine_name: b"client".to_vec(),
-            uid: 0,
-            gid: 0,
-            gids: vec![],
-        }),
-        verf: Auth::None,
-    }
-    .encode(&mut e);
-    e
+    call_encoder(xid, proc_, Auth::Sys(AuthSys::new(7, b"client", 0, 0, &[])))
 }
 
 fn fh() -> NfsFh3 {

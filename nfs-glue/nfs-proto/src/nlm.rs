@@ -124,187 +124,158 @@ fn put(e: &mut Encoder, b: &[u8], max: usize) {
     }
 }
 
-/// `nlm4_lock`: who locks which range of which file.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Nlm4Lock {
-    /// `caller_name`: the client host's name.
-    pub caller_name: Vec<u8>,
-    /// `fh`: the NFS file handle, opaque.
-    pub fh: Vec<u8>,
-    /// `oh`: the owner handle, opaque.
-    pub oh: Vec<u8>,
-    /// `svid`: the owner's id on the client (a process, or Linux's lock owner number).
-    pub svid: i32,
-    /// `l_offset`.
-    pub l_offset: u64,
-    /// `l_len` (0: to the end of the file).
-    pub l_len: u64,
+/// A field of an NLM struct other than a string or netobj: its XDR is its own.
+trait Item: Sized {
+    fn put(&self, e: &mut Encoder);
+    fn get(d: &mut Decoder<'_>) -> Result<Self, XdrError>;
 }
 
-impl Nlm4Lock {
-    /// Append the XDR encoding (over-long fields mark `e` failed).
-    pub fn encode(&self, e: &mut Encoder) {
-        put(e, &self.caller_name, LM_MAXSTRLEN);
-        put(e, &self.fh, MAXNETOBJ_SZ);
-        put(e, &self.oh, MAXNETOBJ_SZ);
-        e.i32(self.svid);
-        e.u64(self.l_offset);
-        e.u64(self.l_len);
-    }
-
-    /// Decode.
-    ///
-    /// # Errors
-    /// Truncated input, over-long fields, [`XdrError::Alloc`].
-    pub fn decode(d: &mut Decoder<'_>) -> Result<Nlm4Lock, XdrError> {
-        Ok(Nlm4Lock {
-            caller_name: netobj(d, "caller_name", LM_MAXSTRLEN)?,
-            fh: netobj(d, "fh", MAXNETOBJ_SZ)?,
-            oh: netobj(d, "oh", MAXNETOBJ_SZ)?,
-            svid: d.i32()?,
-            l_offset: d.u64()?,
-            l_len: d.u64()?,
-        })
-    }
+macro_rules! scalar_items {
+    ($($t:ident),*) => {$(
+        impl Item for $t {
+            fn put(&self, e: &mut Encoder) {
+                e.$t(*self);
+            }
+            fn get(d: &mut Decoder<'_>) -> Result<Self, XdrError> {
+                d.$t()
+            }
+        }
+    )*};
 }
 
-/// `nlm4_lockargs` (LOCK, LOCK_MSG, NM_LOCK).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LockArgs {
-    /// `cookie`, echoed in the result.
-    pub cookie: Vec<u8>,
-    /// `block`: wait for a conflicting lock to go away.
-    pub block: bool,
-    /// `exclusive`: a write lock.
-    pub exclusive: bool,
-    /// `alock`.
-    pub alock: Nlm4Lock,
-    /// `reclaim`: re-establishing a lock held before the server restarted.
-    pub reclaim: bool,
-    /// `state`: the client's NSM state number.
-    pub state: i32,
+scalar_items!(bool, i32, u32, u64);
+
+/// One field's encoding or decoding: `[max]` after a field's type marks a string or netobj
+/// of at most `max` bytes (decoding errors name the field), anything else is an [`Item`].
+macro_rules! nlm_field {
+    (put $e:ident, $v:expr, []) => {
+        Item::put($v, $e)
+    };
+    (put $e:ident, $v:expr, [$max:expr]) => {
+        put($e, $v, $max)
+    };
+    (get $d:ident, $f:ident, []) => {
+        Item::get($d)?
+    };
+    (get $d:ident, $f:ident, [$max:expr]) => {
+        netobj($d, stringify!($f), $max)?
+    };
 }
 
-impl LockArgs {
-    /// Append the XDR encoding.
-    pub fn encode(&self, e: &mut Encoder) {
-        put(e, &self.cookie, MAXNETOBJ_SZ);
-        e.bool(self.block);
-        e.bool(self.exclusive);
-        self.alock.encode(e);
-        e.bool(self.reclaim);
-        e.i32(self.state);
-    }
+/// Define an NLM struct whose XDR is its fields in order, with inherent `encode` / `decode`
+/// (and the [`Item`] impl, so that another struct can hold it). A string or netobj field
+/// is `pub f: Vec<u8> [max],`.
+macro_rules! nlm_struct {
+    (
+        $(#[$m:meta])*
+        pub struct $name:ident {
+            $( $(#[$fm:meta])* pub $f:ident : $t:ty $([$max:expr])?, )*
+        }
+    ) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq, Eq, Default)]
+        pub struct $name {
+            $( $(#[$fm])* pub $f: $t, )*
+        }
 
-    /// Decode.
-    ///
-    /// # Errors
-    /// As [`Nlm4Lock::decode`], and non-boolean booleans.
-    pub fn decode(d: &mut Decoder<'_>) -> Result<LockArgs, XdrError> {
-        Ok(LockArgs {
-            cookie: netobj(d, "cookie", MAXNETOBJ_SZ)?,
-            block: d.bool()?,
-            exclusive: d.bool()?,
-            alock: Nlm4Lock::decode(d)?,
-            reclaim: d.bool()?,
-            state: d.i32()?,
-        })
-    }
+        impl $name {
+            /// Append the XDR encoding (an over-long string or netobj marks `e` failed).
+            pub fn encode(&self, e: &mut Encoder) {
+                $( nlm_field!(put e, &self.$f, [$($max)?]); )*
+            }
+
+            /// Decode.
+            ///
+            /// # Errors
+            /// Truncated input, an over-long string or netobj, a boolean neither 0 nor 1,
+            /// [`XdrError::Alloc`].
+            pub fn decode(d: &mut Decoder<'_>) -> Result<$name, XdrError> {
+                Ok($name {
+                    $( $f: nlm_field!(get d, $f, [$($max)?]), )*
+                })
+            }
+        }
+
+        impl Item for $name {
+            fn put(&self, e: &mut Encoder) {
+                self.encode(e);
+            }
+            fn get(d: &mut Decoder<'_>) -> Result<Self, XdrError> {
+                $name::decode(d)
+            }
+        }
+    };
 }
 
-/// `nlm4_cancargs` (CANCEL, CANCEL_MSG).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct CancArgs {
-    /// `cookie`.
-    pub cookie: Vec<u8>,
-    /// `block`.
-    pub block: bool,
-    /// `exclusive`.
-    pub exclusive: bool,
-    /// `alock`.
-    pub alock: Nlm4Lock,
-}
-
-impl CancArgs {
-    /// Append the XDR encoding.
-    pub fn encode(&self, e: &mut Encoder) {
-        put(e, &self.cookie, MAXNETOBJ_SZ);
-        e.bool(self.block);
-        e.bool(self.exclusive);
-        self.alock.encode(e);
-    }
-
-    /// Decode.
-    ///
-    /// # Errors
-    /// As [`LockArgs::decode`].
-    pub fn decode(d: &mut Decoder<'_>) -> Result<CancArgs, XdrError> {
-        Ok(CancArgs {
-            cookie: netobj(d, "cookie", MAXNETOBJ_SZ)?,
-            block: d.bool()?,
-            exclusive: d.bool()?,
-            alock: Nlm4Lock::decode(d)?,
-        })
+nlm_struct! {
+    /// `nlm4_lock`: who locks which range of which file.
+    pub struct Nlm4Lock {
+        /// `caller_name`: the client host's name.
+        pub caller_name: Vec<u8> [LM_MAXSTRLEN],
+        /// `fh`: the NFS file handle, opaque.
+        pub fh: Vec<u8> [MAXNETOBJ_SZ],
+        /// `oh`: the owner handle, opaque.
+        pub oh: Vec<u8> [MAXNETOBJ_SZ],
+        /// `svid`: the owner's id on the client (a process, or Linux's lock owner number).
+        pub svid: i32,
+        /// `l_offset`.
+        pub l_offset: u64,
+        /// `l_len` (0: to the end of the file).
+        pub l_len: u64,
     }
 }
 
-/// `nlm4_testargs` (TEST, TEST_MSG, and the GRANTED callback).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct TestArgs {
-    /// `cookie`.
-    pub cookie: Vec<u8>,
-    /// `exclusive`.
-    pub exclusive: bool,
-    /// `alock`.
-    pub alock: Nlm4Lock,
-}
-
-impl TestArgs {
-    /// Append the XDR encoding.
-    pub fn encode(&self, e: &mut Encoder) {
-        put(e, &self.cookie, MAXNETOBJ_SZ);
-        e.bool(self.exclusive);
-        self.alock.encode(e);
-    }
-
-    /// Decode.
-    ///
-    /// # Errors
-    /// As [`LockArgs::decode`].
-    pub fn decode(d: &mut Decoder<'_>) -> Result<TestArgs, XdrError> {
-        Ok(TestArgs {
-            cookie: netobj(d, "cookie", MAXNETOBJ_SZ)?,
-            exclusive: d.bool()?,
-            alock: Nlm4Lock::decode(d)?,
-        })
+nlm_struct! {
+    /// `nlm4_lockargs` (LOCK, LOCK_MSG, NM_LOCK).
+    pub struct LockArgs {
+        /// `cookie`, echoed in the result.
+        pub cookie: Vec<u8> [MAXNETOBJ_SZ],
+        /// `block`: wait for a conflicting lock to go away.
+        pub block: bool,
+        /// `exclusive`: a write lock.
+        pub exclusive: bool,
+        /// `alock`.
+        pub alock: Nlm4Lock,
+        /// `reclaim`: re-establishing a lock held before the server restarted.
+        pub reclaim: bool,
+        /// `state`: the client's NSM state number.
+        pub state: i32,
     }
 }
 
-/// `nlm4_unlockargs` (UNLOCK, UNLOCK_MSG).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct UnlockArgs {
-    /// `cookie`.
-    pub cookie: Vec<u8>,
-    /// `alock`.
-    pub alock: Nlm4Lock,
+nlm_struct! {
+    /// `nlm4_cancargs` (CANCEL, CANCEL_MSG).
+    pub struct CancArgs {
+        /// `cookie`.
+        pub cookie: Vec<u8> [MAXNETOBJ_SZ],
+        /// `block`.
+        pub block: bool,
+        /// `exclusive`.
+        pub exclusive: bool,
+        /// `alock`.
+        pub alock: Nlm4Lock,
+    }
 }
 
-impl UnlockArgs {
-    /// Append the XDR encoding.
-    pub fn encode(&self, e: &mut Encoder) {
-        put(e, &self.cookie, MAXNETOBJ_SZ);
-        self.alock.encode(e);
+nlm_struct! {
+    /// `nlm4_testargs` (TEST, TEST_MSG, and the GRANTED callback).
+    pub struct TestArgs {
+        /// `cookie`.
+        pub cookie: Vec<u8> [MAXNETOBJ_SZ],
+        /// `exclusive`.
+        pub exclusive: bool,
+        /// `alock`.
+        pub alock: Nlm4Lock,
     }
+}
 
-    /// Decode.
-    ///
-    /// # Errors
-    /// As [`Nlm4Lock::decode`].
-    pub fn decode(d: &mut Decoder<'_>) -> Result<UnlockArgs, XdrError> {
-        Ok(UnlockArgs {
-            cookie: netobj(d, "cookie", MAXNETOBJ_SZ)?,
-            alock: Nlm4Lock::decode(d)?,
-        })
+nlm_struct! {
+    /// `nlm4_unlockargs` (UNLOCK, UNLOCK_MSG).
+    pub struct UnlockArgs {
+        /// `cookie`.
+        pub cookie: Vec<u8> [MAXNETOBJ_SZ],
+        /// `alock`.
+        pub alock: Nlm4Lock,
     }
 }
 
@@ -323,135 +294,92 @@ pub struct Share {
     pub access: ShareAccess,
 }
 
-/// `nlm4_shareargs` (SHARE, UNSHARE).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ShareArgs {
-    /// `cookie`.
-    pub cookie: Vec<u8>,
-    /// `share`.
-    pub share: Share,
-    /// `reclaim`.
-    pub reclaim: bool,
+/// A `fsh4_mode` or `fsh4_access` (0..=3).
+fn share_enum(d: &mut Decoder<'_>, what: &'static str) -> Result<u32, XdrError> {
+    let value = d.u32()?;
+    if value > 3 {
+        return Err(XdrError::BadEnum { what, value });
+    }
+    Ok(value)
 }
 
-impl ShareArgs {
-    /// Append the XDR encoding.
-    pub fn encode(&self, e: &mut Encoder) {
-        put(e, &self.cookie, MAXNETOBJ_SZ);
-        put(e, &self.share.caller_name, LM_MAXSTRLEN);
-        put(e, &self.share.fh, MAXNETOBJ_SZ);
-        put(e, &self.share.oh, MAXNETOBJ_SZ);
-        e.u32(self.share.mode);
-        e.u32(self.share.access);
-        e.bool(self.reclaim);
+/// `mode` and `access` must be 0..=3 ([`XdrError::BadEnum`]).
+impl Item for Share {
+    fn put(&self, e: &mut Encoder) {
+        put(e, &self.caller_name, LM_MAXSTRLEN);
+        put(e, &self.fh, MAXNETOBJ_SZ);
+        put(e, &self.oh, MAXNETOBJ_SZ);
+        e.u32(self.mode);
+        e.u32(self.access);
     }
-
-    /// Decode (`mode` and `access` must be 0..=3).
-    ///
-    /// # Errors
-    /// As [`Nlm4Lock::decode`], [`XdrError::BadEnum`].
-    pub fn decode(d: &mut Decoder<'_>) -> Result<ShareArgs, XdrError> {
-        let cookie = netobj(d, "cookie", MAXNETOBJ_SZ)?;
-        let caller_name = netobj(d, "caller_name", LM_MAXSTRLEN)?;
-        let fh = netobj(d, "fh", MAXNETOBJ_SZ)?;
-        let oh = netobj(d, "oh", MAXNETOBJ_SZ)?;
-        let mode = d.u32()?;
-        if mode > 3 {
-            return Err(XdrError::BadEnum {
-                what: "fsh4_mode",
-                value: mode,
-            });
-        }
-        let access = d.u32()?;
-        if access > 3 {
-            return Err(XdrError::BadEnum {
-                what: "fsh4_access",
-                value: access,
-            });
-        }
-        Ok(ShareArgs {
-            cookie,
-            share: Share {
-                caller_name,
-                fh,
-                oh,
-                mode,
-                access,
-            },
-            reclaim: d.bool()?,
+    fn get(d: &mut Decoder<'_>) -> Result<Self, XdrError> {
+        Ok(Share {
+            caller_name: netobj(d, "caller_name", LM_MAXSTRLEN)?,
+            fh: netobj(d, "fh", MAXNETOBJ_SZ)?,
+            oh: netobj(d, "oh", MAXNETOBJ_SZ)?,
+            mode: share_enum(d, "fsh4_mode")?,
+            access: share_enum(d, "fsh4_access")?,
         })
     }
 }
 
-/// `nlm4_notify`: FREE_ALL's arguments.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct NotifyArgs {
-    /// `name`: the host whose locks and shares go.
-    pub name: Vec<u8>,
-    /// `state`.
-    pub state: i32,
-}
-
-impl NotifyArgs {
-    /// Append the XDR encoding.
-    pub fn encode(&self, e: &mut Encoder) {
-        put(e, &self.name, MAXNAMELEN);
-        e.i32(self.state);
-    }
-
-    /// Decode.
-    ///
-    /// # Errors
-    /// Truncated input, an over-long name, [`XdrError::Alloc`].
-    pub fn decode(d: &mut Decoder<'_>) -> Result<NotifyArgs, XdrError> {
-        Ok(NotifyArgs {
-            name: netobj(d, "name", MAXNAMELEN)?,
-            state: d.i32()?,
-        })
+nlm_struct! {
+    /// `nlm4_shareargs` (SHARE, UNSHARE); decoding also refuses a `mode` or `access` above 3
+    /// ([`XdrError::BadEnum`]).
+    pub struct ShareArgs {
+        /// `cookie`.
+        pub cookie: Vec<u8> [MAXNETOBJ_SZ],
+        /// `share`.
+        pub share: Share,
+        /// `reclaim`.
+        pub reclaim: bool,
     }
 }
 
-/// `nlm4_res` (LOCK, CANCEL, UNLOCK, GRANTED and their `_RES`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Res {
-    /// `cookie`.
-    pub cookie: Vec<u8>,
-    /// `stat`.
-    pub stat: u32,
+nlm_struct! {
+    /// `nlm4_notify`: FREE_ALL's arguments.
+    pub struct NotifyArgs {
+        /// `name`: the host whose locks and shares go.
+        pub name: Vec<u8> [MAXNAMELEN],
+        /// `state`.
+        pub state: i32,
+    }
+}
+
+nlm_struct! {
+    /// `nlm4_res` (LOCK, CANCEL, UNLOCK, GRANTED and their `_RES`).
+    pub struct Res {
+        /// `cookie`.
+        pub cookie: Vec<u8> [MAXNETOBJ_SZ],
+        /// `stat`.
+        pub stat: u32,
+    }
 }
 
 impl Res {
-    /// Append the XDR encoding.
-    pub fn encode(&self, e: &mut Encoder) {
-        put(e, &self.cookie, MAXNETOBJ_SZ);
-        e.u32(self.stat);
-    }
-
-    /// Decode.
-    ///
-    /// # Errors
-    /// Truncated input, an over-long cookie.
-    pub fn decode(d: &mut Decoder<'_>) -> Result<Res, XdrError> {
-        Ok(Res {
-            cookie: netobj(d, "cookie", MAXNETOBJ_SZ)?,
-            stat: d.u32()?,
-        })
+    /// The result `stat` of the call whose `cookie` it echoes.
+    pub fn new(cookie: Vec<u8>, stat: Nlm4Stat) -> Res {
+        Res {
+            cookie,
+            stat: stat.0,
+        }
     }
 }
 
-/// `nlm4_holder`: who holds the lock that conflicts (TEST's answer).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Holder {
-    /// `exclusive`.
-    pub exclusive: bool,
-    /// `svid`.
-    pub svid: i32,
-    /// `oh`.
-    pub oh: Vec<u8>,
-    /// `l_offset`.
-    pub l_offset: u64,
-    /// `l_len` (0: to the end of the file).
-    pub l_len: u64,
+nlm_struct! {
+    /// `nlm4_holder`: who holds the lock that conflicts (TEST's answer).
+    pub struct Holder {
+        /// `exclusive`.
+        pub exclusive: bool,
+        /// `svid`.
+        pub svid: i32,
+        /// `oh`.
+        pub oh: Vec<u8> [MAXNETOBJ_SZ],
+        /// `l_offset`.
+        pub l_offset: u64,
+        /// `l_len` (0: to the end of the file).
+        pub l_len: u64,
+    }
 }
 
 /// `nlm4_testres`.
@@ -472,13 +400,7 @@ impl TestRes {
         put(e, &self.cookie, MAXNETOBJ_SZ);
         e.u32(self.stat);
         match (&self.holder, self.stat == Nlm4Stat::DENIED.0) {
-            (Some(h), true) => {
-                e.bool(h.exclusive);
-                e.i32(h.svid);
-                put(e, &h.oh, MAXNETOBJ_SZ);
-                e.u64(h.l_offset);
-                e.u64(h.l_len);
-            }
+            (Some(h), true) => h.encode(e),
             (None, false) => {}
             _ => e.fail(),
         }
@@ -492,13 +414,7 @@ impl TestRes {
         let cookie = netobj(d, "cookie", MAXNETOBJ_SZ)?;
         let stat = d.u32()?;
         let holder = if stat == Nlm4Stat::DENIED.0 {
-            Some(Holder {
-                exclusive: d.bool()?,
-                svid: d.i32()?,
-                oh: netobj(d, "oh", MAXNETOBJ_SZ)?,
-                l_offset: d.u64()?,
-                l_len: d.u64()?,
-            })
+            Some(Holder::decode(d)?)
         } else {
             None
         };
@@ -510,35 +426,15 @@ impl TestRes {
     }
 }
 
-/// `nlm4_shareres`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ShareRes {
-    /// `cookie`.
-    pub cookie: Vec<u8>,
-    /// `stat`.
-    pub stat: u32,
-    /// `sequence`.
-    pub sequence: i32,
-}
-
-impl ShareRes {
-    /// Append the XDR encoding.
-    pub fn encode(&self, e: &mut Encoder) {
-        put(e, &self.cookie, MAXNETOBJ_SZ);
-        e.u32(self.stat);
-        e.i32(self.sequence);
-    }
-
-    /// Decode.
-    ///
-    /// # Errors
-    /// Truncated input, an over-long cookie.
-    pub fn decode(d: &mut Decoder<'_>) -> Result<ShareRes, XdrError> {
-        Ok(ShareRes {
-            cookie: netobj(d, "cookie", MAXNETOBJ_SZ)?,
-            stat: d.u32()?,
-            sequence: d.i32()?,
-        })
+nlm_struct! {
+    /// `nlm4_shareres`.
+    pub struct ShareRes {
+        /// `cookie`.
+        pub cookie: Vec<u8> [MAXNETOBJ_SZ],
+        /// `stat`.
+        pub stat: u32,
+        /// `sequence`.
+        pub sequence: i32,
     }
 }
 

@@ -34,6 +34,20 @@ fn decode_all<T: Xdr>(b: &[u8]) -> T {
     v
 }
 
+/// What `f` encodes.
+fn encoded(f: impl FnOnce(&mut Encoder)) -> Vec<u8> {
+    let mut e = Encoder::new();
+    f(&mut e);
+    e.finish().unwrap()
+}
+
+/// A head's `data_len` is the length of `want`, which stands at `at` in `b`.
+fn check_data_at(b: &[u8], at: usize, data_len: u32, want: &[u8]) -> Result<(), TestCaseError> {
+    prop_assert_eq!(data_len as usize, want.len());
+    prop_assert_eq!(&b[at..at + want.len()], want);
+    Ok(())
+}
+
 /// Encode, decode back equal with every byte consumed; every strict prefix is an error.
 fn check_round_trip<T: Xdr + PartialEq + Debug>(v: &T) -> Result<(), TestCaseError> {
     let b = v.to_bytes().unwrap();
@@ -138,12 +152,8 @@ fn golden_write_args_head_and_full() {
         2,     // stable = FILE_SYNC
         5,     // data length
     ]);
-    let mut e = Encoder::new();
-    args.encode_head(&mut e);
-    assert_eq!(e.finish().unwrap(), head);
-    let mut e = Encoder::new();
-    args.head().encode_head(&mut e, 5);
-    assert_eq!(e.finish().unwrap(), head);
+    assert_eq!(encoded(|e| args.encode_head(e)), head);
+    assert_eq!(encoded(|e| args.head().encode_head(e, 5)), head);
 
     let mut full = head.clone();
     full.extend_from_slice(b"hello\0\0\0");
@@ -203,9 +213,7 @@ fn golden_read_res_ok() {
         assert_eq!(ReadRes::decode_head(&mut d).unwrap(), rh);
         assert_eq!(d.pos(), 4 + 4 + 84 + 12);
     }
-    let mut e = Encoder::new();
-    rh.encode(&mut e);
-    assert_eq!(e.finish().unwrap(), head);
+    assert_eq!(encoded(|e| rh.encode(e)), head);
 }
 
 #[test]
@@ -357,9 +365,7 @@ fn golden_symlink_args_head_and_readlink() {
             symlink_data: Nfspath3(b"/tmp".to_vec()),
         },
     };
-    let mut e = Encoder::new();
-    args.encode_head(&mut e);
-    assert_eq!(e.finish().unwrap(), head);
+    assert_eq!(encoded(|e| args.encode_head(e)), head);
     let mut full = head.clone();
     full.extend_from_slice(b"/tmp");
     assert_eq!(args.to_bytes().unwrap(), full);
@@ -367,9 +373,7 @@ fn golden_symlink_args_head_and_readlink() {
     let (h, len) = SymlinkArgs::decode_head(&mut d).unwrap();
     assert_eq!((h.where_.clone(), len), (args.where_.clone(), 4));
     assert_eq!(d.pos(), head.len());
-    let mut e = Encoder::new();
-    h.encode_head(&mut e, 4);
-    assert_eq!(e.finish().unwrap(), head);
+    assert_eq!(encoded(|e| h.encode_head(e, 4)), head);
 
     // READLINK3res ok without attributes: status, FALSE, "/tmp".
     let b = words(&[0, 0, 4, 0x2f74_6d70]);
@@ -390,9 +394,7 @@ fn golden_symlink_args_head_and_readlink() {
         }
     );
     assert_eq!(d.remaining(), 0);
-    let mut e = Encoder::new();
-    rh.encode(&mut e);
-    assert_eq!(e.finish().unwrap(), &b[..12]);
+    assert_eq!(encoded(|e| rh.encode(e)), &b[..12]);
 }
 
 #[test]
@@ -1044,18 +1046,14 @@ proptest! {
         match &res {
             Nfs3Res::Ok(ok) => {
                 prop_assert_eq!(&h.symlink_attributes, &ok.symlink_attributes);
-                prop_assert_eq!(h.data_len as usize, ok.data.0.len());
-                prop_assert_eq!(&b[d.pos()..d.pos() + ok.data.0.len()], &ok.data.0[..]);
+                check_data_at(&b, d.pos(), h.data_len, &ok.data.0)?;
             }
             Nfs3Res::Fail { resfail, .. } => {
                 prop_assert_eq!(&h.symlink_attributes, &resfail.symlink_attributes);
                 prop_assert_eq!(d.remaining(), 0);
             }
         }
-        let mut e = Encoder::new();
-        h.encode(&mut e);
-        let hb = e.finish().unwrap();
-        prop_assert_eq!(&hb[..], &b[..d.pos()]);
+        prop_assert_eq!(&encoded(|e| h.encode(e))[..], &b[..d.pos()]);
     }
 
     #[test]
@@ -1071,21 +1069,15 @@ proptest! {
         match &res {
             Nfs3Res::Ok(ok) => {
                 prop_assert_eq!((&h.file_attributes, h.count, h.eof), (&ok.file_attributes, ok.count, ok.eof));
-                prop_assert_eq!(h.data_len as usize, ok.data.len());
-                prop_assert_eq!(&b[d.pos()..d.pos() + ok.data.len()], &ok.data[..]);
-                let mut e = Encoder::new();
-                ok.encode_head(&mut e);
-                prop_assert_eq!(&e.finish().unwrap()[..], &b[4..d.pos()]);
+                check_data_at(&b, d.pos(), h.data_len, &ok.data)?;
+                prop_assert_eq!(&encoded(|e| ok.encode_head(e))[..], &b[4..d.pos()]);
             }
             Nfs3Res::Fail { resfail, .. } => {
                 prop_assert_eq!(&h.file_attributes, &resfail.file_attributes);
                 prop_assert_eq!(d.remaining(), 0);
             }
         }
-        let mut e = Encoder::new();
-        h.encode(&mut e);
-        let hb = e.finish().unwrap();
-        prop_assert_eq!(&hb[..], &b[..d.pos()]);
+        prop_assert_eq!(&encoded(|e| h.encode(e))[..], &b[..d.pos()]);
     }
 
     #[test]
@@ -1097,9 +1089,7 @@ proptest! {
         check_round_trip(&res)?;
         // Head + data + pad is the full encoding; the head decoder finds the data.
         let full = args.to_bytes().unwrap();
-        let mut e = Encoder::new();
-        args.encode_head(&mut e);
-        let head = e.finish().unwrap();
+        let head = encoded(|e| args.encode_head(e));
         prop_assert_eq!(&full[..head.len()], &head[..]);
         prop_assert_eq!(full.len(), head.len() + args.data.len().div_ceil(4) * 4);
         let mut d = Decoder::new(&full);
@@ -1136,9 +1126,7 @@ proptest! {
         check_round_trip(&args)?;
         check_round_trip(&res)?;
         let full = args.to_bytes().unwrap();
-        let mut e = Encoder::new();
-        args.encode_head(&mut e);
-        let head = e.finish().unwrap();
+        let head = encoded(|e| args.encode_head(e));
         prop_assert_eq!(&full[..head.len()], &head[..]);
         let mut d = Decoder::new(&full);
         let (h, len) = SymlinkArgs::decode_head(&mut d).unwrap();
@@ -1146,9 +1134,7 @@ proptest! {
         prop_assert_eq!(&h.symlink_attributes, &args.symlink.symlink_attributes);
         prop_assert_eq!(len as usize, args.symlink.symlink_data.0.len());
         prop_assert_eq!(d.pos(), head.len());
-        let mut e = Encoder::new();
-        h.encode_head(&mut e, len);
-        prop_assert_eq!(e.finish().unwrap(), head);
+        prop_assert_eq!(encoded(|e| h.encode_head(e, len)), head);
     }
 
     #[test]

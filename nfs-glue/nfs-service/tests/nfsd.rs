@@ -37,16 +37,9 @@ struct T {
 }
 
 fn header(prog: u32, vers: u32, proc_: u32, cred: Auth) -> Vec<u8> {
-    CallHeader {
-        xid: 0x5eed_0000 + proc_,
-        prog,
-        vers,
-        proc_,
-        cred,
-        verf: Auth::None,
-    }
-    .to_bytes()
-    .unwrap()
+    CallHeader::new(0x5eed_0000 + proc_, prog, vers, proc_, cred)
+        .to_bytes()
+        .unwrap()
 }
 
 fn call_bytes<A: Xdr>(proc_: u32, args: &A) -> Vec<u8> {

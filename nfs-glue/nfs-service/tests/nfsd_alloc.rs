@@ -37,6 +37,13 @@ static GLOBAL: Counting = Counting;
 const MIB: usize = 1 << 20;
 const ROUNDS: u64 = 100;
 
+/// Root's NFSv3 call of `proc_` with `args`, as a chain.
+fn call<A: Xdr>(proc_: u32, args: &A) -> Chain {
+    let mut e = nfs_header(1, proc_, 0);
+    args.encode(&mut e);
+    Chain::from_bytes(&e.finish().unwrap()).unwrap()
+}
+
 /// Allocations, bytes and the largest allocation per dispatch of `call()`, averaged over
 /// [`ROUNDS`] after one warm-up; the call is built outside the counted window.
 fn measure(svc: &Nfs3Service<MemFs>, call: impl Fn() -> Chain) -> (u64, u64, u64) {
@@ -69,18 +76,14 @@ fn one_mib_write_and_read_allocate_no_data_buffer() {
     let svc = Nfs3Service::new(MemFs::new(), pages.clone(), Nfs3Config::default());
     svc.backend().quiet.store(true, Ordering::Relaxed);
     // A 1 MiB file, written once before measuring (the in-memory backend grows it then).
-    let mut e = nfs_header(1, NFSPROC3_CREATE, 0);
-    CreateArgs {
+    let create = CreateArgs {
         where_: Diropargs3 {
             dir: fh(ROOT),
             name: Filename3(b"f".to_vec()),
         },
         how: Createhow3::Unchecked(Sattr3::default()),
-    }
-    .encode(&mut e);
-    let d = svc
-        .dispatch(&Chain::from_bytes(&e.finish().unwrap()).unwrap())
-        .unwrap();
+    };
+    let d = svc.dispatch(&call(NFSPROC3_CREATE, &create)).unwrap();
     assert_eq!(d.status, Some(Nfsstat3::OK));
     let file = fh(2);
     let data = vec![0x5a; MIB];
@@ -97,22 +100,18 @@ fn one_mib_write_and_read_allocate_no_data_buffer() {
         ddp_call(&e.finish().unwrap(), body, &[]).unwrap()
     };
     let read = || {
-        let mut e = nfs_header(1, NFSPROC3_READ, 0);
-        ReadArgs {
+        let args = ReadArgs {
             file: file.clone(),
             offset: 0,
             count: MIB as u32,
-        }
-        .encode(&mut e);
-        Chain::from_bytes(&e.finish().unwrap()).unwrap()
+        };
+        call(NFSPROC3_READ, &args)
     };
     let getattr = || {
-        let mut e = nfs_header(1, NFSPROC3_GETATTR, 0);
-        GetattrArgs {
+        let args = GetattrArgs {
             object: file.clone(),
-        }
-        .encode(&mut e);
-        Chain::from_bytes(&e.finish().unwrap()).unwrap()
+        };
+        call(NFSPROC3_GETATTR, &args)
     };
     let w = measure(&svc, write);
     let r = measure(&svc, read);

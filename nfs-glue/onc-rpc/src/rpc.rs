@@ -44,6 +44,20 @@ pub struct AuthSys {
     pub gids: Vec<u32>,
 }
 
+impl AuthSys {
+    /// `AUTH_SYS` credentials of `uid` / `gid` with supplementary `gids`, from `machine_name`
+    /// (the name and groups copied; nothing is allocated for empty ones).
+    pub fn new(stamp: u32, machine_name: &[u8], uid: u32, gid: u32, gids: &[u32]) -> AuthSys {
+        AuthSys {
+            stamp,
+            machine_name: machine_name.to_vec(),
+            uid,
+            gid,
+            gids: gids.to_vec(),
+        }
+    }
+}
+
 /// A credential or verifier.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Auth {
@@ -147,6 +161,26 @@ pub struct CallHeader {
 }
 
 impl CallHeader {
+    /// The header of a call of `prog` / `vers` / `proc_` with `cred` and an `AUTH_NONE`
+    /// verifier.
+    pub fn new(xid: u32, prog: u32, vers: u32, proc_: u32, cred: Auth) -> CallHeader {
+        CallHeader {
+            xid,
+            prog,
+            vers,
+            proc_,
+            cred,
+            verf: Auth::None,
+        }
+    }
+
+    /// An encoder holding the header, ready for the procedure's arguments.
+    pub fn encoder(&self) -> Encoder {
+        let mut e = Encoder::new();
+        self.encode(&mut e);
+        e
+    }
+
     /// Append the header to `e`.
     pub fn encode(&self, e: &mut Encoder) {
         e.u32(self.xid);
@@ -164,9 +198,7 @@ impl CallHeader {
     /// # Errors
     /// [`XdrError::Alloc`].
     pub fn to_bytes(&self) -> Result<Vec<u8>, XdrError> {
-        let mut e = Encoder::new();
-        self.encode(&mut e);
-        e.finish()
+        self.encoder().finish()
     }
 
     /// Decode a call header; the decoder is left at the arguments.

@@ -281,16 +281,9 @@ mod tests {
     };
 
     fn call(prog: u32, vers: u32, proc_: u32, cred: Auth) -> Vec<u8> {
-        CallHeader {
-            xid: 7,
-            prog,
-            vers,
-            proc_,
-            cred,
-            verf: Auth::None,
-        }
-        .to_bytes()
-        .unwrap()
+        CallHeader::new(7, prog, vers, proc_, cred)
+            .to_bytes()
+            .unwrap()
     }
 
     fn sys() -> Auth {

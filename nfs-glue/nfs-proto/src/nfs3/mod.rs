@@ -103,11 +103,13 @@ macro_rules! inherent_xdr {
 }
 
 mod args;
+mod call;
 mod locate;
 mod res;
 mod types;
 
 pub use args::*;
+pub use call::*;
 pub use locate::*;
 pub use res::*;
 pub use types::*;

@@ -347,19 +347,16 @@ xdr_struct! {
 /// `WRITE3res`.
 pub type WriteRes = Nfs3Res<WriteResOk, WriteResFail>;
 
-// ---- CREATE, MKDIR, SYMLINK, MKNOD: same result shapes ----
+// ---- CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR: a directory's wcc_data on failure ----
 
-macro_rules! dirop_res {
-    ($ok:ident, $fail:ident, $res:ident, $p:literal) => {
+/// `<P>3resok` with the given fields, `<P>3resfail` holding the directory's `dir_wcc`, and
+/// `<P>3res`.
+macro_rules! dir_res {
+    ($ok:ident, $fail:ident, $res:ident, $p:literal, { $($ok_fields:tt)* }) => {
         xdr_struct! {
             #[doc = concat!("`", $p, "3resok`.")]
             pub struct $ok {
-                /// `obj`: the new object's handle, if returned.
-                pub obj: PostOpFh3,
-                /// `obj_attributes`.
-                pub obj_attributes: PostOpAttr,
-                /// `dir_wcc`.
-                pub dir_wcc: WccData,
+                $($ok_fields)*
             }
         }
 
@@ -373,6 +370,20 @@ macro_rules! dirop_res {
 
         #[doc = concat!("`", $p, "3res`.")]
         pub type $res = Nfs3Res<$ok, $fail>;
+    };
+}
+
+/// CREATE, MKDIR, SYMLINK, MKNOD: the new object on success.
+macro_rules! dirop_res {
+    ($ok:ident, $fail:ident, $res:ident, $p:literal) => {
+        dir_res!($ok, $fail, $res, $p, {
+            /// `obj`: the new object's handle, if returned.
+            pub obj: PostOpFh3,
+            /// `obj_attributes`.
+            pub obj_attributes: PostOpAttr,
+            /// `dir_wcc`.
+            pub dir_wcc: WccData,
+        });
     };
 }
 
@@ -381,33 +392,15 @@ dirop_res!(MkdirResOk, MkdirResFail, MkdirRes, "MKDIR");
 dirop_res!(SymlinkResOk, SymlinkResFail, SymlinkRes, "SYMLINK");
 dirop_res!(MknodResOk, MknodResFail, MknodRes, "MKNOD");
 
-// ---- REMOVE, RMDIR ----
-
-macro_rules! wcc_res {
-    ($ok:ident, $fail:ident, $res:ident, $p:literal) => {
-        xdr_struct! {
-            #[doc = concat!("`", $p, "3resok`.")]
-            pub struct $ok {
-                /// `dir_wcc`.
-                pub dir_wcc: WccData,
-            }
-        }
-
-        xdr_struct! {
-            #[doc = concat!("`", $p, "3resfail`.")]
-            pub struct $fail {
-                /// `dir_wcc`.
-                pub dir_wcc: WccData,
-            }
-        }
-
-        #[doc = concat!("`", $p, "3res`.")]
-        pub type $res = Nfs3Res<$ok, $fail>;
-    };
-}
-
-wcc_res!(RemoveResOk, RemoveResFail, RemoveRes, "REMOVE");
-wcc_res!(RmdirResOk, RmdirResFail, RmdirRes, "RMDIR");
+// REMOVE, RMDIR: only the directory's wcc_data either way.
+dir_res!(RemoveResOk, RemoveResFail, RemoveRes, "REMOVE", {
+    /// `dir_wcc`.
+    pub dir_wcc: WccData,
+});
+dir_res!(RmdirResOk, RmdirResFail, RmdirRes, "RMDIR", {
+    /// `dir_wcc`.
+    pub dir_wcc: WccData,
+});
 
 // ---- RENAME ----
 
@@ -473,28 +466,35 @@ xdr_struct! {
     }
 }
 
-/// `dirlist3`: the entries (RFC 1813's `value_follows` linked list, at most
-/// [`NFS3_MAX_DIR_ENTRIES`]) and `eof`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Dirlist3 {
-    /// `entries`.
-    pub entries: Vec<Entry3>,
-    /// `eof`: the last entry of the directory is in this list.
-    pub eof: bool,
+/// Define `$name`, the directory list `$what` of `$entry`s, with its [`Xdr`] impl.
+macro_rules! dirlist {
+    ($name:ident, $entry:ty, $what:literal) => {
+        #[doc = concat!("`", $what, "`: the entries (RFC 1813's `value_follows` linked list, ")]
+        #[doc = "at most [`NFS3_MAX_DIR_ENTRIES`]) and `eof`."]
+        #[derive(Debug, Clone, PartialEq, Eq, Default)]
+        pub struct $name {
+            /// `entries`.
+            pub entries: Vec<$entry>,
+            /// `eof`: the last entry of the directory is in this list.
+            pub eof: bool,
+        }
+
+        impl Xdr for $name {
+            fn encode(&self, e: &mut Encoder) {
+                put_list(e, &self.entries, NFS3_MAX_DIR_ENTRIES);
+                e.bool(self.eof);
+            }
+            fn decode(d: &mut Decoder<'_>) -> Result<Self, XdrError> {
+                Ok($name {
+                    entries: get_list(d, $what, NFS3_MAX_DIR_ENTRIES)?,
+                    eof: d.bool()?,
+                })
+            }
+        }
+    };
 }
 
-impl Xdr for Dirlist3 {
-    fn encode(&self, e: &mut Encoder) {
-        put_list(e, &self.entries, NFS3_MAX_DIR_ENTRIES);
-        e.bool(self.eof);
-    }
-    fn decode(d: &mut Decoder<'_>) -> Result<Self, XdrError> {
-        Ok(Dirlist3 {
-            entries: get_list(d, "dirlist3", NFS3_MAX_DIR_ENTRIES)?,
-            eof: d.bool()?,
-        })
-    }
-}
+dirlist!(Dirlist3, Entry3, "dirlist3");
 
 xdr_struct! {
     /// `READDIR3resok`.
@@ -537,27 +537,7 @@ xdr_struct! {
     }
 }
 
-/// `dirlistplus3`: the entries (at most [`NFS3_MAX_DIR_ENTRIES`]) and `eof`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Dirlistplus3 {
-    /// `entries`.
-    pub entries: Vec<Entryplus3>,
-    /// `eof`.
-    pub eof: bool,
-}
-
-impl Xdr for Dirlistplus3 {
-    fn encode(&self, e: &mut Encoder) {
-        put_list(e, &self.entries, NFS3_MAX_DIR_ENTRIES);
-        e.bool(self.eof);
-    }
-    fn decode(d: &mut Decoder<'_>) -> Result<Self, XdrError> {
-        Ok(Dirlistplus3 {
-            entries: get_list(d, "dirlistplus3", NFS3_MAX_DIR_ENTRIES)?,
-            eof: d.bool()?,
-        })
-    }
-}
+dirlist!(Dirlistplus3, Entryplus3, "dirlistplus3");
 
 inherent_xdr!(Dirlist3, Dirlistplus3);
 

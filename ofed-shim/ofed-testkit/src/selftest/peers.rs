@@ -627,12 +627,12 @@ mod nfs {
     use mbuf::Chain;
     use nfs_proto::chain::{data_pages_from_bytes, ddp_call};
     use nfs_proto::nfs3::{
-        locate_read_data, Diropargs3, Filename3, FsinfoArgs, FsinfoRes, Ftype3, GetattrArgs,
-        GetattrRes, LookupArgs, LookupRes, Nfs3Res, NfsFh3, ReadArgs, ReadRes, StableHow,
-        WriteHead, WriteRes, NFSPROC3_FSINFO, NFSPROC3_GETATTR, NFSPROC3_LOOKUP, NFSPROC3_NULL,
-        NFSPROC3_READ, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3,
+        call_encoder, locate_read_data, Diropargs3, Filename3, FsinfoArgs, FsinfoRes, Ftype3,
+        GetattrArgs, GetattrRes, LookupArgs, LookupRes, Nfs3Res, NfsFh3, ReadArgs, ReadRes,
+        StableHow, WriteHead, WriteRes, NFSPROC3_FSINFO, NFSPROC3_GETATTR, NFSPROC3_LOOKUP,
+        NFSPROC3_NULL, NFSPROC3_READ, NFSPROC3_WRITE,
     };
-    use onc_rpc::rpc::{Auth, AuthSys, CallHeader, ReplyHeader};
+    use onc_rpc::rpc::{Auth, AuthSys, ReplyHeader};
     use onc_rpc::xdr::{Decoder, Encoder};
 
     use super::Client;
@@ -648,23 +648,11 @@ mod nfs {
     const REPLY_SLACK: usize = 256;
 
     fn header(xid: u32, proc_: u32) -> Encoder {
-        let mut e = Encoder::new();
-        CallHeader {
+        call_encoder(
             xid,
-            prog: NFS_PROGRAM,
-            vers: NFS_V3,
             proc_,
-            cred: Auth::Sys(AuthSys {
-                stamp: 0,
-                machine_name: b"krpc_rdma".to_vec(),
-                uid: 0,
-                gid: 0,
-                gids: Vec::new(),
-            }),
-            verf: Auth::None,
-        }
-        .encode(&mut e);
-        e
+            Auth::Sys(AuthSys::new(0, b"krpc_rdma", 0, 0, &[])),
+        )
     }
 
     fn bytes(e: Encoder) -> Result<Vec<u8>, String> {
