@@ -24,6 +24,8 @@ krpc_rdma_modevent(module_t mod, int type, void *data)
 			    krpc_rdma_shim_abi_version(), KRPC_OFED_ABI_VERSION);
 			return (EINVAL);
 		}
+		if (bootverbose)
+			printf("krpc_rdma: loaded (shim ABI %u)\n", KRPC_OFED_ABI_VERSION);
 		return (0);
 	case MOD_UNLOAD:
 		return (0);

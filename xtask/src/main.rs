@@ -26,8 +26,11 @@
 //!   `demo` then `test` on a clean clone in a fresh Debian root (mmdebstrap) with none of the
 //!   requirements present; on another release (`--suite trixie`) the host checks and a plain
 //!   `cargo build --workspace`.
+//! * `freebsd-setup`, `freebsd-kmod`, `freebsd-vm`: FreeBSD 14.2 built from source, the module
+//!   built by its `bsd.kmod.mk` and loaded in its kernel under qemu (see [`freebsd`]).
 
 mod bench_rxe;
+mod freebsd;
 mod fresh_check;
 mod kmod;
 mod kobj;
@@ -75,7 +78,14 @@ fuzz [SECONDS]        run each fuzz target: header decoder, nfs-proto decoders, 
 bench-rxe [--out F]   harness vs perftest and the kernel NFS/RDMA client on rxe0, one VM boot
 fresh-check [--suite S] [--no-vm] [--dir D] [--keep]
                       root only: demo then test on a clean clone in a fresh Debian root
-                      (--suite trixie: another release; host checks and a plain cargo build)";
+                      (--suite trixie: another release; host checks and a plain cargo build)
+freebsd-setup         FreeBSD 14.2's kernel (INVARIANTS, WITNESS), modules and EFI loader, built
+                      from source (FREEBSD_SRC, or FREEBSD_KPI_MIRROR at FREEBSD_COMMIT) with
+                      make.py and clang 19: one image in /var/tmp/krpc-rdma-freebsd
+freebsd-kmod          krpc_rdma.ko for that kernel by FreeBSD's bsd.kmod.mk
+                      (target/kmod/freebsd/krpc_rdma.ko)
+freebsd-vm            boot the image under qemu with krpc_rdma.ko preloaded; check the console
+                      (part of test when an image exists, skipped otherwise)";
 
 fn main() -> ExitCode {
     let args_os: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -95,13 +105,17 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
         Some("bench-rxe") => bench_rxe::bench_rxe(args.get(1..).unwrap_or_default()),
         Some("fresh-check") => fresh_check::fresh_check(args.get(1..).unwrap_or_default()),
+        Some("freebsd-setup") => freebsd::setup(),
+        Some("freebsd-kmod") => freebsd::kmod().map(|_| ()),
+        Some("freebsd-vm") => freebsd::vm(),
         Some("help") | Some("--help") | Some("-h") | None => {
             println!("{USAGE}\n{}", vm::run::HELP);
             Ok(())
         }
         Some(other) => Err(format!(
             "unknown task {other:?}; expected test, demo, kernel-build, kobj, kmod, fuzz, \
-             bench-rxe, vm-setup, vm or fresh-check (cargo xtask help)"
+             bench-rxe, vm-setup, vm, fresh-check, freebsd-setup, freebsd-kmod or freebsd-vm \
+             (cargo xtask help)"
         )),
     };
     match result {
@@ -171,6 +185,11 @@ fn test() -> Result<(), String> {
     ofed_shim_checks()?;
     kmod_selftest()?;
     kmod_peers()?;
+    if vm_enabled() {
+        freebsd::vm()?;
+    } else {
+        println!("==> FreeBSD kernel under qemu: SKIPPED (KRPC_RDMA_SKIP_VM=1)");
+    }
     println!(
         "==> all checks passed in {:.1} s",
         start.elapsed().as_secs_f64()

@@ -91,6 +91,32 @@ pub(crate) static VM: Packages = Packages {
     ],
 };
 
+/// `cargo xtask freebsd-setup` / `freebsd-kmod`: FreeBSD's `tools/build/make.py` cross-builds
+/// with Debian's LLVM 19 (clang, lld, the binutils replacements), bootstraps its tools with
+/// flex, bison, libarchive and libbz2, reads the source from git, packs the image with zstd.
+pub(crate) static FREEBSD_BUILD: Packages = Packages {
+    why: "cargo xtask freebsd-setup cross-builds FreeBSD's kernel and loader with make.py and \
+          Debian's LLVM 19",
+    names: &[
+        "clang-19",
+        "lld-19",
+        "llvm-19",
+        "flex",
+        "bison",
+        "libarchive-dev",
+        "libbz2-dev",
+        "git",
+        "zstd",
+        "python3",
+    ],
+};
+
+/// `cargo xtask freebsd-vm`: qemu with OVMF boots FreeBSD's EFI loader.
+pub(crate) static FREEBSD_VM: Packages = Packages {
+    why: "cargo xtask freebsd-vm boots FreeBSD's EFI loader under qemu with OVMF",
+    names: &["qemu-system-x86", "ovmf", "zstd"],
+};
+
 /// `cargo fuzz` builds libFuzzer, which is C++.
 pub(crate) static FUZZ: Packages = Packages {
     why: "cargo fuzz compiles libFuzzer (C++)",
@@ -136,6 +162,10 @@ pub(crate) enum Task {
     Vm,
     /// `cargo xtask fresh-check` (on the outer machine).
     FreshCheck,
+    /// `cargo xtask freebsd-setup` and `freebsd-kmod`.
+    FreebsdSetup,
+    /// `cargo xtask freebsd-vm`.
+    FreebsdVm,
 }
 
 /// One thing a task needs.
@@ -192,6 +222,12 @@ fn needs(task: Task) -> Vec<Need> {
         Task::Fuzz => vec![Packages(&FUZZ), CargoTool(CARGO_FUZZ)],
         Task::Vm => vec![Packages(&VM), VmKernel],
         Task::FreshCheck => vec![Packages(&FRESH_CHECK)],
+        Task::FreebsdSetup => vec![
+            Packages(&FREEBSD_BUILD),
+            Packages(&INSPECT),
+            Target(KERNEL_TARGET),
+        ],
+        Task::FreebsdVm => vec![Packages(&FREEBSD_VM)],
     }
 }
 

@@ -1,0 +1,28 @@
+#!/bin/sh
+# cargo xtask freebsd-kmod: krpc_rdma.ko for the FreeBSD test kernel, built by FreeBSD's own
+# bsd.kmod.mk (ofed-shim/kmod/Makefile) in the cross-build environment freebsd-setup left in
+# $CACHE, against that kernel's build directory (its opt_*.h), linking the Rust object that
+# `cargo xtask kobj` made (target/kmod/krpc_rdma_rs.o).
+# Env (xtask sets them): CACHE, ROOT (the workspace), OUT (where the .ko goes).
+set -eu
+HERE=$(cd "$(dirname "$0")" && pwd)
+: "${CACHE:?}" "${ROOT:?}" "${OUT:?}"
+SRC=$(cat "$CACHE/source" 2>/dev/null) || { echo "freebsd-kmod: no FreeBSD build tree in $CACHE: run cargo xtask freebsd-setup" >&2; exit 2; }
+. "$HERE/lib.sh"
+OBJDIR=$CACHE/kmod-obj
+rm -rf "$OBJDIR" && mkdir -p "$OBJDIR"
+cat > "$CACHE/kmod-inner.sh" <<INNER
+#!/bin/sh
+set -e
+MAKEOBJDIR="$OBJDIR" make -C "$ROOT/ofed-shim/kmod" SYSDIR="$SRC/sys" \
+    KERNBUILDDIR="$(kernel_obj)" RUST_TARGET_DIR="$ROOT/target" all
+INNER
+chmod +x "$CACHE/kmod-inner.sh"
+if ! in_buildenv "$CACHE/kmod-inner.sh" > "$CACHE/kmod.log" 2>&1; then
+    grep -E 'error|Error' "$CACHE/kmod.log" | head -20 >&2
+    echo "freebsd-kmod: bsd.kmod.mk failed; the log is $CACHE/kmod.log" >&2
+    exit 1
+fi
+mkdir -p "$(dirname "$OUT")"
+cp "$OBJDIR/krpc_rdma.ko" "$OUT"
+echo "freebsd-kmod: $OUT ($(wc -c < "$OUT") bytes), by bsd.kmod.mk against $(kernel_obj)"

@@ -1,0 +1,150 @@
+//! FreeBSD 14.2 itself, built from its public source and booted under qemu: the oracle for the
+//! krpc face (see `xtask/freebsd/`, whose scripts do the work).
+//!
+//! * `freebsd-setup`: the KRPCRDMA kernel (MINIMAL + VIMAGE, INVARIANTS, WITNESS), the modules
+//!   krpc_rdma.ko and NFS need, and FreeBSD's EFI loader, cross-built on this Linux machine by
+//!   FreeBSD's `tools/build/make.py` with Debian's clang 19; packed as one image tarball in the
+//!   cache, the build tree kept beside it. The source: `FREEBSD_SRC` (a tree), or
+//!   `FREEBSD_KPI_MIRROR` (a git directory of one, the same the KPI check uses) at
+//!   `FREEBSD_COMMIT` (default [`COMMIT`], 14.2-BETA1).
+//! * `freebsd-kmod`: `cargo xtask kobj`, then krpc_rdma.ko by FreeBSD's `bsd.kmod.mk`
+//!   (`ofed-shim/kmod/Makefile`) in that build tree: `target/kmod/freebsd/krpc_rdma.ko`.
+//! * `freebsd-vm`: boots the image (qemu TCG, OVMF, FreeBSD's loader) with that krpc_rdma.ko
+//!   preloaded, and checks the serial console: the kernel booted, every module linked,
+//!   krpc_rdma's MOD_LOAD ran, no panic, no WITNESS lock-order reversal.
+//!
+//! The image is found in `KRPC_RDMA_FREEBSD_IMAGE`, the cache (`KRPC_RDMA_FREEBSD_CACHE`,
+//! default [`DEFAULT_CACHE`]) or `../shared/freebsd-vm/*.tar.zst`. Without one, `cargo xtask
+//! test` says so in one line and skips the step (CI has no FreeBSD source).
+
+use crate::requirements::{self, Task};
+use crate::{root, step};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// FreeBSD 14.2-BETA1's whole source tree in `github:kaizenwa/freebsd-14.2`.
+pub(crate) const COMMIT: &str = "b66633d79ade";
+/// Where the build tree and the image live unless `KRPC_RDMA_FREEBSD_CACHE` says otherwise.
+const DEFAULT_CACHE: &str = "/var/tmp/krpc-rdma-freebsd";
+/// The image's name in the cache.
+const IMAGE: &str = "freebsd-image.tar.zst";
+
+fn cache() -> PathBuf {
+    std::env::var_os("KRPC_RDMA_FREEBSD_CACHE")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from(DEFAULT_CACHE), PathBuf::from)
+}
+
+fn script(name: &str) -> PathBuf {
+    root().join("xtask").join("freebsd").join(name)
+}
+
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// `cargo xtask freebsd-setup`.
+pub(crate) fn setup() -> Result<(), String> {
+    requirements::ensure(Task::FreebsdSetup)?;
+    let mut cmd = Command::new("sh");
+    cmd.arg(script("setup.sh")).env("CACHE", cache());
+    if let Some(src) = env_path("FREEBSD_SRC") {
+        cmd.env("SRC", src);
+    } else if let Some(mirror) = env_path("FREEBSD_KPI_MIRROR") {
+        let commit = std::env::var("FREEBSD_COMMIT").unwrap_or_else(|_| COMMIT.into());
+        cmd.env("MIRROR", mirror).env("COMMIT", commit);
+    } else {
+        return Err(format!(
+            "freebsd-setup: no FreeBSD source: set FREEBSD_SRC to a source tree, or \
+             FREEBSD_KPI_MIRROR to a git directory holding commit {COMMIT} \
+             (e.g. a clone of github.com/kaizenwa/freebsd-14.2)"
+        ));
+    }
+    step(
+        &format!("FreeBSD image and build tree in {}", cache().display()),
+        cmd,
+    )
+}
+
+/// `cargo xtask freebsd-kmod`: the module's path.
+pub(crate) fn kmod() -> Result<PathBuf, String> {
+    requirements::ensure(Task::FreebsdSetup)?;
+    if !cache().join("source").is_file() {
+        return Err(format!(
+            "freebsd-kmod: no FreeBSD build tree in {}: run cargo xtask freebsd-setup",
+            cache().display()
+        ));
+    }
+    let rs = crate::kobj()?;
+    let out = root().join("target/kmod/freebsd/krpc_rdma.ko");
+    let mut cmd = Command::new("sh");
+    cmd.arg(script("kmod.sh"))
+        .env("CACHE", cache())
+        .env("ROOT", root())
+        .env("OUT", &out);
+    step(
+        &format!(
+            "krpc_rdma.ko for FreeBSD by bsd.kmod.mk (with {})",
+            file_name(&rs)
+        ),
+        cmd,
+    )?;
+    Ok(out)
+}
+
+/// The image to boot, if there is one.
+fn image() -> Option<PathBuf> {
+    if let Some(p) = env_path("KRPC_RDMA_FREEBSD_IMAGE") {
+        return Some(p);
+    }
+    let cached = cache().join(IMAGE);
+    if cached.is_file() {
+        return Some(cached);
+    }
+    let shared = root().parent()?.join("shared").join("freebsd-vm");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(shared)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".tar.zst"))
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// `cargo xtask freebsd-vm`, and its step in `cargo xtask test`: skipped, in one line, when
+/// there is no image; the module is built and loaded when the build tree is there too.
+pub(crate) fn vm() -> Result<(), String> {
+    let name = "FreeBSD 14.2 kernel under qemu (cargo xtask freebsd-vm)";
+    let Some(image) = image() else {
+        println!(
+            "==> {name}: skipped: no FreeBSD image (cargo xtask freebsd-setup makes one; \
+             or set KRPC_RDMA_FREEBSD_IMAGE)"
+        );
+        return Ok(());
+    };
+    requirements::ensure(Task::FreebsdVm)?;
+    let ko = if cache().join("source").is_file() {
+        Some(kmod()?)
+    } else {
+        println!(
+            "==> {name}: no FreeBSD build tree in {}: booting the image without krpc_rdma.ko",
+            cache().display()
+        );
+        None
+    };
+    let log = root().join("target/freebsd-vm/serial.log");
+    let mut cmd = Command::new("sh");
+    cmd.arg(script("vm.sh")).arg(&image).arg(&log);
+    if let Some(ko) = &ko {
+        cmd.arg(ko);
+    }
+    step(&format!("{name}: {}", image.display()), cmd)
+}
+
+/// A path's last component, for step names.
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+}
