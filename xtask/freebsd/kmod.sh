@@ -1,12 +1,13 @@
 #!/bin/sh
 # cargo xtask freebsd-kmod: krpc_rdma.ko for the FreeBSD test kernel, built by FreeBSD's own
 # bsd.kmod.mk (ofed-shim/kmod/Makefile) in the cross-build environment freebsd-setup left in
-# $CACHE, against that kernel's build directory (its opt_*.h), linking the Rust object that
-# `cargo xtask kobj` made (target/kmod/krpc_rdma_rs.o).
-# Env (xtask sets them): CACHE, ROOT (the workspace), OUT (where the .ko goes).
+# $CACHE, against that kernel's build directory (its opt_*.h), with SELFTEST=1 (the in-kernel
+# self-test, ofed-shim/c/krpc_rdma_bsd_selftest.c) and the Rust object RUST_OBJ that xtask
+# made with the self-test's entry point.
+# Env (xtask sets them): CACHE, ROOT (the workspace), RUST_OBJ, OUT (where the .ko goes).
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
-: "${CACHE:?}" "${ROOT:?}" "${OUT:?}"
+: "${CACHE:?}" "${ROOT:?}" "${OUT:?}" "${RUST_OBJ:?}"
 SRC=$(cat "$CACHE/source" 2>/dev/null) || { echo "freebsd-kmod: no FreeBSD build tree in $CACHE: run cargo xtask freebsd-setup" >&2; exit 2; }
 . "$HERE/lib.sh"
 OBJDIR=$CACHE/kmod-obj
@@ -15,7 +16,7 @@ cat > "$CACHE/kmod-inner.sh" <<INNER
 #!/bin/sh
 set -e
 MAKEOBJDIR="$OBJDIR" make -C "$ROOT/ofed-shim/kmod" SYSDIR="$SRC/sys" \
-    KERNBUILDDIR="$(kernel_obj)" RUST_TARGET_DIR="$ROOT/target" all
+    KERNBUILDDIR="$(kernel_obj)" RUST_OBJ="$RUST_OBJ" SELFTEST=1 all
 INNER
 chmod +x "$CACHE/kmod-inner.sh"
 if ! in_buildenv "$CACHE/kmod-inner.sh" > "$CACHE/kmod.log" 2>&1; then

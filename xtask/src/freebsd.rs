@@ -7,18 +7,22 @@
 //!   cache, the build tree kept beside it. The source: `FREEBSD_SRC` (a tree), or
 //!   `FREEBSD_KPI_MIRROR` (a git directory of one, the same the KPI check uses) at
 //!   `FREEBSD_COMMIT` (default [`COMMIT`], 14.2-BETA1).
-//! * `freebsd-kmod`: `cargo xtask kobj`, then krpc_rdma.ko by FreeBSD's `bsd.kmod.mk`
-//!   (`ofed-shim/kmod/Makefile`) in that build tree: `target/kmod/freebsd/krpc_rdma.ko`.
+//! * `freebsd-kmod`: the kernel staticlib with the self-test, its object from the module's
+//!   entry points ([`kobj::EXPORTS`] and `krpc_rdma_selftest`), then krpc_rdma.ko by FreeBSD's
+//!   `bsd.kmod.mk` (`ofed-shim/kmod/Makefile`, `SELFTEST=1`) in that build tree:
+//!   `target/kmod/freebsd/krpc_rdma.ko`.
 //! * `freebsd-vm`: boots the image (qemu TCG, OVMF, FreeBSD's loader) with that krpc_rdma.ko
-//!   preloaded, and checks the serial console: the kernel booted, every module linked,
-//!   krpc_rdma's MOD_LOAD ran, no panic, no WITNESS lock-order reversal.
+//!   preloaded and `krpc_rdma.selftest=1`: the kernel links the module, its MOD_LOAD runs, a
+//!   kernel thread runs the scenario suite over the soft provider with FreeBSD's pages and
+//!   powers the VM off; the serial console is checked (the suite passed, no panic, no WITNESS
+//!   lock-order reversal).
 //!
 //! The image is found in `KRPC_RDMA_FREEBSD_IMAGE`, the cache (`KRPC_RDMA_FREEBSD_CACHE`,
 //! default [`DEFAULT_CACHE`]) or `../shared/freebsd-vm/*.tar.zst`. Without one, `cargo xtask
 //! test` says so in one line and skips the step (CI has no FreeBSD source).
 
 use crate::requirements::{self, Task};
-use crate::{root, step};
+use crate::{kobj, root, step};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -77,12 +81,26 @@ pub(crate) fn kmod() -> Result<PathBuf, String> {
             cache().display()
         ));
     }
-    let rs = crate::kobj()?;
+    let lib = crate::kernel_staticlib(&["selftest"])?;
+    let exports: Vec<&str> = kobj::EXPORTS
+        .iter()
+        .copied()
+        .chain(["krpc_rdma_selftest"])
+        .collect();
+    println!("==> kernel object for FreeBSD (entry points {})", exports.join(", "));
+    let rs = kobj::build_named(
+        &root(),
+        &lib,
+        kobj::Link::Entries,
+        &exports,
+        "krpc_rdma_rs_freebsd",
+    )?;
     let out = root().join("target/kmod/freebsd/krpc_rdma.ko");
     let mut cmd = Command::new("sh");
     cmd.arg(script("kmod.sh"))
         .env("CACHE", cache())
         .env("ROOT", root())
+        .env("RUST_OBJ", &rs)
         .env("OUT", &out);
     step(
         &format!(
