@@ -333,14 +333,7 @@ impl RpcClient {
         let call = CallId { prog, vers, proc_ };
         let xid = self.next_xid;
         self.next_xid = self.next_xid.wrapping_add(1);
-        let header = CallHeader {
-            xid,
-            prog,
-            vers,
-            proc_,
-            cred,
-            verf: Auth::None,
-        };
+        let header = CallHeader::new(xid, prog, vers, proc_, cred);
         let mut e = Encoder::new();
         e.u32(0); // the record mark, filled in below
         header.encode(&mut e);
