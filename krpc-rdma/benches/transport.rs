@@ -36,8 +36,8 @@ use krpc_rdma::soft::SoftStats;
 use krpc_rdma::transport::{
     Counters, DdpReply, Incoming, ReplySpec, RequesterEvent, ResponderEvent,
 };
-use krpc_rdma_tests::rig::{assert_clean, pattern, rig_opts, write_call, xdr_call, Rig, RigOpts};
 use mbuf::{Chain, Mbuf, PageProvider};
+use tests::rig::{assert_clean, pattern, rig_opts, write_call, xdr_call, Rig, RigOpts};
 
 const MIB: usize = 1 << 20;
 const SMALL: usize = 100;

@@ -5,7 +5,7 @@
 //! A global allocator is chosen by the final binary, so this module only provides the type and
 //! its counters: each test binary installs it itself with
 //! `#[global_allocator] static GLOBAL: Counting = Counting;`
-//! (`use krpc_rdma_tests::counting_alloc::Counting`). Without that line nothing is counted.
+//! (`use tests::counting_alloc::Counting`). Without that line nothing is counted.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
