@@ -7,7 +7,7 @@
 //! registration or context is left, and the run is deterministic (a fixed seed).
 //! `KRPC_RDMA_SOAK_CALLS` sets the number of calls (default 10,000 in release builds, 500
 //! in debug builds); the longer run: `KRPC_RDMA_SOAK_CALLS=200000 cargo test --release -p
-//! krpc-rdma --features soft --test transport_soak -- --nocapture`.
+//! tests --test transport_soak -- --nocapture`.
 
 use tests::rig;
 

@@ -16,7 +16,7 @@
 //! transport copy. Transport copies are reported from the transport `Counters`
 //! (`ddp_payload_copied_bytes`, `pullup_bytes`) after the criterion runs.
 //!
-//! Run: `cargo bench -p krpc-rdma --features soft --bench transport`.
+//! Run: `cargo bench -p tests --bench transport`.
 //! Profile the small-call path alone: `KRPC_RDMA_BENCH_PROFILE=2000000 <bench binary>` under
 //! `perf record` or `valgrind --tool=callgrind`.
 #![allow(
