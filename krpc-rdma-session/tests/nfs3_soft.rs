@@ -23,10 +23,10 @@ use std::time::Duration;
 use common::{assert_no_pages_held, fh, scratch, Hooks, NfsServer, Seen, SoftDialer, ROOT};
 use krpc_rdma_session::nfs3::{nfs_transport, Nfs3Client, Nfs3Opts, NfsError, Transfer};
 use krpc_rdma_session::Session;
-use krpc_rdma_tests::file_data::{content, first_difference};
 use nfs_proto::nfs3::{
     Ftype3, Nfsstat3, NFSPROC3_CREATE, NFSPROC3_GETATTR, NFSPROC3_READ, NFSPROC3_WRITE,
 };
+use tests::file_data::{content, first_difference};
 
 /// The DDP edge sizes: empty, one byte, a page and either side of it, 1 MiB + 3 (two
 /// WRITEs / READs at a 1 MiB transfer size, the second of 3 bytes).

@@ -23,11 +23,11 @@ use krpc_rdma::soft::FaultConfig;
 use krpc_rdma::transport::{CallError, ReplySpec, RequesterEvent};
 use krpc_rdma_session::nfs3::{nfs_transport, Nfs3Client, Nfs3Opts, NfsError};
 use krpc_rdma_session::{Conn, RunError, Session, DEFAULT_GIVE_UP};
-use krpc_rdma_tests::file_data::content;
 use mbuf::Chain;
 use nfs_proto::nfs3::{NFSPROC3_LOOKUP, NFSPROC3_NULL, NFS_PROGRAM, NFS_V3};
 use onc_rpc::rpc::{Auth, CallHeader, ReplyHeader};
 use onc_rpc::xdr::{Decoder, Encoder};
+use tests::file_data::content;
 
 fn nfs(dialer: SoftDialer, reconnect: Option<Duration>) -> Nfs3Client<SoftDialer> {
     let s = Session::connect(dialer, nfs_transport(), reconnect).unwrap();

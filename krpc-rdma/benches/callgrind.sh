@@ -14,8 +14,12 @@
 set -eu
 N1=${1:-10000}
 N2=${2:-20000}
-cargo bench -p krpc-rdma --features soft --bench transport --no-run 2>/dev/null
-BIN=${BENCH_BIN:-$(ls -t target/release/deps/transport-* | grep -v '\.d$' | head -1)}
+# The bench is the `tests` package's (tests/benches/transport.rs); its binary is the one cargo
+# names on its `Executable` line (wherever CARGO_TARGET_DIR puts it). BENCH_BIN overrides.
+BUILT=$(cargo bench -p tests --bench transport --no-run 2>&1 |
+    sed -n 's/^ *Executable .*(\(.*\))$/\1/p' | tail -1)
+BIN=${BENCH_BIN:-$BUILT}
+[ -n "$BIN" ] || { echo "callgrind.sh: cargo bench -p tests --bench transport --no-run failed" >&2; exit 1; }
 OUT=${TMPDIR:-/tmp}/krpc-rdma-callgrind
 mkdir -p "$OUT"
 # An inherent method defined in a submodule of its type's module demangles as

@@ -1,11 +1,11 @@
-//! The counting global allocator of the allocation tests (krpc-rdma's `transport_noalloc`,
-//! nfs-service's `nfsd_alloc`): it forwards to `System` and, while counting is on for the
+//! The counting global allocator of the allocation tests (`transport_noalloc` in this
+//! package, nfs-service's `nfsd_alloc`): it forwards to `System` and, while counting is on for the
 //! current thread, counts allocations (and reallocations), their bytes and the largest one.
 //!
 //! A global allocator is chosen by the final binary, so this module only provides the type and
 //! its counters: each test binary installs it itself with
 //! `#[global_allocator] static GLOBAL: Counting = Counting;`
-//! (`use krpc_rdma_tests::counting_alloc::Counting`). Without that line nothing is counted.
+//! (`use tests::counting_alloc::Counting`). Without that line nothing is counted.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

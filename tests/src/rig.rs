@@ -1,6 +1,7 @@
 //! The soft rig of the transport tests (`tests/tests/`, `nfs-service`'s `nfsd_transport`),
-//! krpc-rdma's bench and the fuzz targets: a requester and a responder connected through the
-//! software RC provider, plus the XDR-ish chain builders the bench uses. (The message
+//! the transport bench (`tests/benches/transport.rs`) and the fuzz targets: a requester and
+//! a responder connected through the software RC provider, plus the XDR-ish chain builders
+//! the bench uses. (The message
 //! builders of the tests are `krpc_rdma_scenarios::data`'s.)
 #![allow(
     clippy::unwrap_used,

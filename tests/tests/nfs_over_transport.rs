@@ -17,7 +17,6 @@
 #![allow(clippy::unwrap_used)]
 
 use krpc_rdma::transport::{DdpReply, ReplySpec, RequesterEvent};
-use krpc_rdma_tests::rig::{pages_with, pattern, rig, Rig};
 use mbuf::{Chain, Fragment, PageFragment};
 use nfs_proto::chain::{ddp_call, ddp_data, ddp_reply, write_data_iovecs};
 use nfs_proto::nfs3::{
@@ -26,6 +25,7 @@ use nfs_proto::nfs3::{
 };
 use onc_rpc::rpc::{Auth, AuthSys, CallHeader, ReplyHeader};
 use onc_rpc::xdr::{Decoder, Encoder};
+use tests::rig::{pages_with, pattern, rig, Rig};
 
 fn header(xid: u32, proc_: u32) -> Encoder {
     call_encoder(xid, proc_, Auth::Sys(AuthSys::new(7, b"client", 0, 0, &[])))

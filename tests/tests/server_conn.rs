@@ -14,8 +14,8 @@ use krpc_rdma::soft::SoftConfig;
 use krpc_rdma::transport::{
     Incoming, ReplySpec, RequesterEvent, ServerConnection, SharedPages, TransportConfig, Wait,
 };
-use krpc_rdma_tests::rig::{reply_for, rig_opts, xdr_call, Rig, RigOpts};
 use mbuf::{Chain, PAGE_SIZE};
+use tests::rig::{reply_for, rig_opts, xdr_call, Rig, RigOpts};
 
 const MIB: usize = 1 << 20;
 

@@ -31,8 +31,8 @@ use krpc_rdma::transport::{
     TransportConfig,
 };
 use krpc_rdma_scenarios::data::{read_call, read_reply, read_reply_bytes};
-use krpc_rdma_tests::rig::{pattern, reply_for, rig_on, write_call, Rig, RigOpts, ARENA_B_BASE};
 use mbuf::{Chain, HeapPageArena, PageProvider, PAGE_SIZE};
+use tests::rig::{pattern, reply_for, rig_on, write_call, Rig, RigOpts, ARENA_B_BASE};
 
 const MIB: usize = 1 << 20;
 /// The server's arena: 8 MiB.

@@ -5,9 +5,9 @@
 use krpc_rdma::provider::Provider;
 use krpc_rdma::transport::TransportConfig;
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, WriteChunk};
-use krpc_rdma_tests::raw::{call, seg, Hostile};
-use krpc_rdma_tests::rig::{self, pages_with, pattern, RigOpts};
 use mbuf::{Chain, Mbuf};
+use tests::raw::{call, seg, Hostile};
+use tests::rig::{self, pages_with, pattern, RigOpts};
 
 /// The decoded answer and its inline payload.
 fn msg_of(ans: &[u8]) -> (ChunkLists, Vec<u8>) {
@@ -94,7 +94,7 @@ fn reply_provisioning_leaves_room_for_the_write_chunk_echo() {
 /// position, as for an RDMA_MSG call (it used to refuse it with ERR_CHUNK).
 #[test]
 fn rfc8166_s3_5_3_a_long_call_with_a_further_read_chunk() {
-    use krpc_rdma_tests::raw::{exposed, read_chunk};
+    use tests::raw::{exposed, read_chunk};
     let mut h = Hostile::new(TransportConfig::default());
     // The message without its item: xid, 8 bytes of args, the item's length word (10), then
     // a trailer; the item goes at XDR position 16 with a 2-byte pad.
@@ -103,7 +103,7 @@ fn rfc8166_s3_5_3_a_long_call_with_a_further_read_chunk() {
     stream.extend_from_slice(&10u32.to_be_bytes());
     stream.extend_from_slice(&[0xbb; 8]);
     let item = pattern(10, 7);
-    let (s0, r0, segs0) = krpc_rdma_tests::raw::exposed(&mut h, &stream);
+    let (s0, r0, segs0) = tests::raw::exposed(&mut h, &stream);
     let (s1, r1, segs1) = exposed(&mut h, &item);
     let mut l = read_chunk(0, &segs0);
     for s in read_chunk(16, &segs1).read_list {

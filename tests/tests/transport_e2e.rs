@@ -3,8 +3,8 @@
 use krpc_rdma::provider::{Provider, SendOp, SendWr};
 use krpc_rdma::transport::{CallError, ReplySpec, RequesterEvent, ResponderEvent};
 use krpc_rdma::wire::ErrorCode;
-use krpc_rdma_tests::rig::{assert_clean, reply_for, rig, take_reply, xdr_call};
 use mbuf::PAGE_SIZE;
+use tests::rig::{assert_clean, reply_for, rig, take_reply, xdr_call};
 
 #[test]
 fn requester_sees_rdma_error() {

@@ -7,7 +7,7 @@
 //! is held by either arena.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use krpc_rdma_tests::rig;
+use tests::rig;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,12 +19,12 @@ use krpc_rdma::transport::{
 };
 use krpc_rdma::wire::ErrorCode;
 use krpc_rdma_scenarios::data::{locate_read, Kind, WORKLOAD};
-use krpc_rdma_tests::raw::advertised_handles;
 use mbuf::{Chain, Mbuf, PageProvider};
 use rig::{
     assert_clean, pages_with, pattern, reply_for, rig_with, take_reply, teardown, write_call,
     xdr_call, Rig, Soft,
 };
+use tests::raw::advertised_handles;
 
 type FRig = Rig<FaultInjector<SoftQp>, FaultInjector<SoftQp>>;
 

@@ -3,7 +3,7 @@
 //! marshalling rules predict, consistent counters, no registration or page left behind.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use krpc_rdma_tests::rig;
+use tests::rig;
 
 use std::sync::Arc;
 

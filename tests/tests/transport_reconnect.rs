@@ -7,17 +7,17 @@
 //! suite's `reconnect_after_loss_*` scenarios, in `scenarios_soft`.)
 #![allow(clippy::unwrap_used)]
 
-use krpc_rdma_tests::rig;
+use tests::rig;
 
 use std::sync::Arc;
 
 use krpc_rdma::soft::FaultConfig;
 use krpc_rdma::transport::TransportConfig;
 use krpc_rdma_scenarios::data::Kind;
-use krpc_rdma_tests::raw::advertised_handles;
-use krpc_rdma_tests::redial::{self, FRig, Run, Serve};
 use mbuf::HeapPageArena;
 use rig::{rig_on, RigOpts, ARENA_B_BASE};
+use tests::raw::advertised_handles;
+use tests::redial::{self, FRig, Run, Serve};
 
 /// Run `kinds` once: the first connection has faults `fa` / `fb`, later ones none. Checks
 /// that every call got its one verified reply after exactly one reconnect, that the fault

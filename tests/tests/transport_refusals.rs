@@ -8,9 +8,9 @@ use krpc_rdma::provider::{Access, Provider};
 use krpc_rdma::soft::SoftConfig;
 use krpc_rdma::transport::TransportConfig;
 use krpc_rdma::wire::{ChunkLists, ErrorBody, WriteChunk};
-use krpc_rdma_tests::raw::{call, error_of, exposed, read_chunk, seg, words, Hostile};
-use krpc_rdma_tests::rig::{self, pattern, RigOpts};
 use mbuf::Chain;
+use tests::raw::{call, error_of, exposed, read_chunk, seg, words, Hostile};
+use tests::rig::{self, pattern, RigOpts};
 
 /// A flood of refusals with two send buffers: the RDMA_ERRORs that do not fit wait for a
 /// buffer and all go out, in order; with the bounded queue overrun the connection is closed

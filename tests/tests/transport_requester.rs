@@ -8,7 +8,7 @@
 
 use krpc_rdma::transport::{CallError, ReplySpec, RequesterEvent, ResponderEvent};
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, ReadSegment, Segment, WriteChunk};
-use krpc_rdma_tests::rig::{self, assert_clean, raw_send, reply_for, rig, teardown, xdr_call};
+use tests::rig::{self, assert_clean, raw_send, reply_for, rig, teardown, xdr_call};
 
 /// Issue `xdr_call(xid, body)` expecting a reply of at most `max_reply` bytes (a reply
 /// chunk is provisioned when that may not fit inline).

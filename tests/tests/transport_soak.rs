@@ -7,17 +7,17 @@
 //! registration or context is left, and the run is deterministic (a fixed seed).
 //! `KRPC_RDMA_SOAK_CALLS` sets the number of calls (default 10,000 in release builds, 500
 //! in debug builds); the longer run: `KRPC_RDMA_SOAK_CALLS=200000 cargo test --release -p
-//! krpc-rdma --features soft --test transport_soak -- --nocapture`.
+//! tests --test transport_soak -- --nocapture`.
 
-use krpc_rdma_tests::rig;
+use tests::rig;
 
 use std::sync::Arc;
 
 use krpc_rdma::soft::FaultConfig;
 use krpc_rdma_scenarios::data::{Kind, Rng};
-use krpc_rdma_tests::redial::{self, FRig, Serve};
 use mbuf::HeapPageArena;
 use rig::{rig_on, RigOpts, ARENA_B_BASE};
+use tests::redial::{self, FRig, Serve};
 
 fn calls() -> usize {
     let default = if cfg!(debug_assertions) { 500 } else { 10_000 };

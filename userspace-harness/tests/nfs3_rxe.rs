@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use krpc_rdma_tests::file_data::content;
+use tests::file_data::content;
 use userspace_harness::nfs3::{self, ConnectOpts};
 
 mod knfsd;

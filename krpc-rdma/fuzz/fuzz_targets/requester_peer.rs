@@ -14,7 +14,7 @@
 
 use std::collections::HashSet;
 
-use krpc_rdma_tests::rig::{self, rig_opts, try_raw_send, xdr_call, RigOpts};
+use tests::rig::{self, rig_opts, try_raw_send, xdr_call, RigOpts};
 use krpc_rdma::provider::Provider;
 use krpc_rdma::transport::{DdpReply, ReplySpec, RequesterEvent};
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, ReadSegment, Segment, WriteChunk};

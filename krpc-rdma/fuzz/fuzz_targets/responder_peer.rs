@@ -13,8 +13,8 @@
 //!   back (no leak, no double free).
 #![no_main]
 
-use krpc_rdma_tests::rig::{self, RigOpts};
-use krpc_rdma_tests::raw::{exposed, Hostile};
+use tests::rig::{self, RigOpts};
+use tests::raw::{exposed, Hostile};
 use krpc_rdma::provider::Provider;
 use krpc_rdma::transport::{Incoming, ResponderEvent, TransportConfig};
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, ReadSegment, Segment, WriteChunk};

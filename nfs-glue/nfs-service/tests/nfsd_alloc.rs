@@ -25,11 +25,11 @@ use std::sync::Arc;
 
 use common::memfs::{fh, MemFs, ROOT};
 use common::nfs_header;
-use krpc_rdma_tests::counting_alloc::{installed, Counting, ALLOCS, BYTES, LARGEST, ON};
 use mbuf::{Chain, HeapPageArena, PageProvider};
 use nfs_proto::chain::{data_pages_from_bytes, ddp_call};
 use nfs_proto::nfs3::*;
 use nfs_service::nfsd::{Nfs3Config, Nfs3Service};
+use tests::counting_alloc::{installed, Counting, ALLOCS, BYTES, LARGEST, ON};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;

@@ -23,13 +23,13 @@ use std::collections::BTreeMap;
 use common::memfs::{fh, MemFs, SeenWrite, ROOT};
 use common::{nfs_header, root};
 use krpc_rdma::transport::{DdpReply, ReplySpec, RequesterEvent};
-use krpc_rdma_tests::rig::{pages_with, pattern, rig, Rig};
 use mbuf::Chain;
 use nfs_proto::chain::ddp_call;
 use nfs_proto::nfs3::*;
 use nfs_service::nfsd::{Backend, Nfs3Config, Nfs3Service};
 use onc_rpc::rpc::ReplyHeader;
 use onc_rpc::xdr::Decoder;
+use tests::rig::{pages_with, pattern, rig, Rig};
 
 /// One call through the transport, served by `svc`; the client's reply.
 fn call(r: &mut Rig, svc: &Nfs3Service<MemFs>, xid: u32, call: Chain, spec: ReplySpec) -> Chain {

@@ -16,7 +16,7 @@
 //! transport copy. Transport copies are reported from the transport `Counters`
 //! (`ddp_payload_copied_bytes`, `pullup_bytes`) after the criterion runs.
 //!
-//! Run: `cargo bench -p krpc-rdma --features soft --bench transport`.
+//! Run: `cargo bench -p tests --bench transport`.
 //! Profile the small-call path alone: `KRPC_RDMA_BENCH_PROFILE=2000000 <bench binary>` under
 //! `perf record` or `valgrind --tool=callgrind`.
 #![allow(
@@ -36,8 +36,8 @@ use krpc_rdma::soft::SoftStats;
 use krpc_rdma::transport::{
     Counters, DdpReply, Incoming, ReplySpec, RequesterEvent, ResponderEvent,
 };
-use krpc_rdma_tests::rig::{assert_clean, pattern, rig_opts, write_call, xdr_call, Rig, RigOpts};
 use mbuf::{Chain, Mbuf, PageProvider};
+use tests::rig::{assert_clean, pattern, rig_opts, write_call, xdr_call, Rig, RigOpts};
 
 const MIB: usize = 1 << 20;
 const SMALL: usize = 100;

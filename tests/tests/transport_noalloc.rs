@@ -35,7 +35,7 @@ use krpc_rdma::transport::{
 };
 use mbuf::{Chain, HeapPageArena, Mbuf, PageProvider};
 
-use krpc_rdma_tests::counting_alloc::{counting, installed, snapshot, Counting, ON};
+use tests::counting_alloc::{counting, installed, snapshot, Counting, ON};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
