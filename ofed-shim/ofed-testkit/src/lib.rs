@@ -5,7 +5,7 @@
 //!   of `../c/` unchanged over `emu/`, a userspace emulation of FreeBSD's OFED KPI (on
 //!   libibverbs/librdmacm, so a real device: rxe0), of `struct mbuf` (M_EXTPG included),
 //!   `CLIENT` and svc.c's `SVCXPRT` side. The emulation supplies FreeBSD's header names
-//!   through `emu/include/`, so the production C has no test-only branch. [`emu_mbuf`]
+//!   through `emu/include/`, so the production C has no test-only branch. `emu_mbuf`
 //!   builds NFS-shaped chains the way FreeBSD's NFS does and inspects chains. It is a fast
 //!   inner loop, not the oracle: FreeBSD 14.2 itself is.
 //! * **The in-kernel self-test** (feature `selftest`, `krpc_rdma_selftest` and
