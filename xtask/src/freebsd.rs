@@ -87,7 +87,10 @@ pub(crate) fn kmod() -> Result<PathBuf, String> {
         .copied()
         .chain(["krpc_rdma_selftest"])
         .collect();
-    println!("==> kernel object for FreeBSD (entry points {})", exports.join(", "));
+    println!(
+        "==> kernel object for FreeBSD (entry points {})",
+        exports.join(", ")
+    );
     let rs = kobj::build_named(
         &root(),
         &lib,
@@ -163,6 +166,8 @@ pub(crate) fn vm() -> Result<(), String> {
 
 /// A path's last component, for step names.
 fn file_name(p: &Path) -> String {
-    p.file_name()
-        .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+    p.file_name().map_or_else(
+        || p.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
