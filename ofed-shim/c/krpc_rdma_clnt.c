@@ -314,6 +314,12 @@ out:
 	mtx_unlock(&cr->cr_lock);
 	if (hdr != NULL)
 		m_freem(hdr);
+	/*
+	 * RPC_SUCCESS always with a chain, even for a procedure without results (NULL): as
+	 * clnt_vc, and newnfs_request mtod()s it.
+	 */
+	if (stat == RPC_SUCCESS && rep == NULL)
+		rep = m_get(M_WAITOK, MT_DATA);
 	if (stat == RPC_SUCCESS)
 		*resultsp = rep;
 	else if (rep != NULL)

@@ -138,6 +138,12 @@ svc_rdma_recv(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr **addrp,
 		return (FALSE);
 	}
 	mtx_unlock(&sr->sr_lock);
+	/*
+	 * Never a NULL chain, even for a call without arguments (NFS's NULL): svc_vc always
+	 * hands one up, and svc_getreq's consumers mtod() it (nfs_nfsdkrpc.c).
+	 */
+	if (args == NULL)
+		args = m_get(M_WAITOK, MT_DATA);
 	msg->rm_xid = c.xid;
 	msg->rm_direction = CALL;
 	msg->rm_call.cb_rpcvers = c.rpcvers;

@@ -180,6 +180,10 @@ krpc_emu_clnt_call(CLIENT *cl, uint32_t proc, struct mbuf *args, struct mbuf **r
 	tv.tv_sec = timeout_ms / 1000;
 	tv.tv_usec = (timeout_ms % 1000) * 1000;
 	st = CLNT_CALL_MBUF(cl, &ext, proc, args, rep, tv);
+	/* clnt_vc never returns RPC_SUCCESS without a results chain (FreeBSD 14.2's clnt_vc.c);
+	 * NFS's newnfs_request mtod()s it. */
+	if (st == RPC_SUCCESS && *rep == NULL)
+		krpc_emu_panic("cl_call returned RPC_SUCCESS with a NULL results chain");
 	flat_err(&ext.rc_err, ext_err);
 	CLNT_GETERR(cl, &e);
 	flat_err(&e, cl_err);

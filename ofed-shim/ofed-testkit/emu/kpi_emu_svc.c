@@ -164,6 +164,10 @@ krpc_emu_svc_recv(SVCXPRT *xprt, struct krpc_emu_svc_msg *out, struct mbuf **arg
 		return (0);
 	if (addr != NULL)
 		krpc_emu_panic("xp_recv left *addrp set");
+	/* svc_vc always hands up a chain; svc_getreq's consumers mtod() it (FreeBSD 14.2's
+	 * nfs_nfsdkrpc.c), so an empty call must still come as an (empty) mbuf. */
+	if (*args == NULL)
+		krpc_emu_panic("xp_recv returned TRUE with a NULL argument chain");
 	out->xid = msg.rm_xid;
 	out->direction = (uint32_t)msg.rm_direction;
 	out->rpcvers = msg.rm_call.cb_rpcvers;

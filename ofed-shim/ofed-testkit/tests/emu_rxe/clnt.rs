@@ -71,6 +71,16 @@ pub fn call(
     (st, e1, e2, unsafe { MbufChain::from_raw(rep) })
 }
 
+/// The results of a successful call to a procedure without results (NULL): an empty chain,
+/// never NULL (as clnt_vc; NFS `mtod()`s it).
+#[track_caller]
+pub fn assert_empty_results(rep: Option<MbufChain>, what: &str) {
+    let Some(rep) = rep else {
+        panic!("{what}: RPC_SUCCESS with a NULL results chain");
+    };
+    assert_eq!(emu_mbuf::bytes(&rep).len(), 0, "{what}: no result bytes");
+}
+
 /// [`call`] as XID `xid` ([`set_xid`]), and how long it took.
 pub fn timed_call(
     cl: *mut FbsdClient,

@@ -24,9 +24,9 @@ use ofed_testkit::loopback;
 use onc_rpc::xdr::Encoder;
 
 use super::clnt::{
-    assert_no_mbuf_left, assert_no_page_left, call, krpc_emu_clnt_destroy, mbufs_live, nfs_client,
-    nfs_read_hook, pattern, read_args, read_results, read_results_chain, set_xid, timed_call,
-    write_args, BAD_PROC, N, RPC_PROCUNAVAIL, RPC_SUCCESS, RPC_TIMEDOUT,
+    assert_empty_results, assert_no_mbuf_left, assert_no_page_left, call, krpc_emu_clnt_destroy,
+    mbufs_live, nfs_client, nfs_read_hook, pattern, read_args, read_results, read_results_chain,
+    set_xid, timed_call, write_args, BAD_PROC, N, RPC_PROCUNAVAIL, RPC_SUCCESS, RPC_TIMEDOUT,
 };
 use super::{emu, emu_stats, CondSleep, KernelPages};
 
@@ -273,7 +273,7 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
         set_xid(cl, 0x1000);
         let (st, e, _, rep) = call(cl, 0, None, TIMEOUT_MS);
         assert_eq!(st, RPC_SUCCESS, "NULL: {e:?}");
-        assert!(rep.is_none());
+        assert_empty_results(rep, "NULL");
 
         // WRITE: the args as NFS builds them, data in M_EXTPG mbufs behind the marker.
         let (args, whead_len) = write_args(&kp, 5, &write_data);
