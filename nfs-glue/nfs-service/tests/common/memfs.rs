@@ -22,6 +22,18 @@ use nfs_service::nfsd::{
 };
 use onc_rpc::svc::Cred;
 
+/// The largest file the in-memory backend holds (its FSINFO `maxfilesize`): a peer's offset
+/// or size beyond it is `NFS3ERR_FBIG`, never a heap allocation of that size.
+const MAX_FILE_SIZE: usize = 1 << 30;
+
+/// `size` as a file length, or `FBig` beyond [`MAX_FILE_SIZE`].
+fn file_size(size: u64) -> NfsResult<usize> {
+    usize::try_from(size)
+        .ok()
+        .filter(|&n| n <= MAX_FILE_SIZE)
+        .ok_or(NfsError::FBig)
+}
+
 const MAGIC: &[u8; 8] = b"memfs\0\0\0";
 pub const ROOT: u64 = 1;
 pub const VERF: Writeverf3 = Writeverf3(*b"verf0001");
@@ -151,7 +163,7 @@ impl Inner {
         if let Some(sz) = s.size {
             match &mut n.data {
                 Data::File(v) => {
-                    v.resize(usize::try_from(sz).map_err(|_| NfsError::FBig)?, 0);
+                    v.resize(file_size(sz)?, 0);
                     n.attr.size = sz;
                     n.attr.used = sz;
                 }
@@ -391,8 +403,8 @@ impl Backend for MemFs {
         let Data::File(v) = &mut n.data else {
             return Err(NfsError::IsDir);
         };
-        let off = usize::try_from(offset).map_err(|_| NfsError::FBig)?;
-        let end = off + data.len();
+        let end = file_size(offset.saturating_add(data.len() as u64))?;
+        let off = end - data.len();
         if v.len() < end {
             v.resize(end, 0);
         }
@@ -679,7 +691,7 @@ impl Backend for MemFs {
             wtpref: 4 << 20,
             wtmult: 4096,
             dtpref: 65536,
-            maxfilesize: u64::MAX,
+            maxfilesize: MAX_FILE_SIZE as u64,
             time_delta: Nfstime3 {
                 seconds: 0,
                 nseconds: 1,
