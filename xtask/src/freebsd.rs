@@ -39,6 +39,11 @@ fn cache() -> PathBuf {
         .map_or_else(|| PathBuf::from(DEFAULT_CACHE), PathBuf::from)
 }
 
+/// Whether `freebsd-setup` left its build tree (its source path) in the cache.
+fn has_build_tree() -> bool {
+    cache().join("source").is_file()
+}
+
 fn script(name: &str) -> PathBuf {
     root().join("xtask").join("freebsd").join(name)
 }
@@ -75,7 +80,7 @@ pub(crate) fn setup() -> Result<(), String> {
 /// `cargo xtask freebsd-kmod`: the module's path.
 pub(crate) fn kmod() -> Result<PathBuf, String> {
     requirements::ensure(Task::FreebsdSetup)?;
-    if !cache().join("source").is_file() {
+    if !has_build_tree() {
         return Err(format!(
             "freebsd-kmod: no FreeBSD build tree in {}: run cargo xtask freebsd-setup",
             cache().display()
@@ -146,7 +151,7 @@ pub(crate) fn vm() -> Result<(), String> {
         return Ok(());
     };
     requirements::ensure(Task::FreebsdVm)?;
-    let ko = if cache().join("source").is_file() {
+    let ko = if has_build_tree() {
         Some(kmod()?)
     } else {
         println!(
