@@ -12,7 +12,10 @@
  *   krpc_rdma.selftest_poweroff=1
  *       then powers the machine off (the test VM has no userland to do it);
  *   krpc_rdma.selftest_verbose=1
- *       logs every scenario of a fixture as it starts.
+ *       logs every scenario of a fixture as it starts;
+ *   krpc_rdma.facetest=0
+ *       skips the face test that follows the self-test (krpc_rdma_bsd_facetest.c: clnt_rdma
+ *       and svc_rdma against FreeBSD's own svc.c, CLIENT calls and mbufs).
  *
  * The kernel-verbs fixture is not run here: FreeBSD has no software RDMA device (the Linux
  * module runs it over rxe0).
@@ -34,6 +37,8 @@
 
 /* Exported by the Rust object (ofed-shim/ofed-testkit/src/selftest.rs). */
 int krpc_rdma_selftest(char *report, size_t len, uint32_t rdma_addr_be);
+/* The krpc face against FreeBSD's own krpc (krpc_rdma_bsd_facetest.c). */
+int krpc_facetest_run(void);
 
 /* Called by the Rust object (ofed-shim/ofed-testkit/src/selftest/kverbs.rs). */
 void krpc_ofed_wake(void *arg);
@@ -121,6 +126,9 @@ krpc_selftest_thread(void *arg __unused)
 	}
 	printf("krpc_rdma selftest: done, rc %d, %jd s\n", rc, (intmax_t)(time_uptime - start));
 	free(report, M_KRPC_SELFTEST);
+	start = time_uptime;
+	rc = krpc_facetest_run();
+	printf("krpc_rdma facetest: done, rc %d, %jd s\n", rc, (intmax_t)(time_uptime - start));
 	/* Nothing to sync: the test VM has no file system. */
 	if (krpc_selftest_poweroff)
 		kern_reboot(RB_POWEROFF | RB_NOSYNC);

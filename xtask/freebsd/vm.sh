@@ -46,10 +46,14 @@ qemu=$!
 plain() { tr -d '\r' < "$LOG" | sed 's/\x1b\[[0-9;]*[a-zA-Z]//g'; }
 end=done
 while :; do
-    if plain | grep -qE '^panic:|^Fatal trap'; then end=panic; break; fi
+    if plain | grep -qE '^panic:|^Fatal trap'; then
+        # Keep the backtrace: DDB prints it, then waits at its prompt.
+        for _ in 1 2 3 4 5 6 7 8 9 10; do plain | grep -q 'db>' && break; sleep 2; done
+        end=panic; break
+    fi
     if [ -z "$KO" ] && plain | grep -q '^mountroot>'; then break; fi
     if ! kill -0 "$qemu" 2>/dev/null; then
-        [ -n "$KO" ] && plain | grep -q 'krpc_rdma selftest: done' || end="qemu exited"
+        [ -n "$KO" ] && plain | grep -q 'krpc_rdma facetest: done' || end="qemu exited"
         break
     fi
     if [ $(( $(date +%s) - start )) -ge "$TIMEOUT" ]; then end="timeout after $TIMEOUT s"; break; fi
@@ -84,6 +88,12 @@ if [ -n "$KO" ]; then
     summary=$(grep -m1 'krpc_rdma selftest: soft' "$LOG.txt" | sed 's/^.*krpc_rdma selftest: //' || true)
     took=$(grep -m1 'krpc_rdma selftest: done' "$LOG.txt" | sed 's/^.*, //' || true)
     what="$what, krpc_rdma.ko loaded; self-test (${took:-?}): ${summary:-no summary}"
+    # The krpc face against FreeBSD's own svc.c, CLIENT calls and mbufs.
+    check "the face test passed" grep -q 'krpc_rdma facetest: PASS' "$LOG.txt"
+    check "the face test returned 0" grep -q 'krpc_rdma facetest: done, rc 0,' "$LOG.txt"
+    face=$(grep -m1 'krpc_rdma facetest: PASS' "$LOG.txt" | sed 's/^.*PASS: //; s/;.*$//' || true)
+    ftook=$(grep -m1 'krpc_rdma facetest: done' "$LOG.txt" | sed 's/^.*, //' || true)
+    what="$what; face test (${ftook:-?}): ${face:-failed}"
 fi
 what="$what; $secs s"
 if [ "$fail" = 0 ]; then

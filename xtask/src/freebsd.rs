@@ -7,10 +7,10 @@
 //!   cache, the build tree kept beside it. The source: `FREEBSD_SRC` (a tree), or
 //!   `FREEBSD_KPI_MIRROR` (a git directory of one, the same the KPI check uses) at
 //!   `FREEBSD_COMMIT` (default [`COMMIT`], 14.2-BETA1).
-//! * `freebsd-kmod`: the kernel staticlib with the self-test, its object from the module's
-//!   entry points ([`kobj::EXPORTS`] and `krpc_rdma_selftest`), then krpc_rdma.ko by FreeBSD's
-//!   `bsd.kmod.mk` (`ofed-shim/kmod/Makefile`, `SELFTEST=1`) in that build tree:
-//!   `target/kmod/freebsd/krpc_rdma.ko`.
+//! * `freebsd-kmod`: the kernel staticlib with the self-test and the face test, its object
+//!   from the module's entry points ([`kobj::EXPORTS`] and `FREEBSD_TEST_EXPORTS`), then
+//!   krpc_rdma.ko by FreeBSD's `bsd.kmod.mk` (`ofed-shim/kmod/Makefile`, `SELFTEST=1`) in
+//!   that build tree: `target/kmod/freebsd/krpc_rdma.ko`.
 //! * `freebsd-vm`: boots the image (qemu TCG, OVMF, FreeBSD's loader) with that krpc_rdma.ko
 //!   preloaded and `krpc_rdma.selftest=1`: the kernel links the module, its MOD_LOAD runs, a
 //!   kernel thread runs the scenario suite over the soft provider with FreeBSD's pages and
@@ -77,6 +77,16 @@ pub(crate) fn setup() -> Result<(), String> {
     )
 }
 
+/// The test entry points of the FreeBSD module's Rust object, beside [`kobj::EXPORTS`]: the
+/// self-test and the face test's pair (`ofed-testkit`'s `selftest` and `face`).
+const FREEBSD_TEST_EXPORTS: &[&str] = &[
+    "krpc_rdma_selftest",
+    "krpc_rdma_face_open",
+    "krpc_rdma_face_pair",
+    "krpc_rdma_face_close",
+    "krpc_rdma_face_malformed",
+];
+
 /// `cargo xtask freebsd-kmod`: the module's path.
 pub(crate) fn kmod() -> Result<PathBuf, String> {
     requirements::ensure(Task::FreebsdSetup)?;
@@ -86,11 +96,11 @@ pub(crate) fn kmod() -> Result<PathBuf, String> {
             cache().display()
         ));
     }
-    let lib = crate::kernel_staticlib(&["selftest"])?;
+    let lib = crate::kernel_staticlib(&["selftest", "face"])?;
     let exports: Vec<&str> = kobj::EXPORTS
         .iter()
         .copied()
-        .chain(["krpc_rdma_selftest"])
+        .chain(FREEBSD_TEST_EXPORTS.iter().copied())
         .collect();
     println!(
         "==> kernel object for FreeBSD (entry points {})",

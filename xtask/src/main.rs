@@ -370,6 +370,29 @@ fn kernel_build() -> Result<(), String> {
             KERNEL_CRATES.join(", ")
         ),
         build,
+    )?;
+    // The kernel-only code (the self-test's kernel-verbs fixture and peer runs, the FreeBSD
+    // face test's Rust side) is compiled only for the kernel target: lint it there, also
+    // where no kernel module is built (no FreeBSD image, no VM).
+    let mut clippy = cargo();
+    clippy.args([
+        "clippy",
+        "--release",
+        "--target",
+        KERNEL_TARGET,
+        "-p",
+        "krpc-rdma-kmod",
+        "--features",
+        "selftest,face",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    step(
+        &format!(
+            "cargo clippy -D warnings ({KERNEL_TARGET}: krpc-rdma-kmod, features selftest,face)"
+        ),
+        clippy,
     )
 }
 

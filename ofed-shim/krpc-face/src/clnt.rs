@@ -1,6 +1,7 @@
 //! The Rust half of `clnt_rdma`, the kernel RPC client transport (`CLIENT *` with
 //! `struct clnt_ops`, `c/krpc_rdma_clnt.c`): one connection's [`Requester`] over an
-//! [`OfedQp`], behind the opaque `struct krpc_clnt` the C side holds.
+//! [`FaceQp`](crate::qp::FaceQp) (the verbs backend, or the software provider), behind
+//! the opaque `struct krpc_clnt` the C side holds.
 //!
 //! The C side owns the `CLIENT`, its mutex, the XID, the RPC call header and the sleeping;
 //! every `krpc_clnt_*` entry point below is called with that mutex held and never sleeps
@@ -38,7 +39,7 @@ use onc_rpc::xdr::Decoder;
 use crate::ffi::{self, FbsdClient, FbsdMbuf, KrpcClntHandle, KrpcClntRes};
 use crate::head::Head;
 use crate::mbuf_bridge::{BridgeError, MbufBridge};
-use ofed_shim::OfedQp;
+use crate::qp::FaceQp;
 
 /// How the reply of a call is provisioned, from the call (its RPC header and arguments):
 /// the Upper-Layer Binding's hook (for NFS, nfs-proto's RFC 8267 table).
@@ -57,7 +58,7 @@ enum End {
 
 /// One connection's client state (the C side's `struct krpc_clnt`).
 pub struct KrpcClnt {
-    qp: Box<OfedQp>,
+    qp: Box<dyn FaceQp>,
     req: Box<Requester>,
     pages: Arc<dyn PageProvider>,
     bridge: MbufBridge,
@@ -88,7 +89,7 @@ impl KrpcClnt {
     /// # Errors
     /// [`BridgeError::NoMemory`].
     pub fn new(
-        qp: Box<OfedQp>,
+        qp: Box<dyn FaceQp>,
         req: Box<Requester>,
         pages: Arc<dyn PageProvider>,
         hook: ReplyHook,
@@ -134,7 +135,7 @@ impl KrpcClnt {
     fn reap(&mut self, xid: Option<u32>) -> u32 {
         let (ended, lost) = (&mut self.ended, &mut self.lost);
         let mut others = 0u32;
-        self.req.poll(&mut *self.qp, &mut |e| {
+        self.req.poll(&mut self.qp, &mut |e| {
             let (x, end) = match e {
                 RequesterEvent::Reply { xid, reply } => (xid, End::Reply(reply)),
                 RequesterEvent::Failed { xid, error, .. } => (xid, End::Failed(error)),
@@ -175,7 +176,7 @@ impl KrpcClnt {
             }
         };
         let spec = (self.hook)(&call, &self.pages);
-        match self.req.call(&mut *self.qp, call, spec) {
+        match self.req.call(&mut self.qp, call, spec) {
             Ok(()) => ffi::CLNT_SENT,
             Err(r) if matches!(r.error, CallError::NoCredit | CallError::WouldBlock) => {
                 ffi::CLNT_AGAIN
@@ -355,7 +356,7 @@ pub unsafe extern "C" fn krpc_clnt_abandon(h: *mut KrpcClntHandle, xid: u32) {
     // SAFETY: per the function's contract.
     let s = unsafe { state(h) };
     // The call chain and the caller's pages come back and are dropped here.
-    drop(s.req.abandon(&mut *s.qp, xid));
+    drop(s.req.abandon(&mut s.qp, xid));
     s.ended.retain(|(x, _)| *x != xid);
 }
 
@@ -368,7 +369,7 @@ pub unsafe extern "C" fn krpc_clnt_close(h: *mut KrpcClntHandle) {
     // SAFETY: per the function's contract.
     let s = unsafe { state(h) };
     let (ended, lost) = (&mut s.ended, &mut s.lost);
-    s.req.close(&mut *s.qp, &mut |e| match e {
+    s.req.close(&mut s.qp, &mut |e| match e {
         RequesterEvent::Failed { xid, error, .. } if ended.try_reserve(1).is_ok() => {
             ended.push((xid, End::Failed(error)));
         }

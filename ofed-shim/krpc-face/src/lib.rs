@@ -1,5 +1,6 @@
 //! The FreeBSD krpc face of krpc-rdma: the Rust halves of the kernel RPC's transports over
-//! the verbs backend ([`ofed_shim::OfedQp`]), what svc.c and the NFS client call through
+//! the verbs backend ([`ofed_shim::OfedQp`], or any [`qp::FaceQp`]), what svc.c and the NFS
+//! client call through
 //! `CLIENT`/`SVCXPRT` (xprtrdma's transport.c and svcrdma's svc_rdma_transport.c, in
 //! FreeBSD's shape).
 //!
@@ -26,6 +27,7 @@ pub mod clnt;
 pub mod ffi;
 mod head;
 pub mod mbuf_bridge;
+pub mod qp;
 pub mod svc;
 
 pub use mbuf_bridge::{BridgeError, MbufBridge, MbufChain};

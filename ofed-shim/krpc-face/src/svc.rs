@@ -1,6 +1,7 @@
 //! The Rust half of `svc_rdma`, the kernel RPC server transport (`SVCXPRT *` with
 //! `struct xp_ops`, `c/krpc_rdma_svc.c`): one connection's [`Responder`] over an
-//! [`OfedQp`], behind the opaque `struct krpc_svc` the C side holds.
+//! [`FaceQp`](crate::qp::FaceQp) (the verbs backend, or the software provider), behind
+//! the opaque `struct krpc_svc` the C side holds.
 //!
 //! The C side owns the `SVCXPRT`, its mutex, the `struct rpc_msg` and the sleeping; every
 //! `krpc_svc_*` entry point below is called with that mutex held and never sleeps (the
@@ -58,8 +59,8 @@ use crate::ffi::{
 };
 use crate::head::Head;
 use crate::mbuf_bridge::{BridgeError, MbufBridge, MbufChain};
+use crate::qp::FaceQp;
 use ofed_shim::pages::Counted;
-use ofed_shim::OfedQp;
 
 /// One reply's FreeBSD chains: the header, the results.
 type Held = (Option<MbufChain>, Option<MbufChain>);
@@ -79,7 +80,7 @@ struct Slot {
 pub struct KrpcSvc {
     // Both boxed (880 and 920 bytes): `new` then moves pointers, not the values, and keeps
     // its frame small.
-    qp: Box<OfedQp>,
+    qp: Box<dyn FaceQp>,
     /// The Responder with the calls polled and not yet handed up, and the replies waiting
     /// for send resources, in order (the server loop every server runs).
     conn: ServerConnection<Box<Responder>>,
@@ -153,7 +154,7 @@ impl KrpcSvc {
     /// # Errors
     /// [`BridgeError::NoMemory`].
     pub fn new(
-        qp: Box<OfedQp>,
+        qp: Box<dyn FaceQp>,
         resp: Box<Responder>,
         pages: Arc<dyn PageProvider>,
         max_requests: usize,
@@ -199,7 +200,7 @@ impl KrpcSvc {
     /// Poll the connection (calls queued, replies waiting for send resources sent in
     /// order), then free the slots whose pages were released.
     fn reap(&mut self) {
-        self.conn.poll(&mut *self.qp);
+        self.conn.poll(&mut self.qp);
         for s in &mut self.slots {
             if s.held.is_some() && s.pages.outstanding() == 0 {
                 s.held = None;
@@ -227,7 +228,7 @@ impl KrpcSvc {
             return;
         };
         // Sent, or queued in order behind replies waiting for send resources.
-        if self.conn.reply(&mut *self.qp, ctx, chain).is_ok() {
+        if self.conn.reply(&mut self.qp, ctx, chain).is_ok() {
             self.stats.answered += 1;
         }
     }
@@ -326,7 +327,7 @@ impl KrpcSvc {
         // Sent, or queued behind replies waiting for send resources (sent in order from a
         // later reap, when a Send completion raises the upcall): either way the chains stay
         // in the slot until the Responder lets go of their pages.
-        match self.conn.reply(&mut *self.qp, ctx, chain) {
+        match self.conn.reply(&mut self.qp, ctx, chain) {
             Ok(()) => {
                 self.stats.replies += 1;
                 self.hold(si, owned);
@@ -382,7 +383,7 @@ impl KrpcSvc {
     /// waited for it join the queue, never dropped unanswered. A context the Responder no
     /// longer knows (the connection went) is gone already.
     fn give_back(&mut self, ctx: ReplyCtx) {
-        self.conn.drop_call(&mut *self.qp, ctx);
+        self.conn.drop_call(&mut self.qp, ctx);
     }
 
     fn stat(&mut self) -> i32 {

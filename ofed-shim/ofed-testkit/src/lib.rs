@@ -12,6 +12,7 @@
 //!   `krpc_rdma_peer` for the Linux module): the provider-conformance suite over the software
 //!   provider and over the kernel's own verbs, and the peer runs against userspace and knfsd.
 //! * [`loopback`]: connecting two `OfedQp`s through rdma_cm, for the self-test and the tests.
+//! * `nfs_hook` (features `emu`, `selftest`): the face tests' NFSv3 reply provisioning.
 #![cfg_attr(not(test), no_std)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -22,5 +23,7 @@ extern crate std;
 #[cfg(feature = "emu")]
 pub mod emu_mbuf;
 pub mod loopback;
+#[cfg(any(feature = "emu", feature = "selftest"))]
+pub mod nfs_hook;
 #[cfg(feature = "selftest")]
 pub mod selftest;

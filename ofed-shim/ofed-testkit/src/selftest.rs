@@ -117,6 +117,8 @@ fn boxed_qp(q: SoftQp) -> Result<Boxed<SoftQp>, String> {
         .map_err(|e| format!("{e}"))
 }
 
+#[cfg(all(feature = "face", target_os = "none"))]
+pub mod face;
 #[cfg(target_os = "none")]
 pub mod kverbs;
 #[cfg(target_os = "none")]

@@ -9,16 +9,14 @@ use std::time::{Duration, Instant};
 use krpc_face::clnt::{KrpcClnt, ReplyHook};
 use krpc_face::ffi::{FbsdClient, FbsdMbuf};
 use krpc_face::mbuf_bridge::{self, MbufChain};
-use krpc_rdma::transport::{DdpReply, ReplySpec, Requester, TransportConfig};
-use mbuf::{Chain, PageProvider};
-use nfs_proto::nfs3::{
-    locate_read_data, NfsFh3, Nfsstat3, ReadArgs, ReadHead, StableHow, WriteHead, NFSPROC3_READ,
-    NFS_PROGRAM,
-};
+use krpc_rdma::transport::{Requester, TransportConfig};
+use mbuf::PageProvider;
+use nfs_proto::nfs3::{NfsFh3, Nfsstat3, ReadArgs, ReadHead, StableHow, WriteHead, NFS_PROGRAM};
 use ofed_shim::{KernelPages, OfedQp};
 use ofed_testkit::emu_mbuf::{self, Part};
-use onc_rpc::rpc::CallHeader;
-use onc_rpc::xdr::{pad, Decoder, Encoder};
+use onc_rpc::xdr::{pad, Encoder};
+
+pub use ofed_testkit::nfs_hook::{nfs_read_hook, peek_call, read_chunk, read_spec};
 
 use super::emu_stats;
 
@@ -124,51 +122,6 @@ pub fn nfs_client(
         .unwrap()
         .into_client(NFS_PROGRAM, 3)
         .unwrap()
-}
-
-/// `f` of the RPC header of `call` (decoded from its first 512 bytes) and a decoder past it;
-/// `None` when there is no such header.
-pub fn peek_call<T>(
-    call: &Chain,
-    f: impl FnOnce(&CallHeader, &mut Decoder<'_>) -> Option<T>,
-) -> Option<T> {
-    let mut head = vec![0u8; call.len().min(512)];
-    call.copydata(0, &mut head).ok()?;
-    let mut d = Decoder::new(&head);
-    let h = CallHeader::decode(&mut d).ok()?;
-    f(&h, &mut d)
-}
-
-/// A READ's reply provisioning: its `count` bytes of data land in `sink` (a write chunk),
-/// `slack` bytes for the rest of the reply.
-pub fn read_spec(sink: Chain, count: usize, slack: usize) -> ReplySpec {
-    ReplySpec {
-        max_reply: count + slack,
-        ddp: Some(DdpReply {
-            pages: sink,
-            locate: locate_read_data,
-        }),
-    }
-}
-
-/// [`read_spec`] over new pages of `pages` for `count` bytes; `None` without pages.
-pub fn read_chunk(pages: &Arc<dyn PageProvider>, count: usize, slack: usize) -> Option<ReplySpec> {
-    let sink = Chain::alloc_pages(pages, count.next_multiple_of(4)).ok()?;
-    Some(read_spec(sink, count, slack))
-}
-
-/// The reply provisioning of the tests' NFS clients (RFC 8267, reduced to what the tests
-/// call): an NFSv3 READ's data lands in pages of its `count` (write chunk), the rest of its
-/// reply in 512 bytes; any other reply (or a READ without pages) inline in `inline` bytes.
-pub fn nfs_read_hook(call: &Chain, pages: &Arc<dyn PageProvider>, inline: usize) -> ReplySpec {
-    peek_call(call, |h, d| {
-        if h.prog != NFS_PROGRAM || h.proc_ != NFSPROC3_READ {
-            return None;
-        }
-        let a = ReadArgs::decode(d).ok()?;
-        read_chunk(pages, a.count as usize, 512)
-    })
-    .unwrap_or_else(|| ReplySpec::inline(inline))
 }
 
 /// Emulated mbufs, clusters and M_EXTPG mbufs alive now.

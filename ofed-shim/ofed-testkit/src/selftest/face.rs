@@ -1,0 +1,381 @@
+//! The krpc face over the software provider, for a kernel without an RDMA device (feature
+//! `face`; FreeBSD: `c/krpc_rdma_bsd_facetest.c` drives it against the kernel's own svc.c,
+//! `CLIENT` code, UMA mbufs and M_EXTPG).
+//!
+//! * [`SoftFaceQp`]: a software-provider queue pair as a [`FaceQp`]. The software provider
+//!   completes work when it is posted, on both sides; a real CQ announces completions from
+//!   its own context (an interrupt thread or a taskqueue), never from the thread that posts.
+//!   So every post, and the disconnect, *kicks* both sides' notifiers
+//!   (`krpc_soft_cq_kick`, supplied by the kernel glue: a taskqueue task), and the task calls
+//!   the upcall the face set: the face's locks are never taken recursively or in the poster's
+//!   lock order. A kick is coalesced while one is pending; an upcall may be spurious (it only
+//!   wakes a poller), which is why [`FaceQp::arm`] has nothing to do.
+//! * The C entry points of the FreeBSD face test: [`krpc_rdma_face_open`] (a fixture over
+//!   kernel pages), [`krpc_rdma_face_pair`] (a connected `struct krpc_clnt` /
+//!   `struct krpc_svc` pair, for `clnt_rdma_create` and `svc_rdma_create`) and
+//!   [`krpc_rdma_face_close`] (the page references left, which must be 0), and
+//!   [`krpc_rdma_face_malformed`]: malformed calls from the core's Requester to an
+//!   `svc_rdma` transport that the kernel's own svc.c pool serves, answered by the transport.
+
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::ffi::c_void;
+
+use krpc_face::clnt::KrpcClnt;
+use krpc_face::ffi::{FbsdSvcpool, KrpcClntHandle, KrpcSvcHandle};
+use krpc_face::qp::FaceQp;
+use krpc_face::svc::KrpcSvc;
+use krpc_rdma::provider::{Middleware, Provider, ProviderError, RecvBufId, SendWr};
+use krpc_rdma::transport::{ReplySpec, Requester, RequesterEvent, TransportConfig};
+use krpc_rdma_scenarios::Pair;
+use mbuf::{Chain, PageProvider};
+
+use super::kverbs::GlueSleep;
+use super::{kernel_pages, Qp, SoftKernel};
+use crate::loopback::Sleep;
+use crate::nfs_hook::{nfs_read_hook, MALFORMED_CALLS, NULL_AFTER_MALFORMED};
+
+/// A notifier of the kernel glue (opaque).
+#[repr(C)]
+pub struct KrpcSoftCq {
+    _opaque: [u8; 0],
+}
+
+extern "C" {
+    /// A notifier with no upcall; NULL without memory.
+    fn krpc_soft_cq_create() -> *mut KrpcSoftCq;
+    /// Route the notifier to `f(arg)` (`None`: nothing); returns once no call of the previous
+    /// upcall is running.
+    fn krpc_soft_cq_set_upcall(
+        cq: *mut KrpcSoftCq,
+        f: Option<extern "C" fn(*mut c_void)>,
+        arg: *mut c_void,
+    );
+    /// Have the upcall called soon from the notifier's own context (coalesced while one is
+    /// pending). Never sleeps; callable with any lock held.
+    fn krpc_soft_cq_kick(cq: *mut KrpcSoftCq);
+    /// Wait for a pending or running upcall, then free.
+    fn krpc_soft_cq_destroy(cq: *mut KrpcSoftCq);
+}
+
+/// Both sides' notifiers, freed when both queue pairs are gone (a side kicks its peer's).
+struct Notifiers([*mut KrpcSoftCq; 2]);
+
+// SAFETY: the notifiers are the kernel glue's objects, made for use from any thread; the
+// pointers never change and are freed once, in `drop`.
+unsafe impl Send for Notifiers {}
+// SAFETY: as above; kick and set_upcall are safe to call concurrently (the glue's contract).
+unsafe impl Sync for Notifiers {}
+
+impl Notifiers {
+    fn new() -> Option<Arc<Self>> {
+        // SAFETY: plain constructor calls.
+        let n = Notifiers(unsafe { [krpc_soft_cq_create(), krpc_soft_cq_create()] });
+        // `n` frees what was made if the other failed.
+        if n.0.iter().any(|c| c.is_null()) {
+            return None;
+        }
+        Some(Arc::new(n))
+    }
+
+    fn kick(&self) {
+        for &cq in &self.0 {
+            // SAFETY: live notifiers (freed only when `self` drops).
+            unsafe { krpc_soft_cq_kick(cq) };
+        }
+    }
+}
+
+impl Drop for Notifiers {
+    fn drop(&mut self) {
+        for &cq in &self.0 {
+            if !cq.is_null() {
+                // SAFETY: made by krpc_soft_cq_create, freed once here.
+                unsafe { krpc_soft_cq_destroy(cq) };
+            }
+        }
+    }
+}
+
+/// One side of a software-provider connection as a [`FaceQp`] (see the module doc).
+pub struct SoftFaceQp {
+    qp: Qp,
+    side: usize,
+    cqs: Arc<Notifiers>,
+}
+
+impl SoftFaceQp {
+    /// This side's notifier.
+    fn own(&self) -> *mut KrpcSoftCq {
+        let [a, b] = self.cqs.0;
+        if self.side == 0 {
+            a
+        } else {
+            b
+        }
+    }
+
+    fn notify_after<T>(&self, r: T) -> T {
+        self.cqs.kick();
+        r
+    }
+}
+
+impl Middleware for SoftFaceQp {
+    fn wrapped(&self) -> &impl Provider {
+        &self.qp
+    }
+    fn wrapped_mut(&mut self) -> &mut impl Provider {
+        &mut self.qp
+    }
+    fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), ProviderError> {
+        let r = Provider::post_send(&mut self.qp, wrs);
+        self.notify_after(r)
+    }
+    fn post_recv(&mut self, bufs: &[RecvBufId]) -> Result<(), ProviderError> {
+        let r = Provider::post_recv(&mut self.qp, bufs);
+        self.notify_after(r)
+    }
+    fn disconnect(&mut self) {
+        Provider::disconnect(&mut self.qp);
+        self.cqs.kick();
+    }
+}
+
+krpc_rdma::forward_provider!(middleware [] SoftFaceQp);
+
+impl FaceQp for SoftFaceQp {
+    unsafe fn set_upcall(&mut self, f: extern "C" fn(*mut c_void), arg: *mut c_void) {
+        // SAFETY: live notifier; the caller vouches for `f`/`arg` (FaceQp's contract).
+        unsafe { krpc_soft_cq_set_upcall(self.own(), Some(f), arg) };
+    }
+
+    fn arm(&mut self) {}
+}
+
+impl Drop for SoftFaceQp {
+    /// As a verbs queue pair's destruction: the connection goes, the peer hears of it.
+    fn drop(&mut self) {
+        Provider::disconnect(&mut self.qp);
+        self.cqs.kick();
+        // SAFETY: live notifier; no upcall after this returns.
+        unsafe { krpc_soft_cq_set_upcall(self.own(), None, core::ptr::null_mut()) };
+    }
+}
+
+/// The face test's client provisioning: an NFSv3 READ's data by write chunk, the rest
+/// inline in 1 KiB.
+fn hook(call: &Chain, pages: &Arc<dyn PageProvider>) -> ReplySpec {
+    nfs_read_hook(call, pages, 1024)
+}
+
+/// The face test's state: the fixture whose page providers count what each connection holds.
+pub struct FaceTest {
+    fx: SoftKernel,
+}
+
+/// A face test's fixture over kernel pages; NULL without memory. Free it with
+/// [`krpc_rdma_face_close`].
+#[no_mangle]
+pub extern "C" fn krpc_rdma_face_open() -> *mut FaceTest {
+    Box::into_raw(Box::new(FaceTest {
+        fx: SoftKernel::new(kernel_pages),
+    }))
+}
+
+/// errno values returned here (FreeBSD's).
+const ENOMEM: i32 = 12;
+const EIO: i32 = 5;
+
+/// A connected pair: `*clnt` for `clnt_rdma_create` (a Requester, NFSv3 READs provisioned
+/// with a write chunk) and `*svc` for `svc_rdma_create` (a Responder), both over one software
+/// connection, `TransportConfig::default()` on both sides. 0, or `ENOMEM` / `EIO` (the
+/// connection failed) with nothing made.
+///
+/// # Safety
+/// `ft` from [`krpc_rdma_face_open`], not yet closed; `clnt` and `svc` valid for writes.
+/// Process context (it may sleep in allocations).
+#[no_mangle]
+pub unsafe extern "C" fn krpc_rdma_face_pair(
+    ft: *mut FaceTest,
+    clnt: *mut *mut KrpcClntHandle,
+    svc: *mut *mut KrpcSvcHandle,
+) -> i32 {
+    // SAFETY: per the contract.
+    let ft = unsafe { &mut *ft };
+    let Some(cqs) = Notifiers::new() else {
+        return ENOMEM;
+    };
+    let cfg = TransportConfig::default();
+    let max = cfg.max_requests as usize;
+    let Ok(p) = Pair::with(&mut ft.fx, cfg) else {
+        return EIO;
+    };
+    let Pair { l, req, resp } = p;
+    let (a, b, pa, pb) = (l.a, l.b, l.pa, l.pb);
+    let a = Box::new(SoftFaceQp {
+        qp: a,
+        side: 0,
+        cqs: Arc::clone(&cqs),
+    });
+    let b = Box::new(SoftFaceQp {
+        qp: b,
+        side: 1,
+        cqs,
+    });
+    let Ok(c) = KrpcClnt::new(a, Box::new(req.into_inner()), pa, hook, max) else {
+        return ENOMEM;
+    };
+    let Ok(s) = KrpcSvc::new(b, Box::new(resp.into_inner()), pb, max) else {
+        return ENOMEM;
+    };
+    // SAFETY: per the contract; the C side takes both (cl_destroy / xp_destroy free them).
+    unsafe {
+        *clnt = Box::into_raw(c).cast::<KrpcClntHandle>();
+        *svc = Box::into_raw(s).cast::<KrpcSvcHandle>();
+    }
+    0
+}
+
+/// Free the face test's state; `*pages_left` the page references its connections still
+/// hold (0 unless something leaked: call it after every `CLIENT` and `SVCXPRT` is gone),
+/// `*pages_allocated` the pages they allocated.
+///
+/// # Safety
+/// `ft` from [`krpc_rdma_face_open`], not yet closed; the out-pointers valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_rdma_face_close(
+    ft: *mut FaceTest,
+    pages_left: *mut u64,
+    pages_allocated: *mut u64,
+) {
+    // SAFETY: per the contract: ours again.
+    let mut ft = unsafe { Box::from_raw(ft) };
+    ft.fx.retire_sides();
+    // SAFETY: per the contract.
+    unsafe {
+        *pages_left = ft.fx.pages_left;
+        *pages_allocated = ft.fx.pages_allocated;
+    }
+}
+
+/// The malformed calls of [`MALFORMED_CALLS`], then a good NULL call, sent by the core's
+/// Requester (raw words: `clnt_rdma` cannot send them) to a new `svc_rdma` transport
+/// registered with `pool`, whose threads (svc.c's `svc_run`) must be serving it, with the
+/// NFSv3 program registered (`svc_reg`). Every reply is compared word for word; then the
+/// connection is closed (the pool's threads see the transport die and release it). 0 and
+/// a line saying what was answered in `line` (NUL-terminated, truncated), or `-EIO` and the
+/// failure there.
+///
+/// # Safety
+/// `ft` from [`krpc_rdma_face_open`], not yet closed; `pool` a live `SVCPOOL` that outlives
+/// the transport; `line` valid for writes of `len` bytes. Process context (it sleeps).
+#[no_mangle]
+pub unsafe extern "C" fn krpc_rdma_face_malformed(
+    ft: *mut FaceTest,
+    pool: *mut FbsdSvcpool,
+    line: *mut u8,
+    len: usize,
+) -> i32 {
+    // SAFETY: per the contract.
+    let ft = unsafe { &mut *ft };
+    // SAFETY: per the contract.
+    let r = unsafe { malformed(ft, pool) };
+    let (rc, text) = match r {
+        Ok(n) => (
+            0,
+            format!("{n} malformed calls answered by the transport, then NULL"),
+        ),
+        Err(e) => (-EIO, e),
+    };
+    if !line.is_null() && len > 0 {
+        let n = text.len().min(len - 1);
+        // SAFETY: `line` holds `len` bytes (the contract); `n + 1 <= len`.
+        unsafe {
+            core::ptr::copy_nonoverlapping(text.as_ptr(), line, n);
+            *line.add(n) = 0;
+        }
+    }
+    rc
+}
+
+/// [`krpc_rdma_face_malformed`]'s run: how many malformed calls were answered as they must.
+///
+/// # Safety
+/// `pool` as for [`krpc_rdma_face_malformed`].
+unsafe fn malformed(ft: &mut FaceTest, pool: *mut FbsdSvcpool) -> Result<usize, String> {
+    let cqs = Notifiers::new().ok_or("no memory for the notifiers")?;
+    let cfg = TransportConfig::default();
+    let max = cfg.max_requests as usize;
+    let Pair { l, req, resp } = Pair::with(&mut ft.fx, cfg).map_err(|e| format!("{e}"))?;
+    let mut a = SoftFaceQp {
+        qp: l.a,
+        side: 0,
+        cqs: Arc::clone(&cqs),
+    };
+    let b = Box::new(SoftFaceQp {
+        qp: l.b,
+        side: 1,
+        cqs,
+    });
+    let s = KrpcSvc::new(b, Box::new(resp.into_inner()), l.pb, max)
+        .map_err(|e| format!("KrpcSvc::new: {e:?}"))?;
+    // SAFETY: `pool` per the contract.
+    unsafe { s.into_xprt(pool) }.ok_or("svc_rdma_create failed")?;
+    // SAFETY: the glue's wake is callable from any context for the module's lifetime.
+    unsafe { FaceQp::set_upcall(&mut a, GlueSleep.upcall(), core::ptr::null_mut()) };
+    let mut req = req.into_inner();
+    let (null, null_want) = NULL_AFTER_MALFORMED;
+    let cases = MALFORMED_CALLS.iter().copied().chain(core::iter::once((
+        "a NULL call after them",
+        null,
+        null_want,
+    )));
+    for (what, words, want) in cases {
+        let got = raw_call(&mut req, &mut a, words).map_err(|e| format!("{what}: {e}"))?;
+        if got.as_slice() != want {
+            return Err(format!("{what}: answered {got:x?}, want {want:x?}"));
+        }
+    }
+    drop(req);
+    drop(a);
+    Ok(MALFORMED_CALLS.len())
+}
+
+/// One call of raw RPC words through `req`; the reply's words (15 s at most).
+fn raw_call(req: &mut Requester, a: &mut SoftFaceQp, words: &[u32]) -> Result<Vec<u32>, String> {
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(words.len() * 4)
+        .map_err(|_| "no memory")?;
+    for w in words {
+        bytes.extend_from_slice(&w.to_be_bytes());
+    }
+    let xid = words.first().copied().unwrap_or_default();
+    let call = Chain::from_bytes(&bytes).map_err(|e| format!("{e:?}"))?;
+    req.call(a, call, ReplySpec::inline(1024))
+        .map_err(|e| format!("call: {e:?}"))?;
+    for _ in 0..300 {
+        let gen = GlueSleep.generation();
+        let mut reply = None;
+        req.poll(a, &mut |e| {
+            if let RequesterEvent::Reply { xid: x, reply: r } = e {
+                if x == xid {
+                    reply = Some(r);
+                }
+            }
+        });
+        if let Some(r) = reply {
+            let v = r.to_vec().map_err(|e| format!("{e:?}"))?;
+            return Ok(v
+                .chunks_exact(4)
+                .map(|c| <[u8; 4]>::try_from(c).map_or(0, u32::from_be_bytes))
+                .collect());
+        }
+        GlueSleep.sleep(gen, 50);
+    }
+    Err("no reply in 15 s".into())
+}
