@@ -13,7 +13,7 @@
 //!   peer input); a call that cannot be handed up is answered here, never dropped: a wrong
 //!   RPC version with `MSG_DENIED`/`RPC_MISMATCH` (2..2), a credential or verifier longer
 //!   than `MAX_AUTH_BYTES` with `AUTH_ERROR`/`AUTH_BADCRED`/`AUTH_BADVERF`, a truncated
-//!   header or a non-CALL with `GARBAGE_ARGS`, and a call whose arguments cannot be built
+//!   header or a message neither CALL nor REPLY with `GARBAGE_ARGS`, and a call whose arguments cannot be built
 //!   into mbufs with `SYSTEM_ERR` (malformed RPC-over-RDMA headers are the Responder's:
 //!   `RDMA_ERROR`). The arguments past the header go back through the [`MbufBridge`] as an
 //!   mbuf chain, a WRITE's data as M_EXTPG mbufs over the pages the RDMA Read filled.
@@ -59,7 +59,7 @@ use crate::ffi::{
 use crate::head::Head;
 use crate::mbuf_bridge::{BridgeError, MbufBridge, MbufChain};
 use ofed_shim::pages::Counted;
-use ofed_shim::OfedQp;
+use ofed_shim::{OfedQp, SockaddrStorage};
 
 /// One reply's FreeBSD chains: the header, the results.
 type Held = (Option<MbufChain>, Option<MbufChain>);
@@ -136,6 +136,14 @@ fn parse_call<'a>(
         verf_len: len(v.verf.body),
     };
     Ok((v.cred.body, v.verf.body, d.pos()))
+}
+
+/// Whether the message whose first bytes are `head` is a REPLY (RFC 5531 `msg_type` 1, the
+/// word after the XID): a reverse-direction reply, which this transport (no backchannel)
+/// drops.
+fn is_reply(head: &[u8]) -> bool {
+    head.get(4..8)
+        .is_some_and(|w| w == onc_rpc::rpc::REPLY.to_be_bytes())
 }
 
 /// What `recv` found.
@@ -255,6 +263,16 @@ impl KrpcSvc {
                 self.answer(ctx, &svc::refusal(xid, AcceptStat::SystemErr));
                 continue;
             };
+            if is_reply(head) {
+                // A reply is never answered with a reply. With no backchannel CLIENT
+                // (xp_p2 NULL) FreeBSD's svc_vc_recv hands it to xdr_callmsg, which fails,
+                // and drops it (svc_vc.c:765-791, 810-813); Linux svcrdma passes it to
+                // svc_process, which drops a non-CALL ("bad direction"). Dropped here too,
+                // the connection kept, its context (and the credit) given back.
+                self.give_back(ctx);
+                self.stats.reverse_replies += 1;
+                continue;
+            }
             let (ok, args) = match parse_call(head, call) {
                 // SAFETY: per krpc_svc_recv's contract, cred / verf hold MAX_AUTH_BYTES
                 // bytes each (or are NULL), and nothing else refers to them during the call.
@@ -534,6 +552,31 @@ pub unsafe extern "C" fn krpc_svc_stat(h: *mut KrpcSvcHandle) -> i32 {
 pub unsafe extern "C" fn krpc_svc_get_stats(h: *mut KrpcSvcHandle, out: *mut KrpcSvcStats) {
     // SAFETY: per the function's contract.
     unsafe { *out = state(h).stats };
+}
+
+/// `krpc_svc_addrs` (see `c/krpc_rdma_svc.h`): 0, or `KRPC_SVC_FAILED` with both zeroed.
+///
+/// # Safety
+/// `h` as for `state`; `local` and `remote` valid out-pointers of a `struct
+/// sockaddr_storage` each.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_addrs(
+    h: *mut KrpcSvcHandle,
+    local: *mut SockaddrStorage,
+    remote: *mut SockaddrStorage,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    let (s, local, remote) = unsafe { (state(h), &mut *local, &mut *remote) };
+    match s.qp.addrs() {
+        Some((l, r)) => {
+            (*local, *remote) = (l, r);
+            0
+        }
+        None => {
+            (*local, *remote) = (SockaddrStorage::default(), SockaddrStorage::default());
+            ffi::SVC_FAILED
+        }
+    }
 }
 
 /// `krpc_svc_free` (see `c/krpc_rdma_svc.h`).
