@@ -12,7 +12,8 @@
  *                                  Linux: cpu_relax)
  *   krpc_rdma_create_id(net, handler, context)
  *       rdma_create_id(struct vnet * | struct net *, ..., RDMA_PS_TCP, IB_QPT_RC); a NULL net
- *       is &init_net on Linux
+ *       is the thread's vnet on FreeBSD (curvnet, else TD_TO_VNET(curthread)), &init_net
+ *       on Linux
  *   krpc_rdma_accept(id, param)    rdma_accept (Linux: under rdma_lock_handler, as required
  *                                  outside the id's event handler since 5.10)
  *   krpc_rdma_reject(id)           rdma_reject without private data (Linux: 4 arguments)
@@ -40,6 +41,9 @@
 #include <sys/lock.h>
 #include <sys/mutex.h>
 #include <sys/socket.h>
+#include <sys/proc.h>
+#include <sys/ucred.h>
+#include <sys/jail.h>
 #include <machine/cpu.h>
 #include <net/vnet.h>
 #include <vm/vm.h>
@@ -58,9 +62,25 @@ typedef struct mtx krpc_lock_t;
 #define	krpc_unlock(l)		mtx_unlock(l)
 #define	krpc_cpu_relax()	cpu_spinwait()
 #define	KRPC_PA_TO_PAGE(pa)	PHYS_TO_VM_PAGE(pa)
-/* NULL vnet: rdma_create_id fails with -EINVAL on a VIMAGE kernel (ib_cma.c). */
+/*
+ * A NULL net is the calling thread's vnet: rdma_create_id fails with -EINVAL for a NULL one
+ * on a VIMAGE kernel (ib_cma.c:766; GENERIC has VIMAGE). curvnet inside CURVNET_SET, else the
+ * vnet of the thread's prison (TD_TO_VNET(curthread), as ib_ucma.c:486). Without VIMAGE
+ * both are NULL, which rdma_create_id then accepts.
+ */
+static inline struct vnet *
+krpc_vnet(void *net)
+{
+	struct vnet *v = net;
+
+	if (v == NULL)
+		v = curvnet;
+	if (v == NULL)
+		v = TD_TO_VNET(curthread);
+	return (v);
+}
 #define	krpc_rdma_create_id(net, handler, context)				\
-	rdma_create_id((struct vnet *)(net), (handler), (context), RDMA_PS_TCP, IB_QPT_RC)
+	rdma_create_id(krpc_vnet(net), (handler), (context), RDMA_PS_TCP, IB_QPT_RC)
 #define	krpc_rdma_accept(id, param)	rdma_accept((id), (param))
 #define	krpc_rdma_reject(id)		rdma_reject((id), NULL, 0)
 #define	krpc_rdma_connect_in_handler(id, param)	rdma_connect((id), (param))

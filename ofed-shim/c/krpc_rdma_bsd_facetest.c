@@ -28,7 +28,9 @@
  *   from the core's Requester to a second svc_rdma in the same pool (Rust:
  *   krpc_rdma_face_malformed). Then svc_exit, svcpool_destroy, CLNT_DESTROY, and the leak
  *   checks: no page reference left (krpc_rdma_face_close), no M_EXTPG mbuf of the bridge
- *   alive, every page wiring it took given back.
+ *   alive, every page wiring it took given back, no CLIENT or SVCXPRT of ours alive
+ *   (krpc_rdma_busy, what MOD_UNLOAD checks). Along the way: xp_sockref set and xp_lock
+ *   usable on the SVCXPRT.
  *
  * One console line per result: "krpc_rdma facetest: PASS: ..." or "... FAIL: <step>: ...",
  * then "krpc_rdma facetest: done, rc N, T s".
@@ -47,6 +49,7 @@
 #include <sys/mbuf.h>
 #include <sys/mutex.h>
 #include <sys/proc.h>
+#include <sys/sx.h>
 #include <sys/taskqueue.h>
 #include <sys/time.h>
 #include <sys/endian.h>
@@ -68,8 +71,8 @@ int krpc_rdma_face_pair(struct krpc_face_test *ft, struct krpc_clnt **clnt,
     struct krpc_svc **svc);
 void krpc_rdma_face_close(struct krpc_face_test *ft, uint64_t *pages_left,
     uint64_t *pages_allocated);
-int krpc_rdma_face_malformed(struct krpc_face_test *ft, SVCPOOL *pool, char *line,
-    size_t len);
+int krpc_rdma_face_malformed(struct krpc_face_test *ft, SVCPOOL *pool, SVCXPRT **xprt,
+    char *line, size_t len);
 
 /* Called by the Rust object (SoftFaceQp). */
 struct krpc_soft_cq;
@@ -503,14 +506,14 @@ krpc_facetest_run(void)
 	struct krpc_mbuf_counts mc0, mc1;
 	struct rpc_err err;
 	SVCPOOL *pool = NULL;
-	SVCXPRT *xprt = NULL;
+	SVCXPRT *xprt = NULL, *xprt2 = NULL;
 	struct svc_callout *sc;
 	CLIENT *cl = NULL;
 	struct mbuf *args = NULL, *copy = NULL, *rep = NULL;
 	enum clnt_stat st;
 	uint8_t whead[FT_WHEAD], rargs[FT_WHEAD - 8], *buf;
 	char *line;
-	uint64_t pages_left = 0, pages_alloc = 0;
+	uint64_t pages_left = 0, pages_alloc = 0, live[3];
 	uint32_t u;
 	int rc = 0, bad, extpg, marker, one = 1, start, i, svc_started = 0;
 
@@ -535,8 +538,16 @@ krpc_facetest_run(void)
 	xprt = svc_rdma_create(pool, sh);
 	FT_CHECK(xprt != NULL, "set-up: svc_rdma_create");
 	sh = NULL;
-	FT_CHECK(svc_reg(xprt, FT_PROG, FT_VERS, ft_dispatch, NULL),
-	    "set-up: svc_reg");
+	i = svc_reg(xprt, FT_PROG, FT_VERS, ft_dispatch, NULL);
+	/* The creator's reference, as nfsrvd_addsock after svc_vc_create; the registration's
+	 * keeps the transport (until it dies, or svcpool_destroy). */
+	SVC_RELEASE(xprt);
+	FT_CHECK(i, "set-up: svc_reg");
+	/* What svc_vc gives every connection: a reply-cache identity, a working xp_lock
+	 * (clnt_bck takes it); sx_xlock on a never-initialised sx trips INVARIANTS. */
+	FT_CHECK(xprt->xp_sockref != 0, "set-up: xp_sockref 0");
+	sx_xlock(&xprt->xp_lock);
+	sx_xunlock(&xprt->xp_lock);
 	ft.svc = 1;
 	i = kthread_add(ft_svc_thread, pool, NULL, NULL, 0, 0, "krpc_ft_svc");
 	FT_CHECK(i == 0, "set-up: kthread_add(svc_run): error %d", i);
@@ -657,7 +668,9 @@ krpc_facetest_run(void)
 	args = NULL;
 
 	/* Malformed call headers to a second svc_rdma of the same pool. */
-	i = krpc_rdma_face_malformed(t, pool, line, FT_LINE);
+	i = krpc_rdma_face_malformed(t, pool, &xprt2, line, FT_LINE);
+	if (xprt2 != NULL)
+		SVC_RELEASE(xprt2);
 	FT_CHECK(i == 0, "malformed calls: %s", line);
 	printf("krpc_rdma facetest: %s\n", line);
 
@@ -736,6 +749,13 @@ out:
 	if (t != NULL)
 		krpc_rdma_face_close(t, &pages_left, &pages_alloc);
 	krpc_mbuf_get_counts(&mc1);
+	/* What MOD_UNLOAD checks: no CLIENT, SVCXPRT or bridge M_EXTPG mbuf of ours alive. */
+	if (rc == 0 && krpc_rdma_busy(&live[0], &live[1], &live[2]) != 0) {
+		printf("krpc_rdma facetest: FAIL: live after the test: %ju CLIENTs, %ju SVCXPRTs, "
+		    "%ju M_EXTPG mbufs\n", (uintmax_t)live[0], (uintmax_t)live[1],
+		    (uintmax_t)live[2]);
+		rc = EIO;
+	}
 	if (rc == 0 && (pages_left != 0 || mc1.extpg_live != mc0.extpg_live ||
 	    mc1.page_refs - mc0.page_refs != mc1.page_unrefs - mc0.page_unrefs)) {
 		printf("krpc_rdma facetest: FAIL: leak: %ju page references left, %ju bridge "

@@ -3,9 +3,13 @@
  *
  * krpc-rdma: clnt_rdma, a kernel RPC client transport (CLIENT *, struct clnt_ops) over the
  * Rust core's Requester (see krpc_rdma_clnt.h for the division of work and the locking).
- * Modelled on sys/rpc/clnt_vc.c: the same XID handling, timeout rules (CLSET_TIMEOUT
- * overrides the caller's timeout), wait channel and interruptible sleep, and the same
- * cl_control requests where they mean something without a socket.
+ * Modelled on sys/rpc/clnt_vc.c: the same XID handling (the first XID from a counter shared
+ * by every CLIENT xor the time of day), timeout rules (CLSET_TIMEOUT overrides the caller's
+ * timeout; a zero timeout sends and returns RPC_TIMEDOUT without waiting), wait channel and
+ * interruptible sleep (EINTR: RPC_INTR, ERESTART: RPC_CANTRECV), the same cl_control
+ * requests where they mean something without a socket, and cl_destroy leaves cl_auth to
+ * its owner. cl_close disconnects with cr_lock dropped. clnt_rdma_live counts the CLIENTs
+ * for krpc_rdma_busy() (MOD_UNLOAD).
  *
  * Limits of this piece: only AUTH_NONE and AUTH_SYS credentials (their marshalled form is
  * ah_cred / ah_verf as they are; RPCSEC_GSS marshals per call and is refused with
@@ -26,6 +30,7 @@
 #include <sys/mutex.h>
 #include <sys/time.h>
 #include <sys/endian.h>
+#include <machine/atomic.h>
 #include <rpc/types.h>
 #include <rpc/xdr.h>
 #include <rpc/auth.h>
@@ -48,6 +53,7 @@ struct ct_rdma {
 	int		cr_interruptible;
 	int		cr_threads;	/* callers inside cl_call */
 	int		cr_closing;
+	int		cr_disconnecting; /* clnt_rdma_close is in krpc_clnt_close, unlocked */
 	int		cr_closed;
 	struct rpc_err	cr_error;	/* the last call's (cl_geterr) */
 };
@@ -70,6 +76,35 @@ static const struct clnt_ops clnt_rdma_ops = {
 	.cl_destroy =	clnt_rdma_destroy,
 	.cl_control =	clnt_rdma_control,
 };
+
+/* CLIENTs alive (created, not yet destroyed): krpc_rdma_busy(), MOD_UNLOAD. */
+static u_int clnt_rdma_live;
+
+u_int
+krpc_clnt_live(void)
+{
+	return (atomic_load_int(&clnt_rdma_live));
+}
+
+/*
+ * The XID seed, as clnt_vc_create (clnt_vc.c:142-149, 229-230): a counter common to every
+ * CLIENT, seeded once from an address and incremented per CLIENT, xor the time of day, so
+ * that two CLIENTs made in the same tick (or microsecond) start at different XIDs.
+ */
+static uint32_t clnt_rdma_disrupt;
+
+static uint32_t
+clnt_rdma_first_xid(const void *seed)
+{
+	struct timeval now;
+	uint32_t d;
+
+	if (atomic_load_int(&clnt_rdma_disrupt) == 0)
+		atomic_cmpset_int(&clnt_rdma_disrupt, 0, (uint32_t)(uintptr_t)seed);
+	d = atomic_fetchadd_int(&clnt_rdma_disrupt, 1) + 1;
+	getmicrotime(&now);
+	return (d ^ (uint32_t)now.tv_sec ^ (uint32_t)now.tv_usec);
+}
 
 /* The CQ completion upcall: never sleeps, only wakes the callers (they poll). */
 static void
@@ -99,8 +134,9 @@ clnt_rdma_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers)
 	}
 	mtx_init(&cr->cr_lock, "krpc_rdma_clnt", NULL, MTX_DEF);
 	cr->cr_h = h;
-	/* As clnt_vc_create: the first XID from the clock, then +1 per call. */
-	cr->cr_xid = (uint32_t)ticks * 2654435761u;
+	/* As clnt_vc_create: the first XID from a shared counter and the clock, then +1 per
+	 * call (cl_call increments first). */
+	cr->cr_xid = clnt_rdma_first_xid(cl);
 	cr->cr_prog = prog;
 	cr->cr_vers = vers;
 	cr->cr_wait.tv_sec = -1;
@@ -113,6 +149,7 @@ clnt_rdma_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers)
 	cl->cl_netid = NULL;
 	cl->cl_tp = NULL;
 	krpc_clnt_set_upcall(h, clnt_rdma_upcall, cr);
+	atomic_add_int(&clnt_rdma_live, 1);
 	return (cl);
 }
 
@@ -197,6 +234,18 @@ clnt_rdma_left(int start, int timo)
 	return (timo - (int)((u_int)ticks - (u_int)start));
 }
 
+/*
+ * clnt_rdma_close calls krpc_clnt_close (rdma_disconnect) without cr_lock: until it has
+ * retaken the lock, no caller may touch the Requester (every krpc_clnt_* call is made with
+ * cr_lock held, the state is not shared otherwise). A caller woken meanwhile waits here.
+ */
+static void
+clnt_rdma_wait_disconnect(struct ct_rdma *cr)
+{
+	while (cr->cr_disconnecting)
+		msleep(&cr->cr_disconnecting, &cr->cr_lock, 0, "rdmadisc", 0);
+}
+
 static enum clnt_stat
 clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbuf *args,
     struct mbuf **resultsp, struct timeval utimeout)
@@ -230,6 +279,7 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 
 	hdr = clnt_rdma_header(xid, prog, vers, proc, auth, &error);
 	mtx_lock(&cr->cr_lock);
+	clnt_rdma_wait_disconnect(cr);
 	if (hdr == NULL) {
 		stat = RPC_CANTENCODEARGS;
 		res.err = error;
@@ -257,10 +307,17 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 		}
 		error = msleep(cr, &cr->cr_lock, pri, cr->cr_waitchan, left);
 		if (error == EINTR || error == ERESTART) {
-			stat = RPC_INTR;
+			/*
+			 * Interrupted before the call went out: what clnt_vc_call makes of an
+			 * interrupted sosend (clnt_vc.c:442-469): RPC_CANTSEND, the error in
+			 * re_errno (with PCATCH; clnt_vc retries ERESTART only without it, and
+			 * a sleep without PCATCH is never interrupted).
+			 */
+			stat = RPC_CANTSEND;
 			res.err = error;
 			goto out;
 		}
+		clnt_rdma_wait_disconnect(cr);
 	}
 	if (rc != KRPC_CLNT_SENT) {
 		stat = (enum clnt_stat)res.stat;
@@ -276,6 +333,16 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 			stat = (enum clnt_stat)res.stat;
 			break;
 		}
+		/*
+		 * A zero timeout: the call is sent, no reply awaited (clnt_vc.c:488-494, "rpc-
+		 * based message passing", NLM's asynchronous calls): RPC_TIMEDOUT at once, re_errno
+		 * untouched (0 here); a late reply is dropped.
+		 */
+		if (tv.tv_sec == 0 && tv.tv_usec == 0) {
+			krpc_clnt_abandon(cr->cr_h, xid);
+			stat = RPC_TIMEDOUT;
+			break;
+		}
 		left = clnt_rdma_left(start, timo);
 		if (left <= 0) {
 			krpc_clnt_abandon(cr->cr_h, xid);
@@ -284,9 +351,15 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 			break;
 		}
 		error = msleep(cr, &cr->cr_lock, pri, cr->cr_waitchan, left);
-		if (error == EINTR || error == ERESTART) {
+		clnt_rdma_wait_disconnect(cr);
+		if (error != 0 && error != EWOULDBLOCK) {
+			/*
+			 * As clnt_vc_call (clnt_vc.c:497-520): EINTR is RPC_INTR; any other error
+			 * of the sleep, ERESTART among them, is RPC_CANTRECV (clnt_rc then
+			 * reconnects and retries), the error in re_errno either way.
+			 */
 			krpc_clnt_abandon(cr->cr_h, xid);
-			stat = RPC_INTR;
+			stat = error == EINTR ? RPC_INTR : RPC_CANTRECV;
 			res.err = error;
 			break;
 		}
@@ -363,13 +436,31 @@ clnt_rdma_close(CLIENT *cl)
 		mtx_unlock(&cr->cr_lock);
 		return;
 	}
+	if (cr->cr_closing) {
+		/* Another close is disconnecting: wait until it has (it wakes us below). */
+		while (!cr->cr_closed)
+			msleep(&cr->cr_threads, &cr->cr_lock, 0, "rpcclose", 0);
+		mtx_unlock(&cr->cr_lock);
+		return;
+	}
 	cr->cr_closing = 1;
+	/*
+	 * rdma_disconnect may sleep (it sends a DREQ): not under the MTX_DEF cr_lock. Callers
+	 * inside cl_call keep off the Requester meanwhile (clnt_rdma_wait_disconnect); the
+	 * CQ upcall only takes cr_lock and wakes them.
+	 */
+	cr->cr_disconnecting = 1;
+	mtx_unlock(&cr->cr_lock);
 	krpc_clnt_close(cr->cr_h);
+	mtx_lock(&cr->cr_lock);
+	cr->cr_disconnecting = 0;
+	wakeup(&cr->cr_disconnecting);
 	krpc_clnt_reap(cr->cr_h, &handed);
 	wakeup(cr);
 	while (cr->cr_threads > 0)
 		msleep(&cr->cr_threads, &cr->cr_lock, 0, "rpcclose", 0);
 	cr->cr_closed = 1;
+	wakeup(&cr->cr_threads);
 	mtx_unlock(&cr->cr_lock);
 }
 
@@ -381,10 +472,15 @@ clnt_rdma_destroy(CLIENT *cl)
 	clnt_rdma_close(cl);
 	krpc_clnt_free(cr->cr_h);
 	mtx_destroy(&cr->cr_lock);
-	if (cl->cl_auth != NULL)
-		AUTH_DESTROY(cl->cl_auth);
+	/*
+	 * cl_auth is not ours to destroy: as clnt_vc_destroy (clnt_vc.c:862-929, no
+	 * AUTH_DESTROY), the consumer that set it owns it and destroys it (NLM shares one
+	 * nlm_auth among its CLIENTs, nlm_prot_impl.c:521/1673; the authnone_create handle
+	 * is static).
+	 */
 	free(cr, M_KRPC_CLNT);
 	free(cl, M_KRPC_CLNT);
+	atomic_subtract_int(&clnt_rdma_live, 1);
 }
 
 static bool_t

@@ -15,8 +15,11 @@
  * results back as an mbuf chain built by the bridge (DDP data as M_EXTPG mbufs).
  *
  * Locking. Every krpc_clnt_* call below is made with the CLIENT's mutex held and never
- * sleeps (M_NOWAIT allocations). The CQ completion upcall only takes that mutex and calls
- * wakeup(9); the thread sleeping in cl_call polls the Requester itself.
+ * sleeps (M_NOWAIT allocations), except krpc_clnt_close: rdma_disconnect may sleep, so
+ * cl_close calls it with the mutex dropped, every caller in cl_call held off the Requester
+ * meanwhile (the CLIENT is marked disconnecting under the mutex). The CQ completion upcall
+ * only takes that mutex and calls wakeup(9); the thread sleeping in cl_call polls the
+ * Requester itself.
  */
 #ifndef KRPC_RDMA_CLNT_H
 #define KRPC_RDMA_CLNT_H
@@ -75,7 +78,8 @@ void krpc_clnt_reap(struct krpc_clnt *h, uint32_t *handed);
 /* The caller gives up on xid (timeout, signal): its registrations are revoked before this
  * returns, its pages handed back; a late reply is dropped. */
 void krpc_clnt_abandon(struct krpc_clnt *h, uint32_t xid);
-/* Requester::close: disconnect, every pending call ends (ESHUTDOWN). */
+/* Requester::close: disconnect, every pending call ends (ESHUTDOWN). Called without the
+ * CLIENT's mutex (see Locking), but never concurrently with another krpc_clnt_* call. */
 void krpc_clnt_close(struct krpc_clnt *h);
 /* Destroy the connection and the state (after krpc_clnt_close). */
 void krpc_clnt_free(struct krpc_clnt *h);
@@ -89,6 +93,8 @@ void krpc_clnt_set_upcall(struct krpc_clnt *h, void (*f)(void *), void *arg);
 struct __rpc_client *clnt_rdma_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers);
 /* The same, under the krpc_ prefix of the names Rust imports (KrpcClnt::into_client). */
 struct __rpc_client *krpc_clnt_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers);
+/* CLIENTs of clnt_rdma alive now (created, not yet destroyed). */
+u_int krpc_clnt_live(void);
 
 #ifdef __cplusplus
 }

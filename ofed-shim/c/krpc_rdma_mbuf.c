@@ -18,6 +18,8 @@
 
 #include "krpc_rdma_ofed.h"
 #include "krpc_rdma_mbuf.h"
+#include "krpc_rdma_clnt.h"
+#include "krpc_rdma_svc.h"
 
 _Static_assert(KRPC_MF_PKTHDR == M_PKTHDR, "M_PKTHDR");
 _Static_assert(KRPC_MF_EOR == M_EOR, "M_EOR");
@@ -40,6 +42,24 @@ krpc_mbuf_get_counts(struct krpc_mbuf_counts *out)
 	out->extpg_live = atomic_load_64(&counts.extpg_live);
 	out->page_refs = atomic_load_64(&counts.page_refs);
 	out->page_unrefs = atomic_load_64(&counts.page_unrefs);
+}
+
+/* See krpc_rdma_svc.h: what MOD_UNLOAD must not pull from under (krpc_rdma_mod.c). */
+uint64_t
+krpc_rdma_busy(uint64_t *clients, uint64_t *xprts, uint64_t *extpg)
+{
+	uint64_t c, x, e;
+
+	c = krpc_clnt_live();
+	x = krpc_svc_live();
+	e = atomic_load_64(&counts.extpg_live);
+	if (clients != NULL)
+		*clients = c;
+	if (xprts != NULL)
+		*xprts = x;
+	if (extpg != NULL)
+		*extpg = e;
+	return (c + x + e);
 }
 
 /* Bytes of page data of an M_EXTPG mbuf (m_epg_pagelen summed). */

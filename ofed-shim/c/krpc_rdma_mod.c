@@ -3,6 +3,8 @@
  *
  * krpc_rdma.ko: module glue. The module carries the Rust staticlib (krpc-rdma core +
  * ofed-shim, linked as an archive by kmod/Makefile) and the C wrappers of krpc_rdma_ofed.c.
+ * MOD_UNLOAD is refused (EBUSY) while krpc_rdma_busy() counts a live CLIENT, SVCXPRT or
+ * bridge M_EXTPG mbuf: they point into the module.
  */
 #include <sys/param.h>
 #include <sys/systm.h>
@@ -10,6 +12,7 @@
 #include <sys/module.h>
 
 #include "krpc_rdma_ofed.h"
+#include "krpc_rdma_svc.h"
 
 /* Exported by the Rust staticlib (ofed-shim/src/lib.rs). */
 uint32_t krpc_rdma_shim_abi_version(void);
@@ -17,6 +20,8 @@ uint32_t krpc_rdma_shim_abi_version(void);
 static int
 krpc_rdma_modevent(module_t mod, int type, void *data)
 {
+	uint64_t clients, xprts, extpg;
+
 	switch (type) {
 	case MOD_LOAD:
 		if (krpc_rdma_shim_abi_version() != KRPC_OFED_ABI_VERSION) {
@@ -28,6 +33,17 @@ krpc_rdma_modevent(module_t mod, int type, void *data)
 			printf("krpc_rdma: loaded (shim ABI %u)\n", KRPC_OFED_ABI_VERSION);
 		return (0);
 	case MOD_UNLOAD:
+		/*
+		 * Not while anything points into the module: a CLIENT's or SVCXPRT's ops table
+		 * (clnt_rdma_ops, svc_rdma_ops), or an M_EXTPG mbuf of the bridge whose ext_free
+		 * routine (krpc_mbuf_free_pages) is the module's.
+		 */
+		if (krpc_rdma_busy(&clients, &xprts, &extpg) != 0) {
+			printf("krpc_rdma: busy: %ju CLIENTs, %ju SVCXPRTs, %ju M_EXTPG mbufs "
+			    "still live: not unloading\n", (uintmax_t)clients, (uintmax_t)xprts,
+			    (uintmax_t)extpg);
+			return (EBUSY);
+		}
 		return (0);
 	default:
 		return (EOPNOTSUPP);

@@ -729,6 +729,21 @@ krpc_ofed_disconnect(struct krpc_ofed_conn *c)
 	return (rdma_disconnect(c->id));
 }
 
+int
+krpc_ofed_conn_addrs(struct krpc_ofed_conn *c, struct sockaddr_storage *local,
+    struct sockaddr_storage *remote)
+{
+	memset(local, 0, sizeof(*local));
+	memset(remote, 0, sizeof(*remote));
+	if (c->id == NULL)
+		return (ENOTCONN);
+	/* rdma_cm's route.addr: the CM fills both for an accepted id (ib_cma.c,
+	 * cma_save_net_info) and for a connected one (address resolution). */
+	memcpy(local, &c->id->route.addr.src_addr, sizeof(*local));
+	memcpy(remote, &c->id->route.addr.dst_addr, sizeof(*remote));
+	return (0);
+}
+
 void
 krpc_ofed_conn_destroy(struct krpc_ofed_conn *c)
 {

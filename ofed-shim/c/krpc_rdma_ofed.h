@@ -162,9 +162,10 @@ void krpc_ofed_page_unref(uint64_t pa);
 uint8_t *krpc_ofed_page_kva(uint64_t pa);
 
 /* --- connection set-up (rdma_cm, asynchronous; events through krpc_ofed_poll_event) --- */
-/* vnet is the struct vnet * of the stack to use (rdma_create_id's first argument). NULL is
- * accepted only by kernels without VIMAGE: with VIMAGE (GENERIC), rdma_create_id returns
- * -EINVAL for it (sys/ofed/drivers/infiniband/core/ib_cma.c). */
+/* vnet is the struct vnet * of the stack to use (rdma_create_id's first argument), or NULL:
+ * the calling thread's (FreeBSD: curvnet, or outside CURVNET_SET the vnet of the thread's
+ * prison, TD_TO_VNET(curthread), as ib_ucma.c:486 and krping do; a VIMAGE kernel such as
+ * GENERIC refuses a NULL vnet, ib_cma.c:766; Linux: &init_net). */
 int krpc_ofed_connect(void *vnet, const struct sockaddr *dst,
     const struct krpc_ofed_params *params, const uint8_t *pdata, uint32_t pdlen,
     struct krpc_ofed_conn **out);
@@ -177,6 +178,11 @@ void krpc_ofed_listener_destroy(struct krpc_ofed_listener *l);
 int krpc_ofed_accept(struct krpc_ofed_conn *c, const uint8_t *pdata, uint32_t pdlen);
 int krpc_ofed_poll_event(struct krpc_ofed_conn *c, struct krpc_cm_event *ev);
 int krpc_ofed_disconnect(struct krpc_ofed_conn *c);
+/* The connection's local and remote addresses (the cm id's route.addr src_addr /
+ * dst_addr) into *local / *remote (zeroed first). 0, or ENOTCONN without a cm id. */
+struct sockaddr_storage;
+int krpc_ofed_conn_addrs(struct krpc_ofed_conn *c, struct sockaddr_storage *local,
+    struct sockaddr_storage *remote);
 void krpc_ofed_conn_destroy(struct krpc_ofed_conn *c);
 /* Replace the completion/CM upcall (NULL: none). Returns once no call of the old upcall is
  * still running (a short busy wait): the caller may then free the old argument. Must not be

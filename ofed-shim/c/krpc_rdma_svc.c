@@ -7,7 +7,12 @@
  * (struct rpc_msg + the arguments as an mbuf chain, *addrp NULL) and marks the transport
  * inactive (xprt_inactive_self) when nothing is queued; xp_stat says XPRT_DIED /
  * XPRT_MOREREQS / XPRT_IDLE; xp_reply sends the reply header (what xdr_replymsg encodes)
- * followed by the results chain and consumes it; xp_destroy frees everything.
+ * followed by the results chain and consumes it; xp_destroy frees everything. As
+ * svc_vc_create_conn: xp_lock is sx_init'ed (and sx_destroy'ed by xp_destroy), xp_rtaddr /
+ * xp_ltaddr are the connection's addresses, xp_sockref a nonzero value unique per
+ * connection (the NFS reply cache's). A REPLY-direction message is dropped, not answered
+ * (no backchannel: xp_p2 NULL; see svc.rs). svc_rdma_live counts the SVCXPRTs for
+ * krpc_rdma_busy() (MOD_UNLOAD).
  *
  * Limits of this piece: per connection only (the connection is accepted by the Rust side
  * before svc_rdma_create; no rendezvous transport over a listener), no xp_ack (NULL, as
@@ -31,6 +36,7 @@
 #include <sys/socket.h>
 #include <sys/sx.h>
 #include <sys/endian.h>
+#include <machine/atomic.h>
 #include <rpc/rpc.h>
 
 #include "krpc_rdma_svc.h"
@@ -62,6 +68,25 @@ static const struct xp_ops svc_rdma_ops = {
 	.xp_destroy =	svc_rdma_destroy,
 	.xp_control =	svc_rdma_control,
 };
+
+/* SVCXPRTs alive (created, not yet destroyed): krpc_rdma_busy(), MOD_UNLOAD. */
+static u_int svc_rdma_live;
+
+u_int
+krpc_svc_live(void)
+{
+	return (atomic_load_int(&svc_rdma_live));
+}
+
+/*
+ * xp_sockref of the next connection. The NFS server's reply cache tells connections apart
+ * by it (nfs_nfsdcache.c:633-639 matches an in-progress entry of the same connection,
+ * nfsrc_trimcache(xp_sockref, ...) at nfs_nfsdkrpc.c:461/516 trims per connection, and 0
+ * means "no connection" there, nfs_nfsdcache.c:853). nfsrvd_addsock gives the sockets it
+ * creates ++sockref from 1 (nfs_nfsdkrpc.c:550); these have the top bit set, so they never
+ * meet those.
+ */
+static uint64_t svc_rdma_sockref;
 
 /*
  * The CQ completion upcall: never sleeps, never polls. It takes the transport's mutex (so it
@@ -96,15 +121,27 @@ svc_rdma_create(struct __rpc_svcpool *pool, struct krpc_svc *h)
 	mtx_init(&sr->sr_lock, "krpc_rdma_svc", NULL, MTX_DEF);
 	sr->sr_h = h;
 	sr->sr_xprt = xprt;
+	/* As every svc_vc create (svc_vc.c:231, 307, 368): clnt_bck.c:320 takes it to send on
+	 * the transport. Destroyed in svc_rdma_destroy. */
+	sx_init(&xprt->xp_lock, "xprt->xp_lock");
 	xprt->xp_pool = pool;
 	xprt->xp_p1 = sr;
+	/* No backchannel CLIENT (clnt_bck) on this transport: a REPLY is dropped (svc.rs). */
 	xprt->xp_p2 = NULL;
 	xprt->xp_netid = NULL;
 	xprt->xp_ops = &svc_rdma_ops;
+	/*
+	 * The connection's addresses (rdma_cm's route.addr), as svc_vc_create_conn fills
+	 * xp_rtaddr from the peer and xp_ltaddr from the socket (svc_vc.c:320, 328): export
+	 * checks and svc.c's replies (svc.c:778) read them. Zero if the id has none.
+	 */
+	krpc_svc_addrs(h, &xprt->xp_ltaddr, &xprt->xp_rtaddr);
+	xprt->xp_sockref = (atomic_fetchadd_64(&svc_rdma_sockref, 1) + 1) | (1ULL << 63);
 	xprt_register(xprt);
 	krpc_svc_set_upcall(h, svc_rdma_upcall, sr);
 	/* Calls that arrived before the upcall was set: the first xp_recv polls for them. */
 	xprt_active(xprt);
+	atomic_add_int(&svc_rdma_live, 1);
 	return (xprt);
 }
 
@@ -297,7 +334,11 @@ svc_rdma_destroy(SVCXPRT *xprt)
 	krpc_svc_free(sr->sr_h);
 	mtx_destroy(&sr->sr_lock);
 	free(sr, M_KRPC_SVC);
+	/* The lock goes before the transport, as on svc_vc's create failure paths
+	 * (svc_vc.c:260, 348; svc_vc_destroy_common, svc_vc.c:508, leaves it). */
+	sx_destroy(&xprt->xp_lock);
 	svc_xprt_free(xprt);
+	atomic_subtract_int(&svc_rdma_live, 1);
 }
 
 int

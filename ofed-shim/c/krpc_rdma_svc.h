@@ -10,7 +10,8 @@
  * xdr_replymsg does) and the waiting. The Rust side (ofed-shim/krpc-face/src/svc.rs) owns the
  * connection and the Responder behind the opaque struct krpc_svc: it polls, parses the RPC
  * call header (peer input, checked), answers what it cannot hand up (RPC_MISMATCH,
- * AUTH_BADCRED, GARBAGE_ARGS, SYSTEM_ERR), hands the arguments up as an mbuf chain built by
+ * AUTH_BADCRED, GARBAGE_ARGS, SYSTEM_ERR), drops a REPLY-direction message (no backchannel;
+ * counted in reverse_replies), hands the arguments up as an mbuf chain built by
  * the bridge (a WRITE's data as M_EXTPG mbufs over the RDMA-Read pages), and sends replies
  * (M_EXTPG pages of a READ reply go by RDMA Write into the client's write chunk).
  *
@@ -31,7 +32,7 @@
 #include <stdint.h>
 #endif
 
-#define KRPC_SVC_ABI_VERSION	2
+#define KRPC_SVC_ABI_VERSION	3
 
 /* krpc_svc_recv: a call (*call, *args); nothing queued; the connection is gone. */
 #define KRPC_SVC_CALL		0
@@ -80,6 +81,8 @@ struct krpc_svc_stats {
 	uint64_t held;		/* reply chains kept until their pages are released, now */
 	uint64_t released;	/* reply chains freed after their pages were released */
 	uint64_t dropped;	/* calls the krpc will not answer: contexts given back */
+	uint64_t reverse_replies; /* REPLY-direction messages dropped (no backchannel):
+				   * contexts given back, nothing sent */
 };
 
 struct krpc_svc;	/* Rust: connection + Responder + bridge scratch */
@@ -122,12 +125,23 @@ void krpc_svc_get_stats(struct krpc_svc *h, struct krpc_svc_stats *out);
 void krpc_svc_free(struct krpc_svc *h);
 /* Route the CQ completion upcall to f(arg) (f NULL: none). */
 void krpc_svc_set_upcall(struct krpc_svc *h, void (*f)(void *), void *arg);
+/* The connection's local and remote addresses (rdma_cm's route.addr) into *local and
+ * *remote (struct sockaddr_storage). 0, or KRPC_SVC_FAILED (both zeroed: no cm id). */
+struct sockaddr_storage;
+int krpc_svc_addrs(struct krpc_svc *h, struct sockaddr_storage *local,
+    struct sockaddr_storage *remote);
 
 /* ---- C (krpc_rdma_svc.c) ------------------------------------------------------------ */
 
-/* An SVCXPRT over h (which it takes: xp_destroy frees it), registered with pool
+/*
+ * An SVCXPRT over h (which it takes: xp_destroy frees it), registered with pool
  * (xprt_register) and activated once. NULL when out of memory (h is then still the
- * caller's). */
+ * caller's). As svc_vc_create, it returns holding two references: the registration's
+ * (dropped when svc.c unregisters a transport that died, or by svcpool_destroy) and the
+ * caller's, which the caller drops with SVC_RELEASE once it has registered its programs
+ * (svc_reg), as nfsrvd_addsock does after svc_vc_create (nfs_nfsdkrpc.c:563). Without that
+ * SVC_RELEASE the transport is never destroyed.
+ */
 struct __rpc_svcxprt *svc_rdma_create(struct __rpc_svcpool *pool, struct krpc_svc *h);
 /* The same, under the krpc_ prefix of the names Rust imports (KrpcSvc::into_xprt). */
 struct __rpc_svcxprt *krpc_svc_create(struct __rpc_svcpool *pool, struct krpc_svc *h);
@@ -156,12 +170,21 @@ struct __rpc_svcxprt *krpc_svc_create(struct __rpc_svcpool *pool, struct krpc_sv
 int svc_rdma_drop(struct __rpc_svcxprt *xprt, uint32_t xid);
 /* The transport's counters (krpc_svc_get_stats under the transport's mutex). */
 void svc_rdma_get_stats(struct __rpc_svcxprt *xprt, struct krpc_svc_stats *out);
+/* SVCXPRTs of svc_rdma alive now (created, not yet destroyed). */
+u_int krpc_svc_live(void);
+/*
+ * What keeps the module busy (MOD_UNLOAD refuses with EBUSY while nonzero): CLIENTs of
+ * clnt_rdma and SVCXPRTs of svc_rdma alive (their ops tables are the module's) and the
+ * bridge's M_EXTPG mbufs not yet freed (their ext_free routine is the module's). The sum;
+ * each count in *clients / *xprts / *extpg when not NULL. In krpc_rdma_mbuf.c.
+ */
+uint64_t krpc_rdma_busy(uint64_t *clients, uint64_t *xprts, uint64_t *extpg);
 
 #ifdef __cplusplus
 }
 #endif
 
 _Static_assert(sizeof(struct krpc_svc_call) == 36, "krpc_svc_call size");
-_Static_assert(sizeof(struct krpc_svc_stats) == 56, "krpc_svc_stats size");
+_Static_assert(sizeof(struct krpc_svc_stats) == 64, "krpc_svc_stats size");
 
 #endif /* KRPC_RDMA_SVC_H */

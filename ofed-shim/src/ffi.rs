@@ -168,6 +168,21 @@ pub struct KrpcRegOut {
     pub reserved: u32,
 }
 
+/// `struct sockaddr_storage` (128 bytes, 8-aligned, on FreeBSD and Linux): an address as
+/// the platform lays it out (FreeBSD: `ss_len`, `ss_family` bytes; Linux: a 16-bit family).
+#[repr(C, align(8))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SockaddrStorage {
+    /// The bytes.
+    pub bytes: [u8; 128],
+}
+
+impl Default for SockaddrStorage {
+    fn default() -> Self {
+        SockaddrStorage { bytes: [0; 128] }
+    }
+}
+
 /// `struct krpc_ofed_counts`: the C wrappers' objects live now and their work since load.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -288,6 +303,9 @@ extern "C" {
     pub fn krpc_ofed_poll_event(c: *mut KrpcConn, ev: *mut KrpcCmEvent) -> i32;
     /// `rdma_disconnect`.
     pub fn krpc_ofed_disconnect(c: *mut KrpcConn) -> i32;
+    /// The cm id's local and remote addresses (`struct sockaddr_storage *` each, see
+    /// [`SockaddrStorage`]); 0 or `ENOTCONN`.
+    pub fn krpc_ofed_conn_addrs(c: *mut KrpcConn, local: *mut c_void, remote: *mut c_void) -> i32;
     /// Register the CQ completion upcall.
     pub fn krpc_ofed_set_upcall(c: *mut KrpcConn, f: extern "C" fn(*mut c_void), arg: *mut c_void);
     /// Tear down QP, CQ, MRs, PD, cm id.

@@ -38,6 +38,7 @@ pub mod pages;
 pub mod qp;
 mod runtime;
 
+pub use ffi::SockaddrStorage;
 pub use pages::KernelPages;
 pub use qp::{OfedConfig, OfedError, OfedListener, OfedQp, OfedStats};
 

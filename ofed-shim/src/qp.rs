@@ -47,7 +47,9 @@ use krpc_rdma::provider::binding::{
 use krpc_rdma::provider::{Access, LocalFragment, ProviderError, Resources, WcStatus};
 use mbuf::{PageProvider, PAGE_SIZE};
 
-use crate::ffi::{self, KrpcCmEvent, KrpcConn, KrpcListener, KrpcRegOut, KrpcSge, KrpcWc, KrpcWr};
+use crate::ffi::{
+    self, KrpcCmEvent, KrpcConn, KrpcListener, KrpcRegOut, KrpcSge, KrpcWc, KrpcWr, SockaddrStorage,
+};
 use crate::pages::KernelPages;
 
 /// `EAGAIN` (same value on FreeBSD and Linux).
@@ -706,6 +708,25 @@ impl OfedQp {
     pub unsafe fn set_upcall(&mut self, f: extern "C" fn(*mut c_void), arg: *mut c_void) {
         // SAFETY: live connection; the caller vouches for `f`/`arg`.
         unsafe { ffi::krpc_ofed_set_upcall(self.conn(), f, arg) };
+    }
+
+    /// The connection's local and remote addresses (the cm id's `route.addr`, as the
+    /// platform's `struct sockaddr_storage`), or `None` without a cm id.
+    pub fn addrs(&self) -> Option<(SockaddrStorage, SockaddrStorage)> {
+        let conn = self.conn();
+        if conn.is_null() {
+            return None;
+        }
+        let (mut l, mut r) = (SockaddrStorage::default(), SockaddrStorage::default());
+        // SAFETY: live connection; both out-pointers hold a `struct sockaddr_storage`.
+        let rc = unsafe {
+            ffi::krpc_ofed_conn_addrs(
+                conn,
+                (&mut l as *mut SockaddrStorage).cast(),
+                (&mut r as *mut SockaddrStorage).cast(),
+            )
+        };
+        (rc == 0).then_some((l, r))
     }
 
     /// Arm the CQ notification (after a poll found nothing).

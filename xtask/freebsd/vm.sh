@@ -52,6 +52,8 @@ while :; do
         end=panic; break
     fi
     if [ -z "$KO" ] && plain | grep -q '^mountroot>'; then break; fi
+    # A module the kernel linker refused never runs its tests: no need to wait for them.
+    if plain | grep -qE 'could not finalize loading'; then end="a module did not link"; break; fi
     if ! kill -0 "$qemu" 2>/dev/null; then
         [ -n "$KO" ] && plain | grep -q 'krpc_rdma facetest: done' || end="qemu exited"
         break

@@ -49,6 +49,7 @@ pub const EXPORTS: &[&str] = &[
     "krpc_clnt_reap",
     "krpc_clnt_send",
     "krpc_clnt_set_upcall",
+    "krpc_svc_addrs",
     "krpc_svc_drop",
     "krpc_svc_free",
     "krpc_svc_get_stats",

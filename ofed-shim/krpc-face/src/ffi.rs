@@ -173,7 +173,7 @@ extern "C" {
 // ---- the RPC server transport (`c/krpc_rdma_svc.h`, `c/krpc_rdma_svc.c`) -----------------
 
 /// ABI version of `krpc_rdma_svc.h` (`KRPC_SVC_ABI_VERSION`).
-pub const SVC_ABI_VERSION: u32 = 2;
+pub const SVC_ABI_VERSION: u32 = 3;
 /// `KRPC_SVC_CALL`: `krpc_svc_recv` hands up a call.
 pub const SVC_CALL: i32 = 0;
 /// `KRPC_SVC_NONE`: nothing queued.
@@ -239,9 +239,11 @@ pub struct KrpcSvcStats {
     pub released: u64,
     /// Calls the krpc said it will not answer (`svc_rdma_drop`): contexts given back.
     pub dropped: u64,
+    /// REPLY-direction messages dropped (no backchannel): contexts given back, nothing sent.
+    pub reverse_replies: u64,
 }
 
-const_assert_eq!(size_of::<KrpcSvcStats>(), 56);
+const_assert_eq!(size_of::<KrpcSvcStats>(), 64);
 
 /// Opaque `struct krpc_svc`: the Rust server state ([`crate::svc::KrpcSvc`]).
 #[repr(C)]

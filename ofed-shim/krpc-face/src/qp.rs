@@ -12,7 +12,7 @@
 use core::ffi::c_void;
 
 use krpc_rdma::provider::Provider;
-use ofed_shim::OfedQp;
+use ofed_shim::{OfedQp, SockaddrStorage};
 
 /// A [`Provider`] whose completions (and connection events) are announced by a call of an
 /// upcall `f(arg)` from a context that must not sleep, once armed.
@@ -28,6 +28,12 @@ pub trait FaceQp: Provider + Send {
     /// Arm the notification for the next completion (after a poll found nothing). A
     /// provider may also call the upcall without it (a spurious upcall only wakes a poller).
     fn arm(&mut self);
+
+    /// The connection's (local, remote) addresses (`xp_ltaddr` / `xp_rtaddr`), if it has
+    /// any (the software provider's connection has none).
+    fn addrs(&self) -> Option<(SockaddrStorage, SockaddrStorage)> {
+        None
+    }
 }
 
 impl FaceQp for OfedQp {
@@ -38,5 +44,9 @@ impl FaceQp for OfedQp {
 
     fn arm(&mut self) {
         OfedQp::arm(self);
+    }
+
+    fn addrs(&self) -> Option<(SockaddrStorage, SockaddrStorage)> {
+        OfedQp::addrs(self)
     }
 }

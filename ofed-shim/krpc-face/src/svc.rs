@@ -14,7 +14,7 @@
 //!   peer input); a call that cannot be handed up is answered here, never dropped: a wrong
 //!   RPC version with `MSG_DENIED`/`RPC_MISMATCH` (2..2), a credential or verifier longer
 //!   than `MAX_AUTH_BYTES` with `AUTH_ERROR`/`AUTH_BADCRED`/`AUTH_BADVERF`, a truncated
-//!   header or a non-CALL with `GARBAGE_ARGS`, and a call whose arguments cannot be built
+//!   header or a message neither CALL nor REPLY with `GARBAGE_ARGS`, and a call whose arguments cannot be built
 //!   into mbufs with `SYSTEM_ERR` (malformed RPC-over-RDMA headers are the Responder's:
 //!   `RDMA_ERROR`). The arguments past the header go back through the [`MbufBridge`] as an
 //!   mbuf chain, a WRITE's data as M_EXTPG mbufs over the pages the RDMA Read filled.
@@ -61,6 +61,7 @@ use crate::head::Head;
 use crate::mbuf_bridge::{BridgeError, MbufBridge, MbufChain};
 use crate::qp::FaceQp;
 use ofed_shim::pages::Counted;
+use ofed_shim::SockaddrStorage;
 
 /// One reply's FreeBSD chains: the header, the results.
 type Held = (Option<MbufChain>, Option<MbufChain>);
@@ -139,6 +140,14 @@ fn parse_call<'a>(
     Ok((v.cred.body, v.verf.body, d.pos()))
 }
 
+/// Whether the message whose first bytes are `head` is a REPLY (RFC 5531 `msg_type` 1, the
+/// word after the XID): a reverse-direction reply, which this transport (no backchannel)
+/// drops.
+fn is_reply(head: &[u8]) -> bool {
+    head.get(4..8)
+        .is_some_and(|w| w == onc_rpc::rpc::REPLY.to_be_bytes())
+}
+
 /// What `recv` found.
 enum Recv {
     Call(Option<MbufChain>),
@@ -180,7 +189,9 @@ impl KrpcSvc {
     }
 
     /// An `SVCXPRT *` (`svc_rdma_create`) registered with `pool`, which takes this state
-    /// (its `xp_destroy` frees it); `None` without memory (the state is dropped).
+    /// (its `xp_destroy` frees it); `None` without memory (the state is dropped). It comes
+    /// with the caller's reference, which the caller drops (`SVC_RELEASE`) once its programs
+    /// are registered, as after `svc_vc_create` (see `c/krpc_rdma_svc.h`).
     ///
     /// # Safety
     /// `pool` is a live `SVCPOOL` that outlives the transport.
@@ -256,6 +267,16 @@ impl KrpcSvc {
                 self.answer(ctx, &svc::refusal(xid, AcceptStat::SystemErr));
                 continue;
             };
+            if is_reply(head) {
+                // A reply is never answered with a reply. With no backchannel CLIENT
+                // (xp_p2 NULL) FreeBSD's svc_vc_recv hands it to xdr_callmsg, which fails,
+                // and drops it (svc_vc.c:765-791, 810-813); Linux svcrdma passes it to
+                // svc_process, which drops a non-CALL ("bad direction"). Dropped here too,
+                // the connection kept, its context (and the credit) given back.
+                self.give_back(ctx);
+                self.stats.reverse_replies += 1;
+                continue;
+            }
             let (ok, args) = match parse_call(head, call) {
                 // SAFETY: per krpc_svc_recv's contract, cred / verf hold MAX_AUTH_BYTES
                 // bytes each (or are NULL), and nothing else refers to them during the call.
@@ -535,6 +556,31 @@ pub unsafe extern "C" fn krpc_svc_stat(h: *mut KrpcSvcHandle) -> i32 {
 pub unsafe extern "C" fn krpc_svc_get_stats(h: *mut KrpcSvcHandle, out: *mut KrpcSvcStats) {
     // SAFETY: per the function's contract.
     unsafe { *out = state(h).stats };
+}
+
+/// `krpc_svc_addrs` (see `c/krpc_rdma_svc.h`): 0, or `KRPC_SVC_FAILED` with both zeroed.
+///
+/// # Safety
+/// `h` as for `state`; `local` and `remote` valid out-pointers of a `struct
+/// sockaddr_storage` each.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_addrs(
+    h: *mut KrpcSvcHandle,
+    local: *mut SockaddrStorage,
+    remote: *mut SockaddrStorage,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    let (s, local, remote) = unsafe { (state(h), &mut *local, &mut *remote) };
+    match s.qp.addrs() {
+        Some((l, r)) => {
+            (*local, *remote) = (l, r);
+            0
+        }
+        None => {
+            (*local, *remote) = (SockaddrStorage::default(), SockaddrStorage::default());
+            ffi::SVC_FAILED
+        }
+    }
 }
 
 /// `krpc_svc_free` (see `c/krpc_rdma_svc.h`).

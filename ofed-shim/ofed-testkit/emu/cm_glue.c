@@ -156,6 +156,29 @@ ucm_disconnect(void *uid)
 	return (neg_errno(rdma_disconnect(uid)));
 }
 
+static void
+ucm_copy_addr(struct sockaddr_storage *out, const struct sockaddr *sa)
+{
+	size_t n = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (sa == NULL)
+		return;
+	if (sa->sa_family == AF_INET)
+		n = sizeof(struct sockaddr_in);
+	else if (sa->sa_family == AF_INET6)
+		n = sizeof(struct sockaddr_in6);
+	if (n > 0)
+		memcpy(out, sa, n);
+}
+
+void
+ucm_addrs(void *uid, struct sockaddr_storage *src, struct sockaddr_storage *dst)
+{
+	ucm_copy_addr(src, rdma_get_local_addr(uid));
+	ucm_copy_addr(dst, rdma_get_peer_addr(uid));
+}
+
 int
 ucm_destroy_id(void *uid)
 {

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 struct sockaddr;
+struct sockaddr_storage;
 struct ibv_context;
 struct ibv_pd;
 struct ibv_qp;
@@ -76,6 +77,9 @@ int ucm_connect(void *uid, const struct ucm_conn_param *p);
 int ucm_accept(void *uid, const struct ucm_conn_param *p);
 int ucm_reject(void *uid, const void *pdata, uint8_t pdlen);
 int ucm_disconnect(void *uid);
+/* librdmacm's local and peer addresses of uid (rdma_get_local_addr / rdma_get_peer_addr),
+ * copied into *src / *dst (zeroed first). */
+void ucm_addrs(void *uid, struct sockaddr_storage *src, struct sockaddr_storage *dst);
 int ucm_destroy_id(void *uid);
 /* Next event without blocking: 1 (and *ev filled), 0 if none, negative errno. */
 int ucm_get_event(struct ucm_event *ev);

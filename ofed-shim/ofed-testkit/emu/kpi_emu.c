@@ -75,17 +75,77 @@ mtx_destroy(struct mtx *m)
 	pthread_mutex_destroy(&m->m);
 }
 
+static __thread int mtx_held;
+
 void
 mtx_lock(struct mtx *m)
 {
 	pthread_mutex_lock(&m->m);
+	mtx_held++;
 }
 
 void
 mtx_unlock(struct mtx *m)
 {
+	mtx_held--;
 	pthread_mutex_unlock(&m->m);
 }
+
+int
+krpc_emu_mtx_held(void)
+{
+	return (mtx_held);
+}
+
+/* ---- sx(9) --------------------------------------------------------------------------------- */
+
+void
+sx_init(struct sx *sx, const char *name)
+{
+	(void)name;
+	if (sx->initialised)
+		krpc_emu_panic("sx_init of an initialised sx (%s)", name);
+	pthread_mutex_init(&sx->m, NULL);
+	sx->initialised = 1;
+}
+
+void
+sx_destroy(struct sx *sx)
+{
+	if (!sx->initialised)
+		krpc_emu_panic("sx_destroy of an sx never initialised");
+	pthread_mutex_destroy(&sx->m);
+	sx->initialised = 0;
+}
+
+void
+sx_xlock(struct sx *sx)
+{
+	if (!sx->initialised)
+		krpc_emu_panic("sx_xlock of an sx never initialised");
+	pthread_mutex_lock(&sx->m);
+}
+
+void
+sx_xunlock(struct sx *sx)
+{
+	pthread_mutex_unlock(&sx->m);
+}
+
+int
+krpc_emu_sx_initialised(const struct sx *sx)
+{
+	return (sx->initialised);
+}
+
+/* ---- net/vnet.h: one network stack, as vnet0 ------------------------------------------------ */
+
+struct vnet {
+	int unused;
+};
+static struct vnet emu_vnet0;
+struct vnet *vnet0 = &emu_vnet0;
+__thread struct vnet *krpc_emu_td_vnet;
 
 /* ---- "kernel memory": the page arena ----------------------------------------------------- */
 
@@ -315,6 +375,8 @@ cm_dispatch(struct ucm_event *ue)
 		if (id->device == NULL)
 			id->device = emu_device(ucm_verbs(id->uid));
 	}
+	/* route.addr as the kernel CM keeps it (cma_save_net_info for a new id). */
+	ucm_addrs(id->uid, &id->route.addr.src_addr, &id->route.addr.dst_addr);
 	__atomic_fetch_add(&emu_stats.cm_events, 1, __ATOMIC_RELAXED);
 	rc = id->event_handler(id, &ev);
 	ucm_ack_event(ue);
@@ -924,7 +986,9 @@ rdma_create_id(struct vnet *net, rdma_cm_event_handler event_handler, void *cont
 	struct rdma_cm_id *id;
 	int err;
 
-	(void)net;	/* one network stack here */
+	/* As ib_cma.c:766 (FreeBSD 14.2) on a VIMAGE kernel such as GENERIC. */
+	if (net == NULL)
+		return (ERR_PTR(-EINVAL));
 	if (ps != RDMA_PS_TCP || qp_type != IB_QPT_RC)
 		return (ERR_PTR(-EINVAL));
 	if ((err = emu_start()) != 0)
@@ -1076,6 +1140,10 @@ rdma_reject(struct rdma_cm_id *id, const void *private_data, u8 private_data_len
 int
 rdma_disconnect(struct rdma_cm_id *id)
 {
+	/* ib_cma.c's rdma_disconnect sends a DREQ (cm_send_dreq: may sleep): no MTX_DEF mutex
+	 * may be held across it. */
+	if (mtx_held > 0)
+		__atomic_fetch_add(&emu_stats.disconnects_locked, 1, __ATOMIC_RELAXED);
 	return (ucm_disconnect(id->uid));
 }
 
@@ -1089,6 +1157,8 @@ krpc_emu_get_stats(struct krpc_emu_stats *out)
 	*out = emu_stats;
 	out->cq_upcalls = __atomic_load_n(&emu_stats.cq_upcalls, __ATOMIC_RELAXED);
 	out->cm_events = __atomic_load_n(&emu_stats.cm_events, __ATOMIC_RELAXED);
+	out->disconnects_locked = __atomic_load_n(&emu_stats.disconnects_locked,
+	    __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&arena_lock);
 	pthread_mutex_unlock(&emu_lock);
 }

@@ -102,10 +102,62 @@ void mtx_destroy(struct mtx *m);
 #define cpu_spinwait()	sched_yield()
 void mtx_lock(struct mtx *m);
 void mtx_unlock(struct mtx *m);
+/* Not FreeBSD's: how many mtx(9) locks the calling thread holds now (what WITNESS knows when a
+ * function that may sleep is entered; the emulated rdma_disconnect counts calls made with one
+ * held, see krpc_emu_stats.disconnects_locked). */
+int krpc_emu_mtx_held(void);
 
-/* ---- net/vnet.h ----------------------------------------------------------------------- */
+/* ---- sx(9) ---------------------------------------------------------------------------- */
 
+/*
+ * An sx lock with what the emulation checks: sx_init'ed before use (sx_xlock of one never
+ * initialised panics, as would FreeBSD's on a zeroed lock object under INVARIANTS), not
+ * initialised twice (lock_init's "already initialized"). FreeBSD's svc_vc.c initialises
+ * the SVCXPRT's xp_lock in every create (svc_vc.c:231, 307, 368), its create failure paths
+ * sx_destroy it before svc_xprt_free (svc_vc.c:260, 348); clnt_bck.c:320 takes it to send on
+ * the transport. The emulated svc_xprt_free counts transports freed with it initialised.
+ */
+struct sx {
+	pthread_mutex_t m;
+	int initialised;
+};
+
+void sx_init(struct sx *sx, const char *name);
+void sx_destroy(struct sx *sx);
+void sx_xlock(struct sx *sx);
+void sx_xunlock(struct sx *sx);
+/* Not FreeBSD's: 1 between sx_init and sx_destroy. */
+int krpc_emu_sx_initialised(const struct sx *sx);
+
+/* ---- machine/atomic.h ----------------------------------------------------------------- */
+
+#define atomic_add_int(p, v)		((void)__atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST))
+#define atomic_subtract_int(p, v)	((void)__atomic_sub_fetch((p), (v), __ATOMIC_SEQ_CST))
+#define atomic_load_int(p)		__atomic_load_n((p), __ATOMIC_SEQ_CST)
+#define atomic_cmpset_int(p, o, n) __extension__ ({			\
+	__typeof(*(p)) _krpc_o = (o);						\
+	(int)__atomic_compare_exchange_n((p), &_krpc_o, (n), 0, __ATOMIC_SEQ_CST,	\
+	    __ATOMIC_SEQ_CST);							\
+})
+#define atomic_fetchadd_int(p, v)	__atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
+#define atomic_fetchadd_32(p, v)	__atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
+#define atomic_fetchadd_64(p, v)	__atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
+
+/* ---- net/vnet.h, sys/proc.h ---------------------------------------------------------- */
+
+/*
+ * As a VIMAGE kernel (GENERIC has options VIMAGE): curvnet is the thread's td_vnet, NULL
+ * outside CURVNET_SET (what a kernel thread of the krpc has); TD_TO_VNET(td) is the vnet of
+ * the thread's prison (prison0's: vnet0 here, the one network stack). The emulated
+ * rdma_create_id refuses a NULL vnet as ib_cma.c:766 does under VIMAGE.
+ */
 struct vnet;
+struct thread;
+extern struct vnet *vnet0;
+extern __thread struct vnet *krpc_emu_td_vnet;
+#define curthread		((struct thread *)&krpc_emu_td_vnet)
+#define curvnet			krpc_emu_td_vnet
+#define TD_TO_VNET(td)		((void)(td), vnet0)
 
 /* ---- vm_page -------------------------------------------------------------------------- */
 
@@ -634,6 +686,16 @@ struct rdma_cm_event {
 	} param;
 };
 
+/* The part of FreeBSD's struct rdma_route (sys/ofed/include/rdma/rdma_cm.h) the C reads. */
+struct rdma_addr {
+	struct sockaddr_storage src_addr;
+	struct sockaddr_storage dst_addr;
+};
+
+struct rdma_route {
+	struct rdma_addr addr;
+};
+
 struct rdma_cm_id;
 typedef int (*rdma_cm_event_handler)(struct rdma_cm_id *id, struct rdma_cm_event *event);
 
@@ -646,6 +708,7 @@ struct rdma_cm_id {
 	enum ib_qp_type qp_type;
 	u8 port_num;
 	void *uid;		/* emulation: the librdmacm id */
+	struct rdma_route route;	/* route.addr: refreshed from librdmacm's at every event */
 };
 
 struct rdma_cm_id *rdma_create_id(struct vnet *net, rdma_cm_event_handler event_handler,
@@ -678,6 +741,7 @@ struct krpc_emu_stats {
 	uint64_t cq_upcalls;		/* completion handlers called */
 	uint64_t cm_events;		/* rdma_cm events dispatched to handlers */
 	uint64_t pages_in_use;		/* arena pages wired now */
+	uint64_t disconnects_locked;	/* rdma_disconnect called with an mtx(9) held */
 };
 
 void krpc_emu_get_stats(struct krpc_emu_stats *out);

@@ -13,6 +13,8 @@
 static pthread_mutex_t sq_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sq_cond = PTHREAD_COND_INITIALIZER;
 static uint64_t sq_gen;
+static uint64_t sq_calls;
+static int sq_interrupt;	/* the next PCATCH sleep's error (0: none) */
 
 static uint64_t
 now_ms(void)
@@ -61,9 +63,19 @@ msleep(const void *chan, struct mtx *mtx, int pri, const char *wmesg, int timo)
 	int rc = 0;
 
 	(void)chan;
-	(void)pri;
 	(void)wmesg;
 	pthread_mutex_lock(&sq_lock);
+	sq_calls++;
+	if ((pri & PCATCH) != 0 && sq_interrupt != 0) {
+		/* A signal pending: sleepq_catch_signals returns before sleeping (EINTR, or
+		 * ERESTART for an SA_RESTART handler); the mutex is dropped and retaken. */
+		rc = sq_interrupt;
+		sq_interrupt = 0;
+		pthread_mutex_unlock(&sq_lock);
+		mtx_unlock(mtx);
+		mtx_lock(mtx);
+		return (rc);
+	}
 	gen = sq_gen;
 	mtx_unlock(mtx);	/* a wakeup from here on bumps the generation we read */
 	if (timo > 0)
@@ -82,6 +94,37 @@ msleep(const void *chan, struct mtx *mtx, int pri, const char *wmesg, int timo)
 	pthread_mutex_unlock(&sq_lock);
 	mtx_lock(mtx);
 	return (rc);
+}
+
+void
+krpc_emu_msleep_interrupt_next(int error)
+{
+	pthread_mutex_lock(&sq_lock);
+	sq_interrupt = error;
+	pthread_mutex_unlock(&sq_lock);
+}
+
+int
+krpc_emu_erestart(void)
+{
+	return (ERESTART);
+}
+
+uint64_t
+krpc_emu_msleep_calls(void)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&sq_lock);
+	n = sq_calls;
+	pthread_mutex_unlock(&sq_lock);
+	return (n);
+}
+
+void
+getmicrotime(struct timeval *tv)
+{
+	gettimeofday(tv, NULL);
 }
 
 void
@@ -114,10 +157,31 @@ authnone_create(void)
 }
 
 /* AUTH_SYS: the credential body is kept right behind the AUTH (one libc allocation). */
+static uint64_t authsys_destroyed;
+
 static void
 authsys_destroy(AUTH *a)
 {
+	__atomic_fetch_add(&authsys_destroyed, 1, __ATOMIC_RELAXED);
 	(free)(a);
+}
+
+uint64_t
+krpc_emu_auth_destroyed(void)
+{
+	return (__atomic_load_n(&authsys_destroyed, __ATOMIC_RELAXED));
+}
+
+AUTH *
+krpc_emu_clnt_auth(CLIENT *cl)
+{
+	return (cl->cl_auth);
+}
+
+void
+krpc_emu_auth_destroy(AUTH *a)
+{
+	AUTH_DESTROY(a);
 }
 
 static const struct auth_ops authsys_ops = { .ah_destroy = authsys_destroy };

@@ -37,8 +37,17 @@ int krpc_emu_ticks(void);
 #define ticks		krpc_emu_ticks()
 int tvtohz(struct timeval *tv);
 /* Sleep on chan, releasing mtx (re-taken before returning); timo ticks (0: forever).
- * 0 when woken, EWOULDBLOCK on timeout. Never EINTR (no signals here). */
+ * 0 when woken, EWOULDBLOCK on timeout; EINTR or ERESTART only for a PCATCH sleep a test
+ * armed with krpc_emu_msleep_interrupt_next (a signal caught: sleepq_catch_signals). */
 int msleep(const void *chan, struct mtx *mtx, int pri, const char *wmesg, int timo);
+/* Not FreeBSD's (tests): the next msleep with PCATCH returns `error` (EINTR, or ERESTART:
+ * krpc_emu_erestart()) without sleeping, as when a signal is pending; 0 disarms. */
+void krpc_emu_msleep_interrupt_next(int error);
+int krpc_emu_erestart(void);
+/* Not FreeBSD's (tests): msleep calls made so far (every thread). */
+uint64_t krpc_emu_msleep_calls(void);
+/* Not FreeBSD's (tests): microtime as FreeBSD's getmicrotime(9) (CLOCK_REALTIME). */
+void getmicrotime(struct timeval *tv);
 /* Not FreeBSD's: *abs = the CLOCK_REALTIME time `ms` milliseconds from now, a
  * pthread_cond_timedwait deadline (msleep's, and the svc pool's in kpi_emu_svc.c). */
 void krpc_emu_deadline(struct timespec *abs, uint32_t ms);
@@ -233,5 +242,10 @@ void krpc_emu_clnt_destroy(CLIENT *cl);
  * cl->cl_auth (the old one AUTH_DESTROYed), as a krpc consumer sets cl_auth. 1, or 0 when
  * `len` is too large or without memory (cl_auth unchanged). */
 int krpc_emu_clnt_set_authsys(CLIENT *cl, const uint8_t *body, uint32_t len);
+/* AUTH_DESTROY calls of the AUTH_SYS handles above so far; cl->cl_auth; AUTH_DESTROY(a), as
+ * the consumer that set cl_auth does after CLNT_DESTROY (clnt_vc_destroy leaves it). */
+uint64_t krpc_emu_auth_destroyed(void);
+AUTH *krpc_emu_clnt_auth(CLIENT *cl);
+void krpc_emu_auth_destroy(AUTH *a);
 
 #endif /* KRPC_KPI_EMU_RPC_H */

@@ -23,9 +23,27 @@ svc_xprt_alloc(void)
 	return (xprt);
 }
 
+static uint64_t freed_locked;	/* transports freed with xp_lock still initialised */
+
+uint64_t
+krpc_emu_svc_freed_locked(void)
+{
+	return (__atomic_load_n(&freed_locked, __ATOMIC_RELAXED));
+}
+
 void
 svc_xprt_free(SVCXPRT *xprt)
 {
+	/*
+	 * FreeBSD's svc_xprt_free does not look at xp_lock, and svc_vc_destroy_common
+	 * (svc_vc.c:508-537) frees a transport without sx_destroy; svc_vc's create failure
+	 * paths pair sx_init with sx_destroy before svc_xprt_free (svc_vc.c:260, 348). Counted,
+	 * not refused: the tests check svc_rdma destroys what it initialised.
+	 */
+	if (krpc_emu_sx_initialised(&xprt->xp_lock)) {
+		__atomic_fetch_add(&freed_locked, 1, __ATOMIC_RELAXED);
+		sx_destroy(&xprt->xp_lock);
+	}
 	free(xprt, M_EMU_SVC);
 }
 
@@ -42,6 +60,13 @@ xprt_register(SVCXPRT *xprt)
 {
 	SVCPOOL *pool = xprt->xp_pool;
 
+	/*
+	 * Not a check of svc.c's: every transport's create has sx_init'ed xp_lock by now
+	 * (svc_vc.c:307 before xprt_register at svc_vc.c:331), and the krpc takes it without
+	 * asking (clnt_bck.c:320, the NFSv4.1 backchannel's send).
+	 */
+	if (!krpc_emu_sx_initialised(&xprt->xp_lock))
+		krpc_emu_panic("xprt_register of a transport whose xp_lock was never sx_init'ed");
 	__atomic_add_fetch(&xprt->xp_refs, 1, __ATOMIC_ACQ_REL);
 	pthread_mutex_lock(&pool->sp_lock);
 	xprt->xp_registered = TRUE;
@@ -232,4 +257,15 @@ krpc_emu_svc_release(SVCXPRT *xprt)
 {
 	xprt_unregister(xprt);
 	svc_release(xprt);
+}
+
+uint64_t
+krpc_emu_svc_addrs(SVCXPRT *xprt, struct sockaddr_storage *l, struct sockaddr_storage *r)
+{
+	/* As svc_getreq's consumers: under xp_lock, which the transport initialised. */
+	sx_xlock(&xprt->xp_lock);
+	*l = xprt->xp_ltaddr;
+	*r = xprt->xp_rtaddr;
+	sx_xunlock(&xprt->xp_lock);
+	return (xprt->xp_sockref);
 }

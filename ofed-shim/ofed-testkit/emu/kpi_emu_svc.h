@@ -6,7 +6,8 @@
  * reply_body, accepted_reply, rejected_reply and their macros), enum xprt_stat, struct
  * xp_ops (the kernel's: xp_recv with the args mbuf chain, xp_stat, xp_ack, xp_reply taking
  * the results chain, xp_destroy, xp_control), SVCXPRT with the fields the transport and the
- * pool use (xp_refs, xp_pool, xp_registered, xp_active, xp_ops, xp_netid, xp_p1..p3), the
+ * pool use (xp_refs, xp_lock, xp_pool, xp_registered, xp_active, xp_ops, xp_netid,
+ * xp_ltaddr, xp_rtaddr, xp_p1..p3, xp_sockref), the
  * SVC_* macros, svc_xprt_alloc / svc_xprt_free, xprt_register / xprt_unregister /
  * xprt_active / xprt_inactive / xprt_inactive_self.
  *
@@ -112,6 +113,7 @@ struct mbuf;
 
 typedef struct __rpc_svcxprt {
 	volatile u_int xp_refs;
+	struct sx xp_lock;	/* every transport's create sx_inits it (svc_vc.c:307) */
 	struct __rpc_svcpool *xp_pool;
 	bool_t xp_registered;
 	bool_t xp_active;
@@ -126,11 +128,14 @@ typedef struct __rpc_svcxprt {
 		bool_t (*xp_control)(struct __rpc_svcxprt *, const u_int, void *);
 	} *xp_ops;
 	char *xp_netid;
+	struct sockaddr_storage xp_ltaddr;	/* local transport address */
+	struct sockaddr_storage xp_rtaddr;	/* remote transport address */
 	void *xp_p1;
 	void *xp_p2;
 	void *xp_p3;
 	int xp_type;
 	int xp_idletimeout;
+	uint64_t xp_sockref;	/* the reply cache's connection identity (nfs_nfsdcache.c) */
 } SVCXPRT;
 
 #define SVC_RECV(xprt, msg, addr, args) \
@@ -191,5 +196,10 @@ int krpc_emu_svc_control_arg(SVCXPRT *xprt, uint32_t rq, void *in);
 /* What svc_getreq does for XPRT_DIED and the last SVC_RELEASE: xprt_unregister, then the
  * reference drop that calls SVC_DESTROY. */
 void krpc_emu_svc_release(SVCXPRT *xprt);
+/* Transports svc_xprt_free'd with xp_lock still sx_init'ed (not sx_destroy'ed). */
+uint64_t krpc_emu_svc_freed_locked(void);
+/* xp_sockref, and xp_ltaddr / xp_rtaddr copied out (the host's struct sockaddr_storage). */
+uint64_t krpc_emu_svc_addrs(SVCXPRT *xprt, struct sockaddr_storage *l,
+    struct sockaddr_storage *r);
 
 #endif /* KRPC_KPI_EMU_SVC_H */

@@ -255,6 +255,8 @@ pub struct EmuStats {
     pub cm_events: u64,
     /// Arena pages wired now.
     pub pages_in_use: u64,
+    /// `rdma_disconnect` calls made with an `mtx(9)` held (it may sleep).
+    pub disconnects_locked: u64,
 }
 
 extern "C" {

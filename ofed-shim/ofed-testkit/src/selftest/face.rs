@@ -25,7 +25,7 @@ use alloc::vec::Vec;
 use core::ffi::c_void;
 
 use krpc_face::clnt::KrpcClnt;
-use krpc_face::ffi::{FbsdSvcpool, KrpcClntHandle, KrpcSvcHandle};
+use krpc_face::ffi::{FbsdSvcpool, FbsdSvcxprt, KrpcClntHandle, KrpcSvcHandle};
 use krpc_face::qp::FaceQp;
 use krpc_face::svc::KrpcSvc;
 use krpc_rdma::provider::{Middleware, Provider, ProviderError, RecvBufId, SendWr};
@@ -266,24 +266,29 @@ pub unsafe extern "C" fn krpc_rdma_face_close(
 /// Requester (raw words: `clnt_rdma` cannot send them) to a new `svc_rdma` transport
 /// registered with `pool`, whose threads (svc.c's `svc_run`) must be serving it, with the
 /// NFSv3 program registered (`svc_reg`). Every reply is compared word for word; then the
-/// connection is closed (the pool's threads see the transport die and release it). 0 and
-/// a line saying what was answered in `line` (NUL-terminated, truncated), or `-EIO` and the
-/// failure there.
+/// connection is closed (the pool's threads see the transport die and unregister it).
+/// `*xprt` is the transport (NULL if none was made), with the creator's reference the caller
+/// must drop (`SVC_RELEASE`). 0 and a line saying what was answered in `line`
+/// (NUL-terminated, truncated), or `-EIO` and the failure there.
 ///
 /// # Safety
 /// `ft` from [`krpc_rdma_face_open`], not yet closed; `pool` a live `SVCPOOL` that outlives
-/// the transport; `line` valid for writes of `len` bytes. Process context (it sleeps).
+/// the transport; `xprt` valid for a write; `line` valid for writes of `len` bytes.
+/// Process context (it sleeps).
 #[no_mangle]
 pub unsafe extern "C" fn krpc_rdma_face_malformed(
     ft: *mut FaceTest,
     pool: *mut FbsdSvcpool,
+    xprt: *mut *mut FbsdSvcxprt,
     line: *mut u8,
     len: usize,
 ) -> i32 {
     // SAFETY: per the contract.
     let ft = unsafe { &mut *ft };
     // SAFETY: per the contract.
-    let r = unsafe { malformed(ft, pool) };
+    unsafe { *xprt = core::ptr::null_mut() };
+    // SAFETY: per the contract.
+    let r = unsafe { malformed(ft, pool, &mut *xprt) };
     let (rc, text) = match r {
         Ok(n) => (
             0,
@@ -302,11 +307,16 @@ pub unsafe extern "C" fn krpc_rdma_face_malformed(
     rc
 }
 
-/// [`krpc_rdma_face_malformed`]'s run: how many malformed calls were answered as they must.
+/// [`krpc_rdma_face_malformed`]'s run: how many malformed calls were answered as they must;
+/// `*xprt` the transport it made.
 ///
 /// # Safety
 /// `pool` as for [`krpc_rdma_face_malformed`].
-unsafe fn malformed(ft: &mut FaceTest, pool: *mut FbsdSvcpool) -> Result<usize, String> {
+unsafe fn malformed(
+    ft: &mut FaceTest,
+    pool: *mut FbsdSvcpool,
+    xprt: &mut *mut FbsdSvcxprt,
+) -> Result<usize, String> {
     let cqs = Notifiers::new().ok_or("no memory for the notifiers")?;
     let cfg = TransportConfig::default();
     let max = cfg.max_requests as usize;
@@ -324,7 +334,7 @@ unsafe fn malformed(ft: &mut FaceTest, pool: *mut FbsdSvcpool) -> Result<usize, 
     let s = KrpcSvc::new(b, Box::new(resp.into_inner()), l.pb, max)
         .map_err(|e| format!("KrpcSvc::new: {e:?}"))?;
     // SAFETY: `pool` per the contract.
-    unsafe { s.into_xprt(pool) }.ok_or("svc_rdma_create failed")?;
+    *xprt = unsafe { s.into_xprt(pool) }.ok_or("svc_rdma_create failed")?;
     // SAFETY: the glue's wake is callable from any context for the module's lifetime.
     unsafe { FaceQp::set_upcall(&mut a, GlueSleep.upcall(), core::ptr::null_mut()) };
     let mut req = req.into_inner();

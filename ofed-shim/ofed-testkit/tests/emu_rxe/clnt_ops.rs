@@ -5,6 +5,7 @@
 //! Responder serving an NFS-shaped program in a thread of its own. The calling thread
 //! sleeps in `msleep` inside `cl_call`; the CQ upcall only wakes it.
 
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -24,9 +25,10 @@ use onc_rpc::xdr::{pad, Decoder, Encoder};
 
 use super::clnt::{
     assert_empty_results, assert_no_mbuf_left, assert_no_page_left, call, krpc_emu_clnt_close,
-    krpc_emu_clnt_control_timeout, krpc_emu_clnt_control_u32, krpc_emu_clnt_destroy, mbufs_live,
-    nfs_client, nfs_read_hook, pattern, read_args, read_results, read_results_chain, set_xid,
-    timed_call, write_args, BAD_PROC, N, RPC_PROCUNAVAIL, RPC_SUCCESS, RPC_TIMEDOUT,
+    krpc_emu_clnt_control_timeout, krpc_emu_clnt_control_u32, krpc_emu_clnt_destroy,
+    krpc_emu_clnt_set_authsys, mbufs_live, nfs_client, nfs_read_hook, pattern, read_args,
+    read_results, read_results_chain, set_xid, timed_call, write_args, BAD_PROC, N,
+    RPC_PROCUNAVAIL, RPC_SUCCESS, RPC_TIMEDOUT,
 };
 use super::{emu, emu_stats, CondSleep, KernelPages};
 
@@ -42,7 +44,8 @@ const CLSET_TLS: u32 = 30;
 
 /// A NULL call with this XID is answered 1.5 s late (the timeout test).
 const SLOW_XID: u32 = 0x7000_0000;
-/// A NULL call with this XID is never answered (the close test).
+/// A NULL call with this XID (or up to 255 above it) is never answered (the close tests: an
+/// XID abandoned is not reused while its late reply may come).
 const NEVER_XID: u32 = 0x7100_0000;
 
 /// Largest reply of the calls other than READ: inline (no reply chunk, so no registration).
@@ -138,7 +141,7 @@ fn serve(
                 pages,
             });
             drop(c.call);
-            if c.xid == NEVER_XID {
+            if c.xid & !0xff == NEVER_XID {
                 // Never answered (its context goes with `c`).
             } else if c.xid == SLOW_XID {
                 late.push((Instant::now() + Duration::from_millis(1500), c.ctx, reply));
@@ -378,6 +381,200 @@ fn clnt_ops_null_write_read_timeout_over_rxe() {
         let n = knfsd.len();
         drop(knfsd);
         assert!(emu_mbuf::mbuf_stats().nfs_pages_freed > freed || n == 0);
+    }
+    drop(fx);
+    assert_no_mbuf_left(before_mbufs);
+    assert_no_page_left(pages_before);
+}
+
+extern "C" {
+    fn krpc_emu_msleep_interrupt_next(error: i32);
+    fn krpc_emu_erestart() -> i32;
+    fn krpc_emu_msleep_calls() -> u64;
+    fn krpc_emu_auth_destroyed() -> u64;
+    fn krpc_emu_clnt_auth(cl: *mut FbsdClient) -> *mut c_void;
+    fn krpc_emu_auth_destroy(a: *mut c_void);
+    fn krpc_rdma_busy(clients: *mut u64, xprts: *mut u64, extpg: *mut u64) -> u64;
+}
+
+const RPC_INTR: i32 = 18;
+/// EINTR: 4 on FreeBSD and Linux.
+const EINTR: i32 = 4;
+const CLSET_INTERRUPTIBLE: u32 = 23;
+
+/// `krpc_rdma_busy()`'s CLIENT count.
+fn live_clients() -> u64 {
+    let mut c = 0u64;
+    // SAFETY: a valid out-pointer; NULL for the others.
+    unsafe { krpc_rdma_busy(&mut c, std::ptr::null_mut(), std::ptr::null_mut()) };
+    c
+}
+
+/// What clnt_vc does and clnt_rdma now does the same (FreeBSD 14.2's clnt_vc.c): two
+/// CLIENTs created back to back start at different XIDs (clnt_vc.c:142-149, 229-230); an
+/// interrupted sleep for the reply ends the call RPC_INTR for EINTR and RPC_CANTRECV for
+/// ERESTART, re_errno the error (clnt_vc.c:497-520); a zero timeout sends and returns
+/// RPC_TIMEDOUT without sleeping (clnt_vc.c:488-494); CLNT_DESTROY leaves the consumer's
+/// cl_auth alone (clnt_vc_destroy); cl_close disconnects without cr_lock held and still
+/// ends the call sleeping in cl_call; `krpc_rdma_busy()` counts the live CLIENTs.
+#[test]
+fn clnt_ops_xid_intr_restart_zero_timeout_auth_close_over_rxe() {
+    let Some(mut fx) = emu() else { return };
+    let pages_before = emu_stats().pages_in_use;
+    let before_mbufs = mbufs_live();
+    let live0 = live_clients();
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let max = TransportConfig::default().max_requests as usize;
+        let mut servers = Vec::new();
+        let mut hs = Vec::new();
+        for _ in 0..2 {
+            let Pair { l, req, resp } = Pair::with(&mut fx, TransportConfig::default()).unwrap();
+            let Link { a, b, pa, pb, .. } = l;
+            let st = stop.clone();
+            servers.push(thread::spawn(move || {
+                serve(b, resp.into_inner(), pb, Vec::new(), st)
+            }));
+            hs.push(
+                krpc_face::clnt::KrpcClnt::new(
+                    Box::new(a),
+                    Box::new(req.into_inner()),
+                    pa,
+                    hook,
+                    max,
+                )
+                .unwrap(),
+            );
+        }
+        // Back to back: the same tick (and likely the same microsecond).
+        let h2 = hs.pop().unwrap();
+        let h1 = hs.pop().unwrap();
+        let cl1 = h1.into_client(NFS_PROGRAM, 3).unwrap();
+        let cl2 = h2.into_client(NFS_PROGRAM, 3).unwrap();
+        assert_eq!(
+            live_clients(),
+            live0 + 2,
+            "krpc_rdma_busy counts both CLIENTs"
+        );
+        let (mut x1, mut x2) = (0u32, 0u32);
+        // SAFETY: live CLIENTs, uint32_t arguments.
+        unsafe {
+            assert_eq!(krpc_emu_clnt_control_u32(cl1, CLGET_XID, &mut x1), 1);
+            assert_eq!(krpc_emu_clnt_control_u32(cl2, CLGET_XID, &mut x2), 1);
+        }
+        println!("first XIDs: {x1:#x} {x2:#x}");
+        assert_ne!(
+            x1, x2,
+            "two CLIENTs made in the same tick start at different XIDs"
+        );
+
+        // Interruptible sleeps for the reply: EINTR → RPC_INTR, ERESTART → RPC_CANTRECV
+        // (clnt_rc reconnects), re_errno the error. A NULL call first opens the credit
+        // grant (it starts at 1; each interrupted call keeps its credit), so the sleep
+        // interrupted is the wait for the reply, not for credit.
+        set_xid(cl1, 0x4700);
+        let (st, e1, _, rep) = call(cl1, 0, None, 20_000);
+        assert_eq!(st, RPC_SUCCESS, "NULL: {e1:?}");
+        assert_empty_results(rep, "NULL");
+        let mut one = 1u32;
+        // SAFETY: live CLIENT; CLSET_INTERRUPTIBLE takes an int.
+        assert_eq!(
+            unsafe { krpc_emu_clnt_control_u32(cl1, CLSET_INTERRUPTIBLE, &mut one) },
+            1
+        );
+        // SAFETY: plain C call.
+        let erestart = unsafe { krpc_emu_erestart() };
+        for (xid, error, want) in [
+            (NEVER_XID + 1, EINTR, RPC_INTR),
+            (NEVER_XID + 2, erestart, RPC_CANTRECV),
+        ] {
+            set_xid(cl1, xid);
+            // SAFETY: plain C call (the next PCATCH sleep returns `error`).
+            unsafe { krpc_emu_msleep_interrupt_next(error) };
+            let t = Instant::now();
+            let (st, e1, e2, rep) = call(cl1, 0, None, 20_000);
+            println!("interrupted ({error}): {st} {e1:?} after {:?}", t.elapsed());
+            assert_eq!(
+                (st, e1.err, e2.err),
+                (want, error, error),
+                "sleep error {error}"
+            );
+            assert!(rep.is_none());
+            assert!(t.elapsed() < Duration::from_secs(10), "not by the timeout");
+        }
+        // SAFETY: disarm (the hook fired above in any case).
+        unsafe { krpc_emu_msleep_interrupt_next(0) };
+
+        // A zero timeout: sent, RPC_TIMEDOUT, no sleep (the reply, sent at once, dropped).
+        set_xid(cl1, 0x4800);
+        // SAFETY: plain C call.
+        let sleeps = unsafe { krpc_emu_msleep_calls() };
+        let (st, e1, _, rep) = call(cl1, 0, None, 0);
+        // SAFETY: plain C call.
+        let slept = unsafe { krpc_emu_msleep_calls() } - sleeps;
+        assert_eq!(st, RPC_TIMEDOUT, "zero timeout: {e1:?}");
+        assert!(rep.is_none());
+        assert_eq!(slept, 0, "a zero timeout does not sleep");
+        set_xid(cl1, 0x5000);
+        let (st, e1, _, rep) = call(cl1, 0, None, 20_000);
+        assert_eq!(st, RPC_SUCCESS, "a call after them: {e1:?}");
+        assert_empty_results(rep, "NULL");
+
+        // cl_close with a caller asleep in cl_call: rdma_disconnect without cr_lock, and
+        // the caller still ends (RPC_CANTRECV / ESHUTDOWN).
+        set_xid(cl1, NEVER_XID + 3);
+        let locked0 = emu_stats().disconnects_locked;
+        let clp = cl1 as usize;
+        let waiter = thread::spawn(move || {
+            let (st, e1, _, rep) = call(clp as *mut FbsdClient, 0, None, 20_000);
+            (st, e1, rep.is_none())
+        });
+        thread::sleep(Duration::from_millis(300));
+        let t = Instant::now();
+        // SAFETY: live CLIENT.
+        unsafe { krpc_emu_clnt_close(cl1) };
+        let (st, e1, no_rep) = waiter.join().unwrap();
+        assert_eq!((st, e1.err, no_rep), (RPC_CANTRECV, ESHUTDOWN, true));
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "close ended the call"
+        );
+        assert_eq!(
+            emu_stats().disconnects_locked,
+            locked0,
+            "rdma_disconnect is not called with cr_lock held"
+        );
+
+        // cl_auth belongs to the consumer: CLNT_DESTROY does not AUTH_DESTROY it.
+        // SAFETY: live CLIENT; a 4-byte body.
+        assert_eq!(
+            unsafe { krpc_emu_clnt_set_authsys(cl2, [0u8; 4].as_ptr(), 4) },
+            1
+        );
+        // SAFETY: live CLIENT.
+        let auth = unsafe { krpc_emu_clnt_auth(cl2) };
+        // SAFETY: plain C call.
+        let destroyed = unsafe { krpc_emu_auth_destroyed() };
+        // SAFETY: live CLIENTs, not used afterwards.
+        unsafe {
+            krpc_emu_clnt_destroy(cl2);
+            krpc_emu_clnt_destroy(cl1);
+        }
+        // SAFETY: plain C call.
+        assert_eq!(
+            unsafe { krpc_emu_auth_destroyed() },
+            destroyed,
+            "CLNT_DESTROY left cl_auth to its owner"
+        );
+        // SAFETY: the AUTH is still live and ours (as NLM's nlm_auth).
+        unsafe { krpc_emu_auth_destroy(auth) };
+        // SAFETY: plain C call.
+        assert_eq!(unsafe { krpc_emu_auth_destroyed() }, destroyed + 1);
+        assert_eq!(live_clients(), live0, "krpc_rdma_busy: no CLIENT left");
+        stop.store(true, Ordering::SeqCst);
+        for s in servers {
+            drop(s.join().unwrap());
+        }
     }
     drop(fx);
     assert_no_mbuf_left(before_mbufs);

@@ -454,8 +454,8 @@ fn svc_ops_null_write_read_malformed_destroy_over_rxe() {
                 vec![0xa3, 1, 0, 0, 0, 4],
             ),
             (
-                "a REPLY where a CALL belongs",
-                vec![0xa4, 1, 0, 0, 0, 0],
+                "a message neither CALL nor REPLY",
+                vec![0xa4, 2, 0, 0, 0, 0],
                 vec![0xa4, 1, 0, 0, 0, 4],
             ),
         ];
@@ -513,4 +513,149 @@ fn raw_call(req: &mut Requester, a: &mut OfedQp, words: &[u32]) -> Vec<u32> {
     r.chunks_exact(4)
         .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
         .collect()
+}
+
+extern "C" {
+    fn krpc_emu_svc_addrs(
+        xprt: *mut FbsdSvcxprt,
+        l: *mut ofed_shim::SockaddrStorage,
+        r: *mut ofed_shim::SockaddrStorage,
+    ) -> u64;
+    fn krpc_emu_svc_freed_locked() -> u64;
+    fn krpc_rdma_busy(clients: *mut u64, xprts: *mut u64, extpg: *mut u64) -> u64;
+}
+
+/// `krpc_rdma_busy()`'s SVCXPRT count.
+fn live_xprts() -> u64 {
+    let mut x = 0u64;
+    // SAFETY: a valid out-pointer; NULL for the others.
+    unsafe { krpc_rdma_busy(std::ptr::null_mut(), &mut x, std::ptr::null_mut()) };
+    x
+}
+
+/// Waits up to 10 s for `f(stats)`; the last stats.
+fn stats_until(xprt: *mut FbsdSvcxprt, f: impl Fn(&KrpcSvcStats) -> bool) -> KrpcSvcStats {
+    let mut stats = KrpcSvcStats::default();
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(10) {
+        // SAFETY: live transport, valid out-pointer.
+        unsafe { svc_rdma_get_stats(xprt, &mut stats) };
+        if f(&stats) {
+            break;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    stats
+}
+
+/// Two connections' SVCXPRTs, as FreeBSD 14.2's svc_vc makes them: xp_lock sx_init'ed
+/// (the emulated xprt_register refuses a transport without it) and sx_destroy'ed by
+/// xp_destroy; xp_rtaddr / xp_ltaddr the connection's addresses (svc_vc.c:320, 328);
+/// xp_sockref nonzero and different per connection (the reply cache tells connections apart
+/// by it, nfs_nfsdcache.c:633-639). A REPLY-direction message (no backchannel: xp_p2 NULL)
+/// is counted and dropped, never answered, and the connection still serves calls.
+/// `krpc_rdma_busy()` counts the live SVCXPRTs.
+#[test]
+fn svc_ops_xp_lock_addrs_sockref_reverse_reply_over_rxe() {
+    let Some(mut fx) = emu() else { return };
+    let pages_before = emu_stats().pages_in_use;
+    let before_mbufs = mbufs_live();
+    let read_data = Arc::new(Vec::new());
+    // SAFETY: plain C call.
+    let freed_locked = unsafe { krpc_emu_svc_freed_locked() };
+    let live0 = live_xprts();
+    // SAFETY: plain allocation; destroyed at the end.
+    let pool = unsafe { krpc_emu_svcpool_create() };
+    assert!(!pool.is_null());
+    {
+        let mut conns = Vec::new();
+        for _ in 0..2 {
+            let Pair { l, req, resp } = Pair::with(&mut fx, TransportConfig::default()).unwrap();
+            let Link { a, b, pb, .. } = l;
+            let (xprt, stop, _, server) = start_server(b, resp.into_inner(), pb, pool, &read_data);
+            conns.push((a, req.into_inner(), xprt, stop, server));
+        }
+        assert_eq!(
+            live_xprts(),
+            live0 + 2,
+            "krpc_rdma_busy counts both SVCXPRTs"
+        );
+        let mut refs = Vec::new();
+        for (a, _, xprt, _, _) in &conns {
+            let (mut l, mut r) = Default::default();
+            // SAFETY: live transport, valid out-pointers.
+            let sockref = unsafe { krpc_emu_svc_addrs(*xprt, &mut l, &mut r) };
+            let (cl_local, cl_remote) = a.addrs().expect("the client's addresses");
+            println!(
+                "xp_sockref {sockref:#x}, xp_rtaddr {:?}, xp_ltaddr {:?}",
+                &r.bytes[..8],
+                &l.bytes[..8]
+            );
+            assert_ne!(sockref, 0, "xp_sockref set");
+            assert_ne!(r.bytes, [0u8; 128], "xp_rtaddr set");
+            assert_eq!(r, cl_local, "xp_rtaddr is the client's address");
+            assert_eq!(l, cl_remote, "xp_ltaddr is the address the client reached");
+            refs.push(sockref);
+        }
+        assert_ne!(refs[0], refs[1], "one xp_sockref per connection");
+
+        // A REPLY where a CALL belongs: dropped and counted, nothing sent back. A NULL call
+        // first: the grant starts at 1, and the REPLY takes a credit it never gives back on
+        // the Requester's side (nothing answers it).
+        let (a, req, xprt, _, _) = &mut conns[0];
+        let got = raw_call(req, a, &[0xc0, 0, 2, NFS_PROGRAM, 3, 0, 0, 0, 0, 0]);
+        assert_eq!(got, vec![0xc0, 1, 0, 0, 0, 0], "a NULL call first");
+        let bytes: Vec<u8> = [0xc1u32, 1, 0, 0, 0, 0]
+            .iter()
+            .flat_map(|w| w.to_be_bytes())
+            .collect();
+        req.call(
+            a,
+            Chain::from_bytes(&bytes).unwrap(),
+            ReplySpec::inline(1024),
+        )
+        .unwrap();
+        let stats = stats_until(*xprt, |s| s.reverse_replies > 0);
+        assert_eq!(stats.reverse_replies, 1, "the REPLY was counted: {stats:?}");
+        assert_eq!(stats.answered, 0, "and not answered");
+        let t = Instant::now();
+        let mut answered = false;
+        while t.elapsed() < Duration::from_millis(300) {
+            req.poll(a, &mut |e| {
+                answered |= matches!(e, RequesterEvent::Reply { xid: 0xc1, .. });
+            });
+            loopback::wait_any(&CondSleep, &mut [&mut *a], 20);
+        }
+        assert!(!answered, "a reply is never answered with a reply");
+        let got = raw_call(req, a, &[0xc2, 0, 2, NFS_PROGRAM, 3, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            got,
+            vec![0xc2, 1, 0, 0, 0, 0],
+            "a NULL call after it is answered"
+        );
+
+        for (a, req, xprt, stop, server) in conns {
+            stop.store(true, Ordering::SeqCst);
+            let served = server.join().unwrap();
+            assert!(
+                served.seen.iter().all(|s| s.msg_xid != 0xc1),
+                "never handed up"
+            );
+            // SAFETY: no thread uses the transport any more.
+            unsafe { krpc_emu_svc_release(xprt) };
+            drop((req, a));
+        }
+    }
+    assert_eq!(live_xprts(), live0, "krpc_rdma_busy: no SVCXPRT left");
+    // SAFETY: plain C call.
+    assert_eq!(
+        unsafe { krpc_emu_svc_freed_locked() },
+        freed_locked,
+        "xp_destroy sx_destroyed xp_lock"
+    );
+    drop(fx);
+    // SAFETY: every transport of the pool is gone.
+    unsafe { krpc_emu_svcpool_destroy(pool) };
+    assert_no_mbuf_left(before_mbufs);
+    assert_no_page_left(pages_before);
 }
