@@ -2,8 +2,9 @@
 # cargo xtask freebsd-kmod: krpc_rdma.ko for the FreeBSD test kernel, built by FreeBSD's own
 # bsd.kmod.mk (ofed-shim/kmod/Makefile) in the cross-build environment freebsd-setup left in
 # $CACHE, against that kernel's build directory (its opt_*.h), with SELFTEST=1 (the in-kernel
-# self-test, ofed-shim/c/krpc_rdma_bsd_selftest.c) and the Rust object RUST_OBJ that xtask
-# made with the self-test's entry point.
+# self-test and face test, ofed-shim/c/krpc_rdma_bsd_{selftest,facetest}.c) and the Rust object
+# RUST_OBJ that xtask made with their entry points; and beside it krpc_rdma_kldtest.ko
+# (ofed-shim/kmod/kldtest: the load/unload test, c/krpc_rdma_bsd_kldtest.c).
 # Env (xtask sets them): CACHE, ROOT (the workspace), RUST_OBJ, OUT (where the .ko goes).
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -17,6 +18,9 @@ cat > "$CACHE/kmod-inner.sh" <<INNER
 set -e
 MAKEOBJDIR="$OBJDIR" make -C "$ROOT/ofed-shim/kmod" SYSDIR="$SRC/sys" \
     KERNBUILDDIR="$(kernel_obj)" RUST_OBJ="$RUST_OBJ" SELFTEST=1 all
+mkdir -p "$OBJDIR/kldtest"
+MAKEOBJDIR="$OBJDIR/kldtest" make -C "$ROOT/ofed-shim/kmod/kldtest" SYSDIR="$SRC/sys" \
+    KERNBUILDDIR="$(kernel_obj)" all
 INNER
 chmod +x "$CACHE/kmod-inner.sh"
 if ! in_buildenv "$CACHE/kmod-inner.sh" > "$CACHE/kmod.log" 2>&1; then
@@ -26,4 +30,5 @@ if ! in_buildenv "$CACHE/kmod-inner.sh" > "$CACHE/kmod.log" 2>&1; then
 fi
 mkdir -p "$(dirname "$OUT")"
 cp "$OBJDIR/krpc_rdma.ko" "$OUT"
-echo "freebsd-kmod: $OUT ($(wc -c < "$OUT") bytes), by bsd.kmod.mk against $(kernel_obj)"
+cp "$OBJDIR/kldtest/krpc_rdma_kldtest.ko" "$(dirname "$OUT")/"
+echo "freebsd-kmod: $OUT ($(wc -c < "$OUT") bytes) and krpc_rdma_kldtest.ko, by bsd.kmod.mk against $(kernel_obj)"

@@ -14,9 +14,9 @@
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${CACHE:?}" "${COMMIT:=}" "${SRC:=}" "${MIRROR:=}"
-MODULES="linuxkpi ibcore krpc xdr nfscl nfsd nfscommon nfssvc nfslockd usb backlight firmware i2c/iicbus i2c/iicbb"
+MODULES="linuxkpi ibcore krpc xdr nfscl nfsd nfscommon nfssvc nfslockd usb backlight firmware i2c/iicbus i2c/iicbb msdosfs"
 # What the image's loader loads (each needs the next ones; the loader resolves MODULE_DEPENDs).
-IMAGE_KOS="linuxkpi ibcore krpc xdr nfscl nfsd nfscommon nfssvc nfslockd usb backlight firmware iicbus iicbb"
+IMAGE_KOS="linuxkpi ibcore krpc xdr nfscl nfsd nfscommon nfssvc nfslockd usb backlight firmware iicbus iicbb msdosfs"
 . "$HERE/lib.sh"
 mkdir -p "$CACHE"
 t0=$(date +%s)

@@ -113,8 +113,9 @@ pub(crate) static FREEBSD_BUILD: Packages = Packages {
 
 /// `cargo xtask freebsd-vm`: qemu with OVMF boots FreeBSD's EFI loader.
 pub(crate) static FREEBSD_VM: Packages = Packages {
-    why: "cargo xtask freebsd-vm boots FreeBSD's EFI loader under qemu with OVMF",
-    names: &["qemu-system-x86", "ovmf", "zstd"],
+    why: "cargo xtask freebsd-vm boots FreeBSD's EFI loader under qemu with OVMF, the \
+          load/unload boot from a FAT root image (mkfs.vfat, mtools)",
+    names: &["qemu-system-x86", "ovmf", "zstd", "dosfstools", "mtools"],
 };
 
 /// `cargo fuzz` builds libFuzzer, which is C++.
