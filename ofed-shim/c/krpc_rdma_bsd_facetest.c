@@ -26,7 +26,8 @@
  *   timeout); xp_destroy with a call outstanding (a request the dispatch routine held
  *   across the close, freed unanswered, holding the last reference); malformed call headers
  *   from the core's Requester to a second svc_rdma in the same pool (Rust:
- *   krpc_rdma_face_malformed). Then svc_exit, svcpool_destroy, CLNT_DESTROY, and the leak
+ *   krpc_rdma_face_malformed); the idle timeout (a third connection with 1 s falls silent:
+ *   closed, its SVCXPRT destroyed, the client's next call fails). Then svc_exit, svcpool_destroy, CLNT_DESTROY, and the leak
  *   checks: no page reference left (krpc_rdma_face_close), no M_EXTPG mbuf of the bridge
  *   alive, every page wiring it took given back, no CLIENT or SVCXPRT of ours alive
  *   (krpc_rdma_busy, what MOD_UNLOAD checks). Along the way: xp_sockref set and xp_lock
@@ -506,7 +507,9 @@ krpc_facetest_run(void)
 	struct krpc_mbuf_counts mc0, mc1;
 	struct rpc_err err;
 	SVCPOOL *pool = NULL;
-	SVCXPRT *xprt = NULL, *xprt2 = NULL;
+	SVCXPRT *xprt = NULL, *xprt2 = NULL, *xprt3;
+	CLIENT *cl3 = NULL;
+	u_int idle0, live0;
 	struct svc_callout *sc;
 	CLIENT *cl = NULL;
 	struct mbuf *args = NULL, *copy = NULL, *rep = NULL;
@@ -674,6 +677,51 @@ krpc_facetest_run(void)
 	FT_CHECK(i == 0, "malformed calls: %s", line);
 	printf("krpc_rdma facetest: %s\n", line);
 
+	/*
+	 * The idle timeout (svc_vc's xp_idletimeout, which svc_checkidle cannot apply without
+	 * a socket): a third connection, 1 s, one NULL call, then silence: svc.c's threads see
+	 * it die and release it, and the client's next call fails instead of hanging.
+	 */
+	i = krpc_rdma_face_pair(t, &ch, &sh);
+	FT_CHECK(i == 0, "idle: krpc_rdma_face_pair: error %d", i);
+	/* The malformed calls' transport goes asynchronously (its client disconnected, svc.c
+	 * unregisters it): only the first one is left before this step counts. */
+	start = ticks;
+	while (krpc_svc_live() != 1 && ticks - start < 10 * hz)
+		pause("ftlive", hz / 10);
+	FT_CHECK(krpc_svc_live() == 1, "idle: %u SVCXPRTs alive before the step, not 1",
+	    krpc_svc_live());
+	idle0 = svc_rdma_idle_closes();
+	live0 = krpc_svc_live();
+	xprt3 = svc_rdma_create(pool, sh);
+	FT_CHECK(xprt3 != NULL, "idle: svc_rdma_create");
+	sh = NULL;
+	svc_rdma_set_idle_timeout(xprt3, 1);
+	SVC_RELEASE(xprt3);
+	cl3 = clnt_rdma_create(ch, FT_PROG, FT_VERS);
+	FT_CHECK(cl3 != NULL, "idle: clnt_rdma_create");
+	ch = NULL;
+	args = m_get(M_WAITOK, MT_DATA);
+	st = ft_call(cl3, NULLPROC, args, &rep, 10000);
+	FT_CHECK(st == RPC_SUCCESS, "idle: NULL: stat %d", st);
+	m_freem(rep);
+	start = ticks;
+	while ((svc_rdma_idle_closes() == idle0 || krpc_svc_live() != live0) &&
+	    ticks - start < 10 * hz)
+		pause("ftidle", hz / 10);
+	FT_CHECK(svc_rdma_idle_closes() == idle0 + 1 && krpc_svc_live() == live0,
+	    "idle: not closed after %d ticks (%u closes, %u transports)", ticks - start,
+	    svc_rdma_idle_closes() - idle0, krpc_svc_live() - live0);
+	printf("krpc_rdma facetest: idle timeout 1 s: the silent connection closed and its "
+	    "SVCXPRT destroyed after %d ticks\n", ticks - start);
+	st = ft_call(cl3, NULLPROC, args, &rep, 5000);
+	FT_CHECK(st != RPC_SUCCESS && st != RPC_TIMEDOUT,
+	    "idle: a call after the close got stat %d", st);
+	m_freem(args);
+	args = NULL;
+	CLNT_DESTROY(cl3);
+	cl3 = NULL;
+
 	/* CLNT_CLOSE with a caller asleep in CLNT_CALL_MBUF (its call held by the server). */
 	i = kthread_add(ft_sleeper, cl, NULL, NULL, 0, 0, "krpc_ft_sleeper");
 	FT_CHECK(i == 0, "close: kthread_add: error %d", i);
@@ -707,6 +755,8 @@ out:
 		mtx_unlock(&ft.lock);
 		ft_wait(&ft.hold, 3, 5000);
 	}
+	if (cl3 != NULL)
+		CLNT_DESTROY(cl3);
 	if (cl != NULL) {
 		CLNT_CLOSE(cl);
 		if (ft.sleeper == 1)
@@ -768,8 +818,8 @@ out:
 	if (rc == 0)
 		printf("krpc_rdma facetest: PASS: NULL, WRITE %d x2 (M_EXTPG, m_copym), READ %d "
 		    "(M_EXTPG), PROC_UNAVAIL, PROG_UNAVAIL, PROG_MISMATCH, timeout, abandon, "
-		    "malformed headers, CLNT_CLOSE with a sleeper, xp_destroy with a call "
-		    "outstanding; %ju bridge M_EXTPG mbufs built, %ju pages allocated, 0 left\n",
+		    "malformed headers, idle timeout, CLNT_CLOSE with a sleeper, xp_destroy with "
+		    "a call outstanding; %ju bridge M_EXTPG mbufs built, %ju pages allocated, 0 left\n",
 		    FT_N, FT_N, (uintmax_t)(mc1.extpg_built - mc0.extpg_built),
 		    (uintmax_t)pages_alloc);
 	mtx_destroy(&ft.lock);

@@ -17,6 +17,9 @@
 /* Exported by the Rust staticlib (ofed-shim/src/lib.rs). */
 uint32_t krpc_rdma_shim_abi_version(void);
 
+/* svc_rdma's idle timeout of new transports, in seconds (0: none; default 360, as svc_vc). */
+TUNABLE_INT("krpc_rdma.svc_idle_timeout", &svc_rdma_idle_timeout);
+
 static int
 krpc_rdma_modevent(module_t mod, int type, void *data)
 {

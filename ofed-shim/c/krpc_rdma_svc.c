@@ -16,8 +16,9 @@
  *
  * Limits of this piece: per connection only (the connection is accepted by the Rust side
  * before svc_rdma_create; no rendezvous transport over a listener), no xp_ack (NULL, as
- * svc_dg: SVC_ACK is FALSE; the core does not report Send completions per reply), no
- * xp_idletimeout. A call the krpc drops without replying keeps its Responder context (and
+ * svc_dg: SVC_ACK is FALSE; the core does not report Send completions per reply), and
+ * xp_idletimeout stays 0 (svc_checkidle would soshutdown a NULL xp_socket): the idle timeout
+ * is svc_rdma's own (svc_rdma_idle, a callout). A call the krpc drops without replying keeps its Responder context (and
  * credit) until the connection goes unless the caller says so with svc_rdma_drop() (or
  * SVC_CONTROL(xprt, SVCRDMA_DROP_CALL, &xid)): struct xp_ops has no "request freed" hook
  * (see krpc_rdma_svc.h for the svc.c paths that need the call).
@@ -28,6 +29,7 @@
 #include <sys/param.h>
 #include <sys/systm.h>
 #include <sys/kernel.h>
+#include <sys/callout.h>
 #include <sys/lock.h>
 #include <sys/malloc.h>
 #include <sys/mbuf.h>
@@ -50,6 +52,11 @@ struct svc_rdma {
 	SVCXPRT		*sr_xprt;
 	uint32_t	sr_seq;		/* replies posted (xp_reply's *seq) */
 	int		sr_died;
+	/* The idle timeout (svc_rdma_idle): under sr_lock, the callout's mutex. */
+	struct callout	sr_idle;
+	time_t		sr_lastactive;	/* time_uptime of the last call handed up or reply */
+	int		sr_idletimeout;	/* seconds; 0: none */
+	u_int		sr_inflight;	/* calls handed up and not yet answered or dropped */
 };
 
 static bool_t svc_rdma_recv(SVCXPRT *, struct rpc_msg *, struct sockaddr **,
@@ -89,6 +96,17 @@ krpc_svc_live(void)
 static uint64_t svc_rdma_sockref;
 
 /*
+ * The idle timeout of new transports, in seconds (0: none): svc_vc's (svc_vc.c:318,
+ * xp_idletimeout = 6 * 60). svc.c's own idle check cannot serve a transport without a socket:
+ * svc_checkidle ends an idle one with soshutdown(xp_socket) (svc.c:1105), so xp_idletimeout
+ * stays 0 here and svc_rdma keeps the timer itself (svc_rdma_idle). FreeBSD: the loader
+ * tunable krpc_rdma.svc_idle_timeout (krpc_rdma_mod.c).
+ */
+int svc_rdma_idle_timeout = 6 * 60;
+/* Transports the idle timeout closed (svc_rdma_idle_closes). */
+static u_int svc_rdma_idle_closed;
+
+/*
  * The CQ completion upcall: never sleeps, never polls. It takes the transport's mutex (so it
  * cannot fall between xp_recv's last poll and its xprt_inactive_self), makes the transport
  * active for the pool's threads and wakes an xp_reply waiting for a send resource.
@@ -101,6 +119,61 @@ svc_rdma_upcall(void *arg)
 	mtx_lock(&sr->sr_lock);
 	xprt_active(sr->sr_xprt);
 	wakeup(sr);
+	mtx_unlock(&sr->sr_lock);
+}
+
+/* (Re)start the idle check, every sixth of the timeout (at least a second). sr_lock held. */
+static void svc_rdma_idle(void *);
+
+static void
+svc_rdma_idle_arm(struct svc_rdma *sr)
+{
+	if (sr->sr_idletimeout > 0 && !sr->sr_died)
+		callout_reset(&sr->sr_idle, hz * MAX(1, sr->sr_idletimeout / 6), svc_rdma_idle,
+		    sr);
+	else
+		callout_stop(&sr->sr_idle);
+}
+
+/*
+ * The idle check (the callout, sr_lock held; never sleeps): a transport with no call in
+ * progress and nothing received or sent for sr_idletimeout seconds is a dead or silent peer's,
+ * holding its QP, receive buffers and credits. It is marked dead and activated: a pool thread
+ * comes, xp_recv / xp_stat say XPRT_DIED, svc_getreq unregisters it, and the last
+ * SVC_RELEASE's xp_destroy closes the connection (krpc_svc_free), outside any lock. Where
+ * svc_checkidle would close a socket while a request is in progress, this waits for it.
+ */
+static void
+svc_rdma_idle(void *arg)
+{
+	struct svc_rdma *sr = arg;
+
+	if (sr->sr_died)
+		return;
+	if (sr->sr_inflight == 0 && time_uptime - sr->sr_lastactive >= sr->sr_idletimeout) {
+		sr->sr_died = 1;
+		atomic_add_int(&svc_rdma_idle_closed, 1);
+		xprt_active(sr->sr_xprt);
+		return;
+	}
+	svc_rdma_idle_arm(sr);
+}
+
+u_int
+svc_rdma_idle_closes(void)
+{
+	return (atomic_load_int(&svc_rdma_idle_closed));
+}
+
+void
+svc_rdma_set_idle_timeout(SVCXPRT *xprt, int secs)
+{
+	struct svc_rdma *sr = xprt->xp_p1;
+
+	mtx_lock(&sr->sr_lock);
+	sr->sr_idletimeout = MAX(secs, 0);
+	sr->sr_lastactive = time_uptime;
+	svc_rdma_idle_arm(sr);
 	mtx_unlock(&sr->sr_lock);
 }
 
@@ -119,8 +192,11 @@ svc_rdma_create(struct __rpc_svcpool *pool, struct krpc_svc *h)
 		return (NULL);
 	}
 	mtx_init(&sr->sr_lock, "krpc_rdma_svc", NULL, MTX_DEF);
+	callout_init_mtx(&sr->sr_idle, &sr->sr_lock, 0);
 	sr->sr_h = h;
 	sr->sr_xprt = xprt;
+	sr->sr_idletimeout = MAX(svc_rdma_idle_timeout, 0);
+	sr->sr_lastactive = time_uptime;
 	/* As every svc_vc create (svc_vc.c:231, 307, 368): clnt_bck.c:320 takes it to send on
 	 * the transport. Destroyed in svc_rdma_destroy. */
 	sx_init(&xprt->xp_lock, "xprt->xp_lock");
@@ -141,6 +217,9 @@ svc_rdma_create(struct __rpc_svcpool *pool, struct krpc_svc *h)
 	krpc_svc_set_upcall(h, svc_rdma_upcall, sr);
 	/* Calls that arrived before the upcall was set: the first xp_recv polls for them. */
 	xprt_active(xprt);
+	mtx_lock(&sr->sr_lock);
+	svc_rdma_idle_arm(sr);
+	mtx_unlock(&sr->sr_lock);
 	atomic_add_int(&svc_rdma_live, 1);
 	return (xprt);
 }
@@ -164,8 +243,9 @@ svc_rdma_recv(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr **addrp,
 	*mp = NULL;
 	memset(&c, 0, sizeof(c));
 	mtx_lock(&sr->sr_lock);
-	rc = krpc_svc_recv(sr->sr_h, &c, msg->rm_call.cb_cred.oa_base,
-	    msg->rm_call.cb_verf.oa_base, &args);
+	/* A transport the idle timeout ended hands nothing up (xp_stat says XPRT_DIED). */
+	rc = sr->sr_died ? KRPC_SVC_DIED : krpc_svc_recv(sr->sr_h, &c,
+	    msg->rm_call.cb_cred.oa_base, msg->rm_call.cb_verf.oa_base, &args);
 	if (rc != KRPC_SVC_CALL) {
 		/* As svc_vc_recv with nothing readable; the upcall re-activates under the lock. */
 		if (rc == KRPC_SVC_DIED)
@@ -174,6 +254,8 @@ svc_rdma_recv(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr **addrp,
 		mtx_unlock(&sr->sr_lock);
 		return (FALSE);
 	}
+	sr->sr_lastactive = time_uptime;
+	sr->sr_inflight++;
 	mtx_unlock(&sr->sr_lock);
 	/*
 	 * Never a NULL chain, even for a call without arguments (NFS's NULL): svc_vc always
@@ -315,6 +397,11 @@ svc_rdma_reply(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr *addr, struct
 		if (seq != NULL)
 			*seq = sr->sr_seq;
 	}
+	/* The call ended (sent, or failed with its chains consumed). A reply svc.c sends for a
+	 * call not handed up (a replay-cache hit) fails here and must not count. */
+	if (sr->sr_inflight > 0)
+		sr->sr_inflight--;
+	sr->sr_lastactive = time_uptime;
 	mtx_unlock(&sr->sr_lock);
 	return (rc == KRPC_SVC_SENT);
 }
@@ -327,9 +414,11 @@ svc_rdma_destroy(SVCXPRT *xprt)
 	struct svc_rdma *sr = xprt->xp_p1;
 
 	/*
-	 * Not under sr_lock: krpc_svc_set_upcall returns once no call of the old upcall (which
-	 * takes sr_lock) is still running on another CPU; after it, nothing touches sr.
+	 * Not under sr_lock: callout_drain and krpc_svc_set_upcall return once no call of the
+	 * idle check or of the old upcall (both take sr_lock) is still running on another CPU;
+	 * after them, nothing touches sr.
 	 */
+	callout_drain(&sr->sr_idle);
 	krpc_svc_set_upcall(sr->sr_h, NULL, NULL);
 	krpc_svc_free(sr->sr_h);
 	mtx_destroy(&sr->sr_lock);
@@ -349,6 +438,8 @@ svc_rdma_drop(SVCXPRT *xprt, uint32_t xid)
 
 	mtx_lock(&sr->sr_lock);
 	rc = krpc_svc_drop(sr->sr_h, xid);
+	if (rc == KRPC_SVC_DROPPED && sr->sr_inflight > 0)
+		sr->sr_inflight--;
 	mtx_unlock(&sr->sr_lock);
 	return (rc == KRPC_SVC_DROPPED);
 }

@@ -170,6 +170,16 @@ struct __rpc_svcxprt *krpc_svc_create(struct __rpc_svcpool *pool, struct krpc_sv
 int svc_rdma_drop(struct __rpc_svcxprt *xprt, uint32_t xid);
 /* The transport's counters (krpc_svc_get_stats under the transport's mutex). */
 void svc_rdma_get_stats(struct __rpc_svcxprt *xprt, struct krpc_svc_stats *out);
+/*
+ * The idle timeout: a transport with no call in progress that received and sent nothing for
+ * this many seconds is closed (marked dead: svc.c unregisters it, its xp_destroy disconnects),
+ * what svc_vc's xp_idletimeout does for a socket. svc_rdma_idle_timeout (default 360, as
+ * svc_vc; 0: none) is what new transports get; svc_rdma_set_idle_timeout changes one
+ * transport's (0: none). svc_rdma_idle_closes counts the transports it closed.
+ */
+extern int svc_rdma_idle_timeout;
+void svc_rdma_set_idle_timeout(struct __rpc_svcxprt *xprt, int secs);
+u_int svc_rdma_idle_closes(void);
 /* SVCXPRTs of svc_rdma alive now (created, not yet destroyed). */
 u_int krpc_svc_live(void);
 /*

@@ -4,6 +4,7 @@
  * krpc-rdma host tests: sleep(9), ticks, tvtohz and the AUTH_NONE handle of the emulated
  * sys/rpc (kpi_emu_rpc.h), and the test helpers that call a CLIENT through its ops table.
  */
+#include <string.h>
 #include <time.h>
 
 #include "kpi_emu.h"
@@ -23,6 +24,132 @@ now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+}
+
+static uint64_t uptime_base;
+
+long
+krpc_emu_uptime(void)
+{
+	uint64_t now = now_ms(), base;
+
+	base = __atomic_load_n(&uptime_base, __ATOMIC_ACQUIRE);
+	if (base == 0) {
+		uint64_t zero = 0;
+
+		__atomic_compare_exchange_n(&uptime_base, &zero, now, 0, __ATOMIC_ACQ_REL,
+		    __ATOMIC_ACQUIRE);
+		base = __atomic_load_n(&uptime_base, __ATOMIC_ACQUIRE);
+	}
+	/* FreeBSD's time_uptime starts at 1 at boot. */
+	return ((long)((now - base) / 1000) + 1);
+}
+
+/* ---- callout(9) ---------------------------------------------------------------------- */
+
+static void *
+callout_thread(void *arg)
+{
+	struct callout *c = arg;
+	struct timespec abs;
+	void (*fn)(void *);
+	void *fa;
+	uint64_t now;
+
+	pthread_mutex_lock(&c->c_lock);
+	for (;;) {
+		if (c->c_stop)
+			break;
+		now = now_ms();
+		if (c->c_due_ms == 0) {
+			pthread_cond_wait(&c->c_cv, &c->c_lock);
+			continue;
+		}
+		if (now < c->c_due_ms) {
+			krpc_emu_deadline(&abs, (uint32_t)(c->c_due_ms - now));
+			pthread_cond_timedwait(&c->c_cv, &c->c_lock, &abs);
+			continue;
+		}
+		pthread_mutex_unlock(&c->c_lock);
+		/* As softclock for a callout_init_mtx callout: the call with the mutex held, and
+		 * only if it was not stopped or re-armed for later meanwhile. */
+		mtx_lock(c->c_mtx);
+		pthread_mutex_lock(&c->c_lock);
+		fn = NULL;
+		fa = NULL;
+		if (!c->c_stop && c->c_due_ms != 0 && now_ms() >= c->c_due_ms) {
+			c->c_due_ms = 0;
+			fn = c->c_fn;
+			fa = c->c_arg;
+		}
+		pthread_mutex_unlock(&c->c_lock);
+		if (fn != NULL)
+			fn(fa);
+		mtx_unlock(c->c_mtx);
+		pthread_mutex_lock(&c->c_lock);
+	}
+	pthread_mutex_unlock(&c->c_lock);
+	return (NULL);
+}
+
+void
+callout_init_mtx(struct callout *c, struct mtx *mtx, int flags)
+{
+	(void)flags;
+	memset(c, 0, sizeof(*c));
+	pthread_mutex_init(&c->c_lock, NULL);
+	pthread_cond_init(&c->c_cv, NULL);
+	c->c_mtx = mtx;
+}
+
+int
+callout_reset(struct callout *c, int ticks_, void (*fn)(void *), void *arg)
+{
+	int pending;
+
+	pthread_mutex_lock(&c->c_lock);
+	pending = c->c_due_ms != 0;
+	c->c_fn = fn;
+	c->c_arg = arg;
+	c->c_due_ms = now_ms() + (uint64_t)(ticks_ > 0 ? ticks_ : 1) * 1000 / hz;
+	if (!c->c_started) {
+		c->c_started = 1;
+		pthread_create(&c->c_thread, NULL, callout_thread, c);
+	}
+	pthread_cond_broadcast(&c->c_cv);
+	pthread_mutex_unlock(&c->c_lock);
+	return (pending);
+}
+
+int
+callout_stop(struct callout *c)
+{
+	int pending;
+
+	pthread_mutex_lock(&c->c_lock);
+	pending = c->c_due_ms != 0;
+	c->c_due_ms = 0;
+	pthread_mutex_unlock(&c->c_lock);
+	return (pending);
+}
+
+int
+callout_drain(struct callout *c)
+{
+	int pending, started;
+
+	pthread_mutex_lock(&c->c_lock);
+	pending = c->c_due_ms != 0;
+	c->c_due_ms = 0;
+	c->c_stop = 1;
+	started = c->c_started;
+	pthread_cond_broadcast(&c->c_cv);
+	pthread_mutex_unlock(&c->c_lock);
+	if (started)
+		pthread_join(c->c_thread, NULL);
+	pthread_mutex_destroy(&c->c_lock);
+	pthread_cond_destroy(&c->c_cv);
+	return (pending);
 }
 
 int

@@ -52,6 +52,34 @@ void getmicrotime(struct timeval *tv);
  * pthread_cond_timedwait deadline (msleep's, and the svc pool's in kpi_emu_svc.c). */
 void krpc_emu_deadline(struct timespec *abs, uint32_t ms);
 void wakeup(const void *chan);
+/* time_uptime: whole seconds since the emulation started (CLOCK_MONOTONIC). */
+long krpc_emu_uptime(void);
+#define time_uptime	krpc_emu_uptime()
+
+/* ---- callout(9), the callout_init_mtx flavour -------------------------------------------- */
+
+/*
+ * One thread per callout: callout_reset (re)arms it, and at the deadline the thread takes the
+ * callout's mutex and calls the function with it held, as FreeBSD's softclock does for a
+ * callout_init_mtx callout; callout_stop under that mutex cancels a pending call;
+ * callout_drain (without the mutex) cancels, waits for a running call and ends the thread.
+ * Not emulated: callout_init without a mutex, return values beyond pending/not.
+ */
+struct callout {
+	pthread_mutex_t	c_lock;		/* the fields below */
+	pthread_cond_t	c_cv;
+	pthread_t	c_thread;
+	struct mtx	*c_mtx;
+	void		(*c_fn)(void *);
+	void		*c_arg;
+	uint64_t	c_due_ms;	/* 0: not pending */
+	int		c_started;
+	int		c_stop;
+};
+void callout_init_mtx(struct callout *c, struct mtx *mtx, int flags);
+int callout_reset(struct callout *c, int ticks_, void (*fn)(void *), void *arg);
+int callout_stop(struct callout *c);
+int callout_drain(struct callout *c);
 
 /* ---- rpc/types.h -------------------------------------------------------------------- */
 

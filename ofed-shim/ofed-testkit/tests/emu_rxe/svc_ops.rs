@@ -659,3 +659,85 @@ fn svc_ops_xp_lock_addrs_sockref_reverse_reply_over_rxe() {
     assert_no_mbuf_left(before_mbufs);
     assert_no_page_left(pages_before);
 }
+
+extern "C" {
+    fn svc_rdma_set_idle_timeout(xprt: *mut FbsdSvcxprt, secs: i32);
+    fn svc_rdma_idle_closes() -> u32;
+}
+
+/// The idle timeout (svc_vc's `xp_idletimeout`, which svc.c cannot apply to a transport
+/// without a socket): with 1 s, a connection with a call in progress stays (3 s with a held
+/// call); once that call is dropped and nothing else comes, the transport is ended within
+/// seconds (`SVC_STAT` says XPRT_DIED to the pool thread, the idle counter moves), and after
+/// svc.c's release the client's next call fails instead of hanging. No mbuf or page left.
+#[test]
+fn svc_ops_idle_timeout_ends_a_silent_connection_over_rxe() {
+    let Some(mut fx) = emu() else { return };
+    let pages_before = emu_stats().pages_in_use;
+    let before_mbufs = mbufs_live();
+    let read_data = Arc::new(Vec::new());
+    // SAFETY: plain allocation; destroyed at the end.
+    let pool = unsafe { krpc_emu_svcpool_create() };
+    assert!(!pool.is_null());
+    {
+        let Pair { l, req, resp } = Pair::with(&mut fx, TransportConfig::default()).unwrap();
+        let Link { a, b, pa, pb, .. } = l;
+        let (xprt, _stop, held, server) = start_server(b, resp.into_inner(), pb, pool, &read_data);
+        // SAFETY: live transport.
+        unsafe { svc_rdma_set_idle_timeout(xprt, 1) };
+        let cl = nfs_client(a, req.into_inner(), pa, hook);
+        // SAFETY: plain C call.
+        let closes0 = unsafe { svc_rdma_idle_closes() };
+
+        set_xid(cl, 0x5000);
+        let (st, e, _, rep) = call(cl, 0, None, TIMEOUT_MS);
+        assert_eq!(st, RPC_SUCCESS, "NULL: {e:?}");
+        assert_empty_results(rep, "NULL");
+
+        // A call in progress (received, never answered) keeps the connection.
+        set_xid(cl, HOLD_XID);
+        let (st, _, _, _) = call(cl, 0, None, 3000);
+        assert_eq!(st, RPC_TIMEDOUT, "the held call times out on the client");
+        assert_eq!(held.load(Ordering::SeqCst), HOLD_XID, "the server holds it");
+        // SAFETY: plain C call.
+        assert_eq!(
+            unsafe { svc_rdma_idle_closes() },
+            closes0,
+            "no idle close while a call is in progress"
+        );
+        // The krpc says it will not answer: nothing in progress, nothing comes: closed.
+        let mut xid = HOLD_XID;
+        // SAFETY: live transport; `xid` outlives the call.
+        assert_eq!(
+            unsafe { krpc_emu_svc_control_arg(xprt, SVCRDMA_DROP_CALL, &mut xid) },
+            1
+        );
+        let t = Instant::now();
+        let served = server.join().unwrap();
+        println!("idle close after {:?}", t.elapsed());
+        assert!(served.died, "the pool thread saw XPRT_DIED");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "closed within seconds"
+        );
+        // SAFETY: plain C call.
+        assert_eq!(unsafe { svc_rdma_idle_closes() }, closes0 + 1);
+        // What svc_getreq does for XPRT_DIED, and the creator's reference: xp_destroy
+        // disconnects; the client's next call fails, it does not hang.
+        // SAFETY: no thread uses the transport any more.
+        unsafe { krpc_emu_svc_release(xprt) };
+        set_xid(cl, 0x5001);
+        let (st, _, _, _) = call(cl, 0, None, TIMEOUT_MS);
+        assert!(
+            st != RPC_SUCCESS && st != RPC_TIMEDOUT,
+            "a call after the idle close ends with an error, got {st}"
+        );
+        // SAFETY: the CLIENT is not used after this.
+        unsafe { krpc_emu_clnt_destroy(cl) };
+    }
+    drop(fx);
+    // SAFETY: every transport of the pool is gone.
+    unsafe { krpc_emu_svcpool_destroy(pool) };
+    assert_no_mbuf_left(before_mbufs);
+    assert_no_page_left(pages_before);
+}
