@@ -11,11 +11,13 @@
 //!   from the module's entry points ([`kobj::EXPORTS`] and `FREEBSD_TEST_EXPORTS`), then
 //!   krpc_rdma.ko by FreeBSD's `bsd.kmod.mk` (`ofed-shim/kmod/Makefile`, `SELFTEST=1`) in
 //!   that build tree: `target/kmod/freebsd/krpc_rdma.ko`.
-//! * `freebsd-vm`: boots the image (qemu TCG, OVMF, FreeBSD's loader) with that krpc_rdma.ko
-//!   preloaded and `krpc_rdma.selftest=1`: the kernel links the module, its MOD_LOAD runs, a
-//!   kernel thread runs the scenario suite over the soft provider with FreeBSD's pages and
-//!   powers the VM off; the serial console is checked (the suite passed, no panic, no WITNESS
-//!   lock-order reversal).
+//! * `freebsd-vm`: boots the image (qemu TCG, OVMF, FreeBSD's loader) twice. First with that
+//!   krpc_rdma.ko preloaded and `krpc_rdma.selftest=1`: the kernel links the module, its
+//!   MOD_LOAD runs, a kernel thread runs the scenario suite over the soft provider with
+//!   FreeBSD's pages, then the face test against FreeBSD's own svc.c, and powers the VM off.
+//!   Then from a FAT root disk with krpc_rdma_kldtest.ko preloaded: 20 load/unload cycles of
+//!   krpc_rdma.ko, each with the face test. The serial consoles are checked (every test
+//!   passed, no panic, no WITNESS lock-order reversal).
 //!
 //! The image is found in `KRPC_RDMA_FREEBSD_IMAGE`, the cache (`KRPC_RDMA_FREEBSD_CACHE`,
 //! default [`DEFAULT_CACHE`]) or `../shared/freebsd-vm/*.tar.zst`. Without one, `cargo xtask
