@@ -8,7 +8,8 @@
  * timeout; a zero timeout sends and returns RPC_TIMEDOUT without waiting), wait channel and
  * interruptible sleep (EINTR: RPC_INTR, ERESTART: RPC_CANTRECV), the same cl_control
  * requests where they mean something without a socket, and cl_destroy leaves cl_auth to
- * its owner. cl_close disconnects with cr_lock dropped. clnt_rdma_live counts the CLIENTs
+ * its owner. cr_lock is an sx (the core may sleep in the verbs under it); the upcall only
+ * takes cr_wlock, the sleepers' interlock. clnt_rdma_live counts the CLIENTs
  * for krpc_rdma_busy() (MOD_UNLOAD).
  *
  * Limits of this piece: only AUTH_NONE and AUTH_SYS credentials (their marshalled form is
@@ -28,6 +29,7 @@
 #include <sys/malloc.h>
 #include <sys/mbuf.h>
 #include <sys/mutex.h>
+#include <sys/sx.h>
 #include <sys/time.h>
 #include <sys/endian.h>
 #include <machine/atomic.h>
@@ -43,7 +45,16 @@ static MALLOC_DEFINE(M_KRPC_CLNT, "krpc_rdma_clnt", "krpc-rdma RPC client transp
 
 /* What clnt_vc.c's struct ct_data is for a socket. */
 struct ct_rdma {
-	struct mtx	cr_lock;
+	/*
+	 * The Rust state (every krpc_clnt_* call) and the fields below. An sx: what the core does
+	 * under it may sleep in the verbs (rdma_disconnect at close, ib_dereg_mr / ib_alloc_mr
+	 * when a registration is reset, a release polling for its LOCAL_INV).
+	 */
+	struct sx	cr_lock;
+	/* The completion upcall's (it may not sleep, so it never takes cr_lock) and the
+	 * sleepers' interlock: cr_kick. */
+	struct mtx	cr_wlock;
+	uint64_t	cr_kick;	/* wakeups so far (upcalls, calls of others ended, exits) */
 	struct krpc_clnt *cr_h;		/* Rust: connection + Requester */
 	uint32_t	cr_xid;		/* the last XID used */
 	uint32_t	cr_prog;
@@ -53,7 +64,6 @@ struct ct_rdma {
 	int		cr_interruptible;
 	int		cr_threads;	/* callers inside cl_call */
 	int		cr_closing;
-	int		cr_disconnecting; /* clnt_rdma_close is in krpc_clnt_close, unlocked */
 	int		cr_closed;
 	struct rpc_err	cr_error;	/* the last call's (cl_geterr) */
 };
@@ -106,15 +116,56 @@ clnt_rdma_first_xid(const void *seed)
 	return (d ^ (uint32_t)now.tv_sec ^ (uint32_t)now.tv_usec);
 }
 
+/* Count a wakeup and wake chan's sleepers; any context (never sleeps). */
+static void
+clnt_rdma_kick(struct ct_rdma *cr, void *chan)
+{
+	mtx_lock(&cr->cr_wlock);
+	cr->cr_kick++;
+	wakeup(chan);
+	mtx_unlock(&cr->cr_wlock);
+}
+
+/* The wakeups so far: sampled before a poll, so a later one cancels the sleep after it. */
+static uint64_t
+clnt_rdma_gen(struct ct_rdma *cr)
+{
+	uint64_t k;
+
+	mtx_lock(&cr->cr_wlock);
+	k = cr->cr_kick;
+	mtx_unlock(&cr->cr_wlock);
+	return (k);
+}
+
+/*
+ * Sleep on chan (cr_lock held, dropped while asleep, held again on return) unless a wakeup
+ * came since gen was sampled; msleep's error (0 when it did not sleep).
+ */
+static int
+clnt_rdma_sleep(struct ct_rdma *cr, void *chan, uint64_t gen, int pri, const char *wmesg,
+    int timo)
+{
+	int error = 0;
+
+	mtx_lock(&cr->cr_wlock);
+	if (cr->cr_kick == gen) {
+		sx_xunlock(&cr->cr_lock);
+		error = msleep(chan, &cr->cr_wlock, pri, wmesg, timo);
+		mtx_unlock(&cr->cr_wlock);
+		sx_xlock(&cr->cr_lock);
+	} else
+		mtx_unlock(&cr->cr_wlock);
+	return (error);
+}
+
 /* The CQ completion upcall: never sleeps, only wakes the callers (they poll). */
 static void
 clnt_rdma_upcall(void *arg)
 {
 	struct ct_rdma *cr = arg;
 
-	mtx_lock(&cr->cr_lock);
-	wakeup(cr);
-	mtx_unlock(&cr->cr_lock);
+	clnt_rdma_kick(cr, cr);
 }
 
 CLIENT *
@@ -132,7 +183,8 @@ clnt_rdma_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers)
 			free(cr, M_KRPC_CLNT);
 		return (NULL);
 	}
-	mtx_init(&cr->cr_lock, "krpc_rdma_clnt", NULL, MTX_DEF);
+	sx_init(&cr->cr_lock, "krpc_rdma_clnt");
+	mtx_init(&cr->cr_wlock, "krpc_rdma_clnt wake", NULL, MTX_DEF);
 	cr->cr_h = h;
 	/* As clnt_vc_create: the first XID from a shared counter and the clock, then +1 per
 	 * call (cl_call increments first). */
@@ -234,18 +286,6 @@ clnt_rdma_left(int start, int timo)
 	return (timo - (int)((u_int)ticks - (u_int)start));
 }
 
-/*
- * clnt_rdma_close calls krpc_clnt_close (rdma_disconnect) without cr_lock: until it has
- * retaken the lock, no caller may touch the Requester (every krpc_clnt_* call is made with
- * cr_lock held, the state is not shared otherwise). A caller woken meanwhile waits here.
- */
-static void
-clnt_rdma_wait_disconnect(struct ct_rdma *cr)
-{
-	while (cr->cr_disconnecting)
-		msleep(&cr->cr_disconnecting, &cr->cr_lock, 0, "rdmadisc", 0);
-}
-
 static enum clnt_stat
 clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbuf *args,
     struct mbuf **resultsp, struct timeval utimeout)
@@ -257,14 +297,15 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 	struct mbuf *hdr, *rep = NULL;
 	struct timeval tv;
 	uint32_t xid, prog, vers, handed;
+	uint64_t gen;
 	enum clnt_stat stat;
 	int error, rc, start, timo, pri, left;
 
 	*resultsp = NULL;
 	memset(&res, 0, sizeof(res));
-	mtx_lock(&cr->cr_lock);
+	sx_xlock(&cr->cr_lock);
 	if (cr->cr_closing) {
-		mtx_unlock(&cr->cr_lock);
+		sx_xunlock(&cr->cr_lock);
 		errp->re_status = RPC_CANTSEND;
 		errp->re_errno = ESHUTDOWN;
 		return (RPC_CANTSEND);
@@ -275,11 +316,10 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 	vers = cr->cr_vers;
 	tv = cr->cr_wait.tv_usec == -1 ? utimeout : cr->cr_wait;
 	pri = cr->cr_interruptible ? PCATCH : 0;
-	mtx_unlock(&cr->cr_lock);
+	sx_xunlock(&cr->cr_lock);
 
 	hdr = clnt_rdma_header(xid, prog, vers, proc, auth, &error);
-	mtx_lock(&cr->cr_lock);
-	clnt_rdma_wait_disconnect(cr);
+	sx_xlock(&cr->cr_lock);
 	if (hdr == NULL) {
 		stat = RPC_CANTENCODEARGS;
 		res.err = error;
@@ -290,11 +330,12 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 
 	/* Send; without credit (or a send buffer) now, reap and wait: back-pressure. */
 	for (;;) {
+		gen = clnt_rdma_gen(cr);
 		rc = krpc_clnt_send(cr->cr_h, hdr, args, &res);
 		if (rc == KRPC_CLNT_AGAIN) {
 			krpc_clnt_reap(cr->cr_h, &handed);
 			if (handed > 0)
-				wakeup(cr);
+				clnt_rdma_kick(cr, cr);
 			rc = krpc_clnt_send(cr->cr_h, hdr, args, &res);
 		}
 		if (rc != KRPC_CLNT_AGAIN)
@@ -305,7 +346,7 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 			res.err = ETIMEDOUT;
 			goto out;
 		}
-		error = msleep(cr, &cr->cr_lock, pri, cr->cr_waitchan, left);
+		error = clnt_rdma_sleep(cr, cr, gen, pri, cr->cr_waitchan, left);
 		if (error == EINTR || error == ERESTART) {
 			/*
 			 * Interrupted before the call went out: what clnt_vc_call makes of an
@@ -317,7 +358,6 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 			res.err = error;
 			goto out;
 		}
-		clnt_rdma_wait_disconnect(cr);
 	}
 	if (rc != KRPC_CLNT_SENT) {
 		stat = (enum clnt_stat)res.stat;
@@ -326,9 +366,10 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 
 	/* Sleep until the reply; every waiter reaps, for all. */
 	for (;;) {
+		gen = clnt_rdma_gen(cr);
 		rc = krpc_clnt_poll(cr->cr_h, xid, &rep, &res, &handed);
 		if (handed > 0)
-			wakeup(cr);
+			clnt_rdma_kick(cr, cr);
 		if (rc == KRPC_CLNT_DONE) {
 			stat = (enum clnt_stat)res.stat;
 			break;
@@ -350,8 +391,7 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 			res.err = ETIMEDOUT;
 			break;
 		}
-		error = msleep(cr, &cr->cr_lock, pri, cr->cr_waitchan, left);
-		clnt_rdma_wait_disconnect(cr);
+		error = clnt_rdma_sleep(cr, cr, gen, pri, cr->cr_waitchan, left);
 		if (error != 0 && error != EWOULDBLOCK) {
 			/*
 			 * As clnt_vc_call (clnt_vc.c:497-520): EINTR is RPC_INTR; any other error
@@ -383,8 +423,8 @@ out:
 		cr->cr_error = *errp;
 	cr->cr_threads--;
 	if (cr->cr_closing && cr->cr_threads == 0)
-		wakeup(&cr->cr_threads);
-	mtx_unlock(&cr->cr_lock);
+		clnt_rdma_kick(cr, &cr->cr_threads);
+	sx_xunlock(&cr->cr_lock);
 	if (hdr != NULL)
 		m_freem(hdr);
 	/*
@@ -411,9 +451,9 @@ clnt_rdma_geterr(CLIENT *cl, struct rpc_err *errp)
 {
 	struct ct_rdma *cr = cl->cl_private;
 
-	mtx_lock(&cr->cr_lock);
+	sx_xlock(&cr->cr_lock);
 	*errp = cr->cr_error;
-	mtx_unlock(&cr->cr_lock);
+	sx_xunlock(&cr->cr_lock);
 }
 
 /* As clnt_vc_freeres: the results are an mbuf chain the caller frees. */
@@ -430,38 +470,38 @@ clnt_rdma_close(CLIENT *cl)
 {
 	struct ct_rdma *cr = cl->cl_private;
 	uint32_t handed;
+	uint64_t gen;
 
-	mtx_lock(&cr->cr_lock);
+	sx_xlock(&cr->cr_lock);
 	if (cr->cr_closed) {
-		mtx_unlock(&cr->cr_lock);
+		sx_xunlock(&cr->cr_lock);
 		return;
 	}
 	if (cr->cr_closing) {
-		/* Another close is disconnecting: wait until it has (it wakes us below). */
-		while (!cr->cr_closed)
-			msleep(&cr->cr_threads, &cr->cr_lock, 0, "rpcclose", 0);
-		mtx_unlock(&cr->cr_lock);
+		/* Another close is waiting for the callers: until it is done (it wakes us). */
+		for (;;) {
+			gen = clnt_rdma_gen(cr);
+			if (cr->cr_closed)
+				break;
+			clnt_rdma_sleep(cr, &cr->cr_threads, gen, 0, "rpcclose", 0);
+		}
+		sx_xunlock(&cr->cr_lock);
 		return;
 	}
 	cr->cr_closing = 1;
-	/*
-	 * rdma_disconnect may sleep (it sends a DREQ): not under the MTX_DEF cr_lock. Callers
-	 * inside cl_call keep off the Requester meanwhile (clnt_rdma_wait_disconnect); the
-	 * CQ upcall only takes cr_lock and wakes them.
-	 */
-	cr->cr_disconnecting = 1;
-	mtx_unlock(&cr->cr_lock);
+	/* rdma_disconnect may sleep (it sends a DREQ): allowed under cr_lock, an sx. */
 	krpc_clnt_close(cr->cr_h);
-	mtx_lock(&cr->cr_lock);
-	cr->cr_disconnecting = 0;
-	wakeup(&cr->cr_disconnecting);
 	krpc_clnt_reap(cr->cr_h, &handed);
-	wakeup(cr);
-	while (cr->cr_threads > 0)
-		msleep(&cr->cr_threads, &cr->cr_lock, 0, "rpcclose", 0);
+	clnt_rdma_kick(cr, cr);
+	for (;;) {
+		gen = clnt_rdma_gen(cr);
+		if (cr->cr_threads == 0)
+			break;
+		clnt_rdma_sleep(cr, &cr->cr_threads, gen, 0, "rpcclose", 0);
+	}
 	cr->cr_closed = 1;
-	wakeup(&cr->cr_threads);
-	mtx_unlock(&cr->cr_lock);
+	clnt_rdma_kick(cr, &cr->cr_threads);
+	sx_xunlock(&cr->cr_lock);
 }
 
 static void
@@ -471,7 +511,8 @@ clnt_rdma_destroy(CLIENT *cl)
 
 	clnt_rdma_close(cl);
 	krpc_clnt_free(cr->cr_h);
-	mtx_destroy(&cr->cr_lock);
+	mtx_destroy(&cr->cr_wlock);
+	sx_destroy(&cr->cr_lock);
 	/*
 	 * cl_auth is not ours to destroy: as clnt_vc_destroy (clnt_vc.c:862-929, no
 	 * AUTH_DESTROY), the consumer that set it owns it and destroys it (NLM shares one
@@ -490,7 +531,7 @@ clnt_rdma_control(CLIENT *cl, u_int request, void *info)
 	struct timeval *tv;
 	bool_t ok = TRUE;
 
-	mtx_lock(&cr->cr_lock);
+	sx_xlock(&cr->cr_lock);
 	switch (request) {
 	case CLSET_TIMEOUT:
 		tv = info;
@@ -538,6 +579,6 @@ clnt_rdma_control(CLIENT *cl, u_int request, void *info)
 		ok = FALSE;
 		break;
 	}
-	mtx_unlock(&cr->cr_lock);
+	sx_xunlock(&cr->cr_lock);
 	return (ok);
 }

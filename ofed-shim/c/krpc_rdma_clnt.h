@@ -14,11 +14,12 @@
  * mbuf bridge, sends the call, reaps completions, parses the reply header and hands the
  * results back as an mbuf chain built by the bridge (DDP data as M_EXTPG mbufs).
  *
- * Locking. Every krpc_clnt_* call below is made with the CLIENT's mutex held and never
- * sleeps (M_NOWAIT allocations), except krpc_clnt_close: rdma_disconnect may sleep, so
- * cl_close calls it with the mutex dropped, every caller in cl_call held off the Requester
- * meanwhile (the CLIENT is marked disconnecting under the mutex). The CQ completion upcall
- * only takes that mutex and calls wakeup(9); the thread sleeping in cl_call polls the
+ * Locking. Every krpc_clnt_* call below is made with the CLIENT's lock held, an sx(9): they
+ * allocate M_NOWAIT, but the verbs under them may sleep (rdma_disconnect at close,
+ * ib_dereg_mr / ib_alloc_mr when a registration is reset). The CQ completion upcall, which
+ * must not sleep, never takes it: it counts a wakeup under a second lock, a mutex that is
+ * also the sleepers' interlock (a caller samples the count before it polls and sleeps only
+ * if it has not moved), and calls wakeup(9); the thread sleeping in cl_call polls the
  * Requester itself.
  */
 #ifndef KRPC_RDMA_CLNT_H
@@ -78,8 +79,7 @@ void krpc_clnt_reap(struct krpc_clnt *h, uint32_t *handed);
 /* The caller gives up on xid (timeout, signal): its registrations are revoked before this
  * returns, its pages handed back; a late reply is dropped. */
 void krpc_clnt_abandon(struct krpc_clnt *h, uint32_t xid);
-/* Requester::close: disconnect, every pending call ends (ESHUTDOWN). Called without the
- * CLIENT's mutex (see Locking), but never concurrently with another krpc_clnt_* call. */
+/* Requester::close: disconnect, every pending call ends (ESHUTDOWN). */
 void krpc_clnt_close(struct krpc_clnt *h);
 /* Destroy the connection and the state (after krpc_clnt_close). */
 void krpc_clnt_free(struct krpc_clnt *h);

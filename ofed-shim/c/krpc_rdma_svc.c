@@ -47,12 +47,23 @@ static MALLOC_DEFINE(M_KRPC_SVC, "krpc_rdma_svc", "krpc-rdma RPC server transpor
 
 /* What svc_vc.c's struct cf_conn is for a socket. */
 struct svc_rdma {
-	struct mtx	sr_lock;
+	/*
+	 * The Rust state (every krpc_svc_* call), sr_seq. An sx: what the core does under it may
+	 * sleep in the verbs (rdma_disconnect when a peer breaks the protocol, ib_dereg_mr /
+	 * ib_alloc_mr when a registration is reset, a release polling for its LOCAL_INV).
+	 */
+	struct sx	sr_lock;
+	/*
+	 * The completion upcall's (it may not sleep, so it never takes sr_lock), the sleepers'
+	 * interlock, the idle callout's: sr_kick, sr_died and the idle fields.
+	 */
+	struct mtx	sr_wlock;
+	uint64_t	sr_kick;	/* upcalls so far */
 	struct krpc_svc	*sr_h;		/* Rust: connection + Responder */
 	SVCXPRT		*sr_xprt;
 	uint32_t	sr_seq;		/* replies posted (xp_reply's *seq) */
 	int		sr_died;
-	/* The idle timeout (svc_rdma_idle): under sr_lock, the callout's mutex. */
+	/* The idle timeout (svc_rdma_idle): under sr_wlock, the callout's mutex. */
 	struct callout	sr_idle;
 	time_t		sr_lastactive;	/* time_uptime of the last call handed up or reply */
 	int		sr_idletimeout;	/* seconds; 0: none */
@@ -107,22 +118,23 @@ int svc_rdma_idle_timeout = 6 * 60;
 static u_int svc_rdma_idle_closed;
 
 /*
- * The CQ completion upcall: never sleeps, never polls. It takes the transport's mutex (so it
- * cannot fall between xp_recv's last poll and its xprt_inactive_self), makes the transport
- * active for the pool's threads and wakes an xp_reply waiting for a send resource.
+ * The CQ completion upcall: never sleeps, never polls. Under sr_wlock it counts itself (an
+ * xp_recv whose poll began before it does not go inactive), makes the transport active for
+ * the pool's threads and wakes an xp_reply waiting for a send resource.
  */
 static void
 svc_rdma_upcall(void *arg)
 {
 	struct svc_rdma *sr = arg;
 
-	mtx_lock(&sr->sr_lock);
+	mtx_lock(&sr->sr_wlock);
+	sr->sr_kick++;
 	xprt_active(sr->sr_xprt);
 	wakeup(sr);
-	mtx_unlock(&sr->sr_lock);
+	mtx_unlock(&sr->sr_wlock);
 }
 
-/* (Re)start the idle check, every sixth of the timeout (at least a second). sr_lock held. */
+/* (Re)start the idle check, every sixth of the timeout (at least a second). sr_wlock held. */
 static void svc_rdma_idle(void *);
 
 static void
@@ -136,7 +148,7 @@ svc_rdma_idle_arm(struct svc_rdma *sr)
 }
 
 /*
- * The idle check (the callout, sr_lock held; never sleeps): a transport with no call in
+ * The idle check (the callout, sr_wlock held; never sleeps): a transport with no call in
  * progress and nothing received or sent for sr_idletimeout seconds is a dead or silent peer's,
  * holding its QP, receive buffers and credits. It is marked dead and activated: a pool thread
  * comes, xp_recv / xp_stat say XPRT_DIED, svc_getreq unregisters it, and the last
@@ -170,11 +182,11 @@ svc_rdma_set_idle_timeout(SVCXPRT *xprt, int secs)
 {
 	struct svc_rdma *sr = xprt->xp_p1;
 
-	mtx_lock(&sr->sr_lock);
+	mtx_lock(&sr->sr_wlock);
 	sr->sr_idletimeout = MAX(secs, 0);
 	sr->sr_lastactive = time_uptime;
 	svc_rdma_idle_arm(sr);
-	mtx_unlock(&sr->sr_lock);
+	mtx_unlock(&sr->sr_wlock);
 }
 
 struct __rpc_svcxprt *
@@ -191,8 +203,9 @@ svc_rdma_create(struct __rpc_svcpool *pool, struct krpc_svc *h)
 		free(sr, M_KRPC_SVC);
 		return (NULL);
 	}
-	mtx_init(&sr->sr_lock, "krpc_rdma_svc", NULL, MTX_DEF);
-	callout_init_mtx(&sr->sr_idle, &sr->sr_lock, 0);
+	sx_init(&sr->sr_lock, "krpc_rdma_svc");
+	mtx_init(&sr->sr_wlock, "krpc_rdma_svc wake", NULL, MTX_DEF);
+	callout_init_mtx(&sr->sr_idle, &sr->sr_wlock, 0);
 	sr->sr_h = h;
 	sr->sr_xprt = xprt;
 	sr->sr_idletimeout = MAX(svc_rdma_idle_timeout, 0);
@@ -217,9 +230,9 @@ svc_rdma_create(struct __rpc_svcpool *pool, struct krpc_svc *h)
 	krpc_svc_set_upcall(h, svc_rdma_upcall, sr);
 	/* Calls that arrived before the upcall was set: the first xp_recv polls for them. */
 	xprt_active(xprt);
-	mtx_lock(&sr->sr_lock);
+	mtx_lock(&sr->sr_wlock);
 	svc_rdma_idle_arm(sr);
-	mtx_unlock(&sr->sr_lock);
+	mtx_unlock(&sr->sr_wlock);
 	atomic_add_int(&svc_rdma_live, 1);
 	return (xprt);
 }
@@ -237,26 +250,40 @@ svc_rdma_recv(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr **addrp,
 	struct svc_rdma *sr = xprt->xp_p1;
 	struct krpc_svc_call c;
 	struct mbuf *args = NULL;
-	int rc;
+	uint64_t kick;
+	int rc, died;
 
 	*addrp = NULL;
 	*mp = NULL;
 	memset(&c, 0, sizeof(c));
-	mtx_lock(&sr->sr_lock);
+	sx_xlock(&sr->sr_lock);
+	mtx_lock(&sr->sr_wlock);
+	kick = sr->sr_kick;
+	died = sr->sr_died;
+	mtx_unlock(&sr->sr_wlock);
 	/* A transport the idle timeout ended hands nothing up (xp_stat says XPRT_DIED). */
-	rc = sr->sr_died ? KRPC_SVC_DIED : krpc_svc_recv(sr->sr_h, &c,
+	rc = died ? KRPC_SVC_DIED : krpc_svc_recv(sr->sr_h, &c,
 	    msg->rm_call.cb_cred.oa_base, msg->rm_call.cb_verf.oa_base, &args);
 	if (rc != KRPC_SVC_CALL) {
-		/* As svc_vc_recv with nothing readable; the upcall re-activates under the lock. */
+		/*
+		 * As svc_vc_recv with nothing readable: inactive, unless an upcall came since the
+		 * poll began (it re-armed nothing we saw): then the transport stays active and a
+		 * pool thread polls again.
+		 */
+		mtx_lock(&sr->sr_wlock);
 		if (rc == KRPC_SVC_DIED)
 			sr->sr_died = 1;
-		xprt_inactive_self(xprt);
-		mtx_unlock(&sr->sr_lock);
+		if (sr->sr_kick == kick || sr->sr_died)
+			xprt_inactive_self(xprt);
+		mtx_unlock(&sr->sr_wlock);
+		sx_xunlock(&sr->sr_lock);
 		return (FALSE);
 	}
+	mtx_lock(&sr->sr_wlock);
 	sr->sr_lastactive = time_uptime;
 	sr->sr_inflight++;
-	mtx_unlock(&sr->sr_lock);
+	mtx_unlock(&sr->sr_wlock);
+	sx_xunlock(&sr->sr_lock);
 	/*
 	 * Never a NULL chain, even for a call without arguments (NFS's NULL): svc_vc always
 	 * hands one up, and svc_getreq's consumers mtod() it (nfs_nfsdkrpc.c).
@@ -281,13 +308,19 @@ static enum xprt_stat
 svc_rdma_stat(SVCXPRT *xprt)
 {
 	struct svc_rdma *sr = xprt->xp_p1;
-	int st;
+	int st, died;
 
-	mtx_lock(&sr->sr_lock);
-	st = sr->sr_died ? KRPC_SVC_STAT_DIED : krpc_svc_stat(sr->sr_h);
-	if (st == KRPC_SVC_STAT_DIED)
+	sx_xlock(&sr->sr_lock);
+	mtx_lock(&sr->sr_wlock);
+	died = sr->sr_died;
+	mtx_unlock(&sr->sr_wlock);
+	st = died ? KRPC_SVC_STAT_DIED : krpc_svc_stat(sr->sr_h);
+	if (st == KRPC_SVC_STAT_DIED && !died) {
+		mtx_lock(&sr->sr_wlock);
 		sr->sr_died = 1;
-	mtx_unlock(&sr->sr_lock);
+		mtx_unlock(&sr->sr_wlock);
+	}
+	sx_xunlock(&sr->sr_lock);
 	switch (st) {
 	case KRPC_SVC_STAT_DIED:
 		return (XPRT_DIED);
@@ -368,6 +401,7 @@ svc_rdma_reply(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr *addr, struct
 {
 	struct svc_rdma *sr = xprt->xp_p1;
 	struct mbuf *hdr;
+	uint64_t kick;
 	int rc;
 
 	if (!(msg->rm_reply.rp_stat == MSG_ACCEPTED &&
@@ -381,8 +415,11 @@ svc_rdma_reply(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr *addr, struct
 			m_freem(m);
 		return (FALSE);
 	}
-	mtx_lock(&sr->sr_lock);
+	sx_xlock(&sr->sr_lock);
 	for (;;) {
+		mtx_lock(&sr->sr_wlock);
+		kick = sr->sr_kick;
+		mtx_unlock(&sr->sr_wlock);
 		rc = krpc_svc_reply(sr->sr_h, msg->rm_xid, hdr, m);
 		if (rc != KRPC_SVC_AGAIN)
 			break;
@@ -390,7 +427,13 @@ svc_rdma_reply(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr *addr, struct
 		rc = krpc_svc_reply(sr->sr_h, msg->rm_xid, hdr, m);
 		if (rc != KRPC_SVC_AGAIN)
 			break;
-		msleep(sr, &sr->sr_lock, 0, "rdmarep", hz / 100 + 1);
+		/* Until an upcall since the attempt (or a tick), without sr_lock. */
+		mtx_lock(&sr->sr_wlock);
+		sx_xunlock(&sr->sr_lock);
+		if (sr->sr_kick == kick)
+			msleep(sr, &sr->sr_wlock, 0, "rdmarep", hz / 100 + 1);
+		mtx_unlock(&sr->sr_wlock);
+		sx_xlock(&sr->sr_lock);
 	}
 	if (rc == KRPC_SVC_SENT) {
 		sr->sr_seq++;
@@ -399,10 +442,12 @@ svc_rdma_reply(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr *addr, struct
 	}
 	/* The call ended (sent, or failed with its chains consumed). A reply svc.c sends for a
 	 * call not handed up (a replay-cache hit) fails here and must not count. */
+	mtx_lock(&sr->sr_wlock);
 	if (sr->sr_inflight > 0)
 		sr->sr_inflight--;
 	sr->sr_lastactive = time_uptime;
-	mtx_unlock(&sr->sr_lock);
+	mtx_unlock(&sr->sr_wlock);
+	sx_xunlock(&sr->sr_lock);
 	return (rc == KRPC_SVC_SENT);
 }
 
@@ -414,14 +459,15 @@ svc_rdma_destroy(SVCXPRT *xprt)
 	struct svc_rdma *sr = xprt->xp_p1;
 
 	/*
-	 * Not under sr_lock: callout_drain and krpc_svc_set_upcall return once no call of the
-	 * idle check or of the old upcall (both take sr_lock) is still running on another CPU;
+	 * Under no lock: callout_drain and krpc_svc_set_upcall return once no call of the idle
+	 * check or of the old upcall (both take sr_wlock) is still running on another CPU;
 	 * after them, nothing touches sr.
 	 */
 	callout_drain(&sr->sr_idle);
 	krpc_svc_set_upcall(sr->sr_h, NULL, NULL);
 	krpc_svc_free(sr->sr_h);
-	mtx_destroy(&sr->sr_lock);
+	mtx_destroy(&sr->sr_wlock);
+	sx_destroy(&sr->sr_lock);
 	free(sr, M_KRPC_SVC);
 	/* The lock goes before the transport, as on svc_vc's create failure paths
 	 * (svc_vc.c:260, 348; svc_vc_destroy_common, svc_vc.c:508, leaves it). */
@@ -436,11 +482,15 @@ svc_rdma_drop(SVCXPRT *xprt, uint32_t xid)
 	struct svc_rdma *sr = xprt->xp_p1;
 	int rc;
 
-	mtx_lock(&sr->sr_lock);
+	sx_xlock(&sr->sr_lock);
 	rc = krpc_svc_drop(sr->sr_h, xid);
-	if (rc == KRPC_SVC_DROPPED && sr->sr_inflight > 0)
-		sr->sr_inflight--;
-	mtx_unlock(&sr->sr_lock);
+	if (rc == KRPC_SVC_DROPPED) {
+		mtx_lock(&sr->sr_wlock);
+		if (sr->sr_inflight > 0)
+			sr->sr_inflight--;
+		mtx_unlock(&sr->sr_wlock);
+	}
+	sx_xunlock(&sr->sr_lock);
 	return (rc == KRPC_SVC_DROPPED);
 }
 
@@ -449,9 +499,9 @@ svc_rdma_get_stats(SVCXPRT *xprt, struct krpc_svc_stats *out)
 {
 	struct svc_rdma *sr = xprt->xp_p1;
 
-	mtx_lock(&sr->sr_lock);
+	sx_xlock(&sr->sr_lock);
 	krpc_svc_get_stats(sr->sr_h, out);
-	mtx_unlock(&sr->sr_lock);
+	sx_xunlock(&sr->sr_lock);
 }
 
 /*

@@ -18,9 +18,13 @@
  * This piece is per connection: svc_rdma_create takes a connection the Rust side accepted
  * (no rendezvous SVCXPRT over a listener yet).
  *
- * Locking. Every krpc_svc_* call below is made with the transport's mutex held and never
- * sleeps (M_NOWAIT allocations). The CQ completion upcall only takes that mutex, calls
- * xprt_active(9) and wakeup(9); xp_recv and xp_reply (pool threads) poll the Responder.
+ * Locking. Every krpc_svc_* call below is made with the transport's lock held, an sx(9):
+ * they allocate M_NOWAIT, but the verbs under them may sleep (rdma_disconnect when a peer
+ * breaks the protocol, ib_dereg_mr / ib_alloc_mr when a registration is reset). The CQ
+ * completion upcall, which must not sleep, never takes it: under a second lock, a mutex
+ * (also the idle callout's and the sleepers' interlock), it counts itself, calls
+ * xprt_active(9) and wakeup(9); xp_recv goes inactive only if no upcall came since its poll
+ * began. xp_recv and xp_reply (pool threads) poll the Responder.
  */
 #ifndef KRPC_RDMA_SVC_H
 #define KRPC_RDMA_SVC_H

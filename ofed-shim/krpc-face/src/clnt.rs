@@ -3,9 +3,10 @@
 //! [`FaceQp`](crate::qp::FaceQp) (the verbs backend, or the software provider), behind
 //! the opaque `struct krpc_clnt` the C side holds.
 //!
-//! The C side owns the `CLIENT`, its mutex, the XID, the RPC call header and the sleeping;
-//! every `krpc_clnt_*` entry point below is called with that mutex held and never sleeps
-//! (the bridge builds with `M_NOWAIT`). What happens here:
+//! The C side owns the `CLIENT`, its lock (an sx), the XID, the RPC call header and the
+//! sleeping; every `krpc_clnt_*` entry point below is called with that lock held, allocates
+//! with `M_NOWAIT` (the bridge too) and may sleep only inside the verbs (`rdma_disconnect`,
+//! an MR reset). What happens here:
 //!
 //! * **send** (`krpc_clnt_send`): the header mbuf and the caller's `args` chain are walked
 //!   through the [`MbufBridge`] (`args` directly, so the DDP marker keeps its `M_PROTO1`;

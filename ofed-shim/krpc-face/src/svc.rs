@@ -3,9 +3,10 @@
 //! [`FaceQp`](crate::qp::FaceQp) (the verbs backend, or the software provider), behind
 //! the opaque `struct krpc_svc` the C side holds.
 //!
-//! The C side owns the `SVCXPRT`, its mutex, the `struct rpc_msg` and the sleeping; every
-//! `krpc_svc_*` entry point below is called with that mutex held and never sleeps (the
-//! bridge builds with `M_NOWAIT`). What happens here:
+//! The C side owns the `SVCXPRT`, its lock (an sx), the `struct rpc_msg` and the sleeping;
+//! every `krpc_svc_*` entry point below is called with that lock held, allocates with
+//! `M_NOWAIT` (the bridge too) and may sleep only inside the verbs (`rdma_disconnect`, an MR
+//! reset). What happens here:
 //!
 //! * **recv** (`krpc_svc_recv`, from `xp_recv` in a pool thread): the connection is polled
 //!   through a [`ServerConnection`] (the core's server loop: its queue of [`Incoming`]
