@@ -15,8 +15,17 @@
  * Limits of this piece: only AUTH_NONE and AUTH_SYS credentials (their marshalled form is
  * ah_cred / ah_verf as they are; RPCSEC_GSS marshals per call and is refused with
  * RPC_CANTENCODEARGS / EOPNOTSUPP), the reply verifier is not passed to AUTH_VALIDATE
- * (authnone/authunix accept any), no rc_feedback / rc_timers, and the connection is made by
- * the Rust side before clnt_rdma_create (no reconnection here: krpc-rdma-session does that).
+ * (authnone/authunix accept any), no rc_feedback / rc_timers.
+ *
+ * Connections. clnt_rdma_create takes a connection the Rust side made. clnt_rdma_connect
+ * makes one itself (krpc_clnt_dial: rdma_cm to an address) and returns once it is up.
+ * clnt_rdma_reconnect_create is what clnt_reconnect_create is for TCP: the CLIENT makes its
+ * connection, and makes it again after a loss (backoff 0, then 100 ms doubling to 30 s);
+ * calls made while it is down wait for it, and the calls owed a reply are sent again with
+ * their XIDs on the new connection, so each gets one reply (clnt_rc makes new calls with new
+ * XIDs instead). A caller waiting for its reply drives that (krpc_clnt_link) between its
+ * sleeps; CLSET_RETRIES bounds the failed attempts a waiting call sits through
+ * (RPC_CANTSEND after them), its timeout bounds it anyway.
  *
  * The host tests compile this file unchanged over the emulated sys/rpc and struct mbuf
  * (../ofed-testkit/emu/kpi_emu_rpc.h, kpi_emu_mbuf.h), reached through the FreeBSD header names of
@@ -32,6 +41,8 @@
 #include <sys/sx.h>
 #include <sys/time.h>
 #include <sys/endian.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
 #include <machine/atomic.h>
 #include <rpc/types.h>
 #include <rpc/xdr.h>
@@ -65,6 +76,10 @@ struct ct_rdma {
 	int		cr_threads;	/* callers inside cl_call */
 	int		cr_closing;
 	int		cr_closed;
+	int		cr_dialed;	/* made by krpc_clnt_dial with reconnection */
+	int		cr_retries;	/* CLSET_RETRIES; 0: no bound */
+	int		cr_last_ticks;	/* clnt_rdma_now_ms's clock */
+	uint64_t	cr_ticks;
 	struct rpc_err	cr_error;	/* the last call's (cl_geterr) */
 };
 
@@ -159,6 +174,13 @@ clnt_rdma_sleep(struct ct_rdma *cr, void *chan, uint64_t gen, int pri, const cha
 	return (error);
 }
 
+/* Ticks left of timo since start (<= 0: expired). */
+static int
+clnt_rdma_left(int start, int timo)
+{
+	return (timo - (int)((u_int)ticks - (u_int)start));
+}
+
 /* The CQ completion upcall: never sleeps, only wakes the callers (they poll). */
 static void
 clnt_rdma_upcall(void *arg)
@@ -166,6 +188,30 @@ clnt_rdma_upcall(void *arg)
 	struct ct_rdma *cr = arg;
 
 	clnt_rdma_kick(cr, cr);
+}
+
+/* Milliseconds on a monotonic clock of the CLIENT's (cr_lock held): ticks, widened. */
+static uint64_t
+clnt_rdma_now_ms(struct ct_rdma *cr)
+{
+	int t = ticks;
+
+	cr->cr_ticks += (u_int)t - (u_int)cr->cr_last_ticks;
+	cr->cr_last_ticks = t;
+	return (cr->cr_ticks * 1000 / hz);
+}
+
+uint32_t
+krpc_sockaddr_len(const struct sockaddr *sa)
+{
+	switch (sa->sa_family) {
+	case AF_INET:
+		return (sizeof(struct sockaddr_in));
+	case AF_INET6:
+		return (sizeof(struct sockaddr_in6));
+	default:
+		return (0);
+	}
 }
 
 CLIENT *
@@ -194,6 +240,7 @@ clnt_rdma_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers)
 	cr->cr_wait.tv_sec = -1;
 	cr->cr_wait.tv_usec = -1;
 	cr->cr_waitchan = "rpcrecv";
+	cr->cr_last_ticks = ticks;
 	cl->cl_refs = 1;
 	cl->cl_ops = &clnt_rdma_ops;
 	cl->cl_private = cr;
@@ -209,6 +256,96 @@ CLIENT *
 krpc_clnt_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers)
 {
 	return (clnt_rdma_create(h, prog, vers));
+}
+
+/* A CLIENT over a connection krpc_clnt_dial starts to addr; NULL and *errorp on failure. */
+static CLIENT *
+clnt_rdma_dial(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog, uint32_t vers,
+    size_t recvsz, int reconnect, int *errorp)
+{
+	struct krpc_clnt *h;
+	CLIENT *cl;
+	uint32_t len;
+	int error;
+
+	len = krpc_sockaddr_len(addr);
+	if (len == 0) {
+		*errorp = EAFNOSUPPORT;
+		return (NULL);
+	}
+	if (recvsz > UINT32_MAX)
+		recvsz = UINT32_MAX;
+	error = krpc_clnt_dial(vnet, addr, len, (uint32_t)recvsz, reconnect, &h);
+	if (error != 0) {
+		*errorp = error;
+		return (NULL);
+	}
+	cl = clnt_rdma_create(h, prog, vers);
+	if (cl == NULL) {
+		krpc_clnt_free(h);
+		*errorp = ENOMEM;
+		return (NULL);
+	}
+	((struct ct_rdma *)cl->cl_private)->cr_dialed = reconnect;
+	*errorp = 0;
+	return (cl);
+}
+
+CLIENT *
+clnt_rdma_connect(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
+    uint32_t vers, size_t recvsz, struct timeval *wait, int *errorp)
+{
+	struct ct_rdma *cr;
+	CLIENT *cl;
+	uint32_t wait_ms, failed, handed;
+	uint64_t gen;
+	int32_t lerr;
+	int error, link, start, timo, left;
+
+	cl = clnt_rdma_dial(vnet, addr, prog, vers, recvsz, 0, errorp);
+	if (cl == NULL)
+		return (NULL);
+	cr = cl->cl_private;
+	timo = tvtohz(wait);
+	start = ticks;
+	sx_xlock(&cr->cr_lock);
+	for (;;) {
+		gen = clnt_rdma_gen(cr);
+		link = krpc_clnt_link(cr->cr_h, clnt_rdma_now_ms(cr), &wait_ms, &failed, &lerr,
+		    &handed);
+		if (link == KRPC_CLNT_UP) {
+			error = 0;
+			break;
+		}
+		if (link == KRPC_CLNT_DOWN) {
+			error = lerr != 0 ? lerr : ENOTCONN;
+			break;
+		}
+		left = clnt_rdma_left(start, timo);
+		if (left <= 0) {
+			error = ETIMEDOUT;
+			break;
+		}
+		(void)clnt_rdma_sleep(cr, cr, gen, 0, "rdmacon", left);
+	}
+	sx_xunlock(&cr->cr_lock);
+	if (error != 0) {
+		clnt_rdma_destroy(cl);
+		*errorp = error;
+		return (NULL);
+	}
+	*errorp = 0;
+	return (cl);
+}
+
+CLIENT *
+clnt_rdma_reconnect_create(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
+    uint32_t vers, size_t sendsz, size_t recvsz)
+{
+	int error;
+
+	(void)sendsz;	/* calls go as the connection's limits allow (Long Call beyond) */
+	return (clnt_rdma_dial(vnet, addr, prog, vers, recvsz, 1, &error));
 }
 
 /* Big-endian word at p (unaligned). */
@@ -279,13 +416,6 @@ clnt_rdma_header(uint32_t xid, uint32_t prog, uint32_t vers, uint32_t proc, AUTH
 	return (m);
 }
 
-/* Ticks left of timo since start (<= 0: expired). */
-static int
-clnt_rdma_left(int start, int timo)
-{
-	return (timo - (int)((u_int)ticks - (u_int)start));
-}
-
 static enum clnt_stat
 clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbuf *args,
     struct mbuf **resultsp, struct timeval utimeout)
@@ -296,10 +426,11 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 	struct krpc_clnt_res res;
 	struct mbuf *hdr, *rep = NULL;
 	struct timeval tv;
-	uint32_t xid, prog, vers, handed;
+	uint32_t xid, prog, vers, handed, wait_ms, failed;
 	uint64_t gen;
 	enum clnt_stat stat;
-	int error, rc, start, timo, pri, left;
+	int error, rc, start, timo, pri, left, link, w;
+	int32_t lerr;
 
 	*resultsp = NULL;
 	memset(&res, 0, sizeof(res));
@@ -390,6 +521,26 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 			stat = RPC_TIMEDOUT;
 			res.err = ETIMEDOUT;
 			break;
+		}
+		if (cr->cr_dialed) {
+			/* Reconnecting: make the connection again when it is due. */
+			link = krpc_clnt_link(cr->cr_h, clnt_rdma_now_ms(cr), &wait_ms, &failed,
+			    &lerr, &handed);
+			if (handed > 0)
+				clnt_rdma_kick(cr, cr);
+			if (link == KRPC_CLNT_DOWN && cr->cr_retries > 0 &&
+			    failed >= (uint32_t)cr->cr_retries) {
+				krpc_clnt_abandon(cr->cr_h, xid);
+				stat = RPC_CANTSEND;
+				res.err = lerr;
+				break;
+			}
+			/* Down: sleep until the next attempt is due (an upcall may come sooner). */
+			if (link == KRPC_CLNT_DOWN) {
+				w = wait_ms == 0 ? 1 : (int)(((uint64_t)wait_ms * hz + 999) / 1000);
+				if (w < left)
+					left = w;
+			}
 		}
 		error = clnt_rdma_sleep(cr, cr, gen, pri, cr->cr_waitchan, left);
 		if (error != 0 && error != EWOULDBLOCK) {
@@ -573,6 +724,16 @@ clnt_rdma_control(CLIENT *cl, u_int request, void *info)
 		break;
 	case CLGET_INTERRUPTIBLE:
 		*(int *)info = cr->cr_interruptible;
+		break;
+	case CLSET_RETRIES:
+		/* Reconnecting: failed connection attempts a waiting call sits through. */
+		if (*(int *)info < 0)
+			ok = FALSE;
+		else
+			cr->cr_retries = *(int *)info;
+		break;
+	case CLGET_RETRIES:
+		*(int *)info = cr->cr_retries;
 		break;
 	default:
 		/* CLSET_TLS among them: RPC-over-RDMA has no TLS (RFC 9289 is TCP only). */

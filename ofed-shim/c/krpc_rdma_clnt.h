@@ -32,7 +32,7 @@
 #include <stdint.h>
 #endif
 
-#define KRPC_CLNT_ABI_VERSION	1
+#define KRPC_CLNT_ABI_VERSION	2
 
 /* krpc_clnt_poll: the call ended (res filled); still waiting. */
 #define KRPC_CLNT_DONE		0
@@ -41,6 +41,11 @@
 #define KRPC_CLNT_SENT		0
 #define KRPC_CLNT_AGAIN		2
 #define KRPC_CLNT_REFUSED	3
+/* krpc_clnt_link: the connection is up; an attempt is under way; none (lost, or the last
+ * attempt failed). */
+#define KRPC_CLNT_UP		0
+#define KRPC_CLNT_CONNECTING	1
+#define KRPC_CLNT_DOWN		2
 
 /* What a call ended with: an enum clnt_stat value and its detail, flat. */
 struct krpc_clnt_res {
@@ -55,6 +60,9 @@ struct krpc_clnt_res {
 struct krpc_clnt;	/* Rust: connection + Requester + bridge scratch */
 struct mbuf;
 struct __rpc_client;
+struct sockaddr;
+struct timeval;
+struct vnet;
 
 #ifdef __cplusplus
 extern "C" {
@@ -83,8 +91,29 @@ void krpc_clnt_abandon(struct krpc_clnt *h, uint32_t xid);
 void krpc_clnt_close(struct krpc_clnt *h);
 /* Destroy the connection and the state (after krpc_clnt_close). */
 void krpc_clnt_free(struct krpc_clnt *h);
-/* Route the CQ completion upcall to f(arg). */
+/* Route the CQ completion upcall to f(arg) (a dialed handle's later connections too). */
 void krpc_clnt_set_upcall(struct krpc_clnt *h, void (*f)(void *), void *arg);
+/*
+ * A handle that makes its own connections, through rdma_cm to the len-byte struct sockaddr
+ * at addr (copied) in vnet (NULL: the thread's); the first attempt starts here. Replies are
+ * provisioned inline up to max_reply bytes (a reply chunk beyond the inline size). reconnect
+ * nonzero: a lost connection is made again and the calls owed a reply are sent again with
+ * their XIDs; calls made while no connection is up are held for the next one. 0 and *out,
+ * or an errno (EINVAL, ENOMEM, the rdma_cm wrapper's).
+ */
+int krpc_clnt_dial(struct vnet *vnet, const struct sockaddr *addr, uint32_t len,
+    uint32_t max_reply, int reconnect, struct krpc_clnt **out);
+/*
+ * A dialed handle's connection: reap, then, when it reconnects and is down, start the next
+ * attempt if it is due at now_ms (a monotonic clock of the caller's). KRPC_CLNT_UP /
+ * _CONNECTING / _DOWN; *wait_ms how long until the next attempt is due (0: none to wait
+ * for), *failed the attempts failed since the last connection, *err the last failure's errno
+ * (FreeBSD's ENOTCONN for a refused or unreachable attempt, or the wrapper's), *handed the
+ * calls of others that ended (wake them). A handle made by clnt_rdma_create reports
+ * KRPC_CLNT_UP until its connection is lost.
+ */
+int krpc_clnt_link(struct krpc_clnt *h, uint64_t now_ms, uint32_t *wait_ms, uint32_t *failed,
+    int32_t *err, uint32_t *handed);
 
 /* ---- C (krpc_rdma_clnt.c) ---------------------------------------------------------- */
 
@@ -93,6 +122,27 @@ void krpc_clnt_set_upcall(struct krpc_clnt *h, void (*f)(void *), void *arg);
 struct __rpc_client *clnt_rdma_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers);
 /* The same, under the krpc_ prefix of the names Rust imports (KrpcClnt::into_client). */
 struct __rpc_client *krpc_clnt_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers);
+/*
+ * A CLIENT connected to addr (AF_INET or AF_INET6; rdma_cm, in vnet or NULL: the thread's)
+ * for prog/vers, replies inline up to recvsz bytes: returns once the connection is up, or
+ * NULL with *errorp (EAFNOSUPPORT, ENOMEM, ETIMEDOUT after *wait, ENOTCONN when the server
+ * refused or could not be reached). No reconnection: once lost, calls fail as on a
+ * clnt_rdma_create CLIENT.
+ */
+struct __rpc_client *clnt_rdma_connect(struct vnet *vnet, const struct sockaddr *addr,
+    uint32_t prog, uint32_t vers, size_t recvsz, struct timeval *wait, int *errorp);
+/*
+ * What clnt_reconnect_create is for TCP, over RPC-over-RDMA: a CLIENT that makes its
+ * connection to addr itself (the first attempt starts here) and again after a loss, sending
+ * the calls owed a reply again with their XIDs (see krpc_clnt_dial); calls wait for a
+ * connection within their timeout (CLSET_RETRIES: at most that many failed attempts).
+ * sendsz is not used (calls beyond the inline size go as Long Calls). NULL on failure.
+ */
+struct __rpc_client *clnt_rdma_reconnect_create(struct vnet *vnet,
+    const struct sockaddr *addr, uint32_t prog, uint32_t vers, size_t sendsz, size_t recvsz);
+/* The length of the struct sockaddr at sa by its family (AF_INET, AF_INET6); 0 for any other
+ * (what krpc_clnt_dial and krpc_listen_create are given). */
+uint32_t krpc_sockaddr_len(const struct sockaddr *sa);
 /* CLIENTs of clnt_rdma alive now (created, not yet destroyed). */
 u_int krpc_clnt_live(void);
 

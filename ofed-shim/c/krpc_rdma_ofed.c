@@ -102,6 +102,15 @@ struct krpc_cm_ctx {
 	int kind;
 };
 
+/* An owner's upcall (fn(arg), any context) and the calls of it in progress, under the
+ * owner's lock: krpc_upcall_unlock calls it, krpc_upcall_set replaces it and waits for the
+ * old one's calls to return. */
+struct krpc_upcall {
+	void (*fn)(void *);
+	void *arg;
+	uint32_t running;
+};
+
 struct krpc_ofed_conn {
 	struct krpc_cm_ctx ctx;	/* first: KRPC_CTX_CONN */
 	krpc_lock_t lock;
@@ -129,9 +138,7 @@ struct krpc_ofed_conn {
 	int passive;
 	int accepted;
 	int dead;
-	void (*upcall)(void *);
-	void *upcall_arg;
-	uint32_t upcalls_running;	/* upcall calls in progress (under lock) */
+	struct krpc_upcall up;		/* completions and CM events (under lock) */
 	struct krpc_ofed_conn *next;	/* listener's pending list */
 };
 
@@ -143,11 +150,12 @@ struct krpc_ofed_listener {
 	struct krpc_ofed_conn *pending;	/* oldest first */
 	struct krpc_ofed_conn **pending_tail;
 	int gone;		/* the device went away (DEVICE_REMOVAL on the listener's id) */
+	struct krpc_upcall up;	/* a request queued, the device gone (under lock) */
 };
 
 /* ---- events --------------------------------------------------------------------------- */
 
-static void krpc_upcall_unlock(struct krpc_ofed_conn *c);
+static void krpc_upcall_unlock(krpc_lock_t *lock, struct krpc_upcall *u);
 
 static void
 krpc_push_event(struct krpc_ofed_conn *c, uint32_t kind, int status, const void *pd,
@@ -172,7 +180,7 @@ krpc_push_event(struct krpc_ofed_conn *c, uint32_t kind, int status, const void 
 		memcpy(e->private_data, pd, pdlen);
 		e->private_data_len = pdlen;
 	}
-	krpc_upcall_unlock(c);
+	krpc_upcall_unlock(&c->lock, &c->up);
 }
 
 int
@@ -192,40 +200,42 @@ krpc_ofed_poll_event(struct krpc_ofed_conn *c, struct krpc_cm_event *ev)
 }
 
 /*
- * Called with c->lock held: drop it and call the upcall, if one is set, counted in
- * upcalls_running so that krpc_upcall_drain can wait for it to return.
+ * Called with *lock held: drop it and call the upcall, if one is set, counted in u->running
+ * so that krpc_upcall_set can wait for it to return.
  */
 static void
-krpc_upcall_unlock(struct krpc_ofed_conn *c)
+krpc_upcall_unlock(krpc_lock_t *lock, struct krpc_upcall *u)
 {
-	void (*fn)(void *) = c->upcall;
-	void *arg = c->upcall_arg;
+	void (*fn)(void *) = u->fn;
+	void *arg = u->arg;
 
 	if (fn == NULL) {
-		krpc_unlock(&c->lock);
+		krpc_unlock(lock);
 		return;
 	}
-	c->upcalls_running++;
-	krpc_unlock(&c->lock);
+	u->running++;
+	krpc_unlock(lock);
 	fn(arg);
-	krpc_lock(&c->lock);
-	c->upcalls_running--;
-	krpc_unlock(&c->lock);
+	krpc_lock(lock);
+	u->running--;
+	krpc_unlock(lock);
 }
 
 /*
- * Called with c->lock held, after the upcall was replaced: wait (briefly: an upcall only
- * takes its owner's lock and wakes) until no call of the old one is still running on another
- * CPU, so that its owner may free what the old argument points to. Returns with the lock
- * held. The caller must not hold a lock the upcall takes, nor be the upcall.
+ * Called with *lock held: replace the upcall, then wait (briefly: an upcall only takes its
+ * owner's lock and wakes) until no call of the old one is still running on another CPU, so
+ * that its owner may free what the old argument points to. Returns with the lock held. The
+ * caller must not hold a lock the upcall takes, nor be the upcall.
  */
 static void
-krpc_upcall_drain(struct krpc_ofed_conn *c)
+krpc_upcall_set(krpc_lock_t *lock, struct krpc_upcall *u, void (*fn)(void *), void *arg)
 {
-	while (c->upcalls_running > 0) {
-		krpc_unlock(&c->lock);
+	u->fn = fn;
+	u->arg = arg;
+	while (u->running > 0) {
+		krpc_unlock(lock);
 		krpc_cpu_relax();
-		krpc_lock(&c->lock);
+		krpc_lock(lock);
 	}
 }
 
@@ -233,10 +243,16 @@ void
 krpc_ofed_set_upcall(struct krpc_ofed_conn *c, void (*fn)(void *), void *arg)
 {
 	krpc_lock(&c->lock);
-	c->upcall = fn;
-	c->upcall_arg = arg;
-	krpc_upcall_drain(c);
+	krpc_upcall_set(&c->lock, &c->up, fn, arg);
 	krpc_unlock(&c->lock);
+}
+
+void
+krpc_ofed_listener_set_upcall(struct krpc_ofed_listener *l, void (*fn)(void *), void *arg)
+{
+	krpc_lock(&l->lock);
+	krpc_upcall_set(&l->lock, &l->up, fn, arg);
+	krpc_unlock(&l->lock);
 }
 
 static void
@@ -246,7 +262,7 @@ krpc_cq_comp(struct ib_cq *cq, void *ctx)
 
 	(void)cq;
 	krpc_lock(&c->lock);
-	krpc_upcall_unlock(c);
+	krpc_upcall_unlock(&c->lock, &c->up);
 }
 
 static void
@@ -587,7 +603,7 @@ krpc_cm_request(struct krpc_ofed_listener *l, struct rdma_cm_id *id, struct rdma
 	krpc_lock(&l->lock);
 	*l->pending_tail = c;
 	l->pending_tail = &c->next;
-	krpc_unlock(&l->lock);
+	krpc_upcall_unlock(&l->lock, &l->up);
 	return (0);
 }
 
@@ -602,7 +618,7 @@ krpc_listener_event(struct krpc_ofed_listener *l, struct rdma_cm_event *ev)
 	if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
 		krpc_lock(&l->lock);
 		l->gone = 1;
-		krpc_unlock(&l->lock);
+		krpc_upcall_unlock(&l->lock, &l->up);
 	}
 	return (0);
 }
@@ -749,8 +765,7 @@ krpc_ofed_conn_destroy(struct krpc_ofed_conn *c)
 {
 	krpc_lock(&c->lock);
 	c->dead = 1;
-	c->upcall = NULL;
-	krpc_upcall_drain(c);
+	krpc_upcall_set(&c->lock, &c->up, NULL, NULL);
 	krpc_unlock(&c->lock);
 	if (c->passive && !c->accepted && c->id != NULL)
 		krpc_rdma_reject(c->id);
@@ -836,6 +851,9 @@ krpc_ofed_listener_destroy(struct krpc_ofed_listener *l)
 
 	rdma_destroy_id(l->id);	/* no more requests after this */
 	KRPC_COUNT(cm_ids_live, -1);
+	krpc_lock(&l->lock);
+	krpc_upcall_set(&l->lock, &l->up, NULL, NULL);
+	krpc_unlock(&l->lock);
 	while ((c = l->pending) != NULL) {
 		l->pending = c->next;
 		krpc_ofed_conn_destroy(c);

@@ -175,6 +175,11 @@ int krpc_ofed_listen(void *vnet, const struct sockaddr *addr,
  * the listener's device is gone (DEVICE_REMOVAL on its id: destroy the listener). */
 int krpc_ofed_listener_next(struct krpc_ofed_listener *l, struct krpc_ofed_conn **out);
 void krpc_ofed_listener_destroy(struct krpc_ofed_listener *l);
+/* Call fn(arg) (from the CM's handler: it must not sleep long) when a connection request is
+ * queued or the device goes; NULL: none. Returns once no call of the old upcall is still
+ * running, as krpc_ofed_set_upcall. */
+void krpc_ofed_listener_set_upcall(struct krpc_ofed_listener *l, void (*fn)(void *),
+    void *arg);
 int krpc_ofed_accept(struct krpc_ofed_conn *c, const uint8_t *pdata, uint32_t pdlen);
 int krpc_ofed_poll_event(struct krpc_ofed_conn *c, struct krpc_cm_event *ev);
 int krpc_ofed_disconnect(struct krpc_ofed_conn *c);

@@ -41,6 +41,7 @@
 #include <machine/atomic.h>
 #include <rpc/rpc.h>
 
+#include "krpc_rdma_clnt.h"
 #include "krpc_rdma_svc.h"
 
 static MALLOC_DEFINE(M_KRPC_SVC, "krpc_rdma_svc", "krpc-rdma RPC server transport");
@@ -514,4 +515,197 @@ svc_rdma_control(SVCXPRT *xprt, const u_int rq, void *in)
 	if (rq == SVCRDMA_DROP_CALL && in != NULL)
 		return (svc_rdma_drop(xprt, *(uint32_t *)in) ? TRUE : FALSE);
 	return (FALSE);
+}
+
+/* ---- the rendezvous transport (svc_rdma_listen) ----------------------------------------- */
+
+/* What svc_vc's rendezvous is for a listening socket. */
+struct svc_rdma_listen {
+	struct sx	sl_lock;	/* every krpc_listen_* call; sl_died, sl_error */
+	struct mtx	sl_wlock;	/* the upcall's (it may not sleep): sl_kick */
+	uint64_t	sl_kick;	/* upcalls so far */
+	struct krpc_listen *sl_h;	/* Rust: the listener */
+	SVCXPRT		*sl_xprt;
+	int		sl_died;
+	int		sl_error;
+};
+
+static bool_t svc_rdma_rendezvous_recv(SVCXPRT *, struct rpc_msg *, struct sockaddr **,
+    struct mbuf **);
+static enum xprt_stat svc_rdma_rendezvous_stat(SVCXPRT *);
+static void svc_rdma_rendezvous_destroy(SVCXPRT *);
+static bool_t svc_rdma_rendezvous_control(SVCXPRT *, const u_int, void *);
+
+static const struct xp_ops svc_rdma_rendezvous_ops = {
+	.xp_recv =	svc_rdma_rendezvous_recv,
+	.xp_stat =	svc_rdma_rendezvous_stat,
+	.xp_ack =	NULL,
+	.xp_reply =	NULL,	/* never a call to reply to (as svc_vc's rendezvous) */
+	.xp_destroy =	svc_rdma_rendezvous_destroy,
+	.xp_control =	svc_rdma_rendezvous_control,
+};
+
+/* The listener's upcall (a request queued, the device gone): make the transport active. */
+static void
+svc_rdma_listen_upcall(void *arg)
+{
+	struct svc_rdma_listen *sl = arg;
+
+	mtx_lock(&sl->sl_wlock);
+	sl->sl_kick++;
+	xprt_active(sl->sl_xprt);
+	mtx_unlock(&sl->sl_wlock);
+}
+
+struct __rpc_svcxprt *
+svc_rdma_listen_create(struct __rpc_svcpool *pool, struct krpc_listen *h)
+{
+	SVCXPRT *xprt;
+	struct svc_rdma_listen *sl;
+
+	sl = malloc(sizeof(*sl), M_KRPC_SVC, M_WAITOK | M_ZERO);
+	if (sl == NULL)
+		return (NULL);
+	xprt = svc_xprt_alloc();
+	if (xprt == NULL) {
+		free(sl, M_KRPC_SVC);
+		return (NULL);
+	}
+	sx_init(&sl->sl_lock, "krpc_rdma_listen");
+	mtx_init(&sl->sl_wlock, "krpc_rdma_listen wake", NULL, MTX_DEF);
+	sl->sl_h = h;
+	sl->sl_xprt = xprt;
+	sx_init(&xprt->xp_lock, "xprt->xp_lock");
+	xprt->xp_pool = pool;
+	xprt->xp_p1 = sl;
+	xprt->xp_p2 = NULL;
+	xprt->xp_netid = NULL;
+	xprt->xp_ops = &svc_rdma_rendezvous_ops;
+	xprt_register(xprt);
+	krpc_listen_set_upcall(h, svc_rdma_listen_upcall, sl);
+	/* Requests queued before the upcall was set: the first xp_recv takes them. */
+	xprt_active(xprt);
+	atomic_add_int(&svc_rdma_live, 1);
+	return (xprt);
+}
+
+struct __rpc_svcxprt *
+svc_rdma_listen(struct __rpc_svcpool *pool, struct vnet *vnet, const struct sockaddr *addr,
+    int *errorp)
+{
+	struct krpc_listen *h;
+	SVCXPRT *xprt;
+	uint32_t len;
+	int error;
+
+	len = krpc_sockaddr_len(addr);
+	if (len == 0) {
+		*errorp = EAFNOSUPPORT;
+		return (NULL);
+	}
+	error = krpc_listen_create(vnet, addr, len, &h);
+	if (error != 0) {
+		*errorp = error;
+		return (NULL);
+	}
+	xprt = svc_rdma_listen_create(pool, h);
+	if (xprt == NULL) {
+		krpc_listen_free(h);
+		*errorp = ENOMEM;
+		return (NULL);
+	}
+	/* The address listened on, as svc_vc_create fills xp_ltaddr from the socket. */
+	memcpy(&xprt->xp_ltaddr, addr, len);
+	*errorp = 0;
+	return (xprt);
+}
+
+/*
+ * A pool thread's turn: accept one connection request and make an svc_rdma transport of it
+ * (registered with the pool; our reference dropped as svc_vc_rendezvous_recv does), staying
+ * active for the next; with none pending, inactive unless an upcall came since the poll
+ * began. There is never a call to hand up.
+ */
+static bool_t
+svc_rdma_rendezvous_recv(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr **addrp,
+    struct mbuf **mp)
+{
+	struct svc_rdma_listen *sl = xprt->xp_p1;
+	struct krpc_svc *h = NULL;
+	SVCXPRT *nx;
+	uint64_t kick;
+	int32_t err = 0;
+	int rc;
+
+	*addrp = NULL;
+	*mp = NULL;
+	sx_xlock(&sl->sl_lock);
+	mtx_lock(&sl->sl_wlock);
+	kick = sl->sl_kick;
+	mtx_unlock(&sl->sl_wlock);
+	rc = sl->sl_died ? KRPC_LISTEN_DIED : krpc_listen_accept(sl->sl_h, &h, &err);
+	if (rc == KRPC_LISTEN_DIED && !sl->sl_died) {
+		sl->sl_died = 1;
+		sl->sl_error = err;
+	}
+	if (rc != KRPC_LISTEN_NEW) {
+		mtx_lock(&sl->sl_wlock);
+		if (sl->sl_kick == kick || sl->sl_died)
+			xprt_inactive_self(xprt);
+		mtx_unlock(&sl->sl_wlock);
+		sx_xunlock(&sl->sl_lock);
+		return (FALSE);
+	}
+	sx_xunlock(&sl->sl_lock);
+	nx = svc_rdma_create(xprt->xp_pool, h);
+	if (nx == NULL)
+		krpc_svc_free(h);	/* the connection goes with its state */
+	else
+		SVC_RELEASE(nx);	/* the pool's registration keeps it */
+	return (FALSE);
+}
+
+static enum xprt_stat
+svc_rdma_rendezvous_stat(SVCXPRT *xprt)
+{
+	struct svc_rdma_listen *sl = xprt->xp_p1;
+	int died;
+
+	sx_xlock(&sl->sl_lock);
+	died = sl->sl_died;
+	sx_xunlock(&sl->sl_lock);
+	return (died ? XPRT_DIED : XPRT_IDLE);
+}
+
+/* SVC_RELEASE's last reference: the listener (pending requests rejected), the SVCXPRT. */
+static void
+svc_rdma_rendezvous_destroy(SVCXPRT *xprt)
+{
+	struct svc_rdma_listen *sl = xprt->xp_p1;
+
+	/* Returns once no call of the upcall (it takes sl_wlock) is still running. */
+	krpc_listen_set_upcall(sl->sl_h, NULL, NULL);
+	krpc_listen_free(sl->sl_h);
+	mtx_destroy(&sl->sl_wlock);
+	sx_destroy(&sl->sl_lock);
+	free(sl, M_KRPC_SVC);
+	sx_destroy(&xprt->xp_lock);
+	svc_xprt_free(xprt);
+	atomic_subtract_int(&svc_rdma_live, 1);
+}
+
+static bool_t
+svc_rdma_rendezvous_control(SVCXPRT *xprt, const u_int rq, void *in)
+{
+	return (FALSE);
+}
+
+void
+svc_rdma_listen_stats(SVCXPRT *xprt, struct krpc_listen_stats *out)
+{
+	struct svc_rdma_listen *sl = xprt->xp_p1;
+
+	sx_xlock(&sl->sl_lock);
+	krpc_listen_get_stats(sl->sl_h, out);
+	sx_xunlock(&sl->sl_lock);
 }

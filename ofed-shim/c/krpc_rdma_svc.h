@@ -15,8 +15,10 @@
  * the bridge (a WRITE's data as M_EXTPG mbufs over the RDMA-Read pages), and sends replies
  * (M_EXTPG pages of a READ reply go by RDMA Write into the client's write chunk).
  *
- * This piece is per connection: svc_rdma_create takes a connection the Rust side accepted
- * (no rendezvous SVCXPRT over a listener yet).
+ * svc_rdma_create takes a connection the Rust side accepted; svc_rdma_listen is the
+ * rendezvous SVCXPRT over a listening rdma_cm id whose xp_recv accepts each connection
+ * request and makes an svc_rdma transport of it in the same pool (svc_vc_rendezvous_recv's
+ * part for a listening socket).
  *
  * Locking. Every krpc_svc_* call below is made with the transport's lock held, an sx(9):
  * they allocate M_NOWAIT, but the verbs under them may sleep (rdma_disconnect when a peer
@@ -62,6 +64,10 @@
 #define KRPC_SVC_STAT_DIED	0
 #define KRPC_SVC_STAT_MOREREQS	1
 #define KRPC_SVC_STAT_IDLE	2
+/* krpc_listen_accept: a new connection (*out); no request pending; the listener is dead. */
+#define KRPC_LISTEN_NEW		0
+#define KRPC_LISTEN_NONE	1
+#define KRPC_LISTEN_DIED	2
 
 /* A received call's header, flat (the fields of struct rpc_msg's call_body). */
 struct krpc_svc_call {
@@ -89,7 +95,16 @@ struct krpc_svc_stats {
 				   * contexts given back, nothing sent */
 };
 
+/* The rendezvous transport's counters (svc_rdma_listen_stats). */
+struct krpc_listen_stats {
+	uint64_t accepted;	/* connection requests that became svc_rdma transports */
+	uint64_t refused;	/* ... rejected (no memory for the state, the accept failed) */
+};
+
 struct krpc_svc;	/* Rust: connection + Responder + bridge scratch */
+struct krpc_listen;	/* Rust: listening rdma_cm id + what each connection is made with */
+struct sockaddr;
+struct vnet;
 struct mbuf;
 struct __rpc_svcxprt;
 struct __rpc_svcpool;
@@ -135,7 +150,46 @@ struct sockaddr_storage;
 int krpc_svc_addrs(struct krpc_svc *h, struct sockaddr_storage *local,
     struct sockaddr_storage *remote);
 
+/*
+ * Listen on the len-byte struct sockaddr at addr (rdma_cm, in vnet or NULL: the thread's):
+ * 0 and *out, or an errno (EINVAL, ENOMEM, rdma_bind_addr's / rdma_listen's).
+ */
+int krpc_listen_create(struct vnet *vnet, const struct sockaddr *addr, uint32_t len,
+    struct krpc_listen **out);
+/*
+ * Take connection requests until one is accepted (its Responder made, receives posted, the
+ * accept sent with our RFC 8797 private data): KRPC_LISTEN_NEW and *out, the new
+ * connection's state for svc_rdma_create; KRPC_LISTEN_NONE when none is pending (requests
+ * that could not be served were rejected and counted); KRPC_LISTEN_DIED and *err once the
+ * listener is dead (its device went away).
+ */
+int krpc_listen_accept(struct krpc_listen *l, struct krpc_svc **out, int32_t *err);
+/* Call f(arg) (rdma_cm's handler context; f NULL: none) when a request is queued or the
+ * listener dies; returns once no call of the old upcall is running. */
+void krpc_listen_set_upcall(struct krpc_listen *l, void (*f)(void *), void *arg);
+void krpc_listen_get_stats(struct krpc_listen *l, struct krpc_listen_stats *out);
+/* Destroy the listener (pending requests rejected). */
+void krpc_listen_free(struct krpc_listen *l);
+
 /* ---- C (krpc_rdma_svc.c) ------------------------------------------------------------ */
+
+/*
+ * A rendezvous SVCXPRT listening on addr (AF_INET or AF_INET6) in vnet (NULL: the
+ * thread's), registered with pool: each connection request is accepted by a pool thread
+ * (xp_recv) and becomes an svc_rdma transport registered with the same pool, so the
+ * programs registered with the pool (svc_reg) are served on it. As svc_vc_create for a
+ * listening socket, it returns with the caller's reference (SVC_RELEASE it once the
+ * programs are registered); svc.c unregisters it when its xp_stat says XPRT_DIED (the
+ * listener's device went away), and the pool's destruction, or xprt_unregister, ends it.
+ * NULL and *errorp (EAFNOSUPPORT, krpc_listen_create's) on failure.
+ */
+struct __rpc_svcxprt *svc_rdma_listen(struct __rpc_svcpool *pool, struct vnet *vnet,
+    const struct sockaddr *addr, int *errorp);
+/* The same over a listener the Rust side made (krpc_listen_*: a test's software one). */
+struct __rpc_svcxprt *svc_rdma_listen_create(struct __rpc_svcpool *pool,
+    struct krpc_listen *l);
+/* A rendezvous transport's counters. */
+void svc_rdma_listen_stats(struct __rpc_svcxprt *xprt, struct krpc_listen_stats *out);
 
 /*
  * An SVCXPRT over h (which it takes: xp_destroy frees it), registered with pool
@@ -200,5 +254,6 @@ uint64_t krpc_rdma_busy(uint64_t *clients, uint64_t *xprts, uint64_t *extpg);
 
 _Static_assert(sizeof(struct krpc_svc_call) == 36, "krpc_svc_call size");
 _Static_assert(sizeof(struct krpc_svc_stats) == 64, "krpc_svc_stats size");
+_Static_assert(sizeof(struct krpc_listen_stats) == 16, "krpc_listen_stats size");
 
 #endif /* KRPC_RDMA_SVC_H */

@@ -297,6 +297,12 @@ extern "C" {
     pub fn krpc_ofed_listener_next(l: *mut KrpcListener, out: *mut *mut KrpcConn) -> i32;
     /// Destroy a listener.
     pub fn krpc_ofed_listener_destroy(l: *mut KrpcListener);
+    /// Register the listener's upcall (a request queued, the device gone).
+    pub fn krpc_ofed_listener_set_upcall(
+        l: *mut KrpcListener,
+        f: extern "C" fn(*mut c_void),
+        arg: *mut c_void,
+    );
     /// Accept a pending connection.
     pub fn krpc_ofed_accept(c: *mut KrpcConn, pdata: *const u8, pdlen: u32) -> i32;
     /// Next CM event: 1 if one was written, 0 if none.

@@ -811,7 +811,27 @@ impl OfedListener {
         }
         Some(made)
     }
+
+    /// Call `f(arg)` when a connection request is queued or the listener's device goes
+    /// (from rdma_cm's handler: it should only wake the thread that takes the requests).
+    ///
+    /// # Safety
+    /// `f` must be callable with `arg` from any context until the listener is dropped or
+    /// the upcall replaced.
+    pub unsafe fn set_upcall(&mut self, f: Option<extern "C" fn(*mut c_void)>, arg: *mut c_void) {
+        let f = f.unwrap_or(no_upcall);
+        // SAFETY: live listener; the caller vouches for `f`/`arg` (`no_upcall` does nothing).
+        unsafe { ffi::krpc_ofed_listener_set_upcall(self.l, f, arg) };
+    }
+
+    /// The configuration of the queue pairs it makes.
+    pub fn config(&self) -> &OfedConfig {
+        &self.cfg
+    }
 }
+
+/// The upcall of a listener that has none: does nothing.
+extern "C" fn no_upcall(_: *mut c_void) {}
 
 impl Drop for OfedListener {
     fn drop(&mut self) {

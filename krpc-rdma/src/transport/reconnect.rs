@@ -159,6 +159,49 @@ impl Reconnect {
         Ok(())
     }
 
+    /// Keep `call` to be sent on the next connection ([`resend`](Self::resend)), without
+    /// sending it now: a call made while no connection is up (the first one is still being
+    /// made, or the last one was lost). It is owed a reply from then on, as a call sent and
+    /// lost with its connection is.
+    ///
+    /// # Errors
+    /// Everything handed back: [`CallError::BadCall`] without an XID,
+    /// [`CallError::DuplicateXid`] for an XID still owed a reply, [`CallError::WouldBlock`]
+    /// with the table full.
+    pub fn hold(&mut self, call: Chain, reply: ReplySpec) -> Result<(), CallRejected> {
+        let reject = |error, call, reply| CallRejected { error, call, reply };
+        let mut xid = [0u8; 4];
+        if call.copydata(0, &mut xid).is_err() {
+            return Err(reject(CallError::BadCall, call, reply));
+        }
+        let xid = u32::from_be_bytes(xid);
+        if self.owed.iter().any(|o| o.xid == xid) {
+            return Err(reject(CallError::DuplicateXid, call, reply));
+        }
+        if self.owed.len() >= self.cap {
+            return Err(reject(CallError::WouldBlock, call, reply));
+        }
+        let (locate, pages) = match reply.ddp {
+            Some(d) => (Some(d.locate), Some(d.pages)),
+            None => (None, None),
+        };
+        self.owed.push(Owed {
+            xid,
+            copy: call,
+            max_reply: reply.max_reply,
+            locate,
+            pages,
+            sent: false,
+        });
+        Ok(())
+    }
+
+    /// Connection attempts that failed since the last connection was made (or since the
+    /// table was made).
+    pub fn failed_attempts(&self) -> u32 {
+        self.attempts
+    }
+
     /// Pass every [`RequesterEvent`] through here. A call lost with its connection is kept
     /// (its pages too) and not reported; a reply or any other failure ends the call and is
     /// passed on, as are connection events.
@@ -312,5 +355,33 @@ mod tests {
         let ev = rc.on_event(RequesterEvent::Connected(Default::default()));
         assert!(ev.is_some());
         assert_eq!(rc.backoff_ms(), 0);
+    }
+
+    /// A call held while no connection is up is owed (unsent) from then on: its XID cannot
+    /// be used again, and the table bounds how many wait.
+    #[test]
+    fn held_calls_are_owed_unsent_and_bounded() {
+        let cfg = TransportConfig {
+            max_requests: 2,
+            ..TransportConfig::default()
+        };
+        let mut rc = Reconnect::new(&cfg).unwrap_or_else(|_| panic!());
+        let call = |xid: u32| Chain::from_bytes(&[&xid.to_be_bytes()[..], &[0; 36]].concat());
+        let held = |rc: &mut Reconnect, xid: u32| {
+            let c = call(xid).unwrap_or_else(|_| panic!());
+            rc.hold(c, ReplySpec::inline(1024)).map_err(|r| r.error)
+        };
+        assert_eq!(held(&mut rc, 7), Ok(()));
+        assert_eq!((rc.owed(), rc.unsent()), (1, 1));
+        assert_eq!(held(&mut rc, 7), Err(CallError::DuplicateXid));
+        assert_eq!(held(&mut rc, 8), Ok(()));
+        assert_eq!(held(&mut rc, 9), Err(CallError::WouldBlock), "table full");
+        let short = Chain::from_bytes(&[1, 2]).unwrap_or_else(|_| panic!());
+        let e = rc.hold(short, ReplySpec::inline(1)).map_err(|r| r.error);
+        assert_eq!(e, Err(CallError::BadCall), "no XID");
+        assert_eq!(rc.owed_xids().collect::<Vec<_>>(), [(7, false), (8, false)]);
+        assert_eq!(rc.failed_attempts(), 0);
+        rc.attempt_failed();
+        assert_eq!(rc.failed_attempts(), 1);
     }
 }

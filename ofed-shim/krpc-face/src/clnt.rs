@@ -24,6 +24,9 @@
 //!   mbufs over the pages the responder wrote).
 //! * **abandon** (timeout, signal): [`Requester::abandon`] revokes the call's registrations
 //!   before returning; **close**: [`Requester::close`].
+//! * **dialed** clients ([`KrpcClnt::dialed`], C `krpc_clnt_dial`): the client makes its
+//!   connection itself and, reconnecting, makes it again after a loss, resending the calls
+//!   owed a reply with their XIDs (see [`crate::dial`]); `krpc_clnt_link` drives it.
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
@@ -31,16 +34,20 @@ use alloc::vec::Vec;
 use core::ffi::c_void;
 
 use krpc_rdma::transport::kernel::{ClntStat, Errno, Phase};
-use krpc_rdma::transport::{CallError, ReplySpec, Requester, RequesterEvent};
+use krpc_rdma::transport::{
+    CallError, CallRejected, Reconnect, ReplySpec, Requester, RequesterEvent, TransportConfig,
+};
 use mbuf::{Chain, PageProvider};
 use onc_rpc::rpc::{AcceptStat, Rejected};
 use onc_rpc::view::{ReplyView, MAX_REPLY_HEADER};
 use onc_rpc::xdr::Decoder;
 
+use crate::dial::{FaceDialer, Link, LinkState, OfedDialer};
 use crate::ffi::{self, FbsdClient, FbsdMbuf, KrpcClntHandle, KrpcClntRes};
 use crate::head::Head;
 use crate::mbuf_bridge::{BridgeError, MbufBridge};
 use crate::qp::FaceQp;
+use ofed_shim::{KernelPages, OfedConfig};
 
 /// How the reply of a call is provisioned, from the call (its RPC header and arguments):
 /// the Upper-Layer Binding's hook (for NFS, nfs-proto's RFC 8267 table).
@@ -50,6 +57,7 @@ pub type ReplyHook = fn(&Chain, &Arc<dyn PageProvider>) -> ReplySpec;
 const EINVAL: i32 = Errno::EINVAL.freebsd();
 const ENOMEM: i32 = Errno::ENOMEM.freebsd();
 const EBADMSG: i32 = Errno::EBADMSG.freebsd();
+const ENOTCONN: i32 = Errno::ENOTCONN.freebsd();
 
 #[derive(Debug)]
 enum End {
@@ -63,7 +71,15 @@ pub struct KrpcClnt {
     req: Box<Requester>,
     pages: Arc<dyn PageProvider>,
     bridge: MbufBridge,
-    hook: ReplyHook,
+    /// The reply provisioning; `None`: every reply inline in at most `max_reply` bytes.
+    hook: Option<ReplyHook>,
+    max_reply: usize,
+    /// A dialed client's dialer and connection state (`None`: connected by the caller).
+    link: Option<Box<Link>>,
+    /// The requesters' configuration (a dialed client makes one per connection).
+    tcfg: TransportConfig,
+    /// The C side's upcall and its argument (an address), set again on every new queue pair.
+    upcall: Option<(extern "C" fn(*mut c_void), usize)>,
     /// Calls that ended, kept for their callers.
     ended: Vec<(u32, End)>,
     /// The first bytes of a reply, where its RPC header is decoded.
@@ -77,6 +93,7 @@ impl core::fmt::Debug for KrpcClnt {
             .field("req", &self.req)
             .field("ended", &self.ended.len())
             .field("lost", &self.lost)
+            .field("link", &self.link)
             .finish_non_exhaustive()
     }
 }
@@ -105,11 +122,48 @@ impl KrpcClnt {
             req,
             pages,
             bridge: MbufBridge::new(64, 64)?,
-            hook,
+            hook: Some(hook),
+            max_reply: 0,
+            link: None,
+            tcfg: TransportConfig::default(),
+            upcall: None,
             ended,
             head: Head::new(MAX_REPLY_HEADER)?,
             lost: false,
         }))
+    }
+
+    /// A client that makes its connection itself through `dialer` (the first attempt is
+    /// started here); with `reconnect`, a lost connection is made again and the calls owed
+    /// a reply are sent again with their XIDs (see [`crate::dial`]). Replies are provisioned
+    /// by `hook`, or (`None`) inline in at most `max_reply` bytes.
+    ///
+    /// # Errors
+    /// An errno: FreeBSD's `ENOMEM`, or the dialer's.
+    pub fn dialed(
+        mut dialer: Box<dyn FaceDialer>,
+        pages: Arc<dyn PageProvider>,
+        hook: Option<ReplyHook>,
+        max_reply: usize,
+        tcfg: TransportConfig,
+        reconnect: bool,
+    ) -> Result<Box<Self>, i32> {
+        let rc = if reconnect {
+            Some(Reconnect::new(&tcfg).map_err(|_| ENOMEM)?)
+        } else {
+            None
+        };
+        let req = new_requester(&tcfg, &*dialer, &pages)?;
+        let qp = dialer.dial(&req.private_data())?;
+        let mut link = Box::new(Link::new(dialer, rc));
+        link.state = LinkState::Connecting;
+        let max = tcfg.max_requests.max(1) as usize;
+        let mut me = KrpcClnt::new(qp, req, pages, inline_only, max).map_err(|_| ENOMEM)?;
+        me.hook = hook;
+        me.max_reply = max_reply;
+        me.link = Some(link);
+        me.tcfg = tcfg;
+        Ok(me)
     }
 
     /// A `CLIENT *` (`clnt_rdma_create`) for program `prog`, version `vers`, which takes this
@@ -134,28 +188,113 @@ impl KrpcClnt {
 
     /// Poll the requester; ended calls go to the table. How many of them are not `xid`'s.
     fn reap(&mut self, xid: Option<u32>) -> u32 {
-        let (ended, lost) = (&mut self.ended, &mut self.lost);
+        let (ended, lost, link) = (&mut self.ended, &mut self.lost, &mut self.link);
         let mut others = 0u32;
         self.req.poll(&mut self.qp, &mut |e| {
-            let (x, end) = match e {
-                RequesterEvent::Reply { xid, reply } => (xid, End::Reply(reply)),
-                RequesterEvent::Failed { xid, error, .. } => (xid, End::Failed(error)),
-                RequesterEvent::ConnectionLost => {
-                    *lost = true;
-                    return;
-                }
-                RequesterEvent::Connected(_) => return,
+            // A reconnecting client keeps the calls lost with the connection.
+            let e = match link.as_mut().and_then(|l| l.rc.as_mut()) {
+                Some(rc) => match rc.on_event(e) {
+                    Some(e) => e,
+                    None => return,
+                },
+                None => e,
             };
-            if Some(x) != xid {
-                others = others.saturating_add(1);
-            }
-            // At most max_requests calls are in flight: the push fits; if the table cannot
-            // grow the end is dropped and that caller times out.
-            if ended.try_reserve(1).is_ok() {
-                ended.push((x, end));
+            match e {
+                RequesterEvent::Reply { xid: x, reply } => {
+                    end_call(ended, &mut others, xid, x, End::Reply(reply));
+                }
+                RequesterEvent::Failed { xid: x, error, .. } => {
+                    end_call(ended, &mut others, xid, x, End::Failed(error));
+                }
+                RequesterEvent::ConnectionLost => match link.as_mut() {
+                    // The attempt failed before the connection was made.
+                    Some(l) if l.state == LinkState::Connecting => {
+                        l.failed(ENOTCONN);
+                        *lost |= l.rc.is_none();
+                    }
+                    Some(l) => {
+                        l.state = LinkState::Down;
+                        *lost |= l.rc.is_none();
+                    }
+                    None => *lost = true,
+                },
+                RequesterEvent::Connected(_) => {
+                    if let Some(l) = link.as_mut() {
+                        l.state = LinkState::Up;
+                        l.errno = 0;
+                        l.connects = l.connects.saturating_add(1);
+                    }
+                }
             }
         });
+        // Calls owed a reply go out on the new connection as its credits allow.
+        if let Some(l) = self.link.as_mut() {
+            if let (LinkState::Up, Some(rc)) = (l.state, l.rc.as_mut()) {
+                if rc.unsent() > 0 {
+                    let ended = &mut self.ended;
+                    rc.resend(&mut self.req, &mut self.qp, &mut |e| {
+                        if let RequesterEvent::Failed { xid: x, error, .. } = e {
+                            end_call(ended, &mut others, xid, x, End::Failed(error));
+                        }
+                    });
+                }
+            }
+        }
         others
+    }
+
+    /// A dialed client's connection: reap, then, reconnecting and down, start the next
+    /// attempt if it is due at `now_ms`. The state, how long until the next attempt
+    /// (0: none to wait for), and how many calls of others ended.
+    fn drive_link(&mut self, now_ms: u64) -> (LinkState, u32, u32) {
+        let mut handed = self.reap(None);
+        let Some(l) = self.link.as_mut() else {
+            let st = if self.lost {
+                LinkState::Down
+            } else {
+                LinkState::Up
+            };
+            return (st, 0, handed);
+        };
+        if l.state != LinkState::Down || l.rc.is_none() || self.lost {
+            return (l.state, 0, handed);
+        }
+        if let Err(wait) = l.due(now_ms) {
+            return (LinkState::Down, wait, handed);
+        }
+        match self.redial() {
+            Ok(()) => {
+                // An attempt refused at once shows in its first poll.
+                handed = handed.saturating_add(self.reap(None));
+            }
+            Err(e) => {
+                if let Some(l) = self.link.as_mut() {
+                    l.failed(e);
+                }
+            }
+        }
+        let l = self.link.as_mut().map_or(LinkState::Down, |l| l.state);
+        (l, 0, handed)
+    }
+
+    /// A new connection attempt: a new requester and queue pair replace the dead ones (their
+    /// calls are already failed, or kept by the reconnection table).
+    fn redial(&mut self) -> Result<(), i32> {
+        let Some(l) = self.link.as_mut() else {
+            return Err(EINVAL);
+        };
+        let req = new_requester(&self.tcfg, &*l.dialer, &self.pages)?;
+        let mut qp = l.dialer.dial(&req.private_data())?;
+        if let Some((f, arg)) = self.upcall {
+            // SAFETY: the C side registered `f(arg)` for the life of the state (see
+            // `krpc_clnt_set_upcall`), which outlives this queue pair.
+            unsafe { qp.set_upcall(f, arg as *mut c_void) };
+        }
+        l.state = LinkState::Connecting;
+        // The old connection goes (its queue pair is destroyed after the new one exists).
+        self.req = req;
+        self.qp = qp;
+        Ok(())
     }
 
     fn take(&mut self, xid: u32) -> Option<End> {
@@ -176,8 +315,25 @@ impl KrpcClnt {
                 return ffi::CLNT_REFUSED;
             }
         };
-        let spec = (self.hook)(&call, &self.pages);
-        match self.req.call(&mut self.qp, call, spec) {
+        let spec = match self.hook {
+            Some(hook) => hook(&call, &self.pages),
+            None => ReplySpec::inline(self.max_reply),
+        };
+        let sent = match self.link.as_mut() {
+            Some(l) => match (l.state, l.rc.as_mut()) {
+                (LinkState::Up, Some(rc)) => rc.call(&mut self.req, &mut self.qp, call, spec),
+                // Held until a connection is up.
+                (_, Some(rc)) => rc.hold(call, spec),
+                (LinkState::Up, None) => self.req.call(&mut self.qp, call, spec),
+                (_, None) => Err(CallRejected {
+                    error: CallError::ConnectionLost,
+                    call,
+                    reply: spec,
+                }),
+            },
+            None => self.req.call(&mut self.qp, call, spec),
+        };
+        match sent {
             Ok(()) => ffi::CLNT_SENT,
             Err(r) if matches!(r.error, CallError::NoCredit | CallError::WouldBlock) => {
                 ffi::CLNT_AGAIN
@@ -231,6 +387,34 @@ impl KrpcClnt {
             }
         }
     }
+}
+
+/// Keep a call's end for its caller; count it if it is not `mine`'s.
+fn end_call(ended: &mut Vec<(u32, End)>, others: &mut u32, mine: Option<u32>, x: u32, end: End) {
+    if Some(x) != mine {
+        *others = others.saturating_add(1);
+    }
+    // At most max_requests calls are in flight: the push fits; if the table cannot grow the
+    // end is dropped and that caller times out.
+    if ended.try_reserve(1).is_ok() {
+        ended.push((x, end));
+    }
+}
+
+/// The reply provisioning of a client without a hook (never called: `hook` is `None`).
+fn inline_only(_: &Chain, _: &Arc<dyn PageProvider>) -> ReplySpec {
+    ReplySpec::inline(0)
+}
+
+/// A requester for a new connection of `dialer`, boxed (900-odd bytes).
+#[inline(never)]
+fn new_requester(
+    tcfg: &TransportConfig,
+    dialer: &dyn FaceDialer,
+    pages: &Arc<dyn PageProvider>,
+) -> Result<Box<Requester>, i32> {
+    let req = Requester::new(*tcfg, dialer.resources(), Arc::clone(pages)).map_err(|_| ENOMEM)?;
+    Ok(Box::new(req))
 }
 
 /// Parse the RPC reply header at the start of `hdr` (RFC 5531 `reply_body`, through
@@ -356,8 +540,15 @@ pub unsafe extern "C" fn krpc_clnt_reap(h: *mut KrpcClntHandle, handed: *mut u32
 pub unsafe extern "C" fn krpc_clnt_abandon(h: *mut KrpcClntHandle, xid: u32) {
     // SAFETY: per the function's contract.
     let s = unsafe { state(h) };
-    // The call chain and the caller's pages come back and are dropped here.
-    drop(s.req.abandon(&mut s.qp, xid));
+    // The call chain and the caller's pages come back and are dropped here; a reconnecting
+    // client forgets it (it is never sent again).
+    let rc = s.link.as_mut().and_then(|l| l.rc.as_mut());
+    match rc {
+        Some(rc) if rc.owed_xids().any(|(x, _)| x == xid) => {
+            drop(rc.abandon(&mut s.req, &mut s.qp, xid));
+        }
+        _ => drop(s.req.abandon(&mut s.qp, xid)),
+    }
     s.ended.retain(|(x, _)| *x != xid);
 }
 
@@ -370,13 +561,39 @@ pub unsafe extern "C" fn krpc_clnt_close(h: *mut KrpcClntHandle) {
     // SAFETY: per the function's contract.
     let s = unsafe { state(h) };
     let (ended, lost) = (&mut s.ended, &mut s.lost);
-    s.req.close(&mut s.qp, &mut |e| match e {
-        RequesterEvent::Failed { xid, error, .. } if ended.try_reserve(1).is_ok() => {
-            ended.push((xid, End::Failed(error)));
+    let mut rc = s.link.as_mut().and_then(|l| l.rc.as_mut());
+    s.req.close(&mut s.qp, &mut |e| {
+        // The calls on the connection end with `Closed`: a reconnecting client forgets them.
+        let e = match rc.as_mut() {
+            Some(rc) => match rc.on_event(e) {
+                Some(e) => e,
+                None => return,
+            },
+            None => e,
+        };
+        match e {
+            RequesterEvent::Failed { xid, error, .. } if ended.try_reserve(1).is_ok() => {
+                ended.push((xid, End::Failed(error)));
+            }
+            RequesterEvent::ConnectionLost => *lost = true,
+            _ => {}
         }
-        RequesterEvent::ConnectionLost => *lost = true,
-        _ => {}
     });
+    // Calls held for a connection that will not be made end too.
+    if let Some(rc) = rc {
+        loop {
+            let Some((xid, _)) = rc.owed_xids().next() else {
+                break;
+            };
+            drop(rc.abandon(&mut s.req, &mut s.qp, xid));
+            if ended.try_reserve(1).is_ok() {
+                ended.push((xid, End::Failed(CallError::Closed)));
+            }
+        }
+    }
+    if let Some(l) = s.link.as_mut() {
+        l.state = LinkState::Down;
+    }
     s.lost = true;
 }
 
@@ -402,7 +619,86 @@ pub unsafe extern "C" fn krpc_clnt_set_upcall(
     arg: *mut c_void,
 ) {
     // SAFETY: per the function's contract.
-    unsafe { state(h).qp.set_upcall(f, arg) };
+    let s = unsafe { state(h) };
+    s.upcall = Some((f, arg as usize));
+    // SAFETY: per the function's contract (a dialed client's later queue pairs get it too).
+    unsafe { s.qp.set_upcall(f, arg) };
+}
+
+/// `krpc_clnt_dial` (see `c/krpc_rdma_clnt.h`): a client over rdma_cm connections to the
+/// `len`-byte `struct sockaddr` at `addr` in `vnet`; replies inline in at most `max_reply`
+/// bytes; `reconnect` nonzero: reconnecting.
+///
+/// # Safety
+/// `addr` points to `len` readable bytes; `vnet` NULL or a live `struct vnet *` that
+/// outlives the client; `out` a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_dial(
+    vnet: *mut c_void,
+    addr: *const c_void,
+    len: u32,
+    max_reply: u32,
+    reconnect: i32,
+    out: *mut *mut KrpcClntHandle,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    let out = unsafe { &mut *out };
+    *out = core::ptr::null_mut();
+    // SAFETY: per the function's contract.
+    let dialer = match unsafe { OfedDialer::new(vnet, addr, len as usize, OfedConfig::default()) } {
+        Ok(d) => Box::new(d),
+        Err(e) => return e,
+    };
+    let pages: Arc<dyn PageProvider> = Arc::new(KernelPages::new());
+    match KrpcClnt::dialed(
+        dialer,
+        pages,
+        None,
+        max_reply as usize,
+        TransportConfig::default(),
+        reconnect != 0,
+    ) {
+        Ok(c) => {
+            *out = Box::into_raw(c).cast::<KrpcClntHandle>();
+            0
+        }
+        Err(e) => e,
+    }
+}
+
+/// `krpc_clnt_link` (see `c/krpc_rdma_clnt.h`).
+///
+/// # Safety
+/// `h` as for `state`; the out-pointers valid.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_link(
+    h: *mut KrpcClntHandle,
+    now_ms: u64,
+    wait_ms: *mut u32,
+    failed: *mut u32,
+    err: *mut i32,
+    handed: *mut u32,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    let (s, wait_ms, failed, err, handed) = unsafe {
+        (
+            state(h),
+            &mut *wait_ms,
+            &mut *failed,
+            &mut *err,
+            &mut *handed,
+        )
+    };
+    let (st, wait, n) = s.drive_link(now_ms);
+    if st != LinkState::Up {
+        // Completions that arrive before the notification is armed raise no upcall.
+        s.qp.arm();
+    }
+    *wait_ms = wait;
+    *handed = n;
+    *failed = s.link.as_ref().map_or(0, |l| l.failed_attempts());
+    *err = s.link.as_ref().map_or(0, |l| l.errno);
+    st.code()
 }
 
 #[cfg(test)]

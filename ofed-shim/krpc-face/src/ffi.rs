@@ -120,7 +120,7 @@ extern "C" {
 // ---- the RPC client transport (`c/krpc_rdma_clnt.h`, `c/krpc_rdma_clnt.c`) -----------------
 
 /// ABI version of `krpc_rdma_clnt.h` (`KRPC_CLNT_ABI_VERSION`).
-pub const CLNT_ABI_VERSION: u32 = 1;
+pub const CLNT_ABI_VERSION: u32 = 2;
 /// `KRPC_CLNT_DONE`: `krpc_clnt_poll` found the call ended.
 pub const CLNT_DONE: i32 = 0;
 /// `KRPC_CLNT_PENDING`: still waiting for its reply.
@@ -131,6 +131,12 @@ pub const CLNT_SENT: i32 = 0;
 pub const CLNT_AGAIN: i32 = 2;
 /// `KRPC_CLNT_REFUSED`: refused; the result says how.
 pub const CLNT_REFUSED: i32 = 3;
+/// `KRPC_CLNT_UP`: `krpc_clnt_link` found the connection up.
+pub const CLNT_UP: i32 = 0;
+/// `KRPC_CLNT_CONNECTING`: a connection attempt is under way.
+pub const CLNT_CONNECTING: i32 = 1;
+/// `KRPC_CLNT_DOWN`: no connection (lost, or the last attempt failed).
+pub const CLNT_DOWN: i32 = 2;
 
 /// `struct krpc_clnt_res`: how a call ended, flat (an `enum clnt_stat` and its detail).
 #[repr(C)]
@@ -268,3 +274,30 @@ extern "C" {
     /// `xp_destroy` frees it); NULL without memory.
     pub fn krpc_svc_create(pool: *mut FbsdSvcpool, h: *mut KrpcSvcHandle) -> *mut FbsdSvcxprt;
 }
+
+// ---- the rendezvous transport (`c/krpc_rdma_svc.h`: svc_rdma_listen) ----------------------
+
+/// `KRPC_LISTEN_NEW`: `krpc_listen_accept` returns a new connection's state.
+pub const LISTEN_NEW: i32 = 0;
+/// `KRPC_LISTEN_NONE`: no request pending.
+pub const LISTEN_NONE: i32 = 1;
+/// `KRPC_LISTEN_DIED`: the listener is dead (its device gone).
+pub const LISTEN_DIED: i32 = 2;
+
+/// Opaque `struct krpc_listen`: the Rust listener state ([`crate::listen::KrpcListen`]).
+#[repr(C)]
+pub struct KrpcListenHandle {
+    _private: [u8; 0],
+}
+
+/// `struct krpc_listen_stats`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KrpcListenStats {
+    /// Connections accepted (each became an `svc_rdma` transport).
+    pub accepted: u64,
+    /// Requests rejected (no memory for the connection's state, or the accept failed).
+    pub refused: u64,
+}
+
+const_assert_eq!(size_of::<KrpcListenStats>(), 16);

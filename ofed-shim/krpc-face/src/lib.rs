@@ -24,8 +24,10 @@
 extern crate alloc;
 
 pub mod clnt;
+pub mod dial;
 pub mod ffi;
 mod head;
+pub mod listen;
 pub mod mbuf_bridge;
 pub mod qp;
 pub mod svc;

@@ -12,7 +12,8 @@
 use core::ffi::c_void;
 
 use krpc_rdma::provider::Provider;
-use ofed_shim::{OfedQp, SockaddrStorage};
+use krpc_rdma::transport::kernel::Errno;
+use ofed_shim::{OfedError, OfedQp, SockaddrStorage};
 
 /// A [`Provider`] whose completions (and connection events) are announced by a call of an
 /// upcall `f(arg)` from a context that must not sleep, once armed.
@@ -34,6 +35,15 @@ pub trait FaceQp: Provider + Send {
     fn addrs(&self) -> Option<(SockaddrStorage, SockaddrStorage)> {
         None
     }
+
+    /// Accept the connection request this queue pair came from, replying with
+    /// `private_data` (RFC 8797); post receives first. `Err` is an errno. A queue pair that
+    /// was never a request (the software provider's pairs are connected when made) has
+    /// nothing to do.
+    fn accept(&mut self, private_data: &[u8]) -> Result<(), i32> {
+        let _ = private_data;
+        Ok(())
+    }
 }
 
 impl FaceQp for OfedQp {
@@ -48,5 +58,13 @@ impl FaceQp for OfedQp {
 
     fn addrs(&self) -> Option<(SockaddrStorage, SockaddrStorage)> {
         OfedQp::addrs(self)
+    }
+
+    fn accept(&mut self, private_data: &[u8]) -> Result<(), i32> {
+        OfedQp::accept(self, private_data).map_err(|e| match e {
+            OfedError::Sys { errno, .. } => errno,
+            OfedError::NoMemory => Errno::ENOMEM.freebsd(),
+            OfedError::Config(_) => Errno::EINVAL.freebsd(),
+        })
     }
 }

@@ -244,6 +244,8 @@ typedef struct __rpc_client {
 #define CLGET_WAITCHAN		22
 #define CLSET_INTERRUPTIBLE	23
 #define CLGET_INTERRUPTIBLE	24
+#define CLSET_RETRIES		25
+#define CLGET_RETRIES		26
 #define CLSET_TLS		30
 
 /* ---- tests only ---------------------------------------------------------------------- */

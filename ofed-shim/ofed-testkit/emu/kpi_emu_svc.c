@@ -47,7 +47,7 @@ svc_xprt_free(SVCXPRT *xprt)
 	free(xprt, M_EMU_SVC);
 }
 
-static void
+void
 svc_release(SVCXPRT *xprt)
 {
 	if (__atomic_sub_fetch(&xprt->xp_refs, 1, __ATOMIC_ACQ_REL) == 0)
@@ -71,6 +71,13 @@ xprt_register(SVCXPRT *xprt)
 	pthread_mutex_lock(&pool->sp_lock);
 	xprt->xp_registered = TRUE;
 	xprt->xp_active = FALSE;
+	/* A test that tracks the pool's new transports (a rendezvous makes them) gets each
+	 * with a reference of its own. */
+	if (pool->sp_track && pool->sp_new_count < KRPC_EMU_POOL_NEW) {
+		__atomic_add_fetch(&xprt->xp_refs, 1, __ATOMIC_ACQ_REL);
+		pool->sp_new[(pool->sp_new_head + pool->sp_new_count) % KRPC_EMU_POOL_NEW] = xprt;
+		pool->sp_new_count++;
+	}
 	pthread_mutex_unlock(&pool->sp_lock);
 }
 
@@ -136,8 +143,35 @@ krpc_emu_svcpool_create(void)
 }
 
 void
+krpc_emu_svcpool_track(SVCPOOL *pool, int on)
+{
+	pthread_mutex_lock(&pool->sp_lock);
+	pool->sp_track = on;
+	pthread_mutex_unlock(&pool->sp_lock);
+}
+
+SVCXPRT *
+krpc_emu_svcpool_take_new(SVCPOOL *pool)
+{
+	SVCXPRT *xprt = NULL;
+
+	pthread_mutex_lock(&pool->sp_lock);
+	if (pool->sp_new_count > 0) {
+		xprt = pool->sp_new[pool->sp_new_head];
+		pool->sp_new_head = (pool->sp_new_head + 1) % KRPC_EMU_POOL_NEW;
+		pool->sp_new_count--;
+	}
+	pthread_mutex_unlock(&pool->sp_lock);
+	return (xprt);
+}
+
+void
 krpc_emu_svcpool_destroy(SVCPOOL *pool)
 {
+	SVCXPRT *xprt;
+
+	while ((xprt = krpc_emu_svcpool_take_new(pool)) != NULL)
+		svc_release(xprt);
 	pthread_cond_destroy(&pool->sp_cond);
 	pthread_mutex_destroy(&pool->sp_lock);
 	free(pool, M_EMU_SVC);

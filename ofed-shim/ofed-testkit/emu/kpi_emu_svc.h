@@ -101,11 +101,18 @@ struct rpc_msg {
 
 enum xprt_stat { XPRT_DIED, XPRT_MOREREQS, XPRT_IDLE };
 
+#define KRPC_EMU_POOL_NEW	64
+
 typedef struct __rpc_svcpool {
 	pthread_mutex_t sp_lock;
 	pthread_cond_t sp_cond;		/* the pool's threads sleep here */
 	uint64_t sp_active_calls;	/* xprt_active calls */
 	uint64_t sp_activations;	/* ... of them that activated a transport */
+	/* Tests only (krpc_emu_svcpool_track): transports registered since, each with a
+	 * reference, for the test to take (krpc_emu_svcpool_take_new). */
+	int sp_track;
+	struct __rpc_svcxprt *sp_new[KRPC_EMU_POOL_NEW];
+	u_int sp_new_head, sp_new_count;
 } SVCPOOL;
 
 struct sockaddr;
@@ -147,11 +154,13 @@ typedef struct __rpc_svcxprt {
 #define SVC_REPLY(xprt, msg, addr, m, seq) \
 	(*(xprt)->xp_ops->xp_reply)((xprt), (msg), (addr), (m), (seq))
 #define SVC_DESTROY(xprt)	(*(xprt)->xp_ops->xp_destroy)(xprt)
+#define SVC_RELEASE(xprt)	svc_release(xprt)
 #define SVC_CONTROL(xprt, rq, in) \
 	(*(xprt)->xp_ops->xp_control)((xprt), (rq), (in))
 
 SVCXPRT *svc_xprt_alloc(void);
 void svc_xprt_free(SVCXPRT *xprt);
+void svc_release(SVCXPRT *xprt);
 void xprt_register(SVCXPRT *xprt);
 void xprt_unregister(SVCXPRT *xprt);
 void xprt_active(SVCXPRT *xprt);
@@ -162,6 +171,11 @@ void xprt_inactive_self(SVCXPRT *xprt);
 
 SVCPOOL *krpc_emu_svcpool_create(void);
 void krpc_emu_svcpool_destroy(SVCPOOL *pool);
+/* Record the transports registered with pool from now on (on != 0), each with a reference
+ * the test takes with krpc_emu_svcpool_take_new (NULL: none new) and drops with
+ * krpc_emu_svc_release (which also unregisters it) or svc_release. */
+void krpc_emu_svcpool_track(SVCPOOL *pool, int on);
+SVCXPRT *krpc_emu_svcpool_take_new(SVCPOOL *pool);
 /* Sleep until xprt is active (1) or timeout_ms passed (0): a pool thread's wait. */
 int krpc_emu_svc_wait_active(SVCXPRT *xprt, uint32_t timeout_ms);
 /* xprt_active calls (every one, and those that activated an inactive transport). */

@@ -249,6 +249,10 @@ mod clnt_ops;
 /// `clnt_rdma` against Linux knfsd (NFSv3 over its RPC-over-RDMA listener, in the VM).
 #[path = "emu_rxe/clnt_knfsd.rs"]
 mod clnt_knfsd;
+/// `svc_rdma_listen` (the rendezvous transport), `clnt_rdma_connect` and
+/// `clnt_rdma_reconnect_create` (connections made from C, and made again).
+#[path = "emu_rxe/connect.rs"]
+mod connect;
 /// `svc_rdma`: an `SVCXPRT *` driven through its `struct xp_ops` table.
 #[path = "emu_rxe/svc_ops.rs"]
 mod svc_ops;

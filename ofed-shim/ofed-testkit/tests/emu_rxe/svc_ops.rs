@@ -33,13 +33,13 @@ use super::{emu, emu_stats, CondSleep, KernelPages};
 /// `struct krpc_emu_svc_msg` of `emu/kpi_emu_svc.h`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct SvcMsg {
-    xid: u32,
+pub(super) struct SvcMsg {
+    pub xid: u32,
     direction: u32,
-    rpcvers: u32,
-    prog: u32,
-    vers: u32,
-    proc_: u32,
+    pub rpcvers: u32,
+    pub prog: u32,
+    pub vers: u32,
+    pub proc_: u32,
     cred_flavor: u32,
     cred_len: u32,
     verf_flavor: u32,
@@ -48,30 +48,33 @@ struct SvcMsg {
 }
 
 extern "C" {
-    fn krpc_emu_svcpool_create() -> *mut FbsdSvcpool;
-    fn krpc_emu_svcpool_destroy(pool: *mut FbsdSvcpool);
-    fn krpc_emu_svc_wait_active(xprt: *mut FbsdSvcxprt, timeout_ms: u32) -> i32;
+    pub(super) fn krpc_emu_svcpool_create() -> *mut FbsdSvcpool;
+    pub(super) fn krpc_emu_svcpool_destroy(pool: *mut FbsdSvcpool);
+    pub(super) fn krpc_emu_svc_wait_active(xprt: *mut FbsdSvcxprt, timeout_ms: u32) -> i32;
     fn krpc_emu_svc_activations(pool: *mut FbsdSvcpool, calls: *mut u64, activations: *mut u64);
-    fn krpc_emu_svc_recv(xprt: *mut FbsdSvcxprt, out: *mut SvcMsg, args: *mut *mut FbsdMbuf)
-        -> i32;
-    fn krpc_emu_svc_reply(
+    pub(super) fn krpc_emu_svc_recv(
+        xprt: *mut FbsdSvcxprt,
+        out: *mut SvcMsg,
+        args: *mut *mut FbsdMbuf,
+    ) -> i32;
+    pub(super) fn krpc_emu_svc_reply(
         xprt: *mut FbsdSvcxprt,
         xid: u32,
         stat: u32,
         m: *mut FbsdMbuf,
         seq: *mut u32,
     ) -> i32;
-    fn krpc_emu_svc_stat(xprt: *mut FbsdSvcxprt) -> i32;
+    pub(super) fn krpc_emu_svc_stat(xprt: *mut FbsdSvcxprt) -> i32;
     fn krpc_emu_svc_ack(xprt: *mut FbsdSvcxprt, ack: *mut u32) -> i32;
     fn krpc_emu_svc_control(xprt: *mut FbsdSvcxprt, rq: u32) -> i32;
     fn krpc_emu_svc_control_arg(xprt: *mut FbsdSvcxprt, rq: u32, inp: *mut u32) -> i32;
     fn svc_rdma_get_stats(xprt: *mut FbsdSvcxprt, out: *mut KrpcSvcStats);
-    fn krpc_emu_svc_release(xprt: *mut FbsdSvcxprt);
+    pub(super) fn krpc_emu_svc_release(xprt: *mut FbsdSvcxprt);
 }
 
-const XPRT_DIED: i32 = 0;
+pub(super) const XPRT_DIED: i32 = 0;
 const XPRT_IDLE: i32 = 2;
-const SUCCESS: u32 = 0;
+pub(super) const SUCCESS: u32 = 0;
 const PROC_UNAVAIL: u32 = 3;
 /// SVCGET_CONNMAXREC: meaningless for RDMA (refused, as the kernel's svc_vc_control).
 const SVCGET_CONNMAXREC: u32 = 3;
@@ -522,11 +525,11 @@ extern "C" {
         r: *mut ofed_shim::SockaddrStorage,
     ) -> u64;
     fn krpc_emu_svc_freed_locked() -> u64;
-    fn krpc_rdma_busy(clients: *mut u64, xprts: *mut u64, extpg: *mut u64) -> u64;
+    pub(super) fn krpc_rdma_busy(clients: *mut u64, xprts: *mut u64, extpg: *mut u64) -> u64;
 }
 
 /// `krpc_rdma_busy()`'s SVCXPRT count.
-fn live_xprts() -> u64 {
+pub(super) fn live_xprts() -> u64 {
     let mut x = 0u64;
     // SAFETY: a valid out-pointer; NULL for the others.
     unsafe { krpc_rdma_busy(std::ptr::null_mut(), &mut x, std::ptr::null_mut()) };
