@@ -90,12 +90,20 @@ module() {
     esac
 }
 
-# cc TREE FILE: the kmod.mk compile line of this build (as in $CACHE/kmod.log), -fsyntax-only.
+# Two kernel configurations: the build's (VIMAGE, INVARIANTS, WITNESS) and the same without
+# those three (the other side of every NFSD_VNET / KASSERT / lock assertion macro).
+grep -v -e VIMAGE -e INVARIANT -e WITNESS "$KOBJ/opt_global.h" > "$tmp/opt_global_plain.h"
+OPTS="$KOBJ/opt_global.h $tmp/opt_global_plain.h"
+
+# cc OPT_GLOBAL TREE FILE: the kmod.mk compile line of this build (as in $CACHE/kmod.log),
+# -fsyntax-only.
 cc() {
+    opt=$1
+    shift
     ( cd "$MODOBJ/$(module "$2")" && "$LLVM/clang" -target x86_64-unknown-freebsd14.2 \
         --sysroot="$CACHE/obj$SRC/amd64.amd64/tmp" -O2 -pipe -fno-common \
         -fno-strict-aliasing -Werror -D_KERNEL -DKLD_MODULE -nostdinc \
-        -DHAVE_KERNEL_OPTION_HEADERS -include "$KOBJ/opt_global.h" -I. -I"$1/sys" \
+        -DHAVE_KERNEL_OPTION_HEADERS -include "$opt" -I. -I"$1/sys" \
         -I"$SRC/sys" -I"$SRC/sys/contrib/ck/include" -fno-common -fno-omit-frame-pointer \
         -mno-omit-leaf-frame-pointer -I"$KOBJ" -mcmodel=kernel -mno-red-zone -mno-mmx \
         -mno-sse -msoft-float -fno-asynchronous-unwind-tables -ffreestanding -fwrapv \
@@ -114,23 +122,28 @@ bad=""
 for f in $files; do
     case $f in *.c) ;; *) continue ;; esac
     [ -n "$(module "$f")" ] || { bad="$bad $f(no module)"; continue; }
-    after=$(cc "$patched" "$f"); rc=$?
-    if [ $rc -ne 0 ]; then
-        echo "$after"
-        bad="$bad $f"
-        continue
-    fi
-    wa=$(printf '%s\n' "$after" | grep -c 'warning:')
-    wb=0
-    if [ -f "$pristine/$f" ]; then
-        wb=$(cc "$pristine" "$f" | grep -c 'warning:')
-    fi
-    if [ "$wa" -gt "$wb" ]; then
-        echo "$after"
-        bad="$bad $f(warnings $wb -> $wa)"
-        continue
-    fi
-    n=$((n + 1))
+    fok=1
+    for opt in $OPTS; do
+        after=$(cc "$opt" "$patched" "$f"); rc=$?
+        if [ $rc -ne 0 ]; then
+            echo "$after"
+            bad="$bad $f($(basename "$opt"))"
+            fok=0
+            break
+        fi
+        wa=$(printf '%s\n' "$after" | grep -c 'warning:')
+        wb=0
+        if [ -f "$pristine/$f" ]; then
+            wb=$(cc "$opt" "$pristine" "$f" | grep -c 'warning:')
+        fi
+        if [ "$wa" -gt "$wb" ]; then
+            echo "$after"
+            bad="$bad $f($(basename "$opt"): warnings $wb -> $wa)"
+            fok=0
+            break
+        fi
+    done
+    [ $fok -eq 1 ] && n=$((n + 1))
 done
 [ -z "$bad" ] || fail "$applied; compile check failed:$bad"
-echo "ok: $applied; $n C files compile (kmod flags, amd64 KRPCRDMA objdir, -Werror), no new warnings"
+echo "ok: $applied; $n C files compile (kmod flags, amd64 KRPCRDMA objdir, -Werror; with and without VIMAGE/INVARIANTS/WITNESS), no new warnings"
