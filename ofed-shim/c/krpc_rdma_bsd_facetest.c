@@ -27,7 +27,11 @@
  *   across the close, freed unanswered, holding the last reference); malformed call headers
  *   from the core's Requester to a second svc_rdma in the same pool (Rust:
  *   krpc_rdma_face_malformed); the idle timeout (a third connection with 1 s falls silent:
- *   closed, its SVCXPRT destroyed, the client's next call fails). Then svc_exit, svcpool_destroy, CLNT_DESTROY, and the leak
+ *   closed, its SVCXPRT destroyed, the client's next call fails); listen / dial / reconnect
+ *   over the software fabric (krpc_rdma_soft_listen / _dial: svc_rdma_listen_create's
+ *   rendezvous transport, a reconnecting clnt_rdma_dialed client, a server restart with a
+ *   call in progress answered once on the new connection with its XID). Then svc_exit,
+ *   svcpool_destroy, CLNT_DESTROY, and the leak
  *   checks: no page reference left (krpc_rdma_face_close), no M_EXTPG mbuf of the bridge
  *   alive, every page wiring it took given back, no CLIENT or SVCXPRT of ours alive
  *   (krpc_rdma_busy, what MOD_UNLOAD checks). Along the way: xp_sockref set and xp_lock
@@ -74,6 +78,9 @@ void krpc_rdma_face_close(struct krpc_face_test *ft, uint64_t *pages_left,
     uint64_t *pages_allocated);
 int krpc_rdma_face_malformed(struct krpc_face_test *ft, SVCPOOL *pool, SVCXPRT **xprt,
     char *line, size_t len);
+int krpc_rdma_soft_listen(struct krpc_face_test *ft, uint16_t port, struct krpc_listen **out);
+int krpc_rdma_soft_dial(struct krpc_face_test *ft, uint16_t port, int reconnect,
+    uint32_t max_reply, struct krpc_clnt **out);
 
 /* Called by the Rust object (SoftFaceQp). */
 struct krpc_soft_cq;
@@ -160,6 +167,8 @@ krpc_soft_cq_destroy(struct krpc_soft_cq *cq)
 #define FT_SLOW		100	/* answered after 2 s */
 #define FT_DROP		101	/* dropped: svc_rdma_drop, never answered */
 #define FT_HOLD		102	/* held across CLNT_CLOSE, then freed unanswered */
+#define FT_RESTART	103	/* first: its connection ended unanswered; again (same XID): answered */
+#define FT_PORT		20049	/* the software fabric's port of the listen / dial step */
 #define FT_N		((1 << 20) + 3)
 #define FT_PAD		(roundup2(FT_N, 4) - FT_N)
 #define FT_WSEED	41
@@ -186,6 +195,13 @@ static struct {
 	int		sleeper_ticks;
 	/* svc_run's thread: 1 running, 2 returned. */
 	int		svc;
+	/* The reconnect step: FT_RESTART calls seen, the first's XID, 1 when the dispatch
+	 * routine may end the first one's connection; the caller's thread and result. */
+	int		restart_seen;
+	uint32_t	restart_xid;
+	int		restart_go;
+	int		restarter;	/* 1: in CLNT_CALL_MBUF, 2: returned */
+	enum clnt_stat	restarter_stat;
 } ft;
 
 static uint8_t
@@ -334,7 +350,7 @@ ft_dispatch(struct svc_req *rq, SVCXPRT *xprt)
 	struct mbuf *args, *m;
 	uint8_t head[FT_RHEAD], *buf;
 	rpcproc_t proc = rq->rq_proc;
-	int extpg, marker, bad, len;
+	int extpg, marker, bad, len, i;
 
 	switch (proc) {
 	case NULLPROC:
@@ -392,6 +408,26 @@ ft_dispatch(struct svc_req *rq, SVCXPRT *xprt)
 		ft.drop_rc = bad;
 		wakeup(&ft.drop_rc);
 		mtx_unlock(&ft.lock);
+		break;
+	case FT_RESTART:
+		mtx_lock(&ft.lock);
+		if (++ft.restart_seen == 1) {
+			/* A server that dies with the call in progress: when the test says so
+			 * (its listener is gone), the connection ends, the call unanswered. */
+			ft.restart_xid = rq->rq_xid;
+			wakeup(&ft.restart_seen);
+			for (i = 0; ft.restart_go == 0 && i < 300; i++)
+				msleep(&ft.restart_go, &ft.lock, 0, "ftrestart", hz / 10);
+			mtx_unlock(&ft.lock);
+			xprt_unregister(xprt);
+			break;
+		}
+		bad = rq->rq_xid != ft.restart_xid;
+		wakeup(&ft.restart_seen);
+		mtx_unlock(&ft.lock);
+		if (bad)
+			ft_fail_server("RESTART: the call came again with a new XID");
+		svc_sendreply_mbuf(rq, NULL);
 		break;
 	case FT_HOLD:
 		mtx_lock(&ft.lock);
@@ -471,6 +507,48 @@ ft_sleeper(void *arg)
 	kthread_exit();
 }
 
+/* The reconnect step's caller: an FT_RESTART call that outlives its first connection. */
+static void
+ft_restarter(void *arg)
+{
+	CLIENT *cl = arg;
+	struct mbuf *args, *rep;
+	enum clnt_stat st;
+
+	args = m_get(M_WAITOK, MT_DATA);
+	st = ft_call(cl, FT_RESTART, args, &rep, 30000);
+	m_freem(args);
+	m_freem(rep);
+	mtx_lock(&ft.lock);
+	ft.restarter_stat = st;
+	ft.restarter = 2;
+	wakeup(&ft.restarter);
+	mtx_unlock(&ft.lock);
+	kthread_exit();
+}
+
+/* A listener on the software fabric's FT_PORT, registered with pool; NULL and *error. The
+ * previous listener's port may still be closing (a pool thread's reference): retried 5 s. */
+static SVCXPRT *
+ft_listen(struct krpc_face_test *t, SVCPOOL *pool, int *error)
+{
+	struct krpc_listen *lh;
+	SVCXPRT *lx;
+	int n;
+
+	for (n = 0; (*error = krpc_rdma_soft_listen(t, FT_PORT, &lh)) == EADDRINUSE &&
+	    n < 500; n++)
+		pause("ftport", hz / 100 + 1);
+	if (*error != 0)
+		return (NULL);
+	lx = svc_rdma_listen_create(pool, lh);
+	if (lx == NULL) {
+		krpc_listen_free(lh);
+		*error = ENOMEM;
+	}
+	return (lx);
+}
+
 /* Sleep on ft.lock until *v == want or ms pass; 1 if it did. */
 static int
 ft_wait(int *v, int want, int ms)
@@ -507,8 +585,10 @@ krpc_facetest_run(void)
 	struct krpc_mbuf_counts mc0, mc1;
 	struct rpc_err err;
 	SVCPOOL *pool = NULL;
-	SVCXPRT *xprt = NULL, *xprt2 = NULL, *xprt3;
-	CLIENT *cl3 = NULL;
+	SVCXPRT *xprt = NULL, *xprt2 = NULL, *xprt3, *lx = NULL;
+	CLIENT *cl3 = NULL, *cl4 = NULL;
+	struct krpc_listen_stats ls;
+	int restart_ticks = 0;
 	u_int idle0, live0;
 	struct svc_callout *sc;
 	CLIENT *cl = NULL;
@@ -722,6 +802,75 @@ krpc_facetest_run(void)
 	CLNT_DESTROY(cl3);
 	cl3 = NULL;
 
+	/*
+	 * Listen, dial, reconnect, over the software fabric (connection set-up by port: what
+	 * rdma_cm gives on a device). A dial to a port nobody listens on is refused. A listener
+	 * (svc_rdma_listen_create: the rendezvous transport, served by svc.c's threads) and a
+	 * reconnecting client that dials it (clnt_rdma_dialed): NULL calls. Then a server
+	 * restart with a call in progress: the dispatch routine holds an FT_RESTART call, the
+	 * listener goes, the call's connection ends unanswered; the client, refused meanwhile,
+	 * retries; a new listener on the port: the client makes its connection again and sends
+	 * the owed call again with its XID, which the dispatch routine checks and answers.
+	 */
+	i = krpc_rdma_soft_dial(t, FT_PORT, 0, 1024, &ch);
+	FT_CHECK(i == ECONNREFUSED && ch == NULL, "dial: to nobody: error %d", i);
+	lx = ft_listen(t, pool, &i);
+	FT_CHECK(lx != NULL, "listen: error %d", i);
+	i = krpc_rdma_soft_dial(t, FT_PORT, 1, 1024, &ch);
+	FT_CHECK(i == 0, "dial: error %d", i);
+	cl4 = clnt_rdma_dialed(ch, FT_PROG, FT_VERS, 1, NULL, &i);
+	ch = NULL;
+	FT_CHECK(cl4 != NULL, "dial: clnt_rdma_dialed: error %d", i);
+	args = m_get(M_WAITOK, MT_DATA);
+	for (i = 0; i < 4; i++) {
+		st = ft_call(cl4, NULLPROC, args, &rep, 10000);
+		FT_CHECK(st == RPC_SUCCESS, "dial: NULL %d: stat %d", i, st);
+		m_freem(rep);
+	}
+	svc_rdma_listen_stats(lx, &ls);
+	FT_CHECK(ls.accepted == 1 && ls.refused == 0, "listen: %ju accepted, %ju refused",
+	    (uintmax_t)ls.accepted, (uintmax_t)ls.refused);
+	ft.restarter = 1;
+	i = kthread_add(ft_restarter, cl4, NULL, NULL, 0, 0, "krpc_ft_restart");
+	FT_CHECK(i == 0, "reconnect: kthread_add: error %d", i);
+	FT_CHECK(ft_wait(&ft.restart_seen, 1, 10000), "reconnect: the call never arrived");
+	start = ticks;
+	xprt_unregister(lx);
+	SVC_RELEASE(lx);
+	lx = NULL;
+	pause("ftdown", hz / 10 + 1);
+	mtx_lock(&ft.lock);
+	ft.restart_go = 1;
+	wakeup(&ft.restart_go);
+	mtx_unlock(&ft.lock);
+	/* Nobody listens for 500 ms: the client's attempts are refused, with backoff. */
+	pause("ftdown", hz / 2);
+	lx = ft_listen(t, pool, &i);
+	FT_CHECK(lx != NULL, "reconnect: listen again: error %d", i);
+	FT_CHECK(ft_wait(&ft.restarter, 2, 30000), "reconnect: the caller did not return");
+	restart_ticks = ticks - start;
+	FT_CHECK(ft.restarter_stat == RPC_SUCCESS && ft.restart_seen == 2,
+	    "reconnect: stat %d, the call arrived %d times", ft.restarter_stat,
+	    ft.restart_seen);
+	FT_CHECK(ft.err[0] == '\0', "reconnect: %s", ft.err);
+	st = ft_call(cl4, NULLPROC, args, &rep, 10000);
+	FT_CHECK(st == RPC_SUCCESS, "reconnect: NULL after: stat %d", st);
+	m_freem(rep);
+	svc_rdma_listen_stats(lx, &ls);
+	FT_CHECK(ls.accepted == 1, "reconnect: the new listener accepted %ju",
+	    (uintmax_t)ls.accepted);
+	m_freem(args);
+	args = NULL;
+	CLNT_DESTROY(cl4);
+	cl4 = NULL;
+	xprt_unregister(lx);
+	SVC_RELEASE(lx);
+	lx = NULL;
+	printf("krpc_rdma facetest: listen / dial / reconnect: a dial to nobody refused; 4 NULL "
+	    "calls over a dialed connection; a server restart with a call in progress: the call "
+	    "answered once, on the new connection, with its XID, %d ticks after the restart\n",
+	    restart_ticks);
+
 	/* CLNT_CLOSE with a caller asleep in CLNT_CALL_MBUF (its call held by the server). */
 	i = kthread_add(ft_sleeper, cl, NULL, NULL, 0, 0, "krpc_ft_sleeper");
 	FT_CHECK(i == 0, "close: kthread_add: error %d", i);
@@ -757,6 +906,22 @@ out:
 	}
 	if (cl3 != NULL)
 		CLNT_DESTROY(cl3);
+	if (ft.restart_seen == 1) {
+		mtx_lock(&ft.lock);
+		ft.restart_go = 1;
+		wakeup(&ft.restart_go);
+		mtx_unlock(&ft.lock);
+	}
+	if (cl4 != NULL) {
+		CLNT_CLOSE(cl4);
+		if (ft.restarter == 1)
+			ft_wait(&ft.restarter, 2, 35000);
+		CLNT_DESTROY(cl4);
+	}
+	if (lx != NULL) {
+		xprt_unregister(lx);
+		SVC_RELEASE(lx);
+	}
 	if (cl != NULL) {
 		CLNT_CLOSE(cl);
 		if (ft.sleeper == 1)
@@ -818,8 +983,8 @@ out:
 	if (rc == 0)
 		printf("krpc_rdma facetest: PASS: NULL, WRITE %d x2 (M_EXTPG, m_copym), READ %d "
 		    "(M_EXTPG), PROC_UNAVAIL, PROG_UNAVAIL, PROG_MISMATCH, timeout, abandon, "
-		    "malformed headers, idle timeout, CLNT_CLOSE with a sleeper, xp_destroy with "
-		    "a call outstanding; %ju bridge M_EXTPG mbufs built, %ju pages allocated, 0 left\n",
+		    "malformed headers, idle timeout, listen / dial / reconnect, CLNT_CLOSE with "
+		    "a sleeper, xp_destroy with a call outstanding; %ju bridge M_EXTPG mbufs built, %ju pages allocated, 0 left\n",
 		    FT_N, FT_N, (uintmax_t)(mc1.extpg_built - mc0.extpg_built),
 		    (uintmax_t)pages_alloc);
 	mtx_destroy(&ft.lock);

@@ -258,42 +258,9 @@ krpc_clnt_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers)
 	return (clnt_rdma_create(h, prog, vers));
 }
 
-/* A CLIENT over a connection krpc_clnt_dial starts to addr; NULL and *errorp on failure. */
-static CLIENT *
-clnt_rdma_dial(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog, uint32_t vers,
-    size_t recvsz, int reconnect, int *errorp)
-{
-	struct krpc_clnt *h;
-	CLIENT *cl;
-	uint32_t len;
-	int error;
-
-	len = krpc_sockaddr_len(addr);
-	if (len == 0) {
-		*errorp = EAFNOSUPPORT;
-		return (NULL);
-	}
-	if (recvsz > UINT32_MAX)
-		recvsz = UINT32_MAX;
-	error = krpc_clnt_dial(vnet, addr, len, (uint32_t)recvsz, reconnect, &h);
-	if (error != 0) {
-		*errorp = error;
-		return (NULL);
-	}
-	cl = clnt_rdma_create(h, prog, vers);
-	if (cl == NULL) {
-		krpc_clnt_free(h);
-		*errorp = ENOMEM;
-		return (NULL);
-	}
-	((struct ct_rdma *)cl->cl_private)->cr_dialed = reconnect;
-	*errorp = 0;
-	return (cl);
-}
-
 CLIENT *
-clnt_rdma_connect(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
-    uint32_t vers, size_t recvsz, struct timeval *wait, int *errorp)
+clnt_rdma_dialed(struct krpc_clnt *h, uint32_t prog, uint32_t vers, int reconnect,
+    struct timeval *wait, int *errorp)
 {
 	struct ct_rdma *cr;
 	CLIENT *cl;
@@ -302,10 +269,17 @@ clnt_rdma_connect(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
 	int32_t lerr;
 	int error, link, start, timo, left;
 
-	cl = clnt_rdma_dial(vnet, addr, prog, vers, recvsz, 0, errorp);
-	if (cl == NULL)
+	cl = clnt_rdma_create(h, prog, vers);
+	if (cl == NULL) {
+		krpc_clnt_free(h);
+		*errorp = ENOMEM;
 		return (NULL);
+	}
 	cr = cl->cl_private;
+	cr->cr_dialed = reconnect != 0;
+	*errorp = 0;
+	if (wait == NULL)
+		return (cl);
 	timo = tvtohz(wait);
 	start = ticks;
 	sx_xlock(&cr->cr_lock);
@@ -317,7 +291,7 @@ clnt_rdma_connect(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
 			error = 0;
 			break;
 		}
-		if (link == KRPC_CLNT_DOWN) {
+		if (link == KRPC_CLNT_DOWN && !cr->cr_dialed) {
 			error = lerr != 0 ? lerr : ENOTCONN;
 			break;
 		}
@@ -326,6 +300,10 @@ clnt_rdma_connect(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
 			error = ETIMEDOUT;
 			break;
 		}
+		/* Reconnecting and down: until the next attempt is due (or an upcall). */
+		if (link == KRPC_CLNT_DOWN && wait_ms > 0 &&
+		    (int)(((uint64_t)wait_ms * hz + 999) / 1000) < left)
+			left = (int)(((uint64_t)wait_ms * hz + 999) / 1000);
 		(void)clnt_rdma_sleep(cr, cr, gen, 0, "rdmacon", left);
 	}
 	sx_xunlock(&cr->cr_lock);
@@ -334,18 +312,52 @@ clnt_rdma_connect(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
 		*errorp = error;
 		return (NULL);
 	}
-	*errorp = 0;
 	return (cl);
+}
+
+/* A handle dialing addr (krpc_clnt_dial); NULL and *errorp on failure. */
+static struct krpc_clnt *
+clnt_rdma_dial(struct vnet *vnet, const struct sockaddr *addr, size_t recvsz, int reconnect,
+    int *errorp)
+{
+	struct krpc_clnt *h;
+	uint32_t len;
+
+	len = krpc_sockaddr_len(addr);
+	if (len == 0) {
+		*errorp = EAFNOSUPPORT;
+		return (NULL);
+	}
+	if (recvsz > UINT32_MAX)
+		recvsz = UINT32_MAX;
+	*errorp = krpc_clnt_dial(vnet, addr, len, (uint32_t)recvsz, reconnect, &h);
+	return (*errorp == 0 ? h : NULL);
+}
+
+CLIENT *
+clnt_rdma_connect(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
+    uint32_t vers, size_t recvsz, struct timeval *wait, int *errorp)
+{
+	struct krpc_clnt *h;
+
+	h = clnt_rdma_dial(vnet, addr, recvsz, 0, errorp);
+	if (h == NULL)
+		return (NULL);
+	return (clnt_rdma_dialed(h, prog, vers, 0, wait, errorp));
 }
 
 CLIENT *
 clnt_rdma_reconnect_create(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
     uint32_t vers, size_t sendsz, size_t recvsz)
 {
+	struct krpc_clnt *h;
 	int error;
 
 	(void)sendsz;	/* calls go as the connection's limits allow (Long Call beyond) */
-	return (clnt_rdma_dial(vnet, addr, prog, vers, recvsz, 1, &error));
+	h = clnt_rdma_dial(vnet, addr, recvsz, 1, &error);
+	if (h == NULL)
+		return (NULL);
+	return (clnt_rdma_dialed(h, prog, vers, 1, NULL, &error));
 }
 
 /* Big-endian word at p (unaligned). */

@@ -123,6 +123,15 @@ struct __rpc_client *clnt_rdma_create(struct krpc_clnt *h, uint32_t prog, uint32
 /* The same, under the krpc_ prefix of the names Rust imports (KrpcClnt::into_client). */
 struct __rpc_client *krpc_clnt_create(struct krpc_clnt *h, uint32_t prog, uint32_t vers);
 /*
+ * A CLIENT over a handle that makes its own connections (krpc_clnt_dial, or a test's
+ * software dialer), which it takes (freed on failure too); reconnect as the handle was made.
+ * wait NULL: returns at once (calls wait for the connection); else returns once the
+ * connection is up, or NULL with *errorp (ETIMEDOUT after *wait; without reconnection also
+ * the failed attempt's errno: ENOTCONN when the server refused or could not be reached).
+ */
+struct __rpc_client *clnt_rdma_dialed(struct krpc_clnt *h, uint32_t prog, uint32_t vers,
+    int reconnect, struct timeval *wait, int *errorp);
+/*
  * A CLIENT connected to addr (AF_INET or AF_INET6; rdma_cm, in vnet or NULL: the thread's)
  * for prog/vers, replies inline up to recvsz bytes: returns once the connection is up, or
  * NULL with *errorp (EAFNOSUPPORT, ENOMEM, ETIMEDOUT after *wait, ENOTCONN when the server

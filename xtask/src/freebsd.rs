@@ -87,6 +87,8 @@ const FREEBSD_TEST_EXPORTS: &[&str] = &[
     "krpc_rdma_face_pair",
     "krpc_rdma_face_close",
     "krpc_rdma_face_malformed",
+    "krpc_rdma_soft_listen",
+    "krpc_rdma_soft_dial",
 ];
 
 /// `cargo xtask freebsd-kmod`: the module's path.

@@ -16,8 +16,16 @@
 //!   [`krpc_rdma_face_close`] (the page references left, which must be 0), and
 //!   [`krpc_rdma_face_malformed`]: malformed calls from the core's Requester to an
 //!   `svc_rdma` transport that the kernel's own svc.c pool serves, answered by the transport.
+//! * The software fabric: connection set-up by port over the software provider, what
+//!   rdma_cm gives the face on a device. [`krpc_rdma_soft_listen`] makes a `struct
+//!   krpc_listen` (a [`FaceListener`] on a port, for `svc_rdma_listen_create`) and
+//!   [`krpc_rdma_soft_dial`] a `struct krpc_clnt` that dials a port ([`FaceDialer`], for
+//!   `clnt_rdma_dialed`, reconnecting or not). A dial finds the port's listener, makes a
+//!   software connection whose server side waits in the listener's queue (the listener's
+//!   notifier kicked), or fails with `ECONNREFUSED` when nobody listens there.
 
 use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -25,16 +33,20 @@ use alloc::vec::Vec;
 use core::ffi::c_void;
 
 use krpc_face::clnt::KrpcClnt;
-use krpc_face::ffi::{FbsdSvcpool, FbsdSvcxprt, KrpcClntHandle, KrpcSvcHandle};
+use krpc_face::dial::FaceDialer;
+use krpc_face::ffi::{FbsdSvcpool, FbsdSvcxprt, KrpcClntHandle, KrpcListenHandle, KrpcSvcHandle};
+use krpc_face::listen::{self, FaceListener, KrpcListen};
 use krpc_face::qp::FaceQp;
 use krpc_face::svc::KrpcSvc;
-use krpc_rdma::provider::{Middleware, Provider, ProviderError, RecvBufId, SendWr};
+use krpc_rdma::provider::{Middleware, Provider, ProviderError, RecvBufId, Resources, SendWr};
+use krpc_rdma::soft::{pair, SoftConfig};
 use krpc_rdma::transport::{ReplySpec, Requester, RequesterEvent, TransportConfig};
 use krpc_rdma_scenarios::Pair;
 use mbuf::{Chain, PageProvider};
+use ofed_shim::pages::Counted;
 
 use super::kverbs::GlueSleep;
-use super::{kernel_pages, Qp, SoftKernel};
+use super::{boxed_qp, kernel_pages, Qp, SoftKernel, Totals};
 use crate::loopback::Sleep;
 use crate::nfs_hook::{nfs_read_hook, MALFORMED_CALLS, NULL_AFTER_MALFORMED};
 
@@ -61,8 +73,12 @@ extern "C" {
     fn krpc_soft_cq_destroy(cq: *mut KrpcSoftCq);
 }
 
-/// Both sides' notifiers, freed when both queue pairs are gone (a side kicks its peer's).
-struct Notifiers([*mut KrpcSoftCq; 2]);
+/// Both sides' notifiers, freed when both queue pairs are gone (a side kicks its peer's), and
+/// whether the server side accepted the connection: a dialed connection's client side reports
+/// no connection event before (rdma_cm's client hears `ESTABLISHED` only after the server's
+/// accept, which comes after the server posted its receives; the software pair is connected
+/// when made, and a call sent before the receives were posted would fail the connection).
+struct Notifiers([*mut KrpcSoftCq; 2], core::sync::atomic::AtomicBool);
 
 // SAFETY: the notifiers are the kernel glue's objects, made for use from any thread; the
 // pointers never change and are freed once, in `drop`.
@@ -73,12 +89,26 @@ unsafe impl Sync for Notifiers {}
 impl Notifiers {
     fn new() -> Option<Arc<Self>> {
         // SAFETY: plain constructor calls.
-        let n = Notifiers(unsafe { [krpc_soft_cq_create(), krpc_soft_cq_create()] });
+        let n = Notifiers(
+            unsafe { [krpc_soft_cq_create(), krpc_soft_cq_create()] },
+            core::sync::atomic::AtomicBool::new(true),
+        );
         // `n` frees what was made if the other failed.
         if n.0.iter().any(|c| c.is_null()) {
             return None;
         }
         Some(Arc::new(n))
+    }
+
+    /// Notifiers of a dialed connection: not accepted yet.
+    fn dialed() -> Option<Arc<Self>> {
+        let n = Notifiers::new()?;
+        n.1.store(false, core::sync::atomic::Ordering::Release);
+        Some(n)
+    }
+
+    fn accepted(&self) -> bool {
+        self.1.load(core::sync::atomic::Ordering::Acquire)
     }
 
     fn kick(&self) {
@@ -143,6 +173,13 @@ impl Middleware for SoftFaceQp {
         Provider::disconnect(&mut self.qp);
         self.cqs.kick();
     }
+    fn poll_event(&mut self) -> Option<krpc_rdma::provider::CmEvent> {
+        // The client side of a dialed connection hears nothing before the server accepted.
+        if self.side == 0 && !self.cqs.accepted() {
+            return None;
+        }
+        Provider::poll_event(&mut self.qp)
+    }
 }
 
 krpc_rdma::forward_provider!(middleware [] SoftFaceQp);
@@ -154,6 +191,14 @@ impl FaceQp for SoftFaceQp {
     }
 
     fn arm(&mut self) {}
+
+    fn accept(&mut self, _private_data: &[u8]) -> Result<(), i32> {
+        self.cqs
+            .1
+            .store(true, core::sync::atomic::Ordering::Release);
+        self.cqs.kick();
+        Ok(())
+    }
 }
 
 impl Drop for SoftFaceQp {
@@ -172,23 +217,249 @@ fn hook(call: &Chain, pages: &Arc<dyn PageProvider>) -> ReplySpec {
     nfs_read_hook(call, pages, 1024)
 }
 
-/// The face test's state: the fixture whose page providers count what each connection holds.
+/// The face test's state: the fixture whose page providers count what each connection holds,
+/// and the page provider of the software fabric's connections (counted too).
 pub struct FaceTest {
     fx: SoftKernel,
+    fabric: Option<Arc<Counted>>,
 }
 
 /// A face test's fixture over kernel pages; NULL without memory. Free it with
 /// [`krpc_rdma_face_close`].
 #[no_mangle]
 pub extern "C" fn krpc_rdma_face_open() -> *mut FaceTest {
+    let fabric = kernel_pages().ok().map(|p| Arc::new(Counted::new(p)));
     Box::into_raw(Box::new(FaceTest {
         fx: SoftKernel::new(kernel_pages),
+        fabric,
     }))
 }
 
 /// errno values returned here (FreeBSD's).
 const ENOMEM: i32 = 12;
 const EIO: i32 = 5;
+const EADDRINUSE: i32 = 48;
+const ECONNREFUSED: i32 = 61;
+
+// ---- the software fabric ---------------------------------------------------------------------
+
+/// A notifier owned by one object (freed with it).
+struct OwnCq(*mut KrpcSoftCq);
+
+// SAFETY: the glue's notifiers are made for use from any thread; freed once, in `drop`.
+unsafe impl Send for OwnCq {}
+// SAFETY: as above; kick and set_upcall may be called concurrently (the glue's contract).
+unsafe impl Sync for OwnCq {}
+
+impl Drop for OwnCq {
+    fn drop(&mut self) {
+        // SAFETY: made by krpc_soft_cq_create, freed once here.
+        unsafe { krpc_soft_cq_destroy(self.0) };
+    }
+}
+
+/// A listening port of the software fabric.
+struct SoftPort {
+    port: u16,
+    /// Server sides of connections dialed and not yet taken.
+    pending: spin::Mutex<VecDeque<Box<dyn FaceQp>>>,
+    /// Kicked when a connection is queued; its upcall is the listener's.
+    cq: OwnCq,
+    /// What the listener's Responders put in their private data (RFC 8797): the client's
+    /// `Established` event carries it.
+    private: [u8; krpc_rdma::wire::CM_PRIVATE_LEN],
+    pages: Arc<dyn PageProvider>,
+    cfg: SoftConfig,
+}
+
+/// The ports listened on.
+static PORTS: spin::Mutex<Vec<Arc<SoftPort>>> = spin::Mutex::new(Vec::new());
+
+/// The listener of a port (a [`FaceListener`]); dropping it closes the port.
+struct SoftListener(Arc<SoftPort>);
+
+impl FaceListener for SoftListener {
+    fn next_request(&mut self) -> Option<Result<Box<dyn FaceQp>, i32>> {
+        self.0.pending.lock().pop_front().map(Ok)
+    }
+
+    fn resources(&self) -> Resources {
+        self.0.cfg.resources()
+    }
+
+    unsafe fn set_upcall(&mut self, f: Option<extern "C" fn(*mut c_void)>, arg: *mut c_void) {
+        // SAFETY: live notifier; the caller vouches for `f`/`arg`.
+        unsafe { krpc_soft_cq_set_upcall(self.0.cq.0, f, arg) };
+    }
+}
+
+impl Drop for SoftListener {
+    fn drop(&mut self) {
+        let mut ports = PORTS.lock();
+        ports.retain(|p| !Arc::ptr_eq(p, &self.0));
+        // The table's memory goes with its last port: nothing of the module's heap is left
+        // between tests (the load/unload test counts it before each unload).
+        if ports.is_empty() {
+            *ports = Vec::new();
+        }
+        drop(ports);
+        // The connections nobody took go (their clients see the disconnect).
+        let queued: VecDeque<_> = core::mem::take(&mut *self.0.pending.lock());
+        drop(queued);
+    }
+}
+
+/// Dials a port of the software fabric (a [`FaceDialer`]).
+struct SoftDialer {
+    port: u16,
+    pages: Arc<dyn PageProvider>,
+    cfg: SoftConfig,
+}
+
+impl FaceDialer for SoftDialer {
+    fn dial(&mut self, private_data: &[u8]) -> Result<Box<dyn FaceQp>, i32> {
+        let port = PORTS
+            .lock()
+            .iter()
+            .find(|p| p.port == self.port)
+            .cloned()
+            .ok_or(ECONNREFUSED)?;
+        let cqs = Notifiers::dialed().ok_or(ENOMEM)?;
+        let side = |pd: &[u8], cfg: &SoftConfig| SoftConfig {
+            private_data: heapless::Vec::from_slice(pd).unwrap_or_default(),
+            ..cfg.clone()
+        };
+        let (a, b) = pair(
+            side(private_data, &self.cfg),
+            Arc::clone(&self.pages),
+            side(&port.private, &port.cfg),
+            Arc::clone(&port.pages),
+        )
+        .map_err(|_| ENOMEM)?;
+        let totals = Arc::new(Totals::default());
+        let qp = |q, a_side| -> Result<Qp, i32> {
+            Ok(Qp {
+                inner: boxed_qp(q).map_err(|_| ENOMEM)?,
+                a_side,
+                totals: Arc::clone(&totals),
+            })
+        };
+        let (a, b) = (qp(a, true)?, qp(b, false)?);
+        let b: Box<dyn FaceQp> = Box::new(SoftFaceQp {
+            qp: b,
+            side: 1,
+            cqs: Arc::clone(&cqs),
+        });
+        port.pending.lock().push_back(b);
+        // SAFETY: live notifier (the port holds it).
+        unsafe { krpc_soft_cq_kick(port.cq.0) };
+        Ok(Box::new(SoftFaceQp {
+            qp: a,
+            side: 0,
+            cqs,
+        }))
+    }
+
+    fn resources(&self) -> Resources {
+        self.cfg.resources()
+    }
+}
+
+/// Listen on `port` of the software fabric: `*out` a `struct krpc_listen` for
+/// `svc_rdma_listen_create` (which takes it; `krpc_listen_free` closes the port). 0, or
+/// `EADDRINUSE` / `ENOMEM`.
+///
+/// # Safety
+/// `ft` from [`krpc_rdma_face_open`], not yet closed, outliving the listener; `out` valid
+/// for a write. Process context.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_rdma_soft_listen(
+    ft: *mut FaceTest,
+    port: u16,
+    out: *mut *mut KrpcListenHandle,
+) -> i32 {
+    // SAFETY: per the contract.
+    let (ft, out) = unsafe { (&mut *ft, &mut *out) };
+    *out = core::ptr::null_mut();
+    let Some(pages) = ft.fabric.clone() else {
+        return ENOMEM;
+    };
+    let pages: Arc<dyn PageProvider> = pages;
+    let cfg = SoftConfig::default();
+    let tcfg = TransportConfig::default();
+    let Ok(private) = tcfg.private_data_for(&cfg.resources()) else {
+        return ENOMEM;
+    };
+    // SAFETY: plain constructor.
+    let cq = unsafe { krpc_soft_cq_create() };
+    if cq.is_null() {
+        return ENOMEM;
+    }
+    let sp = Arc::new(SoftPort {
+        port,
+        pending: spin::Mutex::new(VecDeque::new()),
+        cq: OwnCq(cq),
+        private: private.to_bytes(),
+        pages: Arc::clone(&pages),
+        cfg,
+    });
+    {
+        let mut ports = PORTS.lock();
+        if ports.iter().any(|p| p.port == port) {
+            return EADDRINUSE;
+        }
+        if ports.try_reserve(1).is_err() {
+            return ENOMEM;
+        }
+        ports.push(Arc::clone(&sp));
+    }
+    *out = listen::into_handle(KrpcListen::new(Box::new(SoftListener(sp)), pages, tcfg));
+    0
+}
+
+/// A `struct krpc_clnt` that dials `port` of the software fabric (for `clnt_rdma_dialed`,
+/// which takes it), reconnecting if `reconnect` is nonzero, replies inline up to
+/// `max_reply` bytes. The first attempt is made here: 0, or `ECONNREFUSED` (nobody listens
+/// on the port) / `ENOMEM`.
+///
+/// # Safety
+/// `ft` from [`krpc_rdma_face_open`], not yet closed, outliving the client; `out` valid for
+/// a write. Process context.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_rdma_soft_dial(
+    ft: *mut FaceTest,
+    port: u16,
+    reconnect: i32,
+    max_reply: u32,
+    out: *mut *mut KrpcClntHandle,
+) -> i32 {
+    // SAFETY: per the contract.
+    let (ft, out) = unsafe { (&mut *ft, &mut *out) };
+    *out = core::ptr::null_mut();
+    let Some(pages) = ft.fabric.clone() else {
+        return ENOMEM;
+    };
+    let pages: Arc<dyn PageProvider> = pages;
+    let dialer = Box::new(SoftDialer {
+        port,
+        pages: Arc::clone(&pages),
+        cfg: SoftConfig::default(),
+    });
+    match KrpcClnt::dialed(
+        dialer,
+        pages,
+        None,
+        max_reply as usize,
+        TransportConfig::default(),
+        reconnect != 0,
+    ) {
+        Ok(c) => {
+            *out = Box::into_raw(c).cast::<KrpcClntHandle>();
+            0
+        }
+        Err(e) => e,
+    }
+}
 
 /// A connected pair: `*clnt` for `clnt_rdma_create` (a Requester, NFSv3 READs provisioned
 /// with a write chunk) and `*svc` for `svc_rdma_create` (a Responder), both over one software
@@ -255,10 +526,14 @@ pub unsafe extern "C" fn krpc_rdma_face_close(
     // SAFETY: per the contract: ours again.
     let mut ft = unsafe { Box::from_raw(ft) };
     ft.fx.retire_sides();
+    let (fl, fa) = ft
+        .fabric
+        .as_ref()
+        .map_or((0, 0), |p| (p.outstanding(), p.allocs()));
     // SAFETY: per the contract.
     unsafe {
-        *pages_left = ft.fx.pages_left;
-        *pages_allocated = ft.fx.pages_allocated;
+        *pages_left = ft.fx.pages_left + fl;
+        *pages_allocated = ft.fx.pages_allocated + fa;
     }
 }
 
