@@ -249,6 +249,10 @@ mod clnt_ops;
 /// `clnt_rdma` against Linux knfsd (NFSv3 over its RPC-over-RDMA listener, in the VM).
 #[path = "emu_rxe/clnt_knfsd.rs"]
 mod clnt_knfsd;
+/// The stock-NFS mode of `svc_rdma` and `clnt_rdma` (FreeBSD 14.2's NFS: plain mbufs, no
+/// DDP marker in its READ replies).
+#[path = "emu_rxe/stock.rs"]
+mod stock;
 /// `svc_rdma`: an `SVCXPRT *` driven through its `struct xp_ops` table.
 #[path = "emu_rxe/svc_ops.rs"]
 mod svc_ops;
