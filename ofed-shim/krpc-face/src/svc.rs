@@ -543,6 +543,7 @@ impl Contexts {
 /// # Errors
 /// [`MbufError::Alloc`] (the split, the pages, the copy), [`MbufError::OutOfRange`] for a
 /// range outside the chain; the chain is lost then.
+#[inline(never)] // its Mbuf temporaries (a marker, the pad's mbuf) stay out of its caller's frame
 fn mark_ddp(
     mut chain: Chain,
     off: usize,
@@ -561,19 +562,34 @@ fn mark_ddp(
     let pad = pad.get_mut(..n).unwrap_or_default();
     tail.copydata(0, pad)?;
     tail.adj(i64::try_from(n).unwrap_or_default())?;
-    chain.append_mbuf(Mbuf::ddp_marker())?;
+    append_one(&mut chain, None)?;
     chain.cat(data)?;
     // Even empty: a non-page mbuf ends the DDP region (it is the run of page mbufs behind
     // the marker), whatever the tail starts with.
-    chain.append_mbuf(Mbuf::internal(pad)?)?;
+    append_one(&mut chain, Some(pad))?;
     chain.cat(tail)?;
     Ok((chain, copied))
+}
+
+/// Append a DDP marker (`None`) or an internal mbuf of `bytes` to `chain`. Not inlined: an
+/// `Mbuf` is a 280-odd-byte value, and `mark_ddp`'s frame went over 1 KiB with two of them.
+///
+/// # Errors
+/// [`MbufError::Alloc`], [`MbufError::TooLarge`].
+#[inline(never)]
+fn append_one(chain: &mut Chain, bytes: Option<&[u8]>) -> Result<(), MbufError> {
+    let m = match bytes {
+        None => Mbuf::ddp_marker(),
+        Some(b) => Mbuf::internal(b)?,
+    };
+    chain.append_mbuf(m)
 }
 
 /// The bytes of `data` in fresh pages of `pages` (plain page mbufs).
 ///
 /// # Errors
 /// [`MbufError::Alloc`]: no pages or memory.
+#[inline(never)] // its bounce buffer stays out of its caller's frame
 fn copy_to_pages(data: &Chain, pages: &Arc<dyn PageProvider>) -> Result<Chain, MbufError> {
     let mut out = Chain::alloc_pages(pages, data.len())?;
     let mut pos = 0usize;
