@@ -12,8 +12,9 @@
  * call header (peer input, checked), answers what it cannot hand up (RPC_MISMATCH,
  * AUTH_BADCRED, GARBAGE_ARGS, SYSTEM_ERR), drops a REPLY-direction message (no backchannel;
  * counted in reverse_replies), hands the arguments up as an mbuf chain built by
- * the bridge (a WRITE's data as M_EXTPG mbufs over the RDMA-Read pages), and sends replies
- * (M_EXTPG pages of a READ reply go by RDMA Write into the client's write chunk).
+ * the bridge (a WRITE's data as M_EXTPG mbufs over the RDMA-Read pages; ordinary mbufs in the
+ * stock-NFS mode, svc_rdma_set_stock), and sends replies (M_EXTPG pages of a READ reply go by
+ * RDMA Write into the client's write chunk).
  *
  * This piece is per connection: svc_rdma_create takes a connection the Rust side accepted
  * (no rendezvous SVCXPRT over a listener yet).

@@ -21,7 +21,8 @@
 //!   re-armed before a caller sleeps. The caller's own reply: the RPC reply header is parsed
 //!   (checked: it is peer input) into an `enum clnt_stat` as `_seterr_reply` does, the
 //!   results past it go back through the bridge as an mbuf chain (DDP data as M_EXTPG
-//!   mbufs over the pages the responder wrote).
+//!   mbufs over the pages the responder wrote; in the **stock-NFS mode**,
+//!   [`KrpcClnt::set_stock`], copied into ordinary mbufs, counted).
 //! * **abandon** (timeout, signal): [`Requester::abandon`] revokes the call's registrations
 //!   before returning; **close**: [`Requester::close`].
 

@@ -18,14 +18,18 @@
 //!   header or a message neither CALL nor REPLY with `GARBAGE_ARGS`, and a call whose arguments cannot be built
 //!   into mbufs with `SYSTEM_ERR` (malformed RPC-over-RDMA headers are the Responder's:
 //!   `RDMA_ERROR`). The arguments past the header go back through the [`MbufBridge`] as an
-//!   mbuf chain, a WRITE's data as M_EXTPG mbufs over the pages the RDMA Read filled.
-//!   The call's [`ReplyCtx`] is kept by XID until `xp_reply`.
+//!   mbuf chain, a WRITE's data as M_EXTPG mbufs over the pages the RDMA Read filled (in
+//!   the **stock-NFS mode**, [`KrpcSvc::set_stock`], copied into ordinary mbufs instead,
+//!   counted). The call's [`ReplyCtx`] is kept by XID, with its program, version and
+//!   procedure, until `xp_reply`.
 //! * **reply** (`krpc_svc_reply`): the reply header mbuf (encoded by C from the
 //!   `rpc_msg`) and the krpc's results chain are walked into one [`Chain`] (M_EXTPG pages by
 //!   reference: a READ's data goes by RDMA Write into the client's write chunk) and
 //!   replied through the connection (sent, or queued in order until a Send completion's
 //!   upcall frees a send resource: `KRPC_SVC_SENT` either way, so no pool thread sleeps
-//!   for send resources). **Page lifetime**: the walk's page mbufs take one reference per
+//!   for send resources). In the stock-NFS mode a reply without a DDP marker to a call with
+//!   a write chunk first goes through the NFS reply hook ([`locate_reply_item`]): the data
+//!   it finds gets a marker (`mark_ddp`, copied into pages when it is not in pages). **Page lifetime**: the walk's page mbufs take one reference per
 //!   page (`vm_page_wire` with [`KernelPages`](ofed_shim::KernelPages)) and the Responder keeps
 //!   the chain until the reply's Send completes. That alone does not make it safe to
 //!   `m_freem` the krpc's chain right after the walk: NFS builds its READ data with
@@ -41,7 +45,9 @@
 //! Allocation per RPC in steady state: the bridge's copies of the XDR bytes into mbufs (both
 //! ways, as on the client side), the Rust mbufs of the walked reply, and the M_EXTPG mbufs
 //! of the arguments; the queue, the context table, the slots and the bridge's scratch are
-//! allocated once. Answering a malformed call allocates its small reply chain.
+//! allocated once. Answering a malformed call allocates its small reply chain. The stock-NFS
+//! mode: the arguments' copy goes into the mbufs and clusters the bridge builds anyway; a
+//! marked reply adds two chain splits and, when its data is copied, a chain of fresh pages.
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
