@@ -687,6 +687,26 @@ clnt_rdma_destroy(CLIENT *cl)
 	atomic_subtract_int(&clnt_rdma_live, 1);
 }
 
+void
+clnt_rdma_set_stock(CLIENT *cl, int on)
+{
+	struct ct_rdma *cr = cl->cl_private;
+
+	sx_xlock(&cr->cr_lock);
+	krpc_clnt_set_stock(cr->cr_h, on);
+	sx_xunlock(&cr->cr_lock);
+}
+
+void
+clnt_rdma_get_stats(CLIENT *cl, struct krpc_clnt_stats *out)
+{
+	struct ct_rdma *cr = cl->cl_private;
+
+	sx_xlock(&cr->cr_lock);
+	krpc_clnt_get_stats(cr->cr_h, out);
+	sx_xunlock(&cr->cr_lock);
+}
+
 static bool_t
 clnt_rdma_control(CLIENT *cl, u_int request, void *info)
 {
@@ -746,6 +766,12 @@ clnt_rdma_control(CLIENT *cl, u_int request, void *info)
 		break;
 	case CLGET_RETRIES:
 		*(int *)info = cr->cr_retries;
+		break;
+	case CLSET_RDMA_STOCK:
+		krpc_clnt_set_stock(cr->cr_h, *(int *)info);
+		break;
+	case CLGET_RDMA_STOCK:
+		*(int *)info = krpc_clnt_get_stock(cr->cr_h);
 		break;
 	default:
 		/* CLSET_TLS among them: RPC-over-RDMA has no TLS (RFC 9289 is TCP only). */

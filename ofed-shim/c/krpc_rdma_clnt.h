@@ -46,6 +46,15 @@
 #define KRPC_CLNT_UP		0
 #define KRPC_CLNT_CONNECTING	1
 #define KRPC_CLNT_DOWN		2
+/*
+ * clnt_rdma's stock-NFS mode (see clnt_rdma_set_stock), through cl_control:
+ * CLNT_CONTROL(cl, CLSET_RDMA_STOCK, &on) with info an int (nonzero: on);
+ * CLNT_CONTROL(cl, CLGET_RDMA_STOCK, &on) stores 1 or 0 in the int info points at. Both
+ * TRUE. Outside sys/rpc/clnt.h's CLSET_* / CLGET_* numbers (1-33 in 14.2) and svc_rdma's
+ * SVCRDMA_* (0x52440001-0x52440003).
+ */
+#define CLSET_RDMA_STOCK	0x52440004
+#define CLGET_RDMA_STOCK	0x52440005
 
 /* What a call ended with: an enum clnt_stat value and its detail, flat. */
 struct krpc_clnt_res {
@@ -55,6 +64,12 @@ struct krpc_clnt_res {
 	uint32_t high;		/* re_vers.high */
 	uint32_t verf_flavor;	/* the reply verifier's flavor */
 	uint32_t verf_len;	/* ... and length (its bytes are not kept) */
+};
+
+/* The client transport's counters (clnt_rdma_get_stats). */
+struct krpc_clnt_stats {
+	uint64_t stock_copies;	/* results whose DDP pages were copied into plain mbufs */
+	uint64_t stock_bytes;	/* ... the page bytes copied */
 };
 
 struct krpc_clnt;	/* Rust: connection + Requester + bridge scratch */
@@ -114,6 +129,10 @@ int krpc_clnt_dial(struct vnet *vnet, const struct sockaddr *addr, uint32_t len,
  */
 int krpc_clnt_link(struct krpc_clnt *h, uint64_t now_ms, uint32_t *wait_ms, uint32_t *failed,
     int32_t *err, uint32_t *handed);
+/* The stock-NFS mode on (on != 0) or off (see clnt_rdma_set_stock); whether it is on. */
+void krpc_clnt_set_stock(struct krpc_clnt *h, int on);
+int krpc_clnt_get_stock(struct krpc_clnt *h);
+void krpc_clnt_get_stats(struct krpc_clnt *h, struct krpc_clnt_stats *out);
 
 /* ---- C (krpc_rdma_clnt.c) ---------------------------------------------------------- */
 
@@ -154,11 +173,23 @@ struct __rpc_client *clnt_rdma_reconnect_create(struct vnet *vnet,
 uint32_t krpc_sockaddr_len(const struct sockaddr *sa);
 /* CLIENTs of clnt_rdma alive now (created, not yet destroyed). */
 u_int krpc_clnt_live(void);
+/*
+ * The stock-NFS mode of one CLIENT, off by default (also CLNT_CONTROL with CLSET_RDMA_STOCK
+ * / CLGET_RDMA_STOCK). For a client that, as FreeBSD 14.2's NFS, only mtod()s the results
+ * (nfs_commonsubs.c): they are handed back in ordinary mbufs and clusters only, the pages a
+ * READ's data was RDMA-Written into copied into them once, no M_EXTPG mbuf and no marker
+ * (counted: stock_copies / stock_bytes). Calls are sent as without it: a call without a
+ * marker inline or as a Long Call.
+ */
+void clnt_rdma_set_stock(struct __rpc_client *cl, int on);
+/* The CLIENT's counters (krpc_clnt_get_stats under its lock). */
+void clnt_rdma_get_stats(struct __rpc_client *cl, struct krpc_clnt_stats *out);
 
 #ifdef __cplusplus
 }
 #endif
 
 _Static_assert(sizeof(struct krpc_clnt_res) == 24, "krpc_clnt_res size");
+_Static_assert(sizeof(struct krpc_clnt_stats) == 16, "krpc_clnt_stats size");
 
 #endif /* KRPC_RDMA_CLNT_H */

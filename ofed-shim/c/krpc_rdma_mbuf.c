@@ -256,6 +256,7 @@ struct build {
 	struct mbuf *fill;	/* an ordinary mbuf of ours that bytes may still go into */
 	int how;
 	int pkthdr;
+	int flat;		/* KRPC_MB_FLAT: pages copied into mbufs, markers left out */
 };
 
 static void
@@ -352,6 +353,35 @@ build_extpg(struct build *b, const uint64_t *pa, uint32_t npgs, uint32_t first_o
 	return (0);
 }
 
+/*
+ * A PAGES descriptor under KRPC_MB_FLAT: its header, page and trailer bytes copied into
+ * ordinary mbufs and clusters (the one copy of the stock-NFS mode; see krpc_rdma_mbuf.h).
+ */
+static int
+build_pages_flat(struct build *b, const struct krpc_mdesc *d, const uint64_t *pa)
+{
+	const uint8_t *p;
+	uint32_t i, off, n;
+	int err;
+
+	if (d->hdrlen > 0 &&
+	    (err = build_bytes(b, (const uint8_t *)(uintptr_t)d->kva, d->hdrlen)) != 0)
+		return (err);
+	for (i = 0; i < d->npgs; i++) {
+		/* m_epg_pagelen: the last page holds last_len bytes (from first_off when it
+		 * is also the first), the others run to the end of the page. */
+		off = i == 0 ? d->first_off : 0;
+		n = i + 1 == d->npgs ? d->last_len : PAGE_SIZE - off;
+		if ((p = krpc_ofed_page_kva(pa[i])) == NULL)
+			return (EINVAL);
+		if ((err = build_bytes(b, p + off, n)) != 0)
+			return (err);
+	}
+	if (d->trllen > 0)
+		return (build_bytes(b, (const uint8_t *)(uintptr_t)d->trl_kva, d->trllen));
+	return (0);
+}
+
 /* A PAGES descriptor: M_EXTPG mbufs of at most MBUF_PEXT_MAX_PGS pages each. */
 static int
 build_pages(struct build *b, const struct krpc_mdesc *d, const uint64_t *pa)
@@ -407,10 +437,10 @@ desc_valid(const struct krpc_mdesc *d, uint32_t npa)
 
 int
 krpc_mbuf_build(const struct krpc_mdesc *d, uint32_t nd, const uint64_t *pa, uint32_t npa,
-    int how, int pkthdr, struct mbuf **out)
+    int how, int flags, struct mbuf **out)
 {
 	struct build b = { NULL, NULL, NULL, (how & KRPC_M_NOWAIT) ? M_NOWAIT : M_WAITOK,
-	    pkthdr != 0 };
+	    (flags & KRPC_MB_PKTHDR) != 0, (flags & KRPC_MB_FLAT) != 0 };
 	struct mbuf *m;
 	uint64_t total = 0;
 	uint32_t i;
@@ -426,6 +456,8 @@ krpc_mbuf_build(const struct krpc_mdesc *d, uint32_t nd, const uint64_t *pa, uin
 			err = build_bytes(&b, (const uint8_t *)(uintptr_t)d[i].kva, d[i].len);
 			break;
 		case KRPC_MD_MARKER:
+			if (b.flat)
+				break;
 			m = build_get(&b, 0);
 			if (m == NULL) {
 				err = ENOMEM;
@@ -435,7 +467,10 @@ krpc_mbuf_build(const struct krpc_mdesc *d, uint32_t nd, const uint64_t *pa, uin
 			b.fill = NULL;
 			break;
 		case KRPC_MD_PAGES:
-			err = build_pages(&b, &d[i], pa + d[i].pa_first);
+			if (b.flat)
+				err = build_pages_flat(&b, &d[i], pa + d[i].pa_first);
+			else
+				err = build_pages(&b, &d[i], pa + d[i].pa_first);
 			break;
 		}
 	}

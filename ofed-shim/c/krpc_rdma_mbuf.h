@@ -42,7 +42,15 @@
 
 /* Bumped whenever a struct or a function below changes (separate from
  * KRPC_OFED_ABI_VERSION: the bridge is its own boundary). */
-#define KRPC_MBUF_ABI_VERSION	1
+#define KRPC_MBUF_ABI_VERSION	2
+
+/* krpc_mbuf_build's flags. KRPC_MB_PKTHDR: the first mbuf is an M_PKTHDR mbuf with
+ * m_pkthdr.len set. KRPC_MB_FLAT (the stock-NFS mode of clnt_rdma / svc_rdma): no M_EXTPG
+ * mbuf and no marker are built; a PAGES descriptor's bytes (header, pages through the direct
+ * map, trailer) are copied into ordinary mbufs and clusters, what a receive path that only
+ * mtod()s (FreeBSD 14.2's NFS) can parse. */
+#define KRPC_MB_PKTHDR	0x1
+#define KRPC_MB_FLAT	0x2
 
 #define KRPC_MD_BYTES	1
 #define KRPC_MD_PAGES	2
@@ -100,13 +108,14 @@ int krpc_mbuf_walk(const struct mbuf *m, struct krpc_mdesc *d, uint32_t nd, uint
 /*
  * Build a chain from d[0 .. nd) over the pages pa[]: BYTES copied into mbufs/clusters
  * (m_get/m_getcl), PAGES into M_EXTPG mbufs of at most MBUF_PEXT_MAX_PGS pages each (one
- * wiring taken per page per mbuf), MARKER as a zero-length M_PROTO1 mbuf. how is M_NOWAIT or
- * M_WAITOK (malloc(9) values); pkthdr != 0 makes the first mbuf an M_PKTHDR mbuf. 0 and
- * *out (NULL for an empty chain), or ENOMEM / EINVAL (a malformed descriptor), with nothing
- * allocated and no wiring taken.
+ * wiring taken per page per mbuf), MARKER as a zero-length M_PROTO1 mbuf; with KRPC_MB_FLAT
+ * in flags, PAGES copied into mbufs/clusters too and MARKER left out. how is M_NOWAIT or
+ * M_WAITOK (malloc(9) values); KRPC_MB_PKTHDR in flags makes the first mbuf an M_PKTHDR
+ * mbuf. 0 and *out (NULL for an empty chain), or ENOMEM / EINVAL (a malformed descriptor, a
+ * page without a direct-map address), with nothing allocated and no wiring taken.
  */
 int krpc_mbuf_build(const struct krpc_mdesc *d, uint32_t nd, const uint64_t *pa, uint32_t npa,
-    int how, int pkthdr, struct mbuf **out);
+    int how, int flags, struct mbuf **out);
 
 /* m_freem(9). */
 void krpc_mbuf_freem(struct mbuf *m);

@@ -505,16 +505,41 @@ svc_rdma_get_stats(SVCXPRT *xprt, struct krpc_svc_stats *out)
 	sx_xunlock(&sr->sr_lock);
 }
 
+void
+svc_rdma_set_stock(SVCXPRT *xprt, int on)
+{
+	struct svc_rdma *sr = xprt->xp_p1;
+
+	sx_xlock(&sr->sr_lock);
+	krpc_svc_set_stock(sr->sr_h, on);
+	sx_xunlock(&sr->sr_lock);
+}
+
 /*
- * SVCRDMA_DROP_CALL (svc_rdma_drop through the ops table); as the kernel's svc_vc_control,
- * no other request means anything here.
+ * SVCRDMA_DROP_CALL (svc_rdma_drop through the ops table), SVCRDMA_SET_STOCK and
+ * SVCRDMA_GET_STOCK; as the kernel's svc_vc_control, no other request means anything here.
  */
 static bool_t
 svc_rdma_control(SVCXPRT *xprt, const u_int rq, void *in)
 {
-	if (rq == SVCRDMA_DROP_CALL && in != NULL)
+	struct svc_rdma *sr = xprt->xp_p1;
+
+	if (in == NULL)
+		return (FALSE);
+	switch (rq) {
+	case SVCRDMA_DROP_CALL:
 		return (svc_rdma_drop(xprt, *(uint32_t *)in) ? TRUE : FALSE);
-	return (FALSE);
+	case SVCRDMA_SET_STOCK:
+		svc_rdma_set_stock(xprt, *(int *)in);
+		return (TRUE);
+	case SVCRDMA_GET_STOCK:
+		sx_xlock(&sr->sr_lock);
+		*(int *)in = krpc_svc_get_stock(sr->sr_h);
+		sx_xunlock(&sr->sr_lock);
+		return (TRUE);
+	default:
+		return (FALSE);
+	}
 }
 
 /* ---- the rendezvous transport (svc_rdma_listen) ----------------------------------------- */

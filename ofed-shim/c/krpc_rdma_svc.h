@@ -12,8 +12,9 @@
  * call header (peer input, checked), answers what it cannot hand up (RPC_MISMATCH,
  * AUTH_BADCRED, GARBAGE_ARGS, SYSTEM_ERR), drops a REPLY-direction message (no backchannel;
  * counted in reverse_replies), hands the arguments up as an mbuf chain built by
- * the bridge (a WRITE's data as M_EXTPG mbufs over the RDMA-Read pages), and sends replies
- * (M_EXTPG pages of a READ reply go by RDMA Write into the client's write chunk).
+ * the bridge (a WRITE's data as M_EXTPG mbufs over the RDMA-Read pages; ordinary mbufs in the
+ * stock-NFS mode, svc_rdma_set_stock), and sends replies (M_EXTPG pages of a READ reply go by
+ * RDMA Write into the client's write chunk).
  *
  * svc_rdma_create takes a connection the Rust side accepted; svc_rdma_listen is the
  * rendezvous SVCXPRT over a listening rdma_cm id whose xp_recv accepts each connection
@@ -38,7 +39,7 @@
 #include <stdint.h>
 #endif
 
-#define KRPC_SVC_ABI_VERSION	3
+#define KRPC_SVC_ABI_VERSION	4
 
 /* krpc_svc_recv: a call (*call, *args); nothing queued; the connection is gone. */
 #define KRPC_SVC_CALL		0
@@ -60,6 +61,14 @@
  * whatever the transport. The value is outside sys/rpc/svc.h's SVCGET_* / SVCSET_* (1-4).
  */
 #define SVCRDMA_DROP_CALL	0x52440001
+/*
+ * svc_rdma's stock-NFS mode (see svc_rdma_set_stock), through xp_control:
+ * SVC_CONTROL(xprt, SVCRDMA_SET_STOCK, &on) with in an int (nonzero: on) sets it, TRUE;
+ * SVC_CONTROL(xprt, SVCRDMA_GET_STOCK, &on) stores 1 or 0 in the int in points at, TRUE.
+ * Outside svc.h's SVCGET_* / SVCSET_* (1-4) and SVCRDMA_DROP_CALL.
+ */
+#define SVCRDMA_SET_STOCK	0x52440002
+#define SVCRDMA_GET_STOCK	0x52440003
 /* krpc_svc_stat: enum xprt_stat values (XPRT_DIED, XPRT_MOREREQS, XPRT_IDLE). */
 #define KRPC_SVC_STAT_DIED	0
 #define KRPC_SVC_STAT_MOREREQS	1
@@ -93,6 +102,17 @@ struct krpc_svc_stats {
 	uint64_t dropped;	/* calls the krpc will not answer: contexts given back */
 	uint64_t reverse_replies; /* REPLY-direction messages dropped (no backchannel):
 				   * contexts given back, nothing sent */
+	/* Stock-NFS mode (svc_rdma_set_stock). */
+	uint64_t stock_arg_copies; /* calls whose DDP pages were copied into plain mbufs */
+	uint64_t stock_arg_bytes;  /* ... the page bytes copied */
+	uint64_t stock_marked;	/* replies without a DDP marker whose READ / READLINK data
+				 * the NFS reply hook found and sent by RDMA Write into the
+				 * call's write chunk */
+	uint64_t stock_reply_copies; /* ... whose data was copied into pages first */
+	uint64_t stock_reply_bytes;  /* ... the bytes copied */
+	/* The Responder's counters (RFC 8166 paths taken by the replies). */
+	uint64_t write_chunks;	/* write chunks filled by RDMA Write */
+	uint64_t long_replies;	/* replies sent through the reply chunk (RDMA_NOMSG) */
 };
 
 /* The rendezvous transport's counters (svc_rdma_listen_stats). */
@@ -139,6 +159,9 @@ void krpc_svc_reap(struct krpc_svc *h);
 int krpc_svc_drop(struct krpc_svc *h, uint32_t xid);
 /* KRPC_SVC_STAT_*. */
 int krpc_svc_stat(struct krpc_svc *h);
+/* The stock-NFS mode on (on != 0) or off (see svc_rdma_set_stock); whether it is on. */
+void krpc_svc_set_stock(struct krpc_svc *h, int on);
+int krpc_svc_get_stock(struct krpc_svc *h);
 void krpc_svc_get_stats(struct krpc_svc *h, struct krpc_svc_stats *out);
 /* Destroy the connection and the state: the Responder, then the held reply chains. */
 void krpc_svc_free(struct krpc_svc *h);
@@ -229,6 +252,24 @@ int svc_rdma_drop(struct __rpc_svcxprt *xprt, uint32_t xid);
 /* The transport's counters (krpc_svc_get_stats under the transport's mutex). */
 void svc_rdma_get_stats(struct __rpc_svcxprt *xprt, struct krpc_svc_stats *out);
 /*
+ * The stock-NFS mode of one transport, off by default (also SVC_CONTROL with
+ * SVCRDMA_SET_STOCK / SVCRDMA_GET_STOCK). For a server that, as FreeBSD 14.2's NFS, only
+ * mtod()s what it receives (nfs_commonsubs.c, nfs_nfsdport.c) and puts no DDP marker in its
+ * replies (nfs_nfsdserv.c's READ):
+ *   - the arguments are handed up in ordinary mbufs and clusters only: the pages a WRITE's
+ *     data was RDMA-Read into (or a Long Call's) are copied into them once, no M_EXTPG mbuf
+ *     and no marker (stock_arg_copies / stock_arg_bytes);
+ *   - a reply without a marker to a call that carried a (non-empty) write chunk is given to
+ *     the NFS reply hook (nfs-proto's locate_reply_item: NFSv3 READ and READLINK, from the
+ *     call's program, version and procedure kept per call): the data it finds goes by RDMA
+ *     Write into the write chunk as if a marker stood in front of it (stock_marked; data not
+ *     already in pages is copied into pages first: stock_reply_copies / stock_reply_bytes).
+ *     A reply the hook finds nothing in, or whose data exceeds the write chunk, goes as
+ *     without the mode (inline, or Long Reply by the reply chunk).
+ * Replies that carry a marker are sent as they are either way.
+ */
+void svc_rdma_set_stock(struct __rpc_svcxprt *xprt, int on);
+/*
  * The idle timeout: a transport with no call in progress that received and sent nothing for
  * this many seconds is closed (marked dead: svc.c unregisters it, its xp_destroy disconnects),
  * what svc_vc's xp_idletimeout does for a socket. svc_rdma_idle_timeout (default 360, as
@@ -253,7 +294,7 @@ uint64_t krpc_rdma_busy(uint64_t *clients, uint64_t *xprts, uint64_t *extpg);
 #endif
 
 _Static_assert(sizeof(struct krpc_svc_call) == 36, "krpc_svc_call size");
-_Static_assert(sizeof(struct krpc_svc_stats) == 64, "krpc_svc_stats size");
 _Static_assert(sizeof(struct krpc_listen_stats) == 16, "krpc_listen_stats size");
+_Static_assert(sizeof(struct krpc_svc_stats) == 120, "krpc_svc_stats size");
 
 #endif /* KRPC_RDMA_SVC_H */

@@ -21,7 +21,8 @@
 //!   re-armed before a caller sleeps. The caller's own reply: the RPC reply header is parsed
 //!   (checked: it is peer input) into an `enum clnt_stat` as `_seterr_reply` does, the
 //!   results past it go back through the bridge as an mbuf chain (DDP data as M_EXTPG
-//!   mbufs over the pages the responder wrote).
+//!   mbufs over the pages the responder wrote; in the **stock-NFS mode**,
+//!   [`KrpcClnt::set_stock`], copied into ordinary mbufs, counted).
 //! * **abandon** (timeout, signal): [`Requester::abandon`] revokes the call's registrations
 //!   before returning; **close**: [`Requester::close`].
 //! * **dialed** clients ([`KrpcClnt::dialed`], C `krpc_clnt_dial`): the client makes its
@@ -43,9 +44,9 @@ use onc_rpc::view::{ReplyView, MAX_REPLY_HEADER};
 use onc_rpc::xdr::Decoder;
 
 use crate::dial::{FaceDialer, Link, LinkState, OfedDialer};
-use crate::ffi::{self, FbsdClient, FbsdMbuf, KrpcClntHandle, KrpcClntRes};
+use crate::ffi::{self, FbsdClient, FbsdMbuf, KrpcClntHandle, KrpcClntRes, KrpcClntStats};
 use crate::head::Head;
-use crate::mbuf_bridge::{BridgeError, MbufBridge};
+use crate::mbuf_bridge::{BridgeError, MbufBridge, MbufChain};
 use crate::qp::FaceQp;
 use ofed_shim::{KernelPages, OfedConfig};
 
@@ -85,6 +86,9 @@ pub struct KrpcClnt {
     /// The first bytes of a reply, where its RPC header is decoded.
     head: Head,
     lost: bool,
+    /// The stock-NFS mode (`clnt_rdma_set_stock`): results in plain mbufs only.
+    stock: bool,
+    stats: KrpcClntStats,
 }
 
 impl core::fmt::Debug for KrpcClnt {
@@ -130,6 +134,8 @@ impl KrpcClnt {
             ended,
             head: Head::new(MAX_REPLY_HEADER)?,
             lost: false,
+            stock: false,
+            stats: KrpcClntStats::default(),
         }))
     }
 
@@ -164,6 +170,22 @@ impl KrpcClnt {
         me.link = Some(link);
         me.tcfg = tcfg;
         Ok(me)
+    }
+
+    /// The stock-NFS mode on or off (off after [`new`](Self::new); see
+    /// `clnt_rdma_set_stock` in `c/krpc_rdma_clnt.h`).
+    pub fn set_stock(&mut self, on: bool) {
+        self.stock = on;
+    }
+
+    /// Whether the stock-NFS mode is on.
+    pub fn stock(&self) -> bool {
+        self.stock
+    }
+
+    /// The counters (`clnt_rdma_get_stats`).
+    pub fn stats(&self) -> KrpcClntStats {
+        self.stats
     }
 
     /// A `CLIENT *` (`clnt_rdma_create`) for program `prog`, version `vers`, which takes this
@@ -378,7 +400,7 @@ impl KrpcClnt {
         if reply.is_empty() {
             return;
         }
-        match self.bridge.mbufs_from_chain(reply, true, true) {
+        match self.results_mbufs(reply) {
             Ok(Some(m)) => *rep = m.into_raw(),
             Ok(None) => {}
             Err(_) => {
@@ -386,6 +408,20 @@ impl KrpcClnt {
                 res.err = ENOMEM;
             }
         }
+    }
+
+    /// The results as FreeBSD mbufs: DDP data as M_EXTPG mbufs over the write-chunk pages,
+    /// or in the stock-NFS mode copied into plain mbufs (counted).
+    fn results_mbufs(&mut self, reply: Chain) -> Result<Option<MbufChain>, (BridgeError, Chain)> {
+        if !self.stock {
+            return self.bridge.mbufs_from_chain(reply, true, true);
+        }
+        let (m, copied) = self.bridge.flat_mbufs_from_chain(reply, true, true)?;
+        if copied > 0 {
+            self.stats.stock_copies += 1;
+            self.stats.stock_bytes = self.stats.stock_bytes.saturating_add(copied);
+        }
+        Ok(m)
     }
 }
 
@@ -699,6 +735,36 @@ pub unsafe extern "C" fn krpc_clnt_link(
     *failed = s.link.as_ref().map_or(0, |l| l.failed_attempts());
     *err = s.link.as_ref().map_or(0, |l| l.errno);
     st.code()
+}
+
+/// `krpc_clnt_set_stock` (see `c/krpc_rdma_clnt.h`).
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_set_stock(h: *mut KrpcClntHandle, on: i32) {
+    // SAFETY: per the function's contract.
+    unsafe { state(h) }.set_stock(on != 0);
+}
+
+/// `krpc_clnt_get_stock` (see `c/krpc_rdma_clnt.h`): 1 or 0.
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_get_stock(h: *mut KrpcClntHandle) -> i32 {
+    // SAFETY: per the function's contract.
+    i32::from(unsafe { state(h) }.stock())
+}
+
+/// `krpc_clnt_get_stats` (see `c/krpc_rdma_clnt.h`).
+///
+/// # Safety
+/// `h` as for `state`; `out` a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_get_stats(h: *mut KrpcClntHandle, out: *mut KrpcClntStats) {
+    // SAFETY: per the function's contract.
+    unsafe { *out = state(h).stats };
 }
 
 #[cfg(test)]

@@ -14,7 +14,12 @@ pub use ofed_shim::ffi::M_NOWAIT;
 // ---- the mbuf bridge (`c/krpc_rdma_mbuf.h`, `c/krpc_rdma_mbuf.c`) ---------------------------
 
 /// ABI version of `krpc_rdma_mbuf.h` (`KRPC_MBUF_ABI_VERSION`).
-pub const MBUF_ABI_VERSION: u32 = 1;
+pub const MBUF_ABI_VERSION: u32 = 2;
+/// `KRPC_MB_PKTHDR`: `krpc_mbuf_build` makes the first mbuf an `M_PKTHDR` mbuf.
+pub const MB_PKTHDR: i32 = 0x1;
+/// `KRPC_MB_FLAT`: `krpc_mbuf_build` copies page bytes into ordinary mbufs and clusters and
+/// leaves markers out (no M_EXTPG mbuf: the stock-NFS mode).
+pub const MB_FLAT: i32 = 0x2;
 /// `KRPC_MD_BYTES`: bytes of an ordinary mbuf or cluster (or of an M_EXTPG header/trailer).
 pub const MD_BYTES: u32 = 1;
 /// `KRPC_MD_PAGES`: an M_EXTPG page run.
@@ -101,14 +106,15 @@ extern "C" {
         nd_out: *mut u32,
         npa_out: *mut u32,
     ) -> i32;
-    /// Build a chain from descriptors (bytes copied, one page wiring per page per M_EXTPG).
+    /// Build a chain from descriptors (bytes copied, one page wiring per page per M_EXTPG;
+    /// `flags`: `MB_*`).
     pub fn krpc_mbuf_build(
         d: *const KrpcMdesc,
         nd: u32,
         pa: *const u64,
         npa: u32,
         how: i32,
-        pkthdr: i32,
+        flags: i32,
         out: *mut *mut FbsdMbuf,
     ) -> i32;
     /// `m_freem`.
@@ -158,6 +164,18 @@ pub struct KrpcClntRes {
 
 const_assert_eq!(size_of::<KrpcClntRes>(), 24);
 
+/// `struct krpc_clnt_stats`: the client transport's counters.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KrpcClntStats {
+    /// Results whose DDP pages were copied into plain mbufs (stock-NFS mode).
+    pub stock_copies: u64,
+    /// ... the page bytes copied.
+    pub stock_bytes: u64,
+}
+
+const_assert_eq!(size_of::<KrpcClntStats>(), 16);
+
 /// Opaque `struct krpc_clnt`: the Rust client state ([`crate::clnt::KrpcClnt`]).
 #[repr(C)]
 pub struct KrpcClntHandle {
@@ -179,7 +197,7 @@ extern "C" {
 // ---- the RPC server transport (`c/krpc_rdma_svc.h`, `c/krpc_rdma_svc.c`) -----------------
 
 /// ABI version of `krpc_rdma_svc.h` (`KRPC_SVC_ABI_VERSION`).
-pub const SVC_ABI_VERSION: u32 = 3;
+pub const SVC_ABI_VERSION: u32 = 4;
 /// `KRPC_SVC_CALL`: `krpc_svc_recv` hands up a call.
 pub const SVC_CALL: i32 = 0;
 /// `KRPC_SVC_NONE`: nothing queued.
@@ -247,9 +265,24 @@ pub struct KrpcSvcStats {
     pub dropped: u64,
     /// REPLY-direction messages dropped (no backchannel): contexts given back, nothing sent.
     pub reverse_replies: u64,
+    /// Stock-NFS mode: calls whose DDP pages were copied into plain mbufs.
+    pub stock_arg_copies: u64,
+    /// ... the page bytes copied.
+    pub stock_arg_bytes: u64,
+    /// Stock-NFS mode: replies without a DDP marker whose data the NFS reply hook found and
+    /// sent by RDMA Write into the call's write chunk.
+    pub stock_marked: u64,
+    /// ... whose data was copied into pages first.
+    pub stock_reply_copies: u64,
+    /// ... the bytes copied.
+    pub stock_reply_bytes: u64,
+    /// The Responder's write chunks filled by RDMA Write.
+    pub write_chunks: u64,
+    /// The Responder's Long Replies (reply chunk, `RDMA_NOMSG`).
+    pub long_replies: u64,
 }
 
-const_assert_eq!(size_of::<KrpcSvcStats>(), 64);
+const_assert_eq!(size_of::<KrpcSvcStats>(), 120);
 
 /// Opaque `struct krpc_svc`: the Rust server state ([`crate::svc::KrpcSvc`]).
 #[repr(C)]

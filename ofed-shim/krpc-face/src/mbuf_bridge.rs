@@ -437,6 +437,39 @@ impl MbufBridge {
         nowait: bool,
         pkthdr: bool,
     ) -> Result<Option<MbufChain>, (BridgeError, Chain)> {
+        let flags = if pkthdr { ffi::MB_PKTHDR } else { 0 };
+        self.build(chain, nowait, flags)
+    }
+
+    /// As [`mbufs_from_chain`](Self::mbufs_from_chain), but only ordinary mbufs and clusters
+    /// (`KRPC_MB_FLAT`, the stock-NFS mode): the page mbufs' bytes are copied into them
+    /// (once, by the C side through the direct map) and DDP markers are left out, so a
+    /// receive path that only `mtod()`s can parse the chain. Also the page bytes that were
+    /// copied (0 when the chain had no page mbuf).
+    ///
+    /// # Errors
+    /// As [`mbufs_from_chain`](Self::mbufs_from_chain).
+    pub fn flat_mbufs_from_chain(
+        &mut self,
+        chain: Chain,
+        nowait: bool,
+        pkthdr: bool,
+    ) -> Result<(Option<MbufChain>, u64), (BridgeError, Chain)> {
+        let copied: u64 = chain
+            .mbufs()
+            .filter_map(|m| m.page_info().map(|p| p.page_bytes as u64))
+            .fold(0u64, u64::saturating_add);
+        let flags = ffi::MB_FLAT | if pkthdr { ffi::MB_PKTHDR } else { 0 };
+        self.build(chain, nowait, flags).map(|m| (m, copied))
+    }
+
+    /// `chain` built by `krpc_mbuf_build` with `flags` (`KRPC_MB_*`).
+    fn build(
+        &mut self,
+        chain: Chain,
+        nowait: bool,
+        flags: i32,
+    ) -> Result<Option<MbufChain>, (BridgeError, Chain)> {
         if let Err(e) = self.describe(&chain) {
             return Err((e, chain));
         }
@@ -454,7 +487,7 @@ impl MbufBridge {
                 self.pages.as_ptr(),
                 np,
                 if nowait { ffi::M_NOWAIT } else { 0 },
-                i32::from(pkthdr),
+                flags,
                 &mut out,
             )
         };

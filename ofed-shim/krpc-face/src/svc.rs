@@ -18,14 +18,18 @@
 //!   header or a message neither CALL nor REPLY with `GARBAGE_ARGS`, and a call whose arguments cannot be built
 //!   into mbufs with `SYSTEM_ERR` (malformed RPC-over-RDMA headers are the Responder's:
 //!   `RDMA_ERROR`). The arguments past the header go back through the [`MbufBridge`] as an
-//!   mbuf chain, a WRITE's data as M_EXTPG mbufs over the pages the RDMA Read filled.
-//!   The call's [`ReplyCtx`] is kept by XID until `xp_reply`.
+//!   mbuf chain, a WRITE's data as M_EXTPG mbufs over the pages the RDMA Read filled (in
+//!   the **stock-NFS mode**, [`KrpcSvc::set_stock`], copied into ordinary mbufs instead,
+//!   counted). The call's [`ReplyCtx`] is kept by XID, with its program, version and
+//!   procedure, until `xp_reply`.
 //! * **reply** (`krpc_svc_reply`): the reply header mbuf (encoded by C from the
 //!   `rpc_msg`) and the krpc's results chain are walked into one [`Chain`] (M_EXTPG pages by
 //!   reference: a READ's data goes by RDMA Write into the client's write chunk) and
 //!   replied through the connection (sent, or queued in order until a Send completion's
 //!   upcall frees a send resource: `KRPC_SVC_SENT` either way, so no pool thread sleeps
-//!   for send resources). **Page lifetime**: the walk's page mbufs take one reference per
+//!   for send resources). In the stock-NFS mode a reply without a DDP marker to a call with
+//!   a write chunk first goes through the NFS reply hook ([`locate_reply_item`]): the data
+//!   it finds gets a marker (`mark_ddp`, copied into pages when it is not in pages). **Page lifetime**: the walk's page mbufs take one reference per
 //!   page (`vm_page_wire` with [`KernelPages`](ofed_shim::KernelPages)) and the Responder keeps
 //!   the chain until the reply's Send completes. That alone does not make it safe to
 //!   `m_freem` the krpc's chain right after the walk: NFS builds its READ data with
@@ -41,7 +45,9 @@
 //! Allocation per RPC in steady state: the bridge's copies of the XDR bytes into mbufs (both
 //! ways, as on the client side), the Rust mbufs of the walked reply, and the M_EXTPG mbufs
 //! of the arguments; the queue, the context table, the slots and the bridge's scratch are
-//! allocated once. Answering a malformed call allocates its small reply chain.
+//! allocated once. Answering a malformed call allocates its small reply chain. The stock-NFS
+//! mode: the arguments' copy goes into the mbufs and clusters the bridge builds anyway; a
+//! marked reply adds two chain splits and, when its data is copied, a chain of fresh pages.
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
@@ -49,7 +55,8 @@ use alloc::vec::Vec;
 use core::ffi::c_void;
 
 use krpc_rdma::transport::{Incoming, ReplyCtx, Responder, ServerConnection, Wait};
-use mbuf::{Chain, PageProvider};
+use mbuf::{Chain, Mbuf, MbufError, PageProvider};
+use nfs_proto::nfs3::locate_reply_item;
 use onc_rpc::rpc::{AcceptStat, ReplyHeader, MAX_AUTH_BYTES, RPC_VERSION};
 use onc_rpc::svc;
 use onc_rpc::view::{BadCall, CallView, MAX_CALL_HEADER};
@@ -93,6 +100,9 @@ pub struct KrpcSvc {
     slots: Vec<Slot>,
     /// The first bytes of a call, where its RPC header is decoded.
     head: Head,
+    /// The stock-NFS mode (`svc_rdma_set_stock`): arguments in plain mbufs only, the DDP
+    /// item of a marker-less reply found by the NFS reply hook.
+    stock: bool,
 }
 
 impl core::fmt::Debug for KrpcSvc {
@@ -186,7 +196,19 @@ impl KrpcSvc {
             stats: KrpcSvcStats::default(),
             slots,
             head: Head::new(MAX_CALL_HEADER)?,
+            stock: false,
         }))
+    }
+
+    /// The stock-NFS mode on or off (off after [`new`](Self::new); see
+    /// `svc_rdma_set_stock` in `c/krpc_rdma_svc.h`).
+    pub fn set_stock(&mut self, on: bool) {
+        self.stock = on;
+    }
+
+    /// Whether the stock-NFS mode is on.
+    pub fn stock(&self) -> bool {
+        self.stock
     }
 
     /// An `SVCXPRT *` (`svc_rdma_create`) registered with `pool`, which takes this state
@@ -299,20 +321,73 @@ impl KrpcSvc {
             let built = if chain.is_empty() {
                 Ok(None)
             } else {
-                self.bridge.mbufs_from_chain(chain, true, true)
+                self.args_mbufs(chain)
             };
             match built {
                 Ok(m) => {
                     // One context per call handed up, max_requests at most: it fits (were
                     // it not, the context would be dropped here and given back at the
                     // next poll, never held for nothing).
-                    self.ctxs.put(call.xid, ctx);
+                    self.ctxs.put(call, ctx);
                     self.stats.calls += 1;
                     return Recv::Call(m);
                 }
                 Err(_) => self.answer(ctx, &svc::refusal(xid, AcceptStat::SystemErr)),
             }
         }
+    }
+
+    /// A call's arguments as FreeBSD mbufs: DDP data as M_EXTPG mbufs, or in the stock-NFS
+    /// mode copied into plain mbufs (counted).
+    fn args_mbufs(&mut self, chain: Chain) -> Result<Option<MbufChain>, (BridgeError, Chain)> {
+        if !self.stock {
+            return self.bridge.mbufs_from_chain(chain, true, true);
+        }
+        let (m, copied) = self.bridge.flat_mbufs_from_chain(chain, true, true)?;
+        if copied > 0 {
+            self.stats.stock_arg_copies += 1;
+            self.stats.stock_arg_bytes = self.stats.stock_arg_bytes.saturating_add(copied);
+        }
+        Ok(m)
+    }
+
+    /// The stock-NFS mode's reply: a reply without a DDP marker to a call whose (non-empty)
+    /// write chunk can hold the DDP item the NFS reply hook finds in it
+    /// ([`locate_reply_item`], from the call's program, version and procedure) gets a marker
+    /// in front of that item ([`mark_ddp`]), so the Responder RDMA-Writes it into the write
+    /// chunk; any other reply comes back unchanged (sent as without the mode).
+    ///
+    /// # Errors
+    /// Memory or pages for the split or the copy ran out: the reply cannot be sent.
+    #[inline(never)] // its locals (a few Mbufs) stay out of `reply`'s frame
+    fn stock_reply(
+        &mut self,
+        call: &Pending,
+        chain: Chain,
+        pages: &Arc<dyn PageProvider>,
+    ) -> Result<Chain, MbufError> {
+        if chain.mbufs().any(Mbuf::is_ddp_marker) {
+            return Ok(chain);
+        }
+        let Some(room) = self.conn.responder().write_chunk_room(&call.ctx) else {
+            return Ok(chain);
+        };
+        let Some((off, len)) = locate_reply_item(call.prog, call.vers, call.proc_, &chain) else {
+            return Ok(chain);
+        };
+        if len == 0 || len > room || off % 4 != 0 {
+            return Ok(chain);
+        }
+        let (chain, copied) = mark_ddp(chain, off, len, pages)?;
+        self.stats.stock_marked += 1;
+        if copied > 0 {
+            self.stats.stock_reply_copies += 1;
+            self.stats.stock_reply_bytes = self
+                .stats
+                .stock_reply_bytes
+                .saturating_add(u64::try_from(copied).unwrap_or(u64::MAX));
+        }
+        Ok(chain)
     }
 
     /// Reply to `xid` with `hdr` + `res` (see `krpc_svc_reply`).
@@ -332,19 +407,22 @@ impl KrpcSvc {
         let sp: Arc<dyn PageProvider> = slot.pages.clone();
         // SAFETY: the C caller holds both chains (live, unchanged) during the call.
         let walked = unsafe { self.bridge.chain_from_mbuf_parts(&[hdr, res], &sp) };
-        let (_, ctx) = self.ctxs.0.remove(ci);
+        let pending = self.ctxs.0.remove(ci);
         // SAFETY: from here on the chains are consumed (held or freed) unless we return
         // SVC_AGAIN, which gives them back unowned (into_raw).
         let owned = unsafe { (MbufChain::from_raw(hdr), MbufChain::from_raw(res)) };
-        let chain = match walked {
-            Ok(c) => c,
-            Err(_) => {
-                // The krpc's chain cannot be sent (an insane M_EXTPG mbuf): the client
-                // gets SYSTEM_ERR rather than silence.
-                self.answer(ctx, &svc::refusal(xid, AcceptStat::SystemErr));
-                self.stats.reply_failed += 1;
-                return ffi::SVC_FAILED;
-            }
+        let walked = match walked {
+            Ok(c) if self.stock => self.stock_reply(&pending, c, &sp).ok(),
+            Ok(c) => Some(c),
+            Err(_) => None,
+        };
+        let ctx = pending.ctx;
+        let Some(chain) = walked else {
+            // The krpc's chain cannot be sent (an insane M_EXTPG mbuf, no memory to mark
+            // its DDP item): the client gets SYSTEM_ERR rather than silence.
+            self.answer(ctx, &svc::refusal(xid, AcceptStat::SystemErr));
+            self.stats.reply_failed += 1;
+            return ffi::SVC_FAILED;
         };
         // Sent, or queued behind replies waiting for send resources (sent in order from a
         // later reap, when a Send completion raises the upcall): either way the chains stay
@@ -420,29 +498,125 @@ impl KrpcSvc {
     }
 }
 
-/// The contexts of the calls handed up and not answered yet, by XID (a table allocated once,
-/// `max_requests` entries).
+/// A call handed up and not answered yet: its XID, what the stock-NFS mode's reply hook
+/// needs of it (program, version, procedure), its context.
 #[derive(Debug)]
-struct Contexts(Vec<(u32, ReplyCtx)>);
+struct Pending {
+    xid: u32,
+    prog: u32,
+    vers: u32,
+    proc_: u32,
+    ctx: ReplyCtx,
+}
+
+/// The calls handed up and not answered yet, by XID (a table allocated once, `max_requests`
+/// entries).
+#[derive(Debug)]
+struct Contexts(Vec<Pending>);
 
 impl Contexts {
-    /// Keep `ctx` for `xid`; a table full (impossible: one context per call handed up)
+    /// Keep `ctx` for `call`; a table full (impossible: one context per call handed up)
     /// drops it, which gives it back to the Responder at its next poll.
-    fn put(&mut self, xid: u32, ctx: ReplyCtx) {
+    fn put(&mut self, call: &KrpcSvcCall, ctx: ReplyCtx) {
         if self.0.len() < self.0.capacity() {
-            self.0.push((xid, ctx));
+            self.0.push(Pending {
+                xid: call.xid,
+                prog: call.prog,
+                vers: call.vers,
+                proc_: call.proc_,
+                ctx,
+            });
         }
     }
 
     fn find(&self, xid: u32) -> Option<usize> {
-        self.0.iter().position(|(x, _)| *x == xid)
+        self.0.iter().position(|p| p.xid == xid)
     }
 
     /// The context of `xid`, out of the table.
     fn take(&mut self, xid: u32) -> Option<ReplyCtx> {
         let i = self.find(xid)?;
-        Some(self.0.swap_remove(i).1)
+        Some(self.0.swap_remove(i).ctx)
     }
+}
+
+/// Bytes `off..off + len` of `chain` (a reply's DDP item, `off` a multiple of 4) become a
+/// DDP region: a marker in front, the data as plain page mbufs (kept when they are already,
+/// else copied into fresh pages of `pages`), its XDR pad (what follows, up to 3 bytes) in an
+/// ordinary mbuf of its own, so that the region ends with the data (RFC 8166 §3.4.5: the pad
+/// is neither written nor sent inline). The chain, and the bytes copied (0: none).
+///
+/// # Errors
+/// [`MbufError::Alloc`] (the split, the pages, the copy), [`MbufError::OutOfRange`] for a
+/// range outside the chain; the chain is lost then.
+#[inline(never)] // its Mbuf temporaries (a marker, the pad's mbuf) stay out of its caller's frame
+fn mark_ddp(
+    mut chain: Chain,
+    off: usize,
+    len: usize,
+    pages: &Arc<dyn PageProvider>,
+) -> Result<(Chain, usize), MbufError> {
+    let mut data = chain.split(off)?;
+    let mut tail = data.split(len)?;
+    let (data, copied) = if nfs_proto::chain::check_data(&data).is_ok() {
+        (data, 0)
+    } else {
+        (copy_to_pages(&data, pages)?, len)
+    };
+    let mut pad = [0u8; 3];
+    let n = ((4 - len % 4) % 4).min(tail.len());
+    let pad = pad.get_mut(..n).unwrap_or_default();
+    tail.copydata(0, pad)?;
+    tail.adj(i64::try_from(n).unwrap_or_default())?;
+    append_one(&mut chain, None)?;
+    chain.cat(data)?;
+    // Even empty: a non-page mbuf ends the DDP region (it is the run of page mbufs behind
+    // the marker), whatever the tail starts with.
+    append_one(&mut chain, Some(pad))?;
+    chain.cat(tail)?;
+    Ok((chain, copied))
+}
+
+/// Append a DDP marker (`None`) or an internal mbuf of `bytes` to `chain`. Not inlined: an
+/// `Mbuf` is a 280-odd-byte value, and `mark_ddp`'s frame went over 1 KiB with two of them.
+///
+/// # Errors
+/// [`MbufError::Alloc`], [`MbufError::TooLarge`].
+#[inline(never)]
+fn append_one(chain: &mut Chain, bytes: Option<&[u8]>) -> Result<(), MbufError> {
+    let m = match bytes {
+        None => Mbuf::ddp_marker(),
+        Some(b) => Mbuf::internal(b)?,
+    };
+    chain.append_mbuf(m)
+}
+
+/// The bytes of `data` in fresh pages of `pages` (plain page mbufs).
+///
+/// # Errors
+/// [`MbufError::Alloc`]: no pages or memory.
+#[inline(never)] // its bounce buffer stays out of its caller's frame
+fn copy_to_pages(data: &Chain, pages: &Arc<dyn PageProvider>) -> Result<Chain, MbufError> {
+    let mut out = Chain::alloc_pages(pages, data.len())?;
+    let mut pos = 0usize;
+    for m in data.mbufs() {
+        if let Some(b) = m.data() {
+            out.copyback(pos, b)?;
+        } else {
+            // A page mbuf (its header / trailer bytes too), through a small bounce buffer.
+            let mut buf = [0u8; 256];
+            let end = pos.checked_add(m.len()).ok_or(MbufError::Alloc)?;
+            let mut at = pos;
+            while at < end {
+                let piece = buf.get_mut(..(end - at).min(256)).unwrap_or_default();
+                data.copydata(at, piece)?;
+                out.copyback(at, piece)?;
+                at += piece.len();
+            }
+        }
+        pos = pos.checked_add(m.len()).ok_or(MbufError::Alloc)?;
+    }
+    Ok(out)
 }
 
 /// Copy an opaque auth `body` to `dst`.
@@ -556,7 +730,31 @@ pub unsafe extern "C" fn krpc_svc_stat(h: *mut KrpcSvcHandle) -> i32 {
 #[no_mangle]
 pub unsafe extern "C" fn krpc_svc_get_stats(h: *mut KrpcSvcHandle, out: *mut KrpcSvcStats) {
     // SAFETY: per the function's contract.
-    unsafe { *out = state(h).stats };
+    let s = unsafe { state(h) };
+    let c = s.conn.responder().counters();
+    (s.stats.write_chunks, s.stats.long_replies) = (c.write_chunks, c.long_replies);
+    // SAFETY: per the function's contract.
+    unsafe { *out = s.stats };
+}
+
+/// `krpc_svc_set_stock` (see `c/krpc_rdma_svc.h`).
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_set_stock(h: *mut KrpcSvcHandle, on: i32) {
+    // SAFETY: per the function's contract.
+    unsafe { state(h) }.set_stock(on != 0);
+}
+
+/// `krpc_svc_get_stock` (see `c/krpc_rdma_svc.h`): 1 or 0.
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_get_stock(h: *mut KrpcSvcHandle) -> i32 {
+    // SAFETY: per the function's contract.
+    i32::from(unsafe { state(h) }.stock())
 }
 
 /// `krpc_svc_addrs` (see `c/krpc_rdma_svc.h`): 0, or `KRPC_SVC_FAILED` with both zeroed.
@@ -741,8 +939,14 @@ mod tests {
         let mut t = Contexts(Vec::with_capacity(3));
         let xids: Vec<u32> = calls.iter().map(|c| c.xid).collect();
         for c in calls.drain(..) {
-            t.put(c.xid, c.ctx);
+            let call = KrpcSvcCall {
+                xid: c.xid,
+                ..KrpcSvcCall::default()
+            };
+            t.put(&call, c.ctx);
         }
+        // Inline calls carried no write chunk: nothing for the stock-NFS mode to fill.
+        assert!(t.0.iter().all(|p| resp.write_chunk_room(&p.ctx).is_none()));
         let ctx = t.take(xids[1]).expect("the call is in the table");
         resp.drop_call(&mut qb, ctx, &mut |_| {}).unwrap();
         assert_eq!(resp.counters().calls_dropped, 1);
@@ -762,6 +966,60 @@ mod tests {
             1,
             "the table's last context came back"
         );
+    }
+
+    /// What the stock-NFS mode does to a marker-less reply: the DDP region is the data
+    /// `locate_reply_item` found (in pages, copied when it was in ordinary mbufs, shared when
+    /// it already was page mbufs), the pad in an mbuf of its own, every byte unchanged.
+    #[test]
+    fn mark_ddp_makes_the_located_item_a_ddp_region() {
+        use mbuf::HeapPageArena;
+        use nfs_proto::nfs3::{Nfsstat3, ReadHead, NFSPROC3_READ, NFS_PROGRAM};
+        use onc_rpc::xdr::Encoder;
+
+        let pages: Arc<dyn PageProvider> = Arc::new(HeapPageArena::new(64).unwrap());
+        let data: Vec<u8> = (0..10_001u32).map(|i| (i * 7) as u8).collect();
+        let mut e = Encoder::new();
+        ReplyHeader::success(3).encode(&mut e);
+        ReadHead {
+            status: Nfsstat3::OK,
+            file_attributes: None,
+            count: 10_001,
+            eof: true,
+            data_len: 10_001,
+        }
+        .encode(&mut e);
+        let head = e.finish().unwrap();
+        let mut bytes = head.clone();
+        bytes.extend_from_slice(&data);
+        bytes.extend_from_slice(&[0, 0, 0]);
+
+        // As stock NFS builds it: ordinary mbufs / clusters, no marker.
+        let plain = Chain::from_bytes(&bytes).unwrap();
+        let (off, len) = locate_reply_item(NFS_PROGRAM, 3, NFSPROC3_READ, &plain).unwrap();
+        assert_eq!((off, len), (head.len(), data.len()));
+        let (c, copied) = mark_ddp(plain, off, len, &pages).unwrap();
+        assert_eq!(copied, data.len(), "the data was copied into pages");
+        let regions: Vec<_> = c.ddp_regions().collect();
+        assert_eq!(regions.len(), 1);
+        assert_eq!(regions[0].range(), off..off + len);
+        assert_eq!(c.to_vec().unwrap(), bytes, "every byte where it was");
+        c.check_invariants().unwrap();
+
+        // Data already in page mbufs (an M_EXTPG READ without a marker): shared, not copied.
+        let mut paged = Chain::from_bytes(&head).unwrap();
+        paged
+            .cat(nfs_proto::chain::data_pages_from_bytes(&pages, &data).unwrap())
+            .unwrap();
+        paged.append(&[0, 0, 0]).unwrap();
+        let (c, copied) = mark_ddp(paged, off, len, &pages).unwrap();
+        assert_eq!(copied, 0, "page mbufs are used as they are");
+        assert_eq!(c.ddp_regions().next().unwrap().range(), off..off + len);
+        assert_eq!(c.to_vec().unwrap(), bytes);
+
+        // A range beyond the chain: an error, no panic.
+        let short = Chain::from_bytes(&bytes[..100]).unwrap();
+        assert!(mark_ddp(short, off, len, &pages).is_err());
     }
 
     #[test]

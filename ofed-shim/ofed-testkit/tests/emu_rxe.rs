@@ -253,6 +253,10 @@ mod clnt_knfsd;
 /// `clnt_rdma_reconnect_create` (connections made from C, and made again).
 #[path = "emu_rxe/connect.rs"]
 mod connect;
+/// The stock-NFS mode of `svc_rdma` and `clnt_rdma` (FreeBSD 14.2's NFS: plain mbufs, no
+/// DDP marker in its READ replies).
+#[path = "emu_rxe/stock.rs"]
+mod stock;
 /// `svc_rdma`: an `SVCXPRT *` driven through its `struct xp_ops` table.
 #[path = "emu_rxe/svc_ops.rs"]
 mod svc_ops;

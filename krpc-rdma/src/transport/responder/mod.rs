@@ -480,6 +480,23 @@ impl Responder {
         }
     }
 
+    /// The bytes the requester's first Write chunk offers for the reply to the call of
+    /// `ctx` (the sum of its segments' lengths); `None` when the call carried no Write chunk,
+    /// an empty one (the requester asks for the item inline), or `ctx` is stale. What a
+    /// layer that finds the DDP item of a reply itself (the krpc face's stock-NFS mode)
+    /// asks before it marks one.
+    pub fn write_chunk_room(&self, ctx: &ReplyCtx) -> Option<usize> {
+        if !self.is_handed(ctx) {
+            return None;
+        }
+        let c = self.ctxs.get(ctx.idx as usize)?;
+        let first = c.write_chunks().next()?;
+        let room = first
+            .iter()
+            .try_fold(0usize, |n, s| n.checked_add(s.length as usize))?;
+        (room > 0).then_some(room)
+    }
+
     /// How many calls may be live at once (the contexts, `max_requests`).
     pub fn contexts(&self) -> usize {
         self.ctxs.len()

@@ -67,7 +67,7 @@ extern "C" {
     pub(super) fn krpc_emu_svc_stat(xprt: *mut FbsdSvcxprt) -> i32;
     fn krpc_emu_svc_ack(xprt: *mut FbsdSvcxprt, ack: *mut u32) -> i32;
     fn krpc_emu_svc_control(xprt: *mut FbsdSvcxprt, rq: u32) -> i32;
-    fn krpc_emu_svc_control_arg(xprt: *mut FbsdSvcxprt, rq: u32, inp: *mut u32) -> i32;
+    pub(super) fn krpc_emu_svc_control_arg(xprt: *mut FbsdSvcxprt, rq: u32, inp: *mut u32) -> i32;
     fn svc_rdma_get_stats(xprt: *mut FbsdSvcxprt, out: *mut KrpcSvcStats);
     pub(super) fn krpc_emu_svc_release(xprt: *mut FbsdSvcxprt);
 }
@@ -85,36 +85,40 @@ const HOLD_XID: u32 = 0x7100_0000;
 /// `SVC_CONTROL(xprt, SVCRDMA_DROP_CALL, &xid)` (what svc.c's paths that free a request
 /// unanswered must do), twice: the second finds no such call.
 const DROP_XID: u32 = 0x7200_0000;
+/// A READ whose XID has this bit is answered as FreeBSD 14.2's NFS server builds a READ
+/// reply: the whole READ3res in ordinary mbufs and clusters, no DDP marker (the stock-NFS
+/// mode's tests, `stock.rs`).
+pub(super) const PLAIN_READ_XID: u32 = 0x0800_0000;
 /// `SVCRDMA_DROP_CALL` of `c/krpc_rdma_svc.h`.
-const SVCRDMA_DROP_CALL: u32 = 0x5244_0001;
-const TIMEOUT_MS: u32 = 15_000;
+pub(super) const SVCRDMA_DROP_CALL: u32 = 0x5244_0001;
+pub(super) const TIMEOUT_MS: u32 = 15_000;
 
 /// The client's reply provisioning: [`nfs_read_hook`], the other replies in 1024 bytes.
-fn hook(call: &Chain, pages: &Arc<dyn PageProvider>) -> ReplySpec {
+pub(super) fn hook(call: &Chain, pages: &Arc<dyn PageProvider>) -> ReplySpec {
     nfs_read_hook(call, pages, 1024)
 }
 
 /// What the pool thread saw of one call (through `xp_recv`).
 #[derive(Debug)]
-struct Seen {
-    msg_xid: u32,
-    proc_: u32,
+pub(super) struct Seen {
+    pub(super) msg_xid: u32,
+    pub(super) proc_: u32,
     rpcvers: u32,
     cred_flavor: u32,
-    args: Vec<u8>,
+    pub(super) args: Vec<u8>,
     /// M_EXTPG mbufs in the arguments, their bytes, whether the bridge built them all, and
     /// where the zero-length M_PROTO1 marker is.
-    extpg: usize,
-    extpg_bytes: usize,
+    pub(super) extpg: usize,
+    pub(super) extpg_bytes: usize,
     bridge_built: bool,
-    marker_at: Option<usize>,
+    pub(super) marker_at: Option<usize>,
 }
 
 /// The pool thread's summary.
 #[derive(Debug, Default)]
-struct Served {
-    seen: Vec<Seen>,
-    replies_ok: usize,
+pub(super) struct Served {
+    pub(super) seen: Vec<Seen>,
+    pub(super) replies_ok: usize,
     died: bool,
     /// SVCRDMA_DROP_CALL's answers for DROP_XID: the first, then the second.
     drops: Option<(i32, i32)>,
@@ -123,7 +127,8 @@ struct Served {
 /// A pool thread: sleeps until the transport is active, then `SVC_RECV` until it returns
 /// FALSE (and `SVC_STAT` as svc_getreq); answers NULL, WRITE (NFS3_OK), READ (the data as
 /// knfsd builds it: M_EXTPG mbufs freed by `mb_free_mext_pgs`, handed to `xp_reply`, which
-/// consumes them), PROC_UNAVAIL for BAD_PROC; HOLD_XID is received and not answered.
+/// consumes them; with PLAIN_READ_XID as stock NFS builds it, in ordinary mbufs without a
+/// marker), PROC_UNAVAIL for BAD_PROC; HOLD_XID is received and not answered.
 fn pool_thread(
     xprt: usize,
     read_data: Arc<Vec<u8>>,
@@ -188,6 +193,13 @@ fn pool_thread(
                     SUCCESS,
                     Some(emu_mbuf::nfs_chain(&kp, &[Part::Bytes(&[0, 0, 0, 0], 0)])),
                 ),
+                NFSPROC3_READ if msg.xid & PLAIN_READ_XID != 0 => (
+                    SUCCESS,
+                    Some(emu_mbuf::nfs_chain(
+                        &kp,
+                        &[Part::Bytes(&read_results(&read_data), 2048)],
+                    )),
+                ),
                 NFSPROC3_READ => (
                     SUCCESS,
                     Some(read_results_chain(&kp, Encoder::new(), &read_data).0),
@@ -220,7 +232,7 @@ fn activations(pool: *mut FbsdSvcpool) -> (u64, u64) {
 }
 
 /// The server side of a connection: `KrpcSvc` → `svc_rdma_create` → a pool thread.
-fn start_server(
+pub(super) fn start_server(
     b: OfedQp,
     resp: krpc_rdma::transport::Responder,
     pb: Arc<dyn PageProvider>,
@@ -537,7 +549,10 @@ pub(super) fn live_xprts() -> u64 {
 }
 
 /// Waits up to 10 s for `f(stats)`; the last stats.
-fn stats_until(xprt: *mut FbsdSvcxprt, f: impl Fn(&KrpcSvcStats) -> bool) -> KrpcSvcStats {
+pub(super) fn stats_until(
+    xprt: *mut FbsdSvcxprt,
+    f: impl Fn(&KrpcSvcStats) -> bool,
+) -> KrpcSvcStats {
     let mut stats = KrpcSvcStats::default();
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(10) {
