@@ -146,4 +146,26 @@ for f in $files; do
     [ $fok -eq 1 ] && n=$((n + 1))
 done
 [ -z "$bad" ] || fail "$applied; compile check failed:$bad"
-echo "ok: $applied; $n C files compile (kmod flags, amd64 KRPCRDMA objdir, -Werror; with and without VIMAGE/INVARIANTS/WITNESS), no new warnings"
+
+# 3. The module's side: ofed-shim/c/krpc_rdma_mod.c against the patched headers registers
+# the transport (its <rpc/rpc_rdma.h> branch: rpc_rdma_register with clnt_rdma_reconnect_create
+# and svc_rdma_listen, whose types must match struct rpc_rdma_ops). Its compile line is the one
+# `cargo xtask freebsd-kmod` logged ($CACHE/kmod.log), the patched sys/ searched first.
+modc=$(cd "$here/../../ofed-shim/c" && pwd)/krpc_rdma_mod.c
+line=$(grep -F "$modc" "$CACHE/kmod.log" 2>/dev/null | grep -e ' -c ' | head -1)
+if [ -z "$line" ]; then
+    line=$(grep -e '/krpc_rdma_mod\.c' "$CACHE/kmod.log" 2>/dev/null | grep -e ' -c ' | head -1)
+fi
+modnote="module side not checked (no krpc_rdma_mod.c line in $CACHE/kmod.log: run cargo xtask freebsd-kmod)"
+if [ -n "$line" ]; then
+    src=$(printf '%s\n' "$line" | grep -o '[^ ]*krpc_rdma_mod\.c' | head -1)
+    base=$(printf '%s\n' "$line" | sed "s| -o [^ ]*||; s| -nostdinc | -nostdinc -I$patched/sys |; s|$src|$modc|")
+    pre=$(cd "$CACHE/kmod-obj" && eval "$(printf '%s\n' "$base" | sed 's| -c | -E |')" 2>&1) ||
+        { echo "$pre" | tail -20; fail "$applied; krpc_rdma_mod.c does not preprocess against the patched tree"; }
+    printf '%s\n' "$pre" | grep -q 'rpc_rdma_register' ||
+        fail "$applied; krpc_rdma_mod.c does not register with the patched krpc"
+    out=$(cd "$CACHE/kmod-obj" && eval "$(printf '%s\n' "$base" | sed 's| -c | -fsyntax-only -Werror |')" 2>&1) ||
+        { echo "$out"; fail "$applied; krpc_rdma_mod.c does not compile against the patched tree"; }
+    modnote="krpc_rdma_mod.c registers the transport and compiles against the patched headers (-Werror)"
+fi
+echo "ok: $applied; $n C files compile (kmod flags, amd64 KRPCRDMA objdir, -Werror; with and without VIMAGE/INVARIANTS/WITNESS), no new warnings; $modnote"

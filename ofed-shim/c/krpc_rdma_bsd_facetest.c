@@ -18,6 +18,8 @@
  *   byte for byte (and as M_EXTPG mbufs); the same WRITE from an m_copym(9) copy (which
  *   loses the marker); a READ whose 1 MiB + 3 bytes the dispatch routine replies in M_EXTPG
  *   mbufs behind a marker, which must come back byte for byte through the write chunk;
+ *   the stock-NFS mode both ways (the WRITE's data up in plain mbufs, a READ reply built
+ *   without a marker in plain clusters sent by the write chunk, results in plain mbufs);
  *   PROC_UNAVAIL (svcerr_noproc), PROG_UNAVAIL and PROG_MISMATCH (svc.c's own answers);
  *   a timeout (the server answers after 2 s, the call gives up after 300 ms, later calls
  *   work); an abandon (the dispatch routine drops the call with svc_rdma_drop, the call
@@ -186,6 +188,7 @@ static struct {
 	int		write_extpg;	/* M_EXTPG mbufs in the last WRITE's arguments */
 	int		write_marker;	/* bytes in front of its marker, -1: none */
 	int		reads;
+	int		plain_reads;	/* 1: READ replies as ft_plain_chain (the stock step) */
 	int		drop_rc;	/* svc_rdma_drop's answer, -1 before */
 	int		hold;		/* 1: holding, 2: release, 3: freed */
 	char		err[160];	/* the dispatch routine's first failure */
@@ -294,6 +297,32 @@ ft_ddp_chain(const void *head, int hlen, int len, uint8_t seed)
 	return (top);
 }
 
+/* hlen bytes of head, then len bytes of test data (seed) in ordinary clusters and the XDR
+ * pad, no marker: a READ reply as FreeBSD 14.2's NFS server builds it (nfsrvd_read). */
+static struct mbuf *
+ft_plain_chain(const void *head, int hlen, int len, uint8_t seed)
+{
+	static const char zero[4];
+	struct mbuf *top, *m, **mp;
+	int at, n, j;
+
+	top = ft_bytes(head, hlen);
+	mp = &top->m_next;
+	m = top;
+	for (at = 0; at < len; at += n) {
+		m = m_getcl(M_WAITOK, MT_DATA, 0);
+		n = MIN(MCLBYTES, len - at);
+		for (j = 0; j < n; j++)
+			mtod(m, uint8_t *)[j] = ft_byte(at + j, seed);
+		m->m_len = n;
+		*mp = m;
+		mp = &m->m_next;
+	}
+	if (roundup2(len, 4) != len)
+		m->m_next = ft_bytes(zero, roundup2(len, 4) - len);
+	return (top);
+}
+
 /* 0 if the chain's bytes [off, off + len) are the test data of seed; else the first bad. */
 static int
 ft_check_data(struct mbuf *m, int off, int len, uint8_t seed, uint8_t *buf)
@@ -392,10 +421,12 @@ ft_dispatch(struct svc_req *rq, SVCXPRT *xprt)
 		ft_put(head, 8, FT_N);		/* count */
 		ft_put(head, 12, 1);		/* eof */
 		ft_put(head, 16, FT_N);		/* data length */
-		m = ft_ddp_chain(head, FT_RHEAD, FT_N, FT_RSEED);
 		mtx_lock(&ft.lock);
 		ft.reads++;
+		i = ft.plain_reads;
 		mtx_unlock(&ft.lock);
+		m = i ? ft_plain_chain(head, FT_RHEAD, FT_N, FT_RSEED) :
+		    ft_ddp_chain(head, FT_RHEAD, FT_N, FT_RSEED);
 		svc_sendreply_mbuf(rq, m);
 		break;
 	case FT_SLOW:
@@ -581,7 +612,8 @@ krpc_facetest_run(void)
 	struct krpc_face_test *t;
 	struct krpc_clnt *ch = NULL;
 	struct krpc_svc *sh = NULL;
-	struct krpc_svc_stats ss;
+	struct krpc_svc_stats ss, ss0;
+	struct krpc_clnt_stats cs;
 	struct krpc_mbuf_counts mc0, mc1;
 	struct rpc_err err;
 	SVCPOOL *pool = NULL;
@@ -704,6 +736,65 @@ krpc_facetest_run(void)
 	m_freem(rep);
 	m_freem(args);
 	args = NULL;
+
+	/*
+	 * The stock-NFS mode, both ways (what FreeBSD 14.2's own NFS needs: it only mtod()s
+	 * and never inserts the marker): svc_rdma hands the WRITE's data up in plain mbufs,
+	 * and finds the data of a READ reply built without a marker in plain clusters (as
+	 * nfsrvd_read builds it) for the client's write chunk; clnt_rdma hands the READ's
+	 * results back in plain mbufs. Then both off again.
+	 */
+	svc_rdma_set_stock(xprt, 1);
+	CLNT_CONTROL(cl, CLSET_RDMA_STOCK, &one);
+	svc_rdma_get_stats(xprt, &ss0);
+	args = ft_ddp_chain(whead, FT_WHEAD, FT_N, FT_WSEED);
+	st = ft_call(cl, FT_WRITE, args, &rep, 30000);
+	FT_CHECK(st == RPC_SUCCESS, "stock WRITE: stat %d", st);
+	m_freem(rep);
+	m_freem(args);
+	args = NULL;
+	FT_CHECK(ft.err[0] == '\0' && ft.writes_ok == 3, "stock WRITE: server: %s", ft.err);
+	FT_CHECK(ft.write_extpg == 0 && ft.write_marker == -1,
+	    "stock WRITE: up with %d M_EXTPG mbufs, marker at %d", ft.write_extpg,
+	    ft.write_marker);
+	mtx_lock(&ft.lock);
+	ft.plain_reads = 1;
+	mtx_unlock(&ft.lock);
+	args = ft_bytes(rargs, sizeof(rargs));
+	st = ft_call(cl, FT_READ, args, &rep, 30000);
+	FT_CHECK(st == RPC_SUCCESS, "stock READ: stat %d (server: %s)", st, ft.err);
+	FT_CHECK(m_length(rep, NULL) == FT_RHEAD + FT_N + FT_PAD,
+	    "stock READ: results of %u bytes", m_length(rep, NULL));
+	bad = ft_check_data(rep, FT_RHEAD, FT_N, FT_RSEED, buf);
+	FT_CHECK(bad == 0, "stock READ: data differs at byte %d", bad - 1);
+	ft_count(rep, &extpg, &marker);
+	FT_CHECK(extpg == 0 && marker == -1, "stock READ: results with %d M_EXTPG mbufs, "
+	    "marker at %d", extpg, marker);
+	m_freem(rep);
+	m_freem(args);
+	args = NULL;
+	svc_rdma_get_stats(xprt, &ss);
+	clnt_rdma_get_stats(cl, &cs);
+	FT_CHECK(ss.stock_arg_bytes - ss0.stock_arg_bytes == FT_N &&
+	    ss.stock_marked - ss0.stock_marked == 1 &&
+	    ss.write_chunks - ss0.write_chunks == 1 && ss.long_replies == ss0.long_replies &&
+	    cs.stock_bytes == FT_N,
+	    "stock: %ju argument bytes copied, %ju replies marked, %ju write chunks, %ju Long "
+	    "Replies, %ju result bytes copied", (uintmax_t)(ss.stock_arg_bytes -
+	    ss0.stock_arg_bytes), (uintmax_t)(ss.stock_marked - ss0.stock_marked),
+	    (uintmax_t)(ss.write_chunks - ss0.write_chunks),
+	    (uintmax_t)(ss.long_replies - ss0.long_replies), (uintmax_t)cs.stock_bytes);
+	printf("krpc_rdma facetest: stock-NFS mode: WRITE %d up in plain mbufs (%ju bytes "
+	    "copied); a READ reply of %d in plain clusters without a marker went by the write "
+	    "chunk (located by the NFS reply hook) and came back in plain mbufs (%ju bytes "
+	    "copied)\n", FT_N, (uintmax_t)(ss.stock_arg_bytes - ss0.stock_arg_bytes), FT_N,
+	    (uintmax_t)cs.stock_bytes);
+	svc_rdma_set_stock(xprt, 0);
+	u = 0;
+	CLNT_CONTROL(cl, CLSET_RDMA_STOCK, &u);
+	mtx_lock(&ft.lock);
+	ft.plain_reads = 0;
+	mtx_unlock(&ft.lock);
 
 	/* PROC_UNAVAIL (svcerr_noproc); PROG_UNAVAIL, PROG_MISMATCH (svc.c's own). */
 	args = m_get(M_WAITOK, MT_DATA);
@@ -983,8 +1074,8 @@ out:
 	if (rc == 0)
 		printf("krpc_rdma facetest: PASS: NULL, WRITE %d x2 (M_EXTPG, m_copym), READ %d "
 		    "(M_EXTPG), PROC_UNAVAIL, PROG_UNAVAIL, PROG_MISMATCH, timeout, abandon, "
-		    "malformed headers, idle timeout, listen / dial / reconnect, CLNT_CLOSE with "
-		    "a sleeper, xp_destroy with a call outstanding; %ju bridge M_EXTPG mbufs built, %ju pages allocated, 0 left\n",
+		    "stock-NFS mode both ways, malformed headers, idle timeout, listen / dial / "
+		    "reconnect, CLNT_CLOSE with a sleeper, xp_destroy with a call outstanding; %ju bridge M_EXTPG mbufs built, %ju pages allocated, 0 left\n",
 		    FT_N, FT_N, (uintmax_t)(mc1.extpg_built - mc0.extpg_built),
 		    (uintmax_t)pages_alloc);
 	mtx_destroy(&ft.lock);

@@ -5,6 +5,12 @@
  * ofed-shim, linked as an archive by kmod/Makefile) and the C wrappers of krpc_rdma_ofed.c.
  * MOD_UNLOAD is refused (EBUSY) while krpc_rdma_busy() counts a live CLIENT, SVCXPRT or
  * bridge M_EXTPG mbuf: they point into the module.
+ *
+ * Against a FreeBSD tree with freebsd/patches/0001-krpc-nfs-rdma.patch (its
+ * <rpc/rpc_rdma.h>), MOD_LOAD registers the transport with the krpc (rpc_rdma_register:
+ * clnt_rdma_reconnect_create and svc_rdma_listen, what `mount -o rdma` and
+ * vfs.nfsd.rdma_listen call) and MOD_UNLOAD withdraws it, refused (EBUSY) while a mount or
+ * the nfsd listener holds it. Against a stock tree there is nothing to register with.
  */
 #include <sys/param.h>
 #include <sys/systm.h>
@@ -12,7 +18,20 @@
 #include <sys/module.h>
 
 #include "krpc_rdma_ofed.h"
+#include "krpc_rdma_clnt.h"
 #include "krpc_rdma_svc.h"
+
+#if __has_include(<rpc/rpc_rdma.h>)
+#include <rpc/rpc.h>
+#include <rpc/rpc_rdma.h>
+#define KRPC_RDMA_REGISTER	1
+
+static struct rpc_rdma_ops krpc_rdma_ops = {
+	.rro_version =		RPC_RDMA_OPS_VERSION,
+	.rro_reconnect_create =	clnt_rdma_reconnect_create,
+	.rro_listen =		svc_rdma_listen,
+};
+#endif
 
 /* Exported by the Rust staticlib (ofed-shim/src/lib.rs). */
 uint32_t krpc_rdma_shim_abi_version(void);
@@ -24,6 +43,9 @@ static int
 krpc_rdma_modevent(module_t mod, int type, void *data)
 {
 	uint64_t clients, xprts, extpg;
+#ifdef KRPC_RDMA_REGISTER
+	int error;
+#endif
 
 	switch (type) {
 	case MOD_LOAD:
@@ -32,6 +54,13 @@ krpc_rdma_modevent(module_t mod, int type, void *data)
 			    krpc_rdma_shim_abi_version(), KRPC_OFED_ABI_VERSION);
 			return (EINVAL);
 		}
+#ifdef KRPC_RDMA_REGISTER
+		error = rpc_rdma_register(&krpc_rdma_ops);
+		if (error != 0) {
+			printf("krpc_rdma: rpc_rdma_register: error %d: refusing to load\n", error);
+			return (error);
+		}
+#endif
 		if (bootverbose)
 			printf("krpc_rdma: loaded (shim ABI %u)\n", KRPC_OFED_ABI_VERSION);
 		return (0);
@@ -47,6 +76,14 @@ krpc_rdma_modevent(module_t mod, int type, void *data)
 			    (uintmax_t)extpg);
 			return (EBUSY);
 		}
+#ifdef KRPC_RDMA_REGISTER
+		/* EBUSY while an NFS mount or the nfsd listener holds the transport. */
+		error = rpc_rdma_unregister(&krpc_rdma_ops);
+		if (error != 0) {
+			printf("krpc_rdma: the krpc still uses the transport: not unloading\n");
+			return (error);
+		}
+#endif
 		return (0);
 	default:
 		return (EOPNOTSUPP);

@@ -153,6 +153,28 @@ fn image() -> Option<PathBuf> {
     found.pop()
 }
 
+/// The FreeBSD NFS patch's check in `cargo xtask test` (`freebsd/patches/check.sh`): it
+/// applies to 14.2 (`git apply --check` on a tree from `FREEBSD_KPI_MIRROR`), and with a
+/// build tree every file it touches, and the module's registration, compile. Skipped, in
+/// one line, without a mirror.
+pub(crate) fn patch_check() -> Result<(), String> {
+    let name = "FreeBSD NFS patch (freebsd/patches/check.sh)";
+    let Some(mirror) = env_path("FREEBSD_KPI_MIRROR") else {
+        println!(
+            "==> {name}: skipped: no FreeBSD source (set FREEBSD_KPI_MIRROR to a git \
+             directory holding commit {COMMIT})"
+        );
+        return Ok(());
+    };
+    let commit = std::env::var("FREEBSD_COMMIT").unwrap_or_else(|_| COMMIT.into());
+    let mut cmd = Command::new("sh");
+    cmd.arg(root().join("freebsd/patches/check.sh"))
+        .env("FREEBSD_MIRROR", mirror)
+        .env("FREEBSD_COMMIT", commit)
+        .env("KRPC_RDMA_FREEBSD_CACHE", cache());
+    step(name, cmd)
+}
+
 /// `cargo xtask freebsd-vm`, and its step in `cargo xtask test`: skipped, in one line, when
 /// there is no image; the module is built and loaded when the build tree is there too.
 pub(crate) fn vm() -> Result<(), String> {

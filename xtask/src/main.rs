@@ -185,6 +185,7 @@ fn test() -> Result<(), String> {
     ofed_shim_checks()?;
     kmod_selftest()?;
     kmod_peers()?;
+    freebsd::patch_check()?;
     if vm_enabled() {
         freebsd::vm()?;
     } else {

@@ -130,20 +130,16 @@ impl Reconnect {
         call: Chain,
         reply: ReplySpec,
     ) -> Result<(), CallRejected> {
-        let reject = |error, call, reply| CallRejected { error, call, reply };
-        let mut xid = [0u8; 4];
-        if call.copydata(0, &mut xid).is_err() {
-            return Err(reject(CallError::BadCall, call, reply));
-        }
-        let xid = u32::from_be_bytes(xid);
-        if self.owed.iter().any(|o| o.xid == xid) {
-            return Err(reject(CallError::DuplicateXid, call, reply));
-        }
-        if self.owed.len() >= self.cap {
-            return Err(reject(CallError::WouldBlock, call, reply));
-        }
+        let xid = match self.admit(&call) {
+            Ok(x) => x,
+            Err(error) => return Err(CallRejected { error, call, reply }),
+        };
         let Ok(copy) = call.copym(0, call.len()) else {
-            return Err(reject(CallError::NoMemory, call, reply));
+            return Err(CallRejected {
+                error: CallError::NoMemory,
+                call,
+                reply,
+            });
         };
         let max_reply = reply.max_reply;
         let locate = reply.ddp.as_ref().map(|d| d.locate);
@@ -159,6 +155,22 @@ impl Reconnect {
         Ok(())
     }
 
+    /// The XID of `call` if the table can take it: [`CallError::BadCall`] without an XID,
+    /// [`CallError::DuplicateXid`] for one still owed a reply, [`CallError::WouldBlock`]
+    /// with the table full.
+    fn admit(&self, call: &Chain) -> Result<u32, CallError> {
+        let mut xid = [0u8; 4];
+        call.copydata(0, &mut xid).map_err(|_| CallError::BadCall)?;
+        let xid = u32::from_be_bytes(xid);
+        if self.owed.iter().any(|o| o.xid == xid) {
+            return Err(CallError::DuplicateXid);
+        }
+        if self.owed.len() >= self.cap {
+            return Err(CallError::WouldBlock);
+        }
+        Ok(xid)
+    }
+
     /// Keep `call` to be sent on the next connection ([`resend`](Self::resend)), without
     /// sending it now: a call made while no connection is up (the first one is still being
     /// made, or the last one was lost). It is owed a reply from then on, as a call sent and
@@ -169,18 +181,10 @@ impl Reconnect {
     /// [`CallError::DuplicateXid`] for an XID still owed a reply, [`CallError::WouldBlock`]
     /// with the table full.
     pub fn hold(&mut self, call: Chain, reply: ReplySpec) -> Result<(), CallRejected> {
-        let reject = |error, call, reply| CallRejected { error, call, reply };
-        let mut xid = [0u8; 4];
-        if call.copydata(0, &mut xid).is_err() {
-            return Err(reject(CallError::BadCall, call, reply));
-        }
-        let xid = u32::from_be_bytes(xid);
-        if self.owed.iter().any(|o| o.xid == xid) {
-            return Err(reject(CallError::DuplicateXid, call, reply));
-        }
-        if self.owed.len() >= self.cap {
-            return Err(reject(CallError::WouldBlock, call, reply));
-        }
+        let xid = match self.admit(&call) {
+            Ok(x) => x,
+            Err(error) => return Err(CallRejected { error, call, reply }),
+        };
         let (locate, pages) = match reply.ddp {
             Some(d) => (Some(d.locate), Some(d.pages)),
             None => (None, None),

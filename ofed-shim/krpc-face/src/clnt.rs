@@ -339,7 +339,7 @@ impl KrpcClnt {
         };
         let spec = match self.hook {
             Some(hook) => hook(&call, &self.pages),
-            None => ReplySpec::inline(self.max_reply),
+            None => crate::nfs_hook::provision(&call, &self.pages, self.max_reply),
         };
         let sent = match self.link.as_mut() {
             Some(l) => match (l.state, l.rc.as_mut()) {
@@ -686,12 +686,26 @@ pub unsafe extern "C" fn krpc_clnt_dial(
         Err(e) => return e,
     };
     let pages: Arc<dyn PageProvider> = Arc::new(KernelPages::new());
+    dialed_handle(dialer, pages, max_reply, reconnect, out)
+}
+
+/// A `struct krpc_clnt` over `dialer` (see [`KrpcClnt::dialed`]: the RFC 8267 provisioning
+/// up to `max_reply`, the default transport configuration, reconnecting if `reconnect` is
+/// nonzero) into `*out`: 0, or the errno.
+pub fn dialed_handle(
+    dialer: Box<dyn FaceDialer>,
+    pages: Arc<dyn PageProvider>,
+    max_reply: u32,
+    reconnect: i32,
+    out: &mut *mut KrpcClntHandle,
+) -> i32 {
+    let tcfg = TransportConfig::default();
     match KrpcClnt::dialed(
         dialer,
         pages,
         None,
         max_reply as usize,
-        TransportConfig::default(),
+        tcfg,
         reconnect != 0,
     ) {
         Ok(c) => {

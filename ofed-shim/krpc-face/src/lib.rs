@@ -29,6 +29,7 @@ pub mod ffi;
 mod head;
 pub mod listen;
 pub mod mbuf_bridge;
+pub mod nfs_hook;
 pub mod qp;
 pub mod svc;
 

@@ -445,20 +445,7 @@ pub unsafe extern "C" fn krpc_rdma_soft_dial(
         pages: Arc::clone(&pages),
         cfg: SoftConfig::default(),
     });
-    match KrpcClnt::dialed(
-        dialer,
-        pages,
-        None,
-        max_reply as usize,
-        TransportConfig::default(),
-        reconnect != 0,
-    ) {
-        Ok(c) => {
-            *out = Box::into_raw(c).cast::<KrpcClntHandle>();
-            0
-        }
-        Err(e) => e,
-    }
+    krpc_face::clnt::dialed_handle(dialer, pages, max_reply, reconnect, out)
 }
 
 /// A connected pair: `*clnt` for `clnt_rdma_create` (a Requester, NFSv3 READs provisioned
