@@ -131,6 +131,14 @@ clnt_rdma_first_xid(const void *seed)
 	return (d ^ (uint32_t)now.tv_sec ^ (uint32_t)now.tv_usec);
 }
 
+/*
+ * The callers' wait channel. Not cr itself: its first member is cr_lock, and an sx sleeps on
+ * its own address, so a wakeup(cr) while a thread waited for cr_lock would meet the sx's
+ * sleepqueue (sleepq_broadcast: "mismatch between sleep/wakeup and cv_*", a panic under
+ * INVARIANTS; FreeBSD's kernel found it, the emulation now refuses such a channel).
+ */
+#define CR_CHAN(cr)	((void *)&(cr)->cr_kick)
+
 /* Count a wakeup and wake chan's sleepers; any context (never sleeps). */
 static void
 clnt_rdma_kick(struct ct_rdma *cr, void *chan)
@@ -187,7 +195,7 @@ clnt_rdma_upcall(void *arg)
 {
 	struct ct_rdma *cr = arg;
 
-	clnt_rdma_kick(cr, cr);
+	clnt_rdma_kick(cr, CR_CHAN(cr));
 }
 
 /* Milliseconds on a monotonic clock of the CLIENT's (cr_lock held): ticks, widened. */
@@ -304,7 +312,7 @@ clnt_rdma_dialed(struct krpc_clnt *h, uint32_t prog, uint32_t vers, int reconnec
 		if (link == KRPC_CLNT_DOWN && wait_ms > 0 &&
 		    (int)(((uint64_t)wait_ms * hz + 999) / 1000) < left)
 			left = (int)(((uint64_t)wait_ms * hz + 999) / 1000);
-		(void)clnt_rdma_sleep(cr, cr, gen, 0, "rdmacon", left);
+		(void)clnt_rdma_sleep(cr, CR_CHAN(cr), gen, 0, "rdmacon", left);
 	}
 	sx_xunlock(&cr->cr_lock);
 	if (error != 0) {
@@ -478,7 +486,7 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 		if (rc == KRPC_CLNT_AGAIN) {
 			krpc_clnt_reap(cr->cr_h, &handed);
 			if (handed > 0)
-				clnt_rdma_kick(cr, cr);
+				clnt_rdma_kick(cr, CR_CHAN(cr));
 			rc = krpc_clnt_send(cr->cr_h, hdr, args, &res);
 		}
 		if (rc != KRPC_CLNT_AGAIN)
@@ -489,7 +497,7 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 			res.err = ETIMEDOUT;
 			goto out;
 		}
-		error = clnt_rdma_sleep(cr, cr, gen, pri, cr->cr_waitchan, left);
+		error = clnt_rdma_sleep(cr, CR_CHAN(cr), gen, pri, cr->cr_waitchan, left);
 		if (error == EINTR || error == ERESTART) {
 			/*
 			 * Interrupted before the call went out: what clnt_vc_call makes of an
@@ -512,7 +520,7 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 		gen = clnt_rdma_gen(cr);
 		rc = krpc_clnt_poll(cr->cr_h, xid, &rep, &res, &handed);
 		if (handed > 0)
-			clnt_rdma_kick(cr, cr);
+			clnt_rdma_kick(cr, CR_CHAN(cr));
 		if (rc == KRPC_CLNT_DONE) {
 			stat = (enum clnt_stat)res.stat;
 			break;
@@ -539,7 +547,7 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 			link = krpc_clnt_link(cr->cr_h, clnt_rdma_now_ms(cr), &wait_ms, &failed,
 			    &lerr, &handed);
 			if (handed > 0)
-				clnt_rdma_kick(cr, cr);
+				clnt_rdma_kick(cr, CR_CHAN(cr));
 			if (link == KRPC_CLNT_DOWN && cr->cr_retries > 0 &&
 			    failed >= (uint32_t)cr->cr_retries) {
 				krpc_clnt_abandon(cr->cr_h, xid);
@@ -554,7 +562,7 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 					left = w;
 			}
 		}
-		error = clnt_rdma_sleep(cr, cr, gen, pri, cr->cr_waitchan, left);
+		error = clnt_rdma_sleep(cr, CR_CHAN(cr), gen, pri, cr->cr_waitchan, left);
 		if (error != 0 && error != EWOULDBLOCK) {
 			/*
 			 * As clnt_vc_call (clnt_vc.c:497-520): EINTR is RPC_INTR; any other error
@@ -655,7 +663,7 @@ clnt_rdma_close(CLIENT *cl)
 	/* rdma_disconnect may sleep (it sends a DREQ): allowed under cr_lock, an sx. */
 	krpc_clnt_close(cr->cr_h);
 	krpc_clnt_reap(cr->cr_h, &handed);
-	clnt_rdma_kick(cr, cr);
+	clnt_rdma_kick(cr, CR_CHAN(cr));
 	for (;;) {
 		gen = clnt_rdma_gen(cr);
 		if (cr->cr_threads == 0)

@@ -31,6 +31,14 @@ static struct rpc_rdma_ops krpc_rdma_ops = {
 	.rro_reconnect_create =	clnt_rdma_reconnect_create,
 	.rro_listen =		svc_rdma_listen,
 };
+/* The ops registered (krpc_rdma_ops, or the test build's software fabric's). */
+static struct rpc_rdma_ops *krpc_rdma_registered;
+#ifdef KRPC_RDMA_SELFTEST
+/* krpc_rdma_bsd_facetest.c: the software fabric's ops when the loader tunable
+ * krpc_rdma.soft_fabric is 1 (FreeBSD has no RDMA device: the NFS boot of `cargo xtask
+ * freebsd-vm` mounts over it), else NULL. */
+struct rpc_rdma_ops *krpc_rdma_soft_ops(void);
+#endif
 #endif
 
 /* Exported by the Rust staticlib (ofed-shim/src/lib.rs). */
@@ -55,7 +63,12 @@ krpc_rdma_modevent(module_t mod, int type, void *data)
 			return (EINVAL);
 		}
 #ifdef KRPC_RDMA_REGISTER
-		error = rpc_rdma_register(&krpc_rdma_ops);
+		krpc_rdma_registered = &krpc_rdma_ops;
+#ifdef KRPC_RDMA_SELFTEST
+		if (krpc_rdma_soft_ops() != NULL)
+			krpc_rdma_registered = krpc_rdma_soft_ops();
+#endif
+		error = rpc_rdma_register(krpc_rdma_registered);
 		if (error != 0) {
 			printf("krpc_rdma: rpc_rdma_register: error %d: refusing to load\n", error);
 			return (error);
@@ -78,7 +91,7 @@ krpc_rdma_modevent(module_t mod, int type, void *data)
 		}
 #ifdef KRPC_RDMA_REGISTER
 		/* EBUSY while an NFS mount or the nfsd listener holds the transport. */
-		error = rpc_rdma_unregister(&krpc_rdma_ops);
+		error = rpc_rdma_unregister(krpc_rdma_registered);
 		if (error != 0) {
 			printf("krpc_rdma: the krpc still uses the transport: not unloading\n");
 			return (error);

@@ -131,7 +131,8 @@ svc_rdma_upcall(void *arg)
 	mtx_lock(&sr->sr_wlock);
 	sr->sr_kick++;
 	xprt_active(sr->sr_xprt);
-	wakeup(sr);
+	/* Not sr: its first member is sr_lock, and an sx sleeps on its own address. */
+	wakeup(&sr->sr_kick);
 	mtx_unlock(&sr->sr_wlock);
 }
 
@@ -432,7 +433,7 @@ svc_rdma_reply(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr *addr, struct
 		mtx_lock(&sr->sr_wlock);
 		sx_xunlock(&sr->sr_lock);
 		if (sr->sr_kick == kick)
-			msleep(sr, &sr->sr_wlock, 0, "rdmarep", hz / 100 + 1);
+			msleep(&sr->sr_kick, &sr->sr_wlock, 0, "rdmarep", hz / 100 + 1);
 		mtx_unlock(&sr->sr_wlock);
 		sx_xlock(&sr->sr_lock);
 	}

@@ -14,9 +14,9 @@
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${CACHE:?}" "${COMMIT:=}" "${SRC:=}" "${MIRROR:=}"
-MODULES="linuxkpi ibcore krpc xdr nfscl nfsd nfscommon nfssvc nfslockd usb backlight firmware i2c/iicbus i2c/iicbb msdosfs"
+MODULES="linuxkpi ibcore krpc xdr nfscl nfsd nfscommon nfssvc nfslockd usb backlight firmware i2c/iicbus i2c/iicbb msdosfs tmpfs"
 # What the image's loader loads (each needs the next ones; the loader resolves MODULE_DEPENDs).
-IMAGE_KOS="linuxkpi ibcore krpc xdr nfscl nfsd nfscommon nfssvc nfslockd usb backlight firmware iicbus iicbb msdosfs"
+IMAGE_KOS="linuxkpi ibcore krpc xdr nfscl nfsd nfscommon nfssvc nfslockd usb backlight firmware iicbus iicbb msdosfs tmpfs"
 . "$HERE/lib.sh"
 mkdir -p "$CACHE"
 t0=$(date +%s)
@@ -41,6 +41,24 @@ if [ -z "$SRC" ]; then
 fi
 [ -f "$SRC/tools/build/make.py" ] || { echo "freebsd-setup: $SRC is not a FreeBSD source tree" >&2; exit 2; }
 SRC=$(cd "$SRC" && pwd)
+# With FREEBSD_PATCHES=1, the project's patches for FreeBSD's NFS over the transport
+# (freebsd/patches/*.patch), applied once: a tree they already apply to in reverse is left as
+# it is; one they apply to neither way is refused. Use a cache of its own
+# (KRPC_RDMA_FREEBSD_CACHE): the image then runs freebsd-vm's NFS boot (vm.sh, boot 3).
+PATCHES=
+[ "${FREEBSD_PATCHES:-0}" = 1 ] && PATCHES=$(ls "$HERE"/../../freebsd/patches/*.patch 2>/dev/null || true)
+for p in $PATCHES; do
+    [ -f "$p" ] || continue
+    if ( cd "$SRC" && GIT_CEILING_DIRECTORIES=$(dirname "$SRC") git apply --check "$p" 2>/dev/null ); then
+        step "applying $(basename "$p") to $SRC"
+        ( cd "$SRC" && GIT_CEILING_DIRECTORIES=$(dirname "$SRC") git apply "$p" )
+    elif ( cd "$SRC" && GIT_CEILING_DIRECTORIES=$(dirname "$SRC") git apply -R --check "$p" 2>/dev/null ); then
+        step "$(basename "$p"): already applied to $SRC"
+    else
+        echo "freebsd-setup: $(basename "$p") applies to $SRC neither way" >&2
+        exit 1
+    fi
+done
 OBJ=$CACHE/obj
 mkdir -p "$OBJ" "$CACHE/conf"
 { echo "include \"$SRC/sys/amd64/conf/MINIMAL\""; cat "$HERE/KRPCRDMA"; } > "$CACHE/conf/KRPCRDMA"
@@ -108,6 +126,7 @@ done
     echo "commit: ${COMMIT:-$(cat "$SRC/.krpc-rdma-commit" 2>/dev/null || echo unknown)}"
     echo "kernel: KRPCRDMA ="; sed 's/^/    /' "$CACHE/conf/KRPCRDMA"
     echo "modules: $IMAGE_KOS"
+    echo "patches: $(for p in $PATCHES; do printf '%s ' "$(basename "$p")"; done)"
     echo "toolchain: $("$LLVM/clang" --version | head -1)"
     echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(elapsed "$t0")"
 } > "$IMG/BUILD-INFO"

@@ -22,7 +22,15 @@
 # face test and load/unload cycles passed. One summary line; exit 1 if a check failed. The
 # serial logs: $LOG.txt (boot 1), $LOG-kld.txt (boot 2).
 #
-# usage: vm.sh IMAGE.tar.zst LOG [KRPC_RDMA_KO]     env: TIMEOUT (seconds per boot, default 900)
+# Boot 3 (an image built with freebsd/patches/, its BUILD-INFO says so): FreeBSD's own NFS
+# over the transport. The root disk's /sbin/init is nfstest.c: a tmpfs exported, an nfsd
+# listening on RDMA (vfs.nfsd.rdma_listen), an NFSv3 mount -o rdma of it, 8 MiB written and
+# read back after a remount, 100 files created, listed and removed; krpc_rdma.ko registers the
+# software fabric with the krpc (krpc_rdma.soft_fabric=1: FreeBSD has no RDMA device). Serial
+# log $LOG-nfs.txt.
+#
+# usage: vm.sh IMAGE.tar.zst LOG [KRPC_RDMA_KO]     env: TIMEOUT (seconds per boot, default 900),
+#   ONLY_NFS=1 (a developer's shortcut: boot 3 alone)
 set -eu
 IMAGE=$1 LOG=$2 KO=${3:-}
 TIMEOUT=${TIMEOUT:-900}
@@ -95,7 +103,13 @@ common_checks() {
     check "no malloc type unloaded with memory in use" sh -c "! grep -q 'still allocated' '$1'"
 }
 
+ONLY_NFS=${ONLY_NFS:-0}
+what="boots 1 and 2 skipped (ONLY_NFS=1)"
+KLDTEST_RUN=$KLDTEST
+[ "$ONLY_NFS" = 1 ] && KLDTEST_RUN=
+
 # ---- boot 1: the self-test and the face test, krpc_rdma.ko preloaded --------------------
+if [ "$ONLY_NFS" != 1 ]; then
 mkdir "$tmp/esp"
 tar --zstd -xf "$IMAGE" -C "$tmp/esp"
 if [ -n "$KO" ]; then
@@ -127,9 +141,10 @@ if [ -n "$KO" ]; then
     what="$what; face test (${ftook:-?}): ${face:-failed}"
 fi
 what="$what; $secs s"
+fi
 
 # ---- boot 2: load/unload cycles from a root file system ---------------------------------
-if [ -n "$KLDTEST" ] && [ "$fail" = 0 ]; then
+if [ -n "$KLDTEST_RUN" ] && [ "$fail" = 0 ]; then
     "$LLVM/clang" --target=x86_64-unknown-freebsd14.2 -nostdlib -static -ffreestanding \
         -fuse-ld=lld -Wl,-e,_start -O2 -o "$tmp/init" "$(dirname "$0")/init.c"
     mkfs.vfat -C "$tmp/root.img" 16384 >/dev/null
@@ -155,9 +170,42 @@ if [ -n "$KLDTEST" ] && [ "$fail" = 0 ]; then
     what="$what; load/unload (${ktook:-?}, boot $secs s): ${cycles:-failed}"
 fi
 
+# ---- boot 3: FreeBSD's own NFS over the transport (an image built with freebsd/patches/) --
+NFSLOG=
+if [ -n "$KO" ] && [ "$fail" = 0 ] &&
+    tar --zstd -xOf "$IMAGE" ./BUILD-INFO 2>/dev/null | grep -q '^patches: .*[.]patch'; then
+    "$LLVM/clang" --target=x86_64-unknown-freebsd14.2 -nostdlib -static -ffreestanding \
+        -fuse-ld=lld -Wl,-e,_start -O2 -o "$tmp/nfstest" "$(dirname "$0")/nfstest.c"
+    mkfs.vfat -C "$tmp/nfsroot.img" 16384 >/dev/null
+    mmd -i "$tmp/nfsroot.img" ::/sbin ::/dev ::/export ::/mnt
+    mcopy -i "$tmp/nfsroot.img" "$tmp/nfstest" ::/sbin/init
+    mkdir "$tmp/esp3"
+    tar --zstd -xf "$IMAGE" -C "$tmp/esp3"
+    cp "$KO" "$tmp/esp3/boot/kernel/krpc_rdma.ko"
+    {
+        echo 'krpc_rdma_load="YES"'
+        echo 'krpc_rdma.soft_fabric="1"'
+        echo 'vfs.root.mountfrom="msdosfs:/dev/vtbd0"'
+        echo 'vfs.root.mountfrom.options="ro"'
+    } >> "$tmp/esp3/boot/loader.conf"
+    expect3=$(grep -c '_load="YES"' "$tmp/esp3/boot/loader.conf")
+    NFSLOG=$LOG-nfs.txt
+    boot "$tmp/esp3" "$LOG-nfs" 'krpc_rdma nfstest: done' \
+        -drive if=none,id=root,format=raw,file="$tmp/nfsroot.img" -device virtio-blk-pci,drive=root
+    common_checks "$LOG-nfs.txt" "$expect3"
+    check "NFS over the transport passed" grep -q 'krpc_rdma nfstest: PASS' "$LOG-nfs.txt"
+    nfs=$(grep -m1 'krpc_rdma nfstest: PASS' "$LOG-nfs.txt" | sed 's/^.*PASS: //' || true)
+    if [ -z "$nfs" ]; then
+        nfs="failed: $(grep -m1 'krpc_rdma nfstest: FAIL' "$LOG-nfs.txt" | sed 's/^.*FAIL: //' || true)"
+    fi
+    what="$what; NFS (boot $secs s): $nfs"
+elif [ -n "$KO" ] && [ "$fail" = 0 ]; then
+    what="$what; FreeBSD's NFS over the transport: skipped (an image built before freebsd/patches/: cargo xtask freebsd-setup again)"
+fi
+
 if [ "$fail" = 0 ]; then
-    echo "freebsd-vm: ok: $what; 0 WITNESS warnings (serial logs: $LOG.txt${KLDTEST:+, $LOG-kld.txt})"
+    echo "freebsd-vm: ok: $what; 0 WITNESS warnings (serial logs: $LOG.txt${KLDTEST:+, $LOG-kld.txt}${NFSLOG:+, $NFSLOG})"
 else
-    echo "freebsd-vm: FAILED: $what (serial logs: $LOG.txt${KLDTEST:+, $LOG-kld.txt})" >&2
+    echo "freebsd-vm: FAILED: $what (serial logs: $LOG.txt${KLDTEST:+, $LOG-kld.txt}${NFSLOG:+, $NFSLOG})" >&2
     exit 1
 fi

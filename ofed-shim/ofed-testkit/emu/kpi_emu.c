@@ -99,6 +99,42 @@ krpc_emu_mtx_held(void)
 
 /* ---- sx(9) --------------------------------------------------------------------------------- */
 
+/*
+ * The addresses of the initialised sx locks, for krpc_emu_sx_at: FreeBSD's sx sleeps on its
+ * own address (sleepq, SLEEPQ_SX), so a msleep / wakeup on that address meets the sx's
+ * sleepqueue and sleepq_broadcast panics on the type mismatch ("mismatch between
+ * sleep/wakeup and cv_*"). The first SX_SEEN only (a full table checks nothing more).
+ */
+#define SX_SEEN	4096
+static pthread_mutex_t sx_seen_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct sx *sx_seen[SX_SEEN];
+
+static void
+sx_seen_set(const struct sx *old, const struct sx *new)
+{
+	int i;
+
+	pthread_mutex_lock(&sx_seen_lock);
+	for (i = 0; i < SX_SEEN; i++)
+		if (sx_seen[i] == old) {
+			sx_seen[i] = new;
+			break;
+		}
+	pthread_mutex_unlock(&sx_seen_lock);
+}
+
+int
+krpc_emu_sx_at(const void *p)
+{
+	int i, found = 0;
+
+	pthread_mutex_lock(&sx_seen_lock);
+	for (i = 0; i < SX_SEEN && !found; i++)
+		found = sx_seen[i] != NULL && (const void *)sx_seen[i] == p;
+	pthread_mutex_unlock(&sx_seen_lock);
+	return (found);
+}
+
 void
 sx_init(struct sx *sx, const char *name)
 {
@@ -107,6 +143,7 @@ sx_init(struct sx *sx, const char *name)
 		krpc_emu_panic("sx_init of an initialised sx (%s)", name);
 	pthread_mutex_init(&sx->m, NULL);
 	sx->initialised = 1;
+	sx_seen_set(NULL, sx);
 }
 
 void
@@ -116,6 +153,7 @@ sx_destroy(struct sx *sx)
 		krpc_emu_panic("sx_destroy of an sx never initialised");
 	pthread_mutex_destroy(&sx->m);
 	sx->initialised = 0;
+	sx_seen_set(sx, NULL);
 }
 
 void

@@ -128,6 +128,8 @@ void sx_xlock(struct sx *sx);
 void sx_xunlock(struct sx *sx);
 /* Not FreeBSD's: 1 between sx_init and sx_destroy. */
 int krpc_emu_sx_initialised(const struct sx *sx);
+/* Whether p is the address of an initialised sx (msleep / wakeup refuse it as a channel). */
+int krpc_emu_sx_at(const void *p);
 
 /* ---- machine/atomic.h ----------------------------------------------------------------- */
 

@@ -189,8 +189,10 @@ msleep(const void *chan, struct mtx *mtx, int pri, const char *wmesg, int timo)
 	uint64_t gen;
 	int rc = 0;
 
-	(void)chan;
 	(void)wmesg;
+	if (krpc_emu_sx_at(chan))
+		krpc_emu_panic("msleep on the address of an sx: FreeBSD's sx sleeps there (sleepq "
+		    "type mismatch)");
 	pthread_mutex_lock(&sq_lock);
 	sq_calls++;
 	if ((pri & PCATCH) != 0 && sq_interrupt != 0) {
@@ -257,7 +259,9 @@ getmicrotime(struct timeval *tv)
 void
 wakeup(const void *chan)
 {
-	(void)chan;
+	if (krpc_emu_sx_at(chan))
+		krpc_emu_panic("wakeup of the address of an sx: FreeBSD's sx sleeps there "
+		    "(sleepq_broadcast: mismatch between sleep/wakeup and cv_*)");
 	pthread_mutex_lock(&sq_lock);
 	sq_gen++;
 	pthread_cond_broadcast(&sq_cond);
