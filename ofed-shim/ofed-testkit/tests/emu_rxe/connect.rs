@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 
 use krpc_face::ffi::{FbsdClient, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcListenStats};
 use krpc_face::mbuf_bridge::MbufChain;
-use nfs_proto::nfs3::NFS_PROGRAM;
+use nfs_proto::nfs3::{NFSPROC3_WRITE, NFS_PROGRAM};
 use ofed_testkit::emu_mbuf::{self, Part};
 use ofed_testkit::loopback::SockaddrIn;
 
 use super::clnt::{
     assert_empty_results, assert_no_mbuf_left, assert_no_page_left, call, krpc_emu_clnt_destroy,
-    mbufs_live, pattern, RPC_SUCCESS,
+    mbufs_live, pattern, write_args, RPC_SUCCESS,
 };
 use super::svc_ops::{
     krpc_emu_svc_recv, krpc_emu_svc_release, krpc_emu_svc_reply, krpc_emu_svc_wait_active,
@@ -77,6 +77,8 @@ struct Log {
     /// ... of those it did not answer (hanging).
     held: Vec<u32>,
     replied: usize,
+    /// Bytes of WRITE arguments received (NFSv3 WRITE: answered with NFS3_OK).
+    write_bytes: usize,
 }
 
 /// A server: a rendezvous transport on an address and one thread that serves it and every
@@ -200,8 +202,14 @@ fn serve_one(x: *mut FbsdSvcxprt, kp: &KernelPages, hang: &AtomicBool, log: &Mut
             l.held.push(m.xid);
             continue;
         }
-        let res = (m.proc_ == ECHO && !bytes.is_empty())
-            .then(|| emu_mbuf::nfs_chain(kp, &[Part::Bytes(&bytes, 0)]));
+        let res = match m.proc_ {
+            ECHO if !bytes.is_empty() => Some(emu_mbuf::nfs_chain(kp, &[Part::Bytes(&bytes, 0)])),
+            NFSPROC3_WRITE => {
+                l.write_bytes += bytes.len();
+                Some(emu_mbuf::nfs_chain(kp, &[Part::Bytes(&[0; 4], 0)]))
+            }
+            _ => None,
+        };
         let r = res.map_or(std::ptr::null_mut(), MbufChain::into_raw);
         let mut seq = 0u32;
         // SAFETY: live transport; `r` is consumed by xp_reply.
@@ -436,5 +444,69 @@ fn clnt_rdma_reconnect_survives_a_server_restart_over_rxe() {
         log1.replied,
         log2.received.len(),
         log2.replied
+    );
+}
+
+/// What FreeBSD's NFS client does to a reconnecting `clnt_rdma` when it writes a file: many
+/// NFSv3 WRITEs of 64 KiB + 3 in flight at once from several threads (its nfsiods), each
+/// with its data behind the marker in M_EXTPG mbufs (a read chunk), more than the
+/// connection's credits: every call returns `RPC_SUCCESS` and the server receives every
+/// byte.
+#[test]
+fn clnt_rdma_reconnect_many_ddp_writes_in_flight_over_rxe() {
+    let Some(_fx) = emu() else { return };
+    let (m0, p0) = (mbufs_live(), emu_stats().pages_in_use);
+    // SAFETY: a fresh pool, destroyed at the end after every transport.
+    let pool = unsafe { krpc_emu_svcpool_create() };
+    // SAFETY: live pool.
+    unsafe { krpc_emu_svcpool_track(pool, 1) };
+    let sa = sockaddr();
+    let srv = Server::start(pool, &sa);
+    // SAFETY: NULL vnet; `sa` a sockaddr the C side copies.
+    let cl = unsafe {
+        clnt_rdma_reconnect_create(std::ptr::null_mut(), sa.as_ptr(), NFS_PROGRAM, 3, 0, RECVSZ)
+    };
+    assert!(!cl.is_null());
+    const THREADS: usize = 8;
+    const CALLS: usize = 16;
+    const N: usize = (64 << 10) + 3;
+    let t0 = Instant::now();
+    let writers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let c = cl as usize;
+            thread::spawn(move || {
+                let kp = KernelPages::new();
+                let data = pattern(N, 3, 5, t as u8);
+                for i in 0..CALLS {
+                    let (args, _) = write_args(&kp, t as u8, &data);
+                    let (st, e1, e2, _) =
+                        call(c as *mut FbsdClient, NFSPROC3_WRITE, Some(&args), 60_000);
+                    assert_eq!(st, RPC_SUCCESS, "thread {t} WRITE {i}: {e1:?} / {e2:?}");
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let took = t0.elapsed();
+    // SAFETY: live CLIENT, not used afterwards.
+    unsafe { krpc_emu_clnt_destroy(cl) };
+    let (log, _) = srv.stop();
+    assert_eq!(log.replied, THREADS * CALLS, "every WRITE answered once");
+    assert!(
+        log.write_bytes >= THREADS * CALLS * N,
+        "the server received every byte: {} of at least {}",
+        log.write_bytes,
+        THREADS * CALLS * N
+    );
+    // SAFETY: every transport of the pool is gone.
+    unsafe { krpc_emu_svcpool_destroy(pool) };
+    assert_eq!(live_xprts(), 0, "no SVCXPRT left");
+    assert_no_mbuf_left(m0);
+    assert_no_page_left(p0);
+    eprintln!(
+        "{} WRITEs of {N} bytes from {THREADS} threads in {took:?}",
+        THREADS * CALLS
     );
 }
