@@ -90,6 +90,22 @@ boot() {
     tr -d '\r' < "$_log" | sed 's/\x1b\[[0-9;]*[a-zA-Z]//g' > "$_log.txt"
 }
 
+# root_disk IMG PROGRAM.c DIR...: a FAT root file system in IMG (what boots 2 and 3 mount,
+# read-only, from virtio-blk): PROGRAM.c (beside this script) built for FreeBSD/amd64 without
+# libc as /sbin/init, and the directories DIR... (/sbin among them).
+root_disk() {
+    _img=$1 _prog=$2; shift 2
+    "$LLVM/clang" --target=x86_64-unknown-freebsd14.2 -nostdlib -static -ffreestanding \
+        -fuse-ld=lld -Wl,-e,_start -O2 -o "$_img.init" "$(dirname "$0")/$_prog"
+    mkfs.vfat -C "$_img" 16384 >/dev/null
+    for _d in "$@"; do mmd -i "$_img" "::$_d"; done
+    mcopy -i "$_img" "$_img.init" ::/sbin/init
+}
+
+# The loader's lines that make that disk the root.
+ROOT_CONF='vfs.root.mountfrom="msdosfs:/dev/vtbd0"
+vfs.root.mountfrom.options="ro"'
+
 # The checks every boot gets; $1 the console, $2 the modules the loader was told to load.
 common_checks() {
     _preloaded=$(grep -c '^Preloaded elf obj module' "$1" || true)
@@ -146,19 +162,14 @@ fi
 
 # ---- boot 2: load/unload cycles from a root file system ---------------------------------
 if [ -n "$KLDTEST_RUN" ] && [ "$fail" = 0 ]; then
-    "$LLVM/clang" --target=x86_64-unknown-freebsd14.2 -nostdlib -static -ffreestanding \
-        -fuse-ld=lld -Wl,-e,_start -O2 -o "$tmp/init" "$(dirname "$0")/init.c"
-    mkfs.vfat -C "$tmp/root.img" 16384 >/dev/null
-    mmd -i "$tmp/root.img" ::/boot ::/boot/kernel ::/sbin
+    root_disk "$tmp/root.img" init.c /boot /boot/kernel /sbin
     mcopy -i "$tmp/root.img" "$KO" ::/boot/kernel/krpc_rdma.ko
-    mcopy -i "$tmp/root.img" "$tmp/init" ::/sbin/init
     mkdir "$tmp/esp2"
     tar --zstd -xf "$IMAGE" -C "$tmp/esp2"
     cp "$KLDTEST" "$tmp/esp2/boot/kernel/"
     {
         echo 'krpc_rdma_kldtest_load="YES"'
-        echo 'vfs.root.mountfrom="msdosfs:/dev/vtbd0"'
-        echo 'vfs.root.mountfrom.options="ro"'
+        echo "$ROOT_CONF"
     } >> "$tmp/esp2/boot/loader.conf"
     expect2=$(grep -c '_load="YES"' "$tmp/esp2/boot/loader.conf")
     boot "$tmp/esp2" "$LOG-kld" 'krpc_rdma kldtest: done' \
@@ -175,19 +186,14 @@ fi
 NFSLOG=
 if [ -n "$KO" ] && [ "$fail" = 0 ] &&
     tar --zstd -xOf "$IMAGE" ./BUILD-INFO 2>/dev/null | grep -q '^patches: .*[.]patch'; then
-    "$LLVM/clang" --target=x86_64-unknown-freebsd14.2 -nostdlib -static -ffreestanding \
-        -fuse-ld=lld -Wl,-e,_start -O2 -o "$tmp/nfstest" "$(dirname "$0")/nfstest.c"
-    mkfs.vfat -C "$tmp/nfsroot.img" 16384 >/dev/null
-    mmd -i "$tmp/nfsroot.img" ::/sbin ::/dev ::/export ::/mnt
-    mcopy -i "$tmp/nfsroot.img" "$tmp/nfstest" ::/sbin/init
+    root_disk "$tmp/nfsroot.img" nfstest.c /sbin /dev /export /mnt
     mkdir "$tmp/esp3"
     tar --zstd -xf "$IMAGE" -C "$tmp/esp3"
     cp "$KO" "$tmp/esp3/boot/kernel/krpc_rdma.ko"
     {
         echo 'krpc_rdma_load="YES"'
         echo 'krpc_rdma.soft_fabric="1"'
-        echo 'vfs.root.mountfrom="msdosfs:/dev/vtbd0"'
-        echo 'vfs.root.mountfrom.options="ro"'
+        echo "$ROOT_CONF"
     } >> "$tmp/esp3/boot/loader.conf"
     expect3=$(grep -c '_load="YES"' "$tmp/esp3/boot/loader.conf")
     NFSLOG=$LOG-nfs.txt

@@ -219,6 +219,36 @@ fn serve_one(x: *mut FbsdSvcxprt, kp: &KernelPages, hang: &AtomicBool, log: &Mut
     }
 }
 
+/// What each test starts from: an emulated pool that tracks the transports registered with
+/// it, and the mbuf and page counts to come back to.
+struct Rig {
+    pool: *mut FbsdSvcpool,
+    mbufs: (u64, u64, u64),
+    pages: u64,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let (mbufs, pages) = (mbufs_live(), emu_stats().pages_in_use);
+        // SAFETY: a fresh pool, destroyed in `finish` after every transport.
+        let pool = unsafe { krpc_emu_svcpool_create() };
+        // SAFETY: live pool.
+        unsafe { krpc_emu_svcpool_track(pool, 1) };
+        Rig { pool, mbufs, pages }
+    }
+
+    /// The pool destroyed (every transport of it gone by now); no SVCXPRT, mbuf or page
+    /// left.
+    #[track_caller]
+    fn finish(self) {
+        // SAFETY: every transport of the pool is gone (the caller's servers stopped).
+        unsafe { krpc_emu_svcpool_destroy(self.pool) };
+        assert_eq!(live_xprts(), 0, "no SVCXPRT left");
+        assert_no_mbuf_left(self.mbufs);
+        assert_no_page_left(self.pages);
+    }
+}
+
 /// An ECHO of `data` through `cl`: the results must be the arguments.
 #[track_caller]
 fn echo(cl: *mut FbsdClient, kp: &KernelPages, data: &[u8], timeout_ms: u32) {
@@ -272,12 +302,8 @@ fn connect(sa: *const c_void, wait_ms: i64) -> Result<*mut FbsdClient, i32> {
 #[test]
 fn svc_rdma_listen_and_clnt_rdma_connect_over_rxe() {
     let Some(_fx) = emu() else { return };
-    let (m0, p0) = (mbufs_live(), emu_stats().pages_in_use);
-    // SAFETY: a fresh pool, destroyed at the end after every transport.
-    let pool = unsafe { krpc_emu_svcpool_create() };
-    // SAFETY: live pool.
-    unsafe { krpc_emu_svcpool_track(pool, 1) };
-    let sa = sockaddr();
+    let rig = Rig::new();
+    let (pool, sa) = (rig.pool, sockaddr());
     let srv = Server::start(pool, &sa);
     let kp = KernelPages::new();
 
@@ -322,11 +348,7 @@ fn svc_rdma_listen_and_clnt_rdma_connect_over_rxe() {
     }
     let (log, _) = srv.stop();
     assert_eq!(log.replied, 1 + 24 + 2, "every call answered");
-    // SAFETY: every transport of the pool is gone.
-    unsafe { krpc_emu_svcpool_destroy(pool) };
-    assert_eq!(live_xprts(), 0, "no SVCXPRT left");
-    assert_no_mbuf_left(m0);
-    assert_no_page_left(p0);
+    rig.finish();
     eprintln!(
         "listen/connect: connected in {connect_time:?}, 27 calls + 1 on a second client; \
          a connection to nobody refused in {refused_in:?}"
@@ -342,12 +364,8 @@ fn svc_rdma_listen_and_clnt_rdma_connect_over_rxe() {
 #[test]
 fn clnt_rdma_reconnect_survives_a_server_restart_over_rxe() {
     let Some(_fx) = emu() else { return };
-    let (m0, p0) = (mbufs_live(), emu_stats().pages_in_use);
-    // SAFETY: a fresh pool, destroyed at the end after every transport.
-    let pool = unsafe { krpc_emu_svcpool_create() };
-    // SAFETY: live pool.
-    unsafe { krpc_emu_svcpool_track(pool, 1) };
-    let sa = sockaddr();
+    let rig = Rig::new();
+    let (pool, sa) = (rig.pool, sockaddr());
     // SAFETY: NULL vnet; `sa` a sockaddr the C side copies.
     let cl = unsafe {
         clnt_rdma_reconnect_create(std::ptr::null_mut(), sa.as_ptr(), NFS_PROGRAM, 3, 0, RECVSZ)
@@ -429,11 +447,7 @@ fn clnt_rdma_reconnect_survives_a_server_restart_over_rxe() {
 
     // SAFETY: live CLIENT, not used afterwards.
     unsafe { krpc_emu_clnt_destroy(cl) };
-    // SAFETY: every transport of the pool is gone.
-    unsafe { krpc_emu_svcpool_destroy(pool) };
-    assert_eq!(live_xprts(), 0, "no SVCXPRT left");
-    assert_no_mbuf_left(m0);
-    assert_no_page_left(p0);
+    rig.finish();
     eprintln!(
         "reconnect: {} calls from {THREADS} threads; {answered_before} answered before the \
          restart, {} held by the first server and resent with their XIDs; first server \
@@ -455,12 +469,8 @@ fn clnt_rdma_reconnect_survives_a_server_restart_over_rxe() {
 #[test]
 fn clnt_rdma_reconnect_many_ddp_writes_in_flight_over_rxe() {
     let Some(_fx) = emu() else { return };
-    let (m0, p0) = (mbufs_live(), emu_stats().pages_in_use);
-    // SAFETY: a fresh pool, destroyed at the end after every transport.
-    let pool = unsafe { krpc_emu_svcpool_create() };
-    // SAFETY: live pool.
-    unsafe { krpc_emu_svcpool_track(pool, 1) };
-    let sa = sockaddr();
+    let rig = Rig::new();
+    let (pool, sa) = (rig.pool, sockaddr());
     let srv = Server::start(pool, &sa);
     // SAFETY: NULL vnet; `sa` a sockaddr the C side copies.
     let cl = unsafe {
@@ -500,11 +510,7 @@ fn clnt_rdma_reconnect_many_ddp_writes_in_flight_over_rxe() {
         log.write_bytes,
         THREADS * CALLS * N
     );
-    // SAFETY: every transport of the pool is gone.
-    unsafe { krpc_emu_svcpool_destroy(pool) };
-    assert_eq!(live_xprts(), 0, "no SVCXPRT left");
-    assert_no_mbuf_left(m0);
-    assert_no_page_left(p0);
+    rig.finish();
     eprintln!(
         "{} WRITEs of {N} bytes from {THREADS} threads in {took:?}",
         THREADS * CALLS
