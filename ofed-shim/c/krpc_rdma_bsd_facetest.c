@@ -144,6 +144,22 @@ krpc_soft_cq_set_upcall(struct krpc_soft_cq *cq, void (*f)(void *), void *arg)
 	taskqueue_drain(taskqueue_thread, &cq->sc_task);
 }
 
+/*
+ * A waiter for a software-fabric lock (a Rust spin lock, krpc_rdma::soft::lock), between
+ * attempts: sleep a tick. A kernel thread is not time-sliced in kernel mode, so a waiter
+ * that only spun could keep the holder, preempted on the same CPU, from ever running (an
+ * nfsiod spun so, the nfsd thread holding the lock runnable behind it, every NFS call
+ * stopped). The waiters hold no mutex (only the transports' sx locks). Boot-time (cold):
+ * pause(9) DELAYs instead.
+ */
+void krpc_soft_relax(void);
+
+void
+krpc_soft_relax(void)
+{
+	pause("krpcsf", 1);
+}
+
 /* Any context, any lock held: taskqueue_enqueue coalesces a pending task. */
 void
 krpc_soft_cq_kick(struct krpc_soft_cq *cq)

@@ -24,9 +24,9 @@
 #
 # Boot 3 (an image built with freebsd/patches/, its BUILD-INFO says so): FreeBSD's own NFS
 # over the transport. The root disk's /sbin/init is nfstest.c: a tmpfs exported, an nfsd
-# listening on RDMA (vfs.nfsd.rdma_listen), an NFSv3 mount -o rdma of it, 8 MiB written (64
-# KiB writes, each fsync'ed) and read back after a remount, 100 files created, listed and
-# removed; krpc_rdma.ko registers the
+# listening on RDMA (vfs.nfsd.rdma_listen), an NFSv3 mount -o rdma of it, 64 MiB written (64
+# KiB writes, many WRITEs in flight) and read back after a remount, 100 files created, listed
+# and removed; krpc_rdma.ko registers the
 # software fabric with the krpc (krpc_rdma.soft_fabric=1: FreeBSD has no RDMA device). Serial
 # log $LOG-nfs.txt.
 #

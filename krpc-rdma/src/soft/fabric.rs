@@ -2,8 +2,9 @@
 //! queues and registration tables, and the execution of work requests against the peer.
 //!
 //! Everything happens under one lock (the [`SoftQp`](super::SoftQp)s hold an
-//! `Arc<spin::Mutex<Fabric>>`), at post time, in order: a posted chain has fully executed
-//! (or failed) when `post_send` returns, and its completions are queued in order.
+//! `Arc<FabricLock<Fabric>>`, see `lock` for what its waiters do in a kernel), at post time,
+//! in order: a posted chain has fully executed (or failed) when `post_send` returns, and its
+//! completions are queued in order.
 
 use super::alloc::boxed::Box;
 use super::alloc::collections::VecDeque;

@@ -87,6 +87,7 @@ extern crate alloc;
 mod dma;
 mod fabric;
 pub mod fault;
+pub mod lock;
 mod mr;
 mod qp;
 
@@ -97,6 +98,7 @@ use mbuf::PageProvider;
 use crate::provider::{ProviderError, Resources};
 
 pub use fault::{CorruptSend, FaultConfig, FaultInjector, FaultStats, FaultTarget, WrFault};
+pub use lock::{set_relax_hook, FabricLock, Relax};
 pub use mr::MAX_SOFT_REGISTRATIONS;
 pub use qp::SoftQp;
 
@@ -181,7 +183,7 @@ pub fn pair(
 ) -> Result<(SoftQp, SoftQp), ProviderError> {
     let side_a = fabric::Side::boxed(fabric::End::A, &cfg_a, pages_a, cfg_b.private_data.clone())?;
     let side_b = fabric::Side::boxed(fabric::End::B, &cfg_b, pages_b, cfg_a.private_data.clone())?;
-    let shared = Arc::new(spin::Mutex::new(fabric::Fabric::new(side_a, side_b)?));
+    let shared = Arc::new(FabricLock::new(fabric::Fabric::new(side_a, side_b)?));
     let a = SoftQp::new(Arc::clone(&shared), fabric::End::A, cfg_a.resources())?;
     let b = SoftQp::new(shared, fabric::End::B, cfg_b.resources())?;
     Ok((a, b))

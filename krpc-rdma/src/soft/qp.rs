@@ -10,6 +10,7 @@ use crate::provider::{
 
 use super::fabric::{End, Fabric};
 use super::fault::{FaultTarget, WrFault};
+use super::lock::FabricLock;
 use super::SoftStats;
 
 /// One queue pair of a software RC connection made by [`pair`](super::pair).
@@ -20,7 +21,7 @@ use super::SoftStats;
 /// (the peer sees `Disconnected` and flushes) and releases its remaining registrations, so
 /// their page references return to the page provider.
 pub struct SoftQp {
-    fabric: Arc<spin::Mutex<Fabric>>,
+    fabric: Arc<FabricLock<Fabric>>,
     end: End,
     res: Resources,
     send_bufs: Vec<Vec<u8>>,
@@ -47,7 +48,7 @@ fn alloc_bufs(count: u32, size: u32) -> Result<Vec<Vec<u8>>, ProviderError> {
 
 impl SoftQp {
     pub(crate) fn new(
-        fabric: Arc<spin::Mutex<Fabric>>,
+        fabric: Arc<FabricLock<Fabric>>,
         end: End,
         res: Resources,
     ) -> Result<Self, ProviderError> {

@@ -39,7 +39,7 @@ use krpc_face::listen::{self, FaceListener, KrpcListen};
 use krpc_face::qp::FaceQp;
 use krpc_face::svc::KrpcSvc;
 use krpc_rdma::provider::{Middleware, Provider, ProviderError, RecvBufId, Resources, SendWr};
-use krpc_rdma::soft::{pair, SoftConfig};
+use krpc_rdma::soft::{pair, set_relax_hook, FabricLock, SoftConfig};
 use krpc_rdma::transport::{ReplySpec, Requester, RequesterEvent, TransportConfig};
 use krpc_rdma_scenarios::Pair;
 use mbuf::{Chain, PageProvider};
@@ -71,6 +71,9 @@ extern "C" {
     fn krpc_soft_cq_kick(cq: *mut KrpcSoftCq);
     /// Wait for a pending or running upcall, then free.
     fn krpc_soft_cq_destroy(cq: *mut KrpcSoftCq);
+    /// What a waiter for a software-fabric lock does between attempts: sleep a tick, so that
+    /// a holder preempted on this CPU runs (krpc_rdma::soft::lock).
+    fn krpc_soft_relax();
 }
 
 /// Both sides' notifiers, freed when both queue pairs are gone (a side kicks its peer's), and
@@ -228,11 +231,19 @@ pub struct FaceTest {
 /// [`krpc_rdma_face_close`].
 #[no_mangle]
 pub extern "C" fn krpc_rdma_face_open() -> *mut FaceTest {
+    set_relax_hook(relax);
     let fabric = kernel_pages().ok().map(|p| Arc::new(Counted::new(p)));
     Box::into_raw(Box::new(FaceTest {
         fx: SoftKernel::new(kernel_pages),
         fabric,
     }))
+}
+
+/// A software-fabric lock's waiter in FreeBSD's kernel: the glue's short sleep (see
+/// `krpc_rdma::soft::lock`: spinning alone can starve the preempted holder for ever).
+fn relax() {
+    // SAFETY: a plain call of the glue; it only sleeps (no argument, nothing returned).
+    unsafe { krpc_soft_relax() };
 }
 
 /// errno values returned here (FreeBSD's).
@@ -262,7 +273,7 @@ impl Drop for OwnCq {
 struct SoftPort {
     port: u16,
     /// Server sides of connections dialed and not yet taken.
-    pending: spin::Mutex<VecDeque<Box<dyn FaceQp>>>,
+    pending: FabricLock<VecDeque<Box<dyn FaceQp>>>,
     /// Kicked when a connection is queued; its upcall is the listener's.
     cq: OwnCq,
     /// What the listener's Responders put in their private data (RFC 8797): the client's
@@ -273,7 +284,7 @@ struct SoftPort {
 }
 
 /// The ports listened on.
-static PORTS: spin::Mutex<Vec<Arc<SoftPort>>> = spin::Mutex::new(Vec::new());
+static PORTS: FabricLock<Vec<Arc<SoftPort>>> = FabricLock::new(Vec::new());
 
 /// The listener of a port (a [`FaceListener`]); dropping it closes the port.
 struct SoftListener(Arc<SoftPort>);
@@ -397,7 +408,7 @@ pub unsafe extern "C" fn krpc_rdma_soft_listen(
     }
     let sp = Arc::new(SoftPort {
         port,
-        pending: spin::Mutex::new(VecDeque::new()),
+        pending: FabricLock::new(VecDeque::new()),
         cq: OwnCq(cq),
         private: private.to_bytes(),
         pages: Arc::clone(&pages),
