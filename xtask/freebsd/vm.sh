@@ -207,7 +207,7 @@ if [ -n "$KO" ] && [ "$fail" = 0 ] &&
     fi
     what="$what; NFS (boot $secs s): $nfs"
 elif [ -n "$KO" ] && [ "$fail" = 0 ]; then
-    what="$what; FreeBSD's NFS over the transport: skipped (an image built before freebsd/patches/: cargo xtask freebsd-setup again)"
+    what="$what; FreeBSD's NFS over the transport: not in this image (a stock one; FREEBSD_PATCHES=1 cargo xtask freebsd-setup builds the patched one)"
 fi
 
 if [ "$fail" = 0 ]; then

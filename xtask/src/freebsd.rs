@@ -17,7 +17,11 @@
 //!   FreeBSD's pages, then the face test against FreeBSD's own svc.c, and powers the VM off.
 //!   Then from a FAT root disk with krpc_rdma_kldtest.ko preloaded: 20 load/unload cycles of
 //!   krpc_rdma.ko, each with the face test. The serial consoles are checked (every test
-//!   passed, no panic, no WITNESS lock-order reversal).
+//!   passed, no panic, no WITNESS lock-order reversal). An image built with
+//!   freebsd/patches/ (`FREEBSD_PATCHES=1 cargo xtask freebsd-setup`, in its own cache,
+//!   [`DEFAULT_NFS_CACHE`]) adds a third boot: FreeBSD's own NFS client and nfsd over the
+//!   transport (`xtask/freebsd/nfstest.c`); `freebsd-vm` runs it after the stock image's
+//!   boots whenever that image is there.
 //!
 //! The image is found in `KRPC_RDMA_FREEBSD_IMAGE`, the cache (`KRPC_RDMA_FREEBSD_CACHE`,
 //! default [`DEFAULT_CACHE`]) or `../shared/freebsd-vm/*.tar.zst`. Without one, `cargo xtask
@@ -32,18 +36,29 @@ use std::process::Command;
 pub(crate) const COMMIT: &str = "b66633d79ade";
 /// Where the build tree and the image live unless `KRPC_RDMA_FREEBSD_CACHE` says otherwise.
 const DEFAULT_CACHE: &str = "/var/tmp/krpc-rdma-freebsd";
+/// Where `FREEBSD_PATCHES=1 cargo xtask freebsd-setup` builds the patched image (FreeBSD's
+/// NFS over the transport) unless `KRPC_RDMA_FREEBSD_NFS_CACHE` says otherwise (or
+/// `KRPC_RDMA_FREEBSD_CACHE` is set: then there).
+const DEFAULT_NFS_CACHE: &str = "/var/tmp/krpc-rdma-freebsd-nfs";
 /// The image's name in the cache.
 const IMAGE: &str = "freebsd-image.tar.zst";
 
 fn cache() -> PathBuf {
-    std::env::var_os("KRPC_RDMA_FREEBSD_CACHE")
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| PathBuf::from(DEFAULT_CACHE), PathBuf::from)
+    env_path("KRPC_RDMA_FREEBSD_CACHE").unwrap_or_else(|| PathBuf::from(DEFAULT_CACHE))
 }
 
-/// Whether `freebsd-setup` left its build tree (its source path) in the cache.
-fn has_build_tree() -> bool {
-    cache().join("source").is_file()
+/// The patched image's cache (see [`DEFAULT_NFS_CACHE`]).
+fn nfs_cache() -> PathBuf {
+    env_path("KRPC_RDMA_FREEBSD_NFS_CACHE").unwrap_or_else(|| PathBuf::from(DEFAULT_NFS_CACHE))
+}
+
+fn patches_wanted() -> bool {
+    std::env::var("FREEBSD_PATCHES").is_ok_and(|v| v == "1")
+}
+
+/// Whether `freebsd-setup` left its build tree (its source path) in `cache`.
+fn has_build_tree(cache: &Path) -> bool {
+    cache.join("source").is_file()
 }
 
 fn script(name: &str) -> PathBuf {
@@ -59,8 +74,13 @@ fn env_path(name: &str) -> Option<PathBuf> {
 /// `cargo xtask freebsd-setup`.
 pub(crate) fn setup() -> Result<(), String> {
     requirements::ensure(Task::FreebsdSetup)?;
+    let cache = if patches_wanted() && env_path("KRPC_RDMA_FREEBSD_CACHE").is_none() {
+        nfs_cache()
+    } else {
+        cache()
+    };
     let mut cmd = Command::new("sh");
-    cmd.arg(script("setup.sh")).env("CACHE", cache());
+    cmd.arg(script("setup.sh")).env("CACHE", &cache);
     if let Some(src) = env_path("FREEBSD_SRC") {
         cmd.env("SRC", src);
     } else if let Some(mirror) = env_path("FREEBSD_KPI_MIRROR") {
@@ -74,7 +94,7 @@ pub(crate) fn setup() -> Result<(), String> {
         ));
     }
     step(
-        &format!("FreeBSD image and build tree in {}", cache().display()),
+        &format!("FreeBSD image and build tree in {}", cache.display()),
         cmd,
     )
 }
@@ -93,11 +113,16 @@ const FREEBSD_TEST_EXPORTS: &[&str] = &[
 
 /// `cargo xtask freebsd-kmod`: the module's path.
 pub(crate) fn kmod() -> Result<PathBuf, String> {
+    kmod_in(&cache(), "target/kmod/freebsd/krpc_rdma.ko")
+}
+
+/// krpc_rdma.ko built in the build tree of `cache`, to `out` (relative to the workspace).
+fn kmod_in(cache: &Path, out: &str) -> Result<PathBuf, String> {
     requirements::ensure(Task::FreebsdSetup)?;
-    if !has_build_tree() {
+    if !has_build_tree(cache) {
         return Err(format!(
             "freebsd-kmod: no FreeBSD build tree in {}: run cargo xtask freebsd-setup",
-            cache().display()
+            cache.display()
         ));
     }
     let lib = crate::kernel_staticlib(&["selftest", "face"])?;
@@ -117,10 +142,10 @@ pub(crate) fn kmod() -> Result<PathBuf, String> {
         &exports,
         "krpc_rdma_rs_freebsd",
     )?;
-    let out = root().join("target/kmod/freebsd/krpc_rdma.ko");
+    let out = root().join(out);
     let mut cmd = Command::new("sh");
     cmd.arg(script("kmod.sh"))
-        .env("CACHE", cache())
+        .env("CACHE", cache)
         .env("ROOT", root())
         .env("RUST_OBJ", &rs)
         .env("OUT", &out);
@@ -176,8 +201,48 @@ pub(crate) fn patch_check() -> Result<(), String> {
 }
 
 /// `cargo xtask freebsd-vm`, and its step in `cargo xtask test`: skipped, in one line, when
-/// there is no image; the module is built and loaded when the build tree is there too.
+/// there is no image; the module is built and loaded when the build tree is there too. Then,
+/// when the image booted was not the patched one and a patched image with its build tree is
+/// in [`nfs_cache`], its NFS boot alone (vm.sh with `ONLY_NFS=1`, krpc_rdma.ko built against
+/// that tree): the stock image proves the face against unmodified 14.2, the patched one
+/// FreeBSD's own NFS over the transport.
 pub(crate) fn vm() -> Result<(), String> {
+    vm_main()?;
+    let nfs = nfs_cache();
+    let name = "FreeBSD's NFS over the transport (the patched image's NFS boot)";
+    if env_path("KRPC_RDMA_FREEBSD_IMAGE").is_some() || nfs == cache() || patched(&cache()) {
+        return Ok(());
+    }
+    if !nfs.join(IMAGE).is_file() || !has_build_tree(&nfs) {
+        println!(
+            "==> {name}: skipped: no patched image in {} (FREEBSD_PATCHES=1 cargo xtask \
+             freebsd-setup builds one)",
+            nfs.display()
+        );
+        return Ok(());
+    }
+    let ko = kmod_in(&nfs, "target/kmod/freebsd-nfs/krpc_rdma.ko")?;
+    let log = root().join("target/freebsd-vm/serial.log");
+    let mut cmd = Command::new("sh");
+    cmd.arg(script("vm.sh"))
+        .arg(nfs.join(IMAGE))
+        .arg(&log)
+        .arg(&ko)
+        .env("ONLY_NFS", "1");
+    step(&format!("{name}: {}", nfs.join(IMAGE).display()), cmd)
+}
+
+/// Whether the image in `cache` was built with freebsd/patches/ (its BUILD-INFO names them;
+/// vm.sh then runs the NFS boot itself).
+fn patched(cache: &Path) -> bool {
+    std::fs::read_to_string(cache.join("image/BUILD-INFO")).is_ok_and(|b| {
+        b.lines()
+            .any(|l| l.starts_with("patches: ") && l.contains(".patch"))
+    })
+}
+
+/// The main image's boots (see [`vm`]).
+fn vm_main() -> Result<(), String> {
     let name = "FreeBSD 14.2 kernel under qemu (cargo xtask freebsd-vm)";
     let Some(image) = image() else {
         println!(
@@ -187,7 +252,7 @@ pub(crate) fn vm() -> Result<(), String> {
         return Ok(());
     };
     requirements::ensure(Task::FreebsdVm)?;
-    let ko = if has_build_tree() {
+    let ko = if has_build_tree(&cache()) {
         Some(kmod()?)
     } else {
         println!(

@@ -82,12 +82,13 @@ fresh-check [--suite S] [--no-vm] [--dir D] [--keep]
 freebsd-setup         FreeBSD 14.2's kernel (INVARIANTS, WITNESS), modules and EFI loader, built
                       from source (FREEBSD_SRC, or FREEBSD_KPI_MIRROR at FREEBSD_COMMIT) with
                       make.py and clang 19: one image in /var/tmp/krpc-rdma-freebsd
-                      (KRPC_RDMA_FREEBSD_CACHE); FREEBSD_PATCHES=1 applies freebsd/patches/
+                      (KRPC_RDMA_FREEBSD_CACHE); FREEBSD_PATCHES=1: freebsd/patches/ applied,
+                      in /var/tmp/krpc-rdma-freebsd-nfs (KRPC_RDMA_FREEBSD_NFS_CACHE)
 freebsd-kmod          krpc_rdma.ko (+ krpc_rdma_kldtest.ko) for that kernel by bsd.kmod.mk
                       (target/kmod/freebsd/krpc_rdma.ko)
 freebsd-vm            boot the image under qemu: self-test + face test, then 20 load/unload
-                      cycles; with a patched image, FreeBSD's NFS over the transport (ONLY_NFS=1:
-                      that boot alone); check the consoles (part of test when an image exists)";
+                      cycles; then, when the patched image exists, FreeBSD's NFS over the
+                      transport in it; check the consoles (part of test when an image exists)";
 
 fn main() -> ExitCode {
     let args_os: Vec<OsString> = std::env::args_os().skip(1).collect();
