@@ -584,18 +584,15 @@ ft_restarter(void *arg)
 	kthread_exit();
 }
 
-/* A listener on the software fabric's FT_PORT, registered with pool; NULL and *error. The
- * previous listener's port may still be closing (a pool thread's reference): retried 5 s. */
+/*
+ * The rendezvous transport over listener lh (taken: freed here on failure), given a
+ * krpc_rdma_soft_listen result in *error: NULL and *error unless both succeeded.
+ */
 static SVCXPRT *
-ft_listen(struct krpc_face_test *t, SVCPOOL *pool, int *error)
+ft_listen_xprt(SVCPOOL *pool, struct krpc_listen *lh, int *error)
 {
-	struct krpc_listen *lh;
 	SVCXPRT *lx;
-	int n;
 
-	for (n = 0; (*error = krpc_rdma_soft_listen(t, FT_PORT, &lh)) == EADDRINUSE &&
-	    n < 500; n++)
-		pause("ftport", hz / 100 + 1);
 	if (*error != 0)
 		return (NULL);
 	lx = svc_rdma_listen_create(pool, lh);
@@ -604,6 +601,20 @@ ft_listen(struct krpc_face_test *t, SVCPOOL *pool, int *error)
 		*error = ENOMEM;
 	}
 	return (lx);
+}
+
+/* A listener on the software fabric's FT_PORT, registered with pool; NULL and *error. The
+ * previous listener's port may still be closing (a pool thread's reference): retried 5 s. */
+static SVCXPRT *
+ft_listen(struct krpc_face_test *t, SVCPOOL *pool, int *error)
+{
+	struct krpc_listen *lh;
+	int n;
+
+	for (n = 0; (*error = krpc_rdma_soft_listen(t, FT_PORT, &lh)) == EADDRINUSE &&
+	    n < 500; n++)
+		pause("ftport", hz / 100 + 1);
+	return (ft_listen_xprt(pool, lh, error));
 }
 
 #if __has_include(<rpc/rpc_rdma.h>)
@@ -653,17 +664,9 @@ static SVCXPRT *
 ft_soft_listen(SVCPOOL *pool, struct vnet *vnet, const struct sockaddr *addr, int *error)
 {
 	struct krpc_listen *lh;
-	SVCXPRT *xprt;
 
 	*error = krpc_rdma_soft_listen(krpc_soft_ft, ft_sa_port(addr), &lh);
-	if (*error != 0)
-		return (NULL);
-	xprt = svc_rdma_listen_create(pool, lh);
-	if (xprt == NULL) {
-		krpc_listen_free(lh);
-		*error = ENOMEM;
-	}
-	return (xprt);
+	return (ft_listen_xprt(pool, lh, error));
 }
 
 static struct rpc_rdma_ops ft_soft_ops = {
