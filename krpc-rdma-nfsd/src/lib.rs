@@ -27,7 +27,7 @@ pub mod service_time;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use krpc_rdma::provider::Provider;
 use krpc_rdma_verbs::accept::{ConnLimits, ServerConfig};
@@ -36,6 +36,7 @@ use krpc_rdma_verbs::cm::VerbsListener;
 use krpc_rdma_verbs::device::Device;
 use krpc_rdma_verbs::signals::{self, STOP};
 use mbuf::{PageProvider, PAGE_SIZE};
+use nfs_service::lock::Lock;
 use nfs_service::mount::MountService;
 use nfs_service::nfsd::drc::ReplyCache;
 use nfs_service::nfsd::{Nfs3Config, Nfs3Service};
@@ -134,7 +135,9 @@ pub fn run<Q: Provider + Send + 'static>(a: &NfsdArgs, qpw: QpWrap<Q>) -> Result
     let provider: Arc<dyn PageProvider> = arena.clone();
     let sh = Arc::new(server::Shared {
         svc: Nfs3Service::new(fs.clone(), provider, cfg),
-        drc: Mutex::new(ReplyCache::new(server::DRC_CAPACITY).ok_or("reply cache: no memory")?),
+        drc: server::CacheLock::new(
+            ReplyCache::new(server::DRC_CAPACITY).ok_or("reply cache: no memory")?,
+        ),
         clients: a.clients.clone(),
         stop: &STOP,
     });
@@ -169,7 +172,7 @@ pub fn run<Q: Provider + Send + 'static>(a: &NfsdArgs, qpw: QpWrap<Q>) -> Result
         totals.connections,
         totals.refused,
         totals.stats.summary(),
-        sh.drc.lock().map(|d| d.replays()).unwrap_or(0)
+        sh.drc.with(|d| d.replays())
     );
     println!(
         "nfsd transport: {}",

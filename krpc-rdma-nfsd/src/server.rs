@@ -18,7 +18,8 @@ use krpc_rdma_verbs::cm::VerbsListener;
 use krpc_rdma_verbs::qp::VerbsQp;
 use krpc_rdma_verbs::wait;
 use mbuf::{Chain, PageProvider};
-use nfs_service::nfsd::drc::{Begin, CallKey, ReplyCache};
+use nfs_service::lock::Lock;
+use nfs_service::nfsd::drc::{self, ReplyCache, Served};
 use nfs_service::nfsd::{Backend, Nfs3Service};
 use onc_rpc::svc::Access;
 
@@ -155,7 +156,7 @@ pub struct Shared<B> {
     /// The service.
     pub svc: Nfs3Service<B>,
     /// The reply cache.
-    pub drc: Mutex<ReplyCache>,
+    pub drc: CacheLock,
     /// Who may use the export and how (matched by a connection's peer address).
     pub clients: Clients,
     /// Set to stop every connection.
@@ -172,20 +173,8 @@ pub fn serve_call<B: Backend>(
     call: &Chain,
     st: &mut ConnStats,
 ) -> (Option<Chain>, Option<u32>) {
-    let key = CallKey::of(client, call);
-    let lock = || sh.drc.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(k) = &key {
-        match lock().begin(k) {
-            Begin::New => {}
-            Begin::Replay(r) => {
-                st.replays += 1;
-                return (Some(r), None);
-            }
-            Begin::InProgress => return (None, None),
-        }
-    }
-    match sh.svc.dispatch_as(call, access) {
-        Ok(d) => {
+    match drc::serve(&sh.svc, &sh.drc, client, access, call) {
+        Served::Reply(d) => {
             if d.status.is_some_and(|s| s != nfs_proto::nfs3::Nfsstat3::OK) {
                 st.nfs_errors += 1;
                 let slot = d
@@ -195,17 +184,27 @@ pub fn serve_call<B: Backend>(
                     *n += 1;
                 }
             }
-            if let Some(k) = &key {
-                lock().finish(k, &d.reply);
-            }
             (Some(d.reply), d.status.and(d.proc_))
         }
-        Err(_) => {
-            if let Some(k) = &key {
-                lock().abandon(k);
-            }
-            (None, None)
+        Served::Replay(r) => {
+            st.replays += 1;
+            (Some(r), None)
         }
+        Served::Drop => (None, None),
+    }
+}
+
+/// The reply cache under std's mutex (a poisoned lock is taken over: the cache's state is
+/// consistent between calls).
+pub struct CacheLock(Mutex<ReplyCache>);
+
+impl Lock<ReplyCache> for CacheLock {
+    fn new(value: ReplyCache) -> Self {
+        CacheLock(Mutex::new(value))
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut ReplyCache) -> R) -> R {
+        f(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 

@@ -15,14 +15,15 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use krpc_rdma_nfsd::exports::Clients;
-use krpc_rdma_nfsd::server::{serve_call, ConnStats, Shared, DRC_CAPACITY};
+use krpc_rdma_nfsd::server::{serve_call, CacheLock, ConnStats, Shared, DRC_CAPACITY};
 use krpc_rdma_nfsd::LocalFs;
 use mbuf::{Chain, HeapPageArena, PageProvider};
 use nfs_proto::nfs3::*;
+use nfs_service::lock::Lock;
 use nfs_service::nfsd::drc::ReplyCache;
 use nfs_service::nfsd::{Backend, Nfs3Config, Nfs3Service};
 use onc_rpc::rpc::{Auth, AuthSys};
@@ -61,7 +62,7 @@ fn tar_x_calls_through_the_reply_cache_and_localfs() {
     let pages: Arc<dyn PageProvider> = Arc::new(HeapPageArena::new(64).unwrap());
     let sh = Shared {
         svc: Nfs3Service::new(fs, pages, Nfs3Config::default()),
-        drc: Mutex::new(ReplyCache::new(DRC_CAPACITY).unwrap()),
+        drc: CacheLock::new(ReplyCache::new(DRC_CAPACITY).unwrap()),
         clients: Clients::parse("*(rw,no_root_squash)").unwrap(),
         stop: &STOP,
     };

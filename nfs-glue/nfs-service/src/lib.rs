@@ -5,10 +5,12 @@
 //!   (WRITE data to the backend as the received pages, READ data out as page mbufs), the
 //!   duplicate request cache, the READDIR budgets.
 //! * [`mount`]: the MOUNT v3 service over an [`mount::Exports`].
+//! * [`lock`]: the lock shared state lives under, supplied by the embedding.
 #![no_std]
 #![forbid(unsafe_code)]
 
 extern crate alloc;
 
+pub mod lock;
 pub mod mount;
 pub mod nfsd;

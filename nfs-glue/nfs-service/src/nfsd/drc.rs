@@ -350,3 +350,55 @@ mod tests {
         assert!(matches!(c.begin(&key(400)), Begin::New));
     }
 }
+
+/// What [`serve`] did with a call.
+#[derive(Debug)]
+pub enum Served {
+    /// The service answered it.
+    Reply(super::Dispatched),
+    /// A retransmission of a call already answered: its reply again.
+    Replay(Chain),
+    /// Nothing to send: a retransmission of a call still being served, or a message that
+    /// is not a call (or memory ran out even for a refusal).
+    Drop,
+}
+
+/// Serve one call from `client` (the cache's name for the peer, e.g. from its address)
+/// granted `access`: through the reply cache `cache` into `svc`. The cache's lock is held
+/// only to look the call up and to store its reply, never while the backend runs. Every
+/// server over this service does it this way (the userspace `krpc-rdma-nfsd`, the kernel
+/// module's).
+pub fn serve<B, L>(
+    svc: &super::Nfs3Service<B>,
+    cache: &L,
+    client: u64,
+    access: onc_rpc::svc::Access,
+    call: &Chain,
+) -> Served
+where
+    B: super::Backend,
+    L: crate::lock::Lock<ReplyCache>,
+{
+    let key = CallKey::of(client, call);
+    if let Some(k) = &key {
+        match cache.with(|c| c.begin(k)) {
+            Begin::New => {}
+            Begin::Replay(r) => return Served::Replay(r),
+            Begin::InProgress => return Served::Drop,
+        }
+    }
+    match svc.dispatch_as(call, access) {
+        Ok(d) => {
+            if let Some(k) = &key {
+                cache.with(|c| c.finish(k, &d.reply));
+            }
+            Served::Reply(d)
+        }
+        Err(_) => {
+            if let Some(k) = &key {
+                cache.with(|c| c.abandon(k));
+            }
+            Served::Drop
+        }
+    }
+}
