@@ -37,6 +37,7 @@ pub mod ffi;
 pub mod pages;
 pub mod qp;
 mod runtime;
+pub mod wait;
 
 pub use ffi::SockaddrStorage;
 pub use pages::KernelPages;

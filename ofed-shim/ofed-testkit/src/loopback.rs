@@ -9,34 +9,8 @@ use alloc::string::String;
 use core::borrow::BorrowMut;
 use core::ffi::c_void;
 
+pub use ofed_shim::wait::{wait_any, Sleep, SockaddrIn};
 use ofed_shim::{OfedConfig, OfedError, OfedListener, OfedQp};
-
-/// `struct sockaddr_in` (Linux's layout; the userspace emulation and the Linux module).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SockaddrIn {
-    family: u16,
-    port_be: u16,
-    addr: [u8; 4],
-    zero: [u8; 8],
-}
-
-impl SockaddrIn {
-    /// `AF_INET`, `addr`:`port`.
-    pub fn new(addr: [u8; 4], port: u16) -> Self {
-        SockaddrIn {
-            family: 2,
-            port_be: port.to_be(),
-            addr,
-            zero: [0; 8],
-        }
-    }
-
-    /// As the `const struct sockaddr *` the C side takes.
-    pub fn as_ptr(&self) -> *const c_void {
-        (self as *const SockaddrIn).cast()
-    }
-}
 
 /// The configuration the loopback fixtures start from: the default, with 256 FRWR MRs per
 /// queue pair (two queue pairs per connection on one device).
@@ -45,17 +19,6 @@ pub fn config() -> OfedConfig {
         num_mrs: 256,
         ..OfedConfig::default()
     }
-}
-
-/// How a fixture sleeps until an upcall (CQ completion or CM event) or a timeout.
-pub trait Sleep {
-    /// The upcall registered on every queue pair; it must bump the generation and wake the
-    /// sleeper, and be callable from any context (completion and CM handlers).
-    fn upcall(&self) -> extern "C" fn(*mut c_void);
-    /// The current wake generation.
-    fn generation(&self) -> u64;
-    /// Sleep until the generation is no longer `gen` or `ms` milliseconds passed.
-    fn sleep(&self, gen: u64, ms: u32);
 }
 
 /// A connected pair and the listener side B came from (keep it until B is dropped); `Q` is
@@ -166,31 +129,4 @@ fn keep_some<Q>(
 /// to arrive (the peer's DREQ in a loaded TCG guest) would be given up on after milliseconds.
 pub fn wait(s: &impl Sleep, a: &mut OfedQp, b: &mut OfedQp, ms: u32) {
     wait_any(s, &mut [a, b], ms);
-}
-
-/// [`wait`] over any number of queue pairs (at most 32; the in-kernel peer runs wait on one).
-pub fn wait_any(s: &impl Sleep, qps: &mut [&mut OfedQp], ms: u32) {
-    let had = qps
-        .iter()
-        .take(32)
-        .enumerate()
-        .fold(0u32, |m, (i, q)| m | (u32::from(q.has_work()) << i));
-    let news = |qps: &mut [&mut OfedQp]| {
-        qps.iter_mut().take(32).enumerate().any(|(i, q)| {
-            let had = (had >> i) & 1 == 1;
-            q.reap() > 0 || (!had && q.has_work())
-        })
-    };
-    if news(qps) {
-        return;
-    }
-    let gen = s.generation();
-    for q in qps.iter_mut() {
-        q.arm();
-    }
-    // Completions that arrived before the notification was armed raise no upcall.
-    if news(qps) {
-        return;
-    }
-    s.sleep(gen, ms);
 }

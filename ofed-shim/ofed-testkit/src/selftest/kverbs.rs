@@ -26,7 +26,6 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::borrow::{Borrow, BorrowMut};
-use core::ffi::c_void;
 use core::ops::{Deref, DerefMut};
 use core::sync::atomic::{AtomicU16, Ordering};
 
@@ -36,17 +35,12 @@ use krpc_rdma_scenarios::heap::{try_boxed_result, Boxed};
 use krpc_rdma_scenarios::{Connect, Failure, Feature, Fixture, Limits, PagePair};
 
 use super::{counted_pair, retire, run_suite, Counted, SuiteCount};
-use crate::loopback::{self, Sleep, SockaddrIn};
+use crate::loopback::{self, SockaddrIn};
 use ofed_shim::ffi::{self, KrpcCounts};
+pub(super) use ofed_shim::wait::GlueSleep;
 use ofed_shim::{KernelPages, OfedConfig, OfedError, OfedListener, OfedQp};
 
 extern "C" {
-    /// Bump the wake generation and wake the waiters (any context).
-    fn krpc_ofed_wake(arg: *mut c_void);
-    /// The wake generation.
-    fn krpc_ofed_wake_gen() -> u64;
-    /// Sleep until the generation is not `gen` or `ms` passed (process context).
-    fn krpc_ofed_wait_gen(gen: u64, ms: u32) -> i32;
     /// A line of the self-test's log (`verbose`: only with the module's selftest_verbose).
     fn krpc_selftest_log(verbose: i32, msg: *const u8, len: usize);
 }
@@ -56,29 +50,6 @@ fn note(verbose: bool, line: &str) {
     let line = format!("kernel verbs: {line}");
     // SAFETY: `line` is valid for `len` bytes during the call; the glue copies it (printk).
     unsafe { krpc_selftest_log(i32::from(verbose), line.as_ptr(), line.len()) };
-}
-
-/// The upcall of every queue pair: wake the thread that waits.
-extern "C" fn upcall(arg: *mut c_void) {
-    // SAFETY: the glue's wake touches only its wait queue and counter; any context.
-    unsafe { krpc_ofed_wake(arg) }
-}
-
-/// The glue's wait queue (also the peer runs', `peers.rs`).
-pub(super) struct GlueSleep;
-
-impl Sleep for GlueSleep {
-    fn upcall(&self) -> extern "C" fn(*mut c_void) {
-        upcall
-    }
-    fn generation(&self) -> u64 {
-        // SAFETY: reads an atomic of the glue.
-        unsafe { krpc_ofed_wake_gen() }
-    }
-    fn sleep(&self, gen: u64, ms: u32) {
-        // SAFETY: process context (the self-test runs from insmod or a debugfs read).
-        unsafe { krpc_ofed_wait_gen(gen, ms) };
-    }
 }
 
 /// The C wrappers' counters now.
