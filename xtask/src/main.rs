@@ -52,6 +52,7 @@ const KERNEL_CRATES: &[&str] = &[
     "onc-rpc",
     "nfs-proto",
     "nfs-service",
+    "nfs-pagefs",
     "harness-rpc",
 ];
 
