@@ -22,8 +22,8 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/ofed-shim-check.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
 # ---- 1 -------------------------------------------------------------------------------------
-say "1. cargo build --release --target x86_64-unknown-none -p krpc-rdma-kmod (the module's staticlib)"
-cargo build --release --target x86_64-unknown-none -p krpc-rdma-kmod
+say "1. cargo build --release --target x86_64-unknown-none -p krpc-rdma-kmod --features nfsd (the module's staticlib)"
+cargo build --release --target x86_64-unknown-none -p krpc-rdma-kmod --features nfsd
 lib="$root/target/x86_64-unknown-none/release/libkrpc_rdma_kmod.a"
 [ -f "$lib" ] || fail "$lib not built"
 echo "ok: $lib ($(wc -c <"$lib") bytes)"

@@ -49,6 +49,10 @@
 #include <linux/debugfs.h>
 #include <linux/delay.h>
 #include <linux/inet.h>
+#include <linux/kthread.h>
+#include <linux/random.h>
+#include <linux/sched/task.h>
+#include <linux/timekeeping.h>
 #include <linux/wait.h>
 #include <linux/fs.h>
 #include <linux/kernel.h>
@@ -71,7 +75,20 @@ int krpc_rdma_selftest(char *report, size_t len, uint32_t rdma_addr_be);
 int krpc_rdma_peer(char *report, size_t len, uint32_t kind, uint32_t addr_be, uint32_t port,
     uint32_t conns, const uint8_t *fh, size_t fh_len);
 
-/* The self-test's sleeping wait (ofed-shim/ofed-testkit/src/selftest/kverbs.rs). */
+/* The in-kernel NFSv3 server (ofed-shim/kernel-nfsd/src/lib.rs). */
+struct krpc_nfsd_config {
+	uint8_t addr[4];
+	uint32_t port;
+	uint32_t mib;
+	uint32_t max_conns;
+	uint32_t no_root_squash;
+	uint32_t instance;
+};
+int krpc_nfsd_start(const struct krpc_nfsd_config *cfg, uint8_t *fh_hex, size_t len);
+void krpc_nfsd_stop(void);
+size_t krpc_nfsd_report(uint8_t *buf, size_t len);
+
+/* The sleeping wait of every kernel user of a queue pair (ofed-shim/src/wait.rs). */
 void krpc_ofed_wake(void *arg);
 uint64_t krpc_ofed_wake_gen(void);
 int krpc_ofed_wait_gen(uint64_t gen, uint32_t ms);
@@ -114,6 +131,32 @@ MODULE_PARM_DESC(peer_conns, "harness-client: connections to serve before the ru
 static char *nfs_fh = "";
 module_param(nfs_fh, charp, 0644);
 MODULE_PARM_DESC(nfs_fh, "knfsd: the export's root file handle, in hex (from userspace MOUNT)");
+
+static bool nfsd;
+module_param(nfsd, bool, 0444);
+MODULE_PARM_DESC(nfsd,
+    "serve NFSv3 over RDMA from kernel memory on rdma_addr:nfsd_port until unload (MOUNT: `userspace-harness mountd` with nfsd_root_fh)");
+
+static unsigned int nfsd_port = 20050;
+module_param(nfsd_port, uint, 0444);
+MODULE_PARM_DESC(nfsd_port, "nfsd: the RDMA port (default 20050; knfsd's listener may hold 20049)");
+
+static unsigned int nfsd_mib = 512;
+module_param(nfsd_mib, uint, 0444);
+MODULE_PARM_DESC(nfsd_mib, "nfsd: the file system's size in MiB (file data and metadata)");
+
+static unsigned int nfsd_conns = 16;
+module_param(nfsd_conns, uint, 0444);
+MODULE_PARM_DESC(nfsd_conns, "nfsd: connections served at once, at most");
+
+static bool nfsd_no_root_squash;
+module_param(nfsd_no_root_squash, bool, 0444);
+MODULE_PARM_DESC(nfsd_no_root_squash,
+    "nfsd: do not map root to 65534 (knfsd's no_root_squash; the default squashes, as knfsd)");
+
+static char nfsd_root_fh[132];
+module_param_string(nfsd_root_fh, nfsd_root_fh, sizeof(nfsd_root_fh), 0444);
+MODULE_PARM_DESC(nfsd_root_fh, "nfsd: the root file handle, in hex (read-only: set at load)");
 
 /* Counters: live allocations and page references now, totals since load. */
 static atomic_long_t krpc_allocs_live = ATOMIC_LONG_INIT(0);
@@ -255,6 +298,78 @@ int krpc_ofed_wait_gen(uint64_t gen, uint32_t ms)
 	return wait_event_timeout(krpc_wait_queue,
 	    (uint64_t)atomic64_read(&krpc_wake_generation) != gen,
 	    msecs_to_jiffies(ms)) > 0;
+}
+
+/* ---- kernel services of the NFS server (ofed-shim/kernel-nfsd/src/sys.rs) ----------- */
+
+void *krpc_mutex_new(void)
+{
+	struct mutex *m = kmalloc(sizeof(*m), GFP_KERNEL);
+
+	if (m)
+		mutex_init(m);
+	return m;
+}
+
+void krpc_mutex_lock(void *m)
+{
+	mutex_lock(m);
+}
+
+void krpc_mutex_unlock(void *m)
+{
+	mutex_unlock(m);
+}
+
+void krpc_mutex_free(void *m)
+{
+	mutex_destroy(m);
+	kfree(m);
+}
+
+/* A kernel thread running fn(arg), with a reference on its task for krpc_kthread_stop. */
+void *krpc_kthread_run(int (*fn)(void *), void *arg, const char *name)
+{
+	struct task_struct *t = kthread_create(fn, arg, "%s", name);
+
+	if (IS_ERR(t))
+		return NULL;
+	get_task_struct(t);
+	wake_up_process(t);
+	return t;
+}
+
+int krpc_kthread_should_stop(void)
+{
+	return kthread_should_stop();
+}
+
+/* Ask the thread to stop, wait for it to end (it may have ended already), drop the task. */
+int krpc_kthread_stop(void *t)
+{
+	int rc = kthread_stop(t);
+
+	put_task_struct(t);
+	return rc;
+}
+
+void krpc_wall_clock(int64_t *sec, uint32_t *nsec)
+{
+	struct timespec64 ts;
+
+	ktime_get_real_ts64(&ts);
+	*sec = ts.tv_sec;
+	*nsec = (uint32_t)ts.tv_nsec;
+}
+
+int krpc_module_get(void)
+{
+	return try_module_get(THIS_MODULE);
+}
+
+void krpc_module_put(void)
+{
+	module_put(THIS_MODULE);
 }
 
 /* A line of the self-test's log (a failed scenario; with verbose, progress). */
@@ -470,6 +585,55 @@ static const struct file_operations krpc_selftest_fops = {
 	.llseek = default_llseek,
 };
 
+static ssize_t krpc_nfsd_read(struct file *f, char __user *ubuf, size_t count, loff_t *ppos)
+{
+	char *buf = kzalloc(KRPC_REPORT_LEN, GFP_KERNEL);
+	ssize_t n;
+	size_t len;
+
+	if (!buf)
+		return -ENOMEM;
+	len = krpc_nfsd_report((uint8_t *)buf, KRPC_REPORT_LEN);
+	n = simple_read_from_buffer(ubuf, count, ppos, buf, len);
+	kfree(buf);
+	return n;
+}
+
+static const struct file_operations krpc_nfsd_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.read = krpc_nfsd_read,
+	.llseek = default_llseek,
+};
+
+/* The NFS server `nfsd=1` asks for; 0 when none or when it started. */
+static int krpc_start_nfsd(void)
+{
+	struct krpc_nfsd_config c = {
+		.port = nfsd_port,
+		.mib = nfsd_mib,
+		.max_conns = nfsd_conns,
+		.no_root_squash = nfsd_no_root_squash,
+		.instance = get_random_u32(),
+	};
+	int rc;
+
+	if (!nfsd)
+		return 0;
+	if (!rdma_addr || !in4_pton(rdma_addr, -1, c.addr, -1, NULL)) {
+		pr_err("krpc_rdma nfsd: FAIL: nfsd=1 needs rdma_addr= (an IPv4 address of an RDMA device)\n");
+		return -EINVAL;
+	}
+	rc = krpc_nfsd_start(&c, (uint8_t *)nfsd_root_fh, sizeof(nfsd_root_fh));
+	if (rc)
+		pr_err("krpc_rdma nfsd: FAIL: cannot serve on %pI4:%u (%d)\n", c.addr, nfsd_port, rc);
+	else
+		pr_info("krpc_rdma nfsd: serving NFSv3 on %pI4:%u, %u MiB, at most %u connections, root %s, root handle %s\n",
+		    c.addr, nfsd_port, nfsd_mib, nfsd_conns,
+		    nfsd_no_root_squash ? "not squashed" : "squashed to 65534", nfsd_root_fh);
+	return rc;
+}
+
 /* The run `peer=` asks for, at load; 0 when none or when it passed. */
 static int krpc_run_peer(void)
 {
@@ -578,15 +742,32 @@ static int __init krpc_rdma_init(void)
 		krpc_report_counters("failed load");
 		return rc == -EINVAL ? rc : -EIO;
 	}
+	rc = krpc_start_nfsd();
+	if (rc != 0) {
+		krpc_report_counters("failed load");
+		return rc;
+	}
 	krpc_debugfs_dir = debugfs_create_dir("krpc_rdma", NULL);
 	debugfs_create_file("selftest", 0400, krpc_debugfs_dir, NULL, &krpc_selftest_fops);
+	debugfs_create_file("nfsd", 0400, krpc_debugfs_dir, NULL, &krpc_nfsd_fops);
 	pr_info("krpc_rdma: loaded (Rust shim ABI %u)\n", krpc_rdma_shim_abi_version());
 	return 0;
 }
 
 static void __exit krpc_rdma_exit(void)
 {
+	char *buf;
+
 	debugfs_remove_recursive(krpc_debugfs_dir);
+	if (nfsd) {
+		buf = kzalloc(KRPC_REPORT_LEN, GFP_KERNEL);
+		if (buf) {
+			krpc_nfsd_report((uint8_t *)buf, KRPC_REPORT_LEN);
+			pr_info("%s", buf);
+			kfree(buf);
+		}
+		krpc_nfsd_stop();
+	}
 	krpc_report_counters("unload");
 }
 

@@ -1,7 +1,7 @@
 //! `cargo xtask kmod`: `krpc_rdma.ko` for the Linux kernel the project's VM boots.
 //!
 //! 1. The kernel staticlib with the in-kernel self-test: `cargo build --release --target
-//!    x86_64-unknown-none -p krpc-rdma-kmod --features selftest`.
+//!    x86_64-unknown-none -p krpc-rdma-kmod --features selftest,nfsd`.
 //! 2. Its relocation-clean object ([`kobj::build_named`]) from the module's entry points
 //!    [`EXPORTS`]: `target/kmod/krpc_rdma_rs_linux.o`.
 //! 3. A kbuild directory `target/kmod/linux/`: `ofed-shim/linux/` (the Linux glue, its KPI
@@ -31,6 +31,9 @@ pub const EXPORTS: &[&str] = &[
     "krpc_rdma_shim_abi_version",
     "krpc_rdma_selftest",
     "krpc_rdma_peer",
+    "krpc_nfsd_start",
+    "krpc_nfsd_stop",
+    "krpc_nfsd_report",
 ];
 
 /// What goes into the kbuild directory: (source in the repository, name there).
@@ -85,7 +88,7 @@ pub fn kmod(root: &Path) -> Result<PathBuf, String> {
             hdr.display()
         ));
     }
-    let lib = crate::kernel_staticlib(&["selftest"])?;
+    let lib = crate::kernel_staticlib(&["selftest", "nfsd"])?;
     println!("==> kernel object (entry points {})", EXPORTS.join(", "));
     let obj = kobj::build_named(
         root,

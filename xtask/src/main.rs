@@ -189,6 +189,7 @@ fn test() -> Result<(), String> {
     ofed_shim_checks()?;
     kmod_selftest()?;
     kmod_peers()?;
+    kmod_nfsd()?;
     freebsd::patch_check()?;
     if vm_enabled() {
         freebsd::vm()?;
@@ -319,27 +320,44 @@ fn vm_step(name: &str, args: &[OsString]) -> Result<(), String> {
 /// [`kmod_selftest`] (which built the module).
 fn kmod_peers() -> Result<(), String> {
     let name = "krpc_rdma.ko against real peers (cargo xtask vm -- sh ofed-shim/linux/peers-vm.sh)";
+    harness_vm_step(name, &["ofed-shim/linux/peers-vm.sh"])
+}
+
+/// Workload runs of `ofed-shim/linux/nfsd-vm.sh` in `cargo xtask test` (CI's shorter list).
+const KMOD_NFSD_RUNS: &str = "2";
+
+/// The module's NFSv3 server mounted by the Linux client over RDMA
+/// (`ofed-shim/linux/nfsd-vm.sh`): [`KMOD_NFSD_RUNS`] runs of the short workload list, each
+/// result read back through the mount and compared; rmmod refused while mounted; a clean
+/// unload. Runs after [`kmod_selftest`] (which built the module).
+fn kmod_nfsd() -> Result<(), String> {
+    let name = format!(
+        "krpc_rdma.ko's NFSv3 server mounted by the Linux client \
+         (cargo xtask vm -- sh ofed-shim/linux/nfsd-vm.sh {KMOD_NFSD_RUNS} short)"
+    );
+    harness_vm_step(
+        &name,
+        &["ofed-shim/linux/nfsd-vm.sh", KMOD_NFSD_RUNS, "short"],
+    )
+}
+
+/// `cargo build --release -p userspace-harness`, then `sh SCRIPT ARGS…` in the VM with
+/// `HARNESS=` naming that binary, as the step `name` (skipped under `KRPC_RDMA_SKIP_VM=1`).
+fn harness_vm_step(name: &str, script: &[&str]) -> Result<(), String> {
     if !vm_enabled() {
         println!("==> {name}: SKIPPED (KRPC_RDMA_SKIP_VM=1)");
         return Ok(());
     }
     let mut build = cargo();
     build.args(["build", "--release", "-p", "userspace-harness"]);
-    step(
-        "cargo build --release -p userspace-harness (for peers-vm.sh)",
-        build,
-    )?;
+    step("cargo build --release -p userspace-harness", build)?;
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
     let harness = target.join("release").join("userspace-harness");
     let mut h = OsString::from("HARNESS=");
     h.push(harness.as_os_str());
-    let args: Vec<OsString> = vec![
-        "env".into(),
-        h,
-        "sh".into(),
-        "ofed-shim/linux/peers-vm.sh".into(),
-    ];
+    let mut args: Vec<OsString> = vec!["env".into(), h, "sh".into()];
+    args.extend(script.iter().map(OsString::from));
     vm_step(name, &args)
 }
 

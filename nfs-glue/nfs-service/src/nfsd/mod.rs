@@ -198,6 +198,13 @@ impl Call<'_> {
     }
 }
 
+/// Run `f` in a frame of its own: each procedure's locals stay out of the dispatcher's
+/// frame (a kernel stack is 16 KiB; no frame of the kernel module may pass 1 KiB).
+#[inline(never)]
+fn noinline<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
 /// The NFSv3 service: decodes calls, runs them on the backend, encodes replies.
 pub struct Nfs3Service<B> {
     backend: B,
@@ -452,263 +459,299 @@ impl<B: Backend> Nfs3Service<B> {
         let b = &self.backend;
         let status = match proc_ {
             NFSPROC3_NULL => Nfsstat3::OK,
-            NFSPROC3_GETATTR => {
-                let a = GetattrArgs::decode(d)?;
-                let r = b.getattr(cr, &a.object);
-                put_with(
-                    e,
-                    r,
-                    (),
-                    |(), obj_attributes| GetattrResOk { obj_attributes },
-                    |()| (),
-                )
-            }
-            NFSPROC3_SETATTR => {
-                let a = SetattrArgs::decode(d)?;
-                let before = self.pre(cr, &a.object);
-                let r = c
-                    .may_change()
-                    .and_then(|()| b.setattr(cr, &a.object, &a.new_attributes, a.guard));
-                let wcc = self.wcc(cr, &a.object, before);
-                put_with(
-                    e,
-                    r,
-                    wcc,
-                    |obj_wcc, ()| SetattrResOk { obj_wcc },
-                    |obj_wcc| SetattrResFail { obj_wcc },
-                )
-            }
-            NFSPROC3_LOOKUP => {
-                let a = LookupArgs::decode(d)?;
-                let dir = &a.what.dir;
-                let r = b.lookup(cr, dir, &a.what.name.0);
-                let r = r.map(|object| (self.post(cr, &object), object));
-                put_with(
-                    e,
-                    r,
-                    self.post(cr, dir),
-                    |dir_attributes, (obj_attributes, object)| LookupResOk {
-                        object,
-                        obj_attributes,
-                        dir_attributes,
-                    },
-                    |dir_attributes| LookupResFail { dir_attributes },
-                )
-            }
-            NFSPROC3_ACCESS => {
-                let a = AccessArgs::decode(d)?;
-                // A read-only export grants nothing that changes the file system.
-                let ro_mask = if c.read_only {
-                    !(ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE)
-                } else {
-                    u32::MAX
-                };
-                let r = b.access(cr, &a.object, a.access & ro_mask);
-                put_with(
-                    e,
-                    r,
-                    self.post(cr, &a.object),
-                    |obj_attributes, access| AccessResOk {
-                        obj_attributes,
-                        access: access & a.access & ro_mask,
-                    },
-                    |obj_attributes| AccessResFail { obj_attributes },
-                )
-            }
-            NFSPROC3_READLINK => {
-                let a = ReadlinkArgs::decode(d)?;
-                let r = b.readlink(cr, &a.symlink);
-                put_with(
-                    e,
-                    r,
-                    self.post(cr, &a.symlink),
-                    |symlink_attributes, data| ReadlinkResOk {
-                        symlink_attributes,
-                        data,
-                    },
-                    |symlink_attributes| ReadlinkResFail { symlink_attributes },
-                )
-            }
+            NFSPROC3_GETATTR => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = GetattrArgs::decode(d)?;
+                    let r = b.getattr(cr, &a.object);
+                    put_with(
+                        e,
+                        r,
+                        (),
+                        |(), obj_attributes| GetattrResOk { obj_attributes },
+                        |()| (),
+                    )
+                })
+            })?,
+            NFSPROC3_SETATTR => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = SetattrArgs::decode(d)?;
+                    let before = self.pre(cr, &a.object);
+                    let r = c
+                        .may_change()
+                        .and_then(|()| b.setattr(cr, &a.object, &a.new_attributes, a.guard));
+                    let wcc = self.wcc(cr, &a.object, before);
+                    put_with(
+                        e,
+                        r,
+                        wcc,
+                        |obj_wcc, ()| SetattrResOk { obj_wcc },
+                        |obj_wcc| SetattrResFail { obj_wcc },
+                    )
+                })
+            })?,
+            NFSPROC3_LOOKUP => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = LookupArgs::decode(d)?;
+                    let dir = &a.what.dir;
+                    let r = b.lookup(cr, dir, &a.what.name.0);
+                    let r = r.map(|object| (self.post(cr, &object), object));
+                    put_with(
+                        e,
+                        r,
+                        self.post(cr, dir),
+                        |dir_attributes, (obj_attributes, object)| LookupResOk {
+                            object,
+                            obj_attributes,
+                            dir_attributes,
+                        },
+                        |dir_attributes| LookupResFail { dir_attributes },
+                    )
+                })
+            })?,
+            NFSPROC3_ACCESS => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = AccessArgs::decode(d)?;
+                    // A read-only export grants nothing that changes the file system.
+                    let ro_mask = if c.read_only {
+                        !(ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE)
+                    } else {
+                        u32::MAX
+                    };
+                    let r = b.access(cr, &a.object, a.access & ro_mask);
+                    put_with(
+                        e,
+                        r,
+                        self.post(cr, &a.object),
+                        |obj_attributes, access| AccessResOk {
+                            obj_attributes,
+                            access: access & a.access & ro_mask,
+                        },
+                        |obj_attributes| AccessResFail { obj_attributes },
+                    )
+                })
+            })?,
+            NFSPROC3_READLINK => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = ReadlinkArgs::decode(d)?;
+                    let r = b.readlink(cr, &a.symlink);
+                    put_with(
+                        e,
+                        r,
+                        self.post(cr, &a.symlink),
+                        |symlink_attributes, data| ReadlinkResOk {
+                            symlink_attributes,
+                            data,
+                        },
+                        |symlink_attributes| ReadlinkResFail { symlink_attributes },
+                    )
+                })
+            })?,
             NFSPROC3_READ => return Ok(self.read(cr, &ReadArgs::decode(d)?, e)),
             NFSPROC3_WRITE => self.write(c, d, e)?,
-            NFSPROC3_CREATE => {
-                let a = CreateArgs::decode(d)?;
-                let w = &a.where_;
-                let r = self.dirop(cr, &w.dir, || {
-                    c.may_change()?;
-                    b.create(cr, &w.dir, &w.name.0, &a.how)
-                });
-                put_dirop!(e, r, CreateResOk, CreateResFail)
-            }
-            NFSPROC3_MKDIR => {
-                let a = MkdirArgs::decode(d)?;
-                let w = &a.where_;
-                let r = self.dirop(cr, &w.dir, || {
-                    c.may_change()?;
-                    b.mkdir(cr, &w.dir, &w.name.0, &a.attributes)
-                });
-                put_dirop!(e, r, MkdirResOk, MkdirResFail)
-            }
-            NFSPROC3_SYMLINK => {
-                let (h, len) = SymlinkArgs::decode_head(d)?;
-                let target = self.item(c, d, len)?;
-                let w = &h.where_;
-                let r = self.dirop(cr, &w.dir, || {
-                    c.may_change()?;
-                    b.symlink(cr, &w.dir, &w.name.0, &h.symlink_attributes, &target)
-                });
-                put_dirop!(e, r, SymlinkResOk, SymlinkResFail)
-            }
-            NFSPROC3_MKNOD => {
-                let a = MknodArgs::decode(d)?;
-                let w = &a.where_;
-                let r = self.dirop(cr, &w.dir, || {
-                    c.may_change()?;
-                    b.mknod(cr, &w.dir, &w.name.0, &a.what)
-                });
-                put_dirop!(e, r, MknodResOk, MknodResFail)
-            }
-            NFSPROC3_REMOVE | NFSPROC3_RMDIR => {
-                let o = Diropargs3::decode(d)?;
-                let before = self.pre(cr, &o.dir);
-                let r = if let Err(ro) = c.may_change() {
-                    Err(ro)
-                } else if proc_ == NFSPROC3_REMOVE {
-                    b.remove(cr, &o.dir, &o.name.0)
-                } else {
-                    b.rmdir(cr, &o.dir, &o.name.0)
-                };
-                // REMOVE3res and RMDIR3res have the same XDR.
-                put_with(
-                    e,
-                    r,
-                    self.wcc(cr, &o.dir, before),
-                    |dir_wcc, ()| RemoveResOk { dir_wcc },
-                    |dir_wcc| RemoveResFail { dir_wcc },
-                )
-            }
-            NFSPROC3_RENAME => {
-                let a = RenameArgs::decode(d)?;
-                let (f, t) = (&a.from, &a.to);
-                let (fb, tb) = (self.pre(cr, &f.dir), self.pre(cr, &t.dir));
-                let r = c
-                    .may_change()
-                    .and_then(|()| b.rename(cr, &f.dir, &f.name.0, &t.dir, &t.name.0));
-                put_with(
-                    e,
-                    r,
-                    (self.wcc(cr, &f.dir, fb), self.wcc(cr, &t.dir, tb)),
-                    |(fromdir_wcc, todir_wcc), ()| RenameResOk {
-                        fromdir_wcc,
-                        todir_wcc,
-                    },
-                    |(fromdir_wcc, todir_wcc)| RenameResFail {
-                        fromdir_wcc,
-                        todir_wcc,
-                    },
-                )
-            }
-            NFSPROC3_LINK => {
-                let a = LinkArgs::decode(d)?;
-                let before = self.pre(cr, &a.link.dir);
-                let r = c
-                    .may_change()
-                    .and_then(|()| b.link(cr, &a.file, &a.link.dir, &a.link.name.0));
-                put_with(
-                    e,
-                    r,
-                    (self.post(cr, &a.file), self.wcc(cr, &a.link.dir, before)),
-                    |(file_attributes, linkdir_wcc), ()| LinkResOk {
-                        file_attributes,
-                        linkdir_wcc,
-                    },
-                    |(file_attributes, linkdir_wcc)| LinkResFail {
-                        file_attributes,
-                        linkdir_wcc,
-                    },
-                )
-            }
-            NFSPROC3_READDIR => {
-                let a = ReaddirArgs::decode(d)?;
-                let l = Listing {
-                    dir: &a.dir,
-                    cookie: a.cookie,
-                    verf: a.cookieverf,
-                    dircount: None,
-                    maxcount: a.count,
-                };
-                readdir::readdir(b, cr, &l, self.post(cr, &a.dir), e)
-            }
-            NFSPROC3_READDIRPLUS => {
-                let a = ReaddirplusArgs::decode(d)?;
-                let l = Listing {
-                    dir: &a.dir,
-                    cookie: a.cookie,
-                    verf: a.cookieverf,
-                    dircount: Some(a.dircount),
-                    maxcount: a.maxcount,
-                };
-                readdir::readdir(b, cr, &l, self.post(cr, &a.dir), e)
-            }
-            NFSPROC3_FSSTAT => {
-                let a = FsstatArgs::decode(d)?;
-                let r = b.fsstat(cr, &a.fsroot);
-                put_with(
-                    e,
-                    r,
-                    self.post(cr, &a.fsroot),
-                    |obj_attributes, ok| FsstatResOk {
-                        obj_attributes,
-                        ..ok
-                    },
-                    |obj_attributes| FsstatResFail { obj_attributes },
-                )
-            }
-            NFSPROC3_FSINFO => {
-                let a = FsinfoArgs::decode(d)?;
-                let r = b.fsinfo(cr, &a.fsroot);
-                let m = self.config.max_data;
-                put_with(
-                    e,
-                    r,
-                    self.post(cr, &a.fsroot),
-                    |obj_attributes, ok| FsinfoResOk {
-                        obj_attributes,
-                        rtmax: ok.rtmax.min(m),
-                        rtpref: ok.rtpref.min(m),
-                        wtmax: ok.wtmax.min(m),
-                        wtpref: ok.wtpref.min(m),
-                        ..ok
-                    },
-                    |obj_attributes| FsinfoResFail { obj_attributes },
-                )
-            }
-            NFSPROC3_PATHCONF => {
-                let a = PathconfArgs::decode(d)?;
-                let r = b.pathconf(cr, &a.object);
-                put_with(
-                    e,
-                    r,
-                    self.post(cr, &a.object),
-                    |obj_attributes, ok| PathconfResOk {
-                        obj_attributes,
-                        ..ok
-                    },
-                    |obj_attributes| PathconfResFail { obj_attributes },
-                )
-            }
-            NFSPROC3_COMMIT => {
-                let a = CommitArgs::decode(d)?;
-                let before = self.pre(cr, &a.file);
-                let r = b.commit(cr, &a.file, a.offset, a.count);
-                put_with(
-                    e,
-                    r,
-                    self.wcc(cr, &a.file, before),
-                    |file_wcc, verf| CommitResOk { file_wcc, verf },
-                    |file_wcc| CommitResFail { file_wcc },
-                )
-            }
+            NFSPROC3_CREATE => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = CreateArgs::decode(d)?;
+                    let w = &a.where_;
+                    let r = self.dirop(cr, &w.dir, || {
+                        c.may_change()?;
+                        b.create(cr, &w.dir, &w.name.0, &a.how)
+                    });
+                    put_dirop!(e, r, CreateResOk, CreateResFail)
+                })
+            })?,
+            NFSPROC3_MKDIR => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = MkdirArgs::decode(d)?;
+                    let w = &a.where_;
+                    let r = self.dirop(cr, &w.dir, || {
+                        c.may_change()?;
+                        b.mkdir(cr, &w.dir, &w.name.0, &a.attributes)
+                    });
+                    put_dirop!(e, r, MkdirResOk, MkdirResFail)
+                })
+            })?,
+            NFSPROC3_SYMLINK => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let (h, len) = SymlinkArgs::decode_head(d)?;
+                    let target = self.item(c, d, len)?;
+                    let w = &h.where_;
+                    let r = self.dirop(cr, &w.dir, || {
+                        c.may_change()?;
+                        b.symlink(cr, &w.dir, &w.name.0, &h.symlink_attributes, &target)
+                    });
+                    put_dirop!(e, r, SymlinkResOk, SymlinkResFail)
+                })
+            })?,
+            NFSPROC3_MKNOD => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = MknodArgs::decode(d)?;
+                    let w = &a.where_;
+                    let r = self.dirop(cr, &w.dir, || {
+                        c.may_change()?;
+                        b.mknod(cr, &w.dir, &w.name.0, &a.what)
+                    });
+                    put_dirop!(e, r, MknodResOk, MknodResFail)
+                })
+            })?,
+            NFSPROC3_REMOVE | NFSPROC3_RMDIR => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let o = Diropargs3::decode(d)?;
+                    let before = self.pre(cr, &o.dir);
+                    let r = if let Err(ro) = c.may_change() {
+                        Err(ro)
+                    } else if proc_ == NFSPROC3_REMOVE {
+                        b.remove(cr, &o.dir, &o.name.0)
+                    } else {
+                        b.rmdir(cr, &o.dir, &o.name.0)
+                    };
+                    // REMOVE3res and RMDIR3res have the same XDR.
+                    put_with(
+                        e,
+                        r,
+                        self.wcc(cr, &o.dir, before),
+                        |dir_wcc, ()| RemoveResOk { dir_wcc },
+                        |dir_wcc| RemoveResFail { dir_wcc },
+                    )
+                })
+            })?,
+            NFSPROC3_RENAME => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = RenameArgs::decode(d)?;
+                    let (f, t) = (&a.from, &a.to);
+                    let (fb, tb) = (self.pre(cr, &f.dir), self.pre(cr, &t.dir));
+                    let r = c
+                        .may_change()
+                        .and_then(|()| b.rename(cr, &f.dir, &f.name.0, &t.dir, &t.name.0));
+                    put_with(
+                        e,
+                        r,
+                        (self.wcc(cr, &f.dir, fb), self.wcc(cr, &t.dir, tb)),
+                        |(fromdir_wcc, todir_wcc), ()| RenameResOk {
+                            fromdir_wcc,
+                            todir_wcc,
+                        },
+                        |(fromdir_wcc, todir_wcc)| RenameResFail {
+                            fromdir_wcc,
+                            todir_wcc,
+                        },
+                    )
+                })
+            })?,
+            NFSPROC3_LINK => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = LinkArgs::decode(d)?;
+                    let before = self.pre(cr, &a.link.dir);
+                    let r = c
+                        .may_change()
+                        .and_then(|()| b.link(cr, &a.file, &a.link.dir, &a.link.name.0));
+                    put_with(
+                        e,
+                        r,
+                        (self.post(cr, &a.file), self.wcc(cr, &a.link.dir, before)),
+                        |(file_attributes, linkdir_wcc), ()| LinkResOk {
+                            file_attributes,
+                            linkdir_wcc,
+                        },
+                        |(file_attributes, linkdir_wcc)| LinkResFail {
+                            file_attributes,
+                            linkdir_wcc,
+                        },
+                    )
+                })
+            })?,
+            NFSPROC3_READDIR => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = ReaddirArgs::decode(d)?;
+                    let l = Listing {
+                        dir: &a.dir,
+                        cookie: a.cookie,
+                        verf: a.cookieverf,
+                        dircount: None,
+                        maxcount: a.count,
+                    };
+                    readdir::readdir(b, cr, &l, self.post(cr, &a.dir), e)
+                })
+            })?,
+            NFSPROC3_READDIRPLUS => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = ReaddirplusArgs::decode(d)?;
+                    let l = Listing {
+                        dir: &a.dir,
+                        cookie: a.cookie,
+                        verf: a.cookieverf,
+                        dircount: Some(a.dircount),
+                        maxcount: a.maxcount,
+                    };
+                    readdir::readdir(b, cr, &l, self.post(cr, &a.dir), e)
+                })
+            })?,
+            NFSPROC3_FSSTAT => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = FsstatArgs::decode(d)?;
+                    let r = b.fsstat(cr, &a.fsroot);
+                    put_with(
+                        e,
+                        r,
+                        self.post(cr, &a.fsroot),
+                        |obj_attributes, ok| FsstatResOk {
+                            obj_attributes,
+                            ..ok
+                        },
+                        |obj_attributes| FsstatResFail { obj_attributes },
+                    )
+                })
+            })?,
+            NFSPROC3_FSINFO => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = FsinfoArgs::decode(d)?;
+                    let r = b.fsinfo(cr, &a.fsroot);
+                    let m = self.config.max_data;
+                    put_with(
+                        e,
+                        r,
+                        self.post(cr, &a.fsroot),
+                        |obj_attributes, ok| FsinfoResOk {
+                            obj_attributes,
+                            rtmax: ok.rtmax.min(m),
+                            rtpref: ok.rtpref.min(m),
+                            wtmax: ok.wtmax.min(m),
+                            wtpref: ok.wtpref.min(m),
+                            ..ok
+                        },
+                        |obj_attributes| FsinfoResFail { obj_attributes },
+                    )
+                })
+            })?,
+            NFSPROC3_PATHCONF => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = PathconfArgs::decode(d)?;
+                    let r = b.pathconf(cr, &a.object);
+                    put_with(
+                        e,
+                        r,
+                        self.post(cr, &a.object),
+                        |obj_attributes, ok| PathconfResOk {
+                            obj_attributes,
+                            ..ok
+                        },
+                        |obj_attributes| PathconfResFail { obj_attributes },
+                    )
+                })
+            })?,
+            NFSPROC3_COMMIT => noinline(|| -> Result<Nfsstat3, Garbage> {
+                Ok({
+                    let a = CommitArgs::decode(d)?;
+                    let before = self.pre(cr, &a.file);
+                    let r = b.commit(cr, &a.file, a.offset, a.count);
+                    put_with(
+                        e,
+                        r,
+                        self.wcc(cr, &a.file, before),
+                        |file_wcc, verf| CommitResOk { file_wcc, verf },
+                        |file_wcc| CommitResFail { file_wcc },
+                    )
+                })
+            })?,
             // accept_call refused every other number with PROC_UNAVAIL.
             _ => return Err(Garbage),
         };
