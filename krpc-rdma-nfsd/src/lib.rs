@@ -8,6 +8,8 @@
 //!   reply cache, nfs-service's `Nfs3Service`.
 //! * [`mountd`] and [`exports`]: MOUNT v3 over TCP for the one export, and who may use it
 //!   (the client list of an exports(5) line; root squashed by default).
+//! * [`fixed_export`]: MOUNT v3 alone for one path and a root handle given as hex (the
+//!   `userspace-harness mountd` command, for the kernel module's NFSv3 server).
 //! * [`lockd`]: file locking, NLM v4 and NSM v1 over TCP and UDP, registered with rpcbind.
 //! * [`run`]: the `userspace-harness nfsd` command.
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -17,6 +19,7 @@ pub mod attr;
 pub mod exports;
 #[allow(unsafe_code)]
 pub mod fhandle;
+pub mod fixed_export;
 pub mod handle;
 pub mod localfs;
 pub mod lockd;

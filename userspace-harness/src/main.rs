@@ -1,11 +1,12 @@
 //! `userspace-harness`: runs the krpc-rdma core in userspace, over libibverbs (Soft-RoCE
 //! `rxe0` in the project's VM: `cargo xtask vm -- target/release/userspace-harness ...`).
 //!
-//! Commands: `server`, `client`, `bench` (both in one process), `demo`, and `decode` (the
-//! RPC-over-RDMA header decoder). The RPC workload is the harness's own program, documented
-//! in [`userspace_harness::rpc`]. Errors are one line on stderr; exit status 0 on success,
-//! 1 on errors (including data verification failures), 2 for bad arguments, 3 when the
-//! connection was lost.
+//! Commands: `server`, `client`, `bench` (both in one process), `demo`, `decode` (the
+//! RPC-over-RDMA header decoder), the NFS ones (`nfs3`, `mount-fh`, `nfsd`) and `mountd`
+//! (MOUNT v3 alone, for a handle given as hex). The RPC workload is the harness's own
+//! program, documented in [`userspace_harness::rpc`]. Errors are one line on stderr; exit
+//! status 0 on success, 1 on errors (including data verification failures), 2 for bad
+//! arguments, 3 when the connection was lost.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::io::{self, BufRead, Write};
@@ -80,6 +81,14 @@ enum Command {
     /// Serve a local directory over NFSv3 on RPC-over-RDMA, MOUNT v3 over TCP (crate
     /// krpc-rdma-nfsd); one line per connection and the totals at SIGINT / SIGTERM.
     Nfsd(krpc_rdma_nfsd::NfsdArgs),
+    /// Serve MOUNT v3 alone over TCP: one export PATH whose MNT answers a given root file
+    /// handle (the kernel module's NFSv3 server has no MOUNT protocol of its own).
+    ///
+    /// The handle is --fh HEX, or the hex in --fh-file FILE read at every MNT (e.g.
+    /// /sys/module/krpc_rdma/parameters/nfsd_root_fh). MNT of any other path:
+    /// MNT3ERR_NOENT; a handle file unreadable or invalid at MNT time: MNT3ERR_SERVERFAULT.
+    /// Prints one line when serving; runs until SIGINT / SIGTERM, then exits 0.
+    Mountd(krpc_rdma_nfsd::fixed_export::MountdArgs),
     /// Server and client in one run: WRITE and READ with DDP at several sizes, NULL, a Long
     /// Call / Long Reply, throughput, and which chunk types were used.
     Demo {
@@ -434,6 +443,13 @@ fn main() -> ExitCode {
             }
             Err(e) => fail(&e, 1),
         },
+        Command::Mountd(a) => {
+            verbs::signals::install();
+            match krpc_rdma_nfsd::fixed_export::run_mountd(&a, &verbs::signals::STOP) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(&e, e.exit_code()),
+            }
+        }
         Command::Demo { addr, trace } => {
             let addr = match addr.map_or_else(default_addr, Ok) {
                 Ok(a) => a,
