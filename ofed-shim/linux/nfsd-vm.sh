@@ -14,7 +14,8 @@
 #   5. rmmod while mounted must fail ("in use"), never oops; then umount, rmmod (retried
 #      while the connection winds down), the module's unload report: no LEAK line; `rdma
 #      resource show` as before the insmod; no WARNING/BUG/Oops/"Call Trace" in the log;
-#      the module's report: no transport payload copy (ddp_payload_copied_bytes absent).
+#      the module's report at unload: no transport payload copy (ddp_payload_copied_bytes
+#      absent).
 #
 # Run as root in the VM from the repository's root, after `cargo xtask kmod` and `cargo
 # build --release -p userspace-harness`:
@@ -98,8 +99,16 @@ after=$(rdma resource show) || fail "rdma resource show"
 log=$(dmesg)
 echo "$log" | grep -E "krpc_rdma: unload" || fail "no unload report"
 echo "$log" | grep -qE "LEAK|WARNING|BUG|Oops|Call Trace|kmemleak" && fail "kernel log: $(echo "$log" | grep -E "LEAK|WARNING|BUG|Oops|Call Trace|kmemleak" | head -n 5)"
-case $report in
-*ddp_payload_copied_bytes*) fail "the transport copied payload bytes: $report" ;;
+# The module's report at unload: every connection has ended, so its transport counters are
+# in (zero counters are left out of the line).
+final=$(echo "$log" | grep "krpc_rdma nfsd: connections" | tail -n 1)
+echo "at unload: $final"
+case $final in
+*"transport (ended connections): "*) ;;
+*) fail "no transport counters in the unload report: $final" ;;
+esac
+case $final in
+*ddp_payload_copied_bytes*) fail "the transport copied payload bytes: $final" ;;
 esac
 echo "nfsd-vm: ok: $RUNS workload run(s) against the in-kernel server in $(($(date +%s) - t0)) s; rmmod refused while mounted; clean unload; rdma resource show unchanged; no WARNING/BUG/Oops/LEAK in the kernel log"
 rm -rf "$TMP"

@@ -57,7 +57,7 @@ xtask help; KRPC_RDMA_VM_TIMEOUT defaults to 1200 s here).";
 
 /// `cargo xtask bench-rxe [--out FILE]`.
 pub(crate) fn bench_rxe(args: &[String]) -> Result<(), String> {
-    let Some(out) = parse_args(args)? else {
+    let Some(out) = parse_args("bench-rxe", args)? else {
         println!("{HELP}");
         return Ok(());
     };
@@ -80,21 +80,6 @@ pub(crate) fn bench_rxe(args: &[String]) -> Result<(), String> {
         println!("==> note: {HARNESS} has no `bench` subcommand yet: the harness rows will be n/a");
     }
 
-    if std::env::var_os("KRPC_RDMA_VM").is_none() {
-        std::env::set_var("KRPC_RDMA_VM", "force");
-    }
-    if std::env::var_os("KRPC_RDMA_VM_TIMEOUT").is_none() {
-        std::env::set_var("KRPC_RDMA_VM_TIMEOUT", DEFAULT_TIMEOUT_SECS);
-    }
-
-    std::env::set_current_dir(&root).map_err(|e| format!("cd {}: {e}", root.display()))?;
-    let table_path = root.join(TABLE);
-    if let Some(dir) = table_path.parent() {
-        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
-    // A table left from an earlier run must not pass for this one's.
-    let _ = fs::remove_file(&table_path);
-
     let mut script: Vec<OsString> = [
         "sh",
         SCRIPT,
@@ -112,12 +97,68 @@ pub(crate) fn bench_rxe(args: &[String]) -> Result<(), String> {
         script.push("--harness-error".into());
         script.push(why.into());
     }
-    println!("==> bench over rxe0 in the VM: sh {SCRIPT}");
-    let code = vm::run::vm(&script);
+    run_in_vm(
+        &VmBench {
+            task: "bench-rxe",
+            what: "bench over rxe0 in the VM",
+            table: TABLE,
+            log: LOG,
+            timeout_secs: DEFAULT_TIMEOUT_SECS,
+        },
+        &script,
+        out.as_deref(),
+        start,
+    )
+}
+
+/// A benchmark script run in one VM boot that writes a Markdown table.
+pub(crate) struct VmBench {
+    /// The task's name (`bench-rxe`).
+    pub task: &'static str,
+    /// What the run is, for its `==>` line.
+    pub what: &'static str,
+    /// The table the script writes, relative to the repository.
+    pub table: &'static str,
+    /// The raw output, relative to the repository.
+    pub log: &'static str,
+    /// `KRPC_RDMA_VM_TIMEOUT` unless set.
+    pub timeout_secs: &'static str,
+}
+
+/// Run `script` in the VM (forced: the NFS steps set up servers, which only happens in the
+/// VM), then print where the table is and copy it to `out`; fails when a step failed or no
+/// table was written.
+pub(crate) fn run_in_vm(
+    b: &VmBench,
+    script: &[OsString],
+    out: Option<&Path>,
+    start: Instant,
+) -> Result<(), String> {
+    let root = root();
+    if std::env::var_os("KRPC_RDMA_VM").is_none() {
+        std::env::set_var("KRPC_RDMA_VM", "force");
+    }
+    if std::env::var_os("KRPC_RDMA_VM_TIMEOUT").is_none() {
+        std::env::set_var("KRPC_RDMA_VM_TIMEOUT", b.timeout_secs);
+    }
+    std::env::set_current_dir(&root).map_err(|e| format!("cd {}: {e}", root.display()))?;
+    let table_path = root.join(b.table);
+    if let Some(dir) = table_path.parent() {
+        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    // A table left from an earlier run must not pass for this one's.
+    let _ = fs::remove_file(&table_path);
+    let shown: Vec<String> = script
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    println!("==> {}: {}", b.what, shown.join(" "));
+    let code = vm::run::vm(script);
     let secs = start.elapsed().as_secs_f64();
+    let (task, log) = (b.task, b.log);
 
     let table = fs::read_to_string(&table_path).ok();
-    if let (Some(table), Some(out)) = (&table, &out) {
+    if let (Some(table), Some(out)) = (&table, out) {
         if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
@@ -126,14 +167,14 @@ pub(crate) fn bench_rxe(args: &[String]) -> Result<(), String> {
     }
     match (code, table) {
         (0, Some(_)) => {
-            println!("==> bench-rxe: done in {secs:.1} s (raw output: {LOG})");
+            println!("==> {task}: done in {secs:.1} s (raw output: {log})");
             Ok(())
         }
         (_, Some(_)) => Err(format!(
-            "some steps FAILED (exit {code}) after {secs:.1} s; see the table above and {LOG}"
+            "some steps FAILED (exit {code}) after {secs:.1} s; see the table above and {log}"
         )),
         (_, None) => Err(format!(
-            "no table after {secs:.1} s (exit {code}{}); see the output above and {LOG}",
+            "no table after {secs:.1} s (exit {code}{}); see the output above and {log}",
             match code {
                 124 => ": the VM timed out (KRPC_RDMA_VM_TIMEOUT)",
                 125 => ": the VM failed",
@@ -145,7 +186,7 @@ pub(crate) fn bench_rxe(args: &[String]) -> Result<(), String> {
 
 /// `Ok(None)` for `--help`; else the `--out` file, made absolute against the current
 /// directory (the VM runs in the repository root).
-fn parse_args(args: &[String]) -> Result<Option<Option<PathBuf>>, String> {
+pub(crate) fn parse_args(task: &str, args: &[String]) -> Result<Option<Option<PathBuf>>, String> {
     let mut out = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -153,19 +194,19 @@ fn parse_args(args: &[String]) -> Result<Option<Option<PathBuf>>, String> {
             "-h" | "--help" => return Ok(None),
             "--out" => it
                 .next()
-                .ok_or("bench-rxe: --out needs a FILE")?
+                .ok_or(format!("{task}: --out needs a FILE"))?
                 .to_string(),
             other => match other.strip_prefix("--out=") {
                 Some(file) => file.to_string(),
                 None => {
                     return Err(format!(
-                        "bench-rxe: unknown argument {other:?} (cargo xtask bench-rxe --help)"
+                        "{task}: unknown argument {other:?} (cargo xtask {task} --help)"
                     ))
                 }
             },
         };
         if file.is_empty() {
-            return Err("bench-rxe: --out needs a FILE".into());
+            return Err(format!("{task}: --out needs a FILE"));
         }
         let path = Path::new(&file);
         out = Some(if path.is_absolute() {
@@ -199,19 +240,19 @@ mod tests {
 
     #[test]
     fn out_is_optional_and_made_absolute() {
-        assert_eq!(parse_args(&[]).unwrap(), Some(None));
+        assert_eq!(parse_args("bench-rxe", &[]).unwrap(), Some(None));
         assert_eq!(
-            parse_args(&args(&["--out", "/tmp/t.md"])).unwrap(),
+            parse_args("bench-rxe", &args(&["--out", "/tmp/t.md"])).unwrap(),
             Some(Some(PathBuf::from("/tmp/t.md")))
         );
-        let rel = parse_args(&args(&["--out=t.md"]))
+        let rel = parse_args("bench-rxe", &args(&["--out=t.md"]))
             .unwrap()
             .unwrap()
             .unwrap();
         assert!(rel.is_absolute() && rel.ends_with("t.md"), "{rel:?}");
-        assert_eq!(parse_args(&args(&["--help"])).unwrap(), None);
-        assert!(parse_args(&args(&["--out"])).is_err());
-        assert!(parse_args(&args(&["--out="])).is_err());
-        assert!(parse_args(&args(&["--bogus"])).is_err());
+        assert_eq!(parse_args("bench-rxe", &args(&["--help"])).unwrap(), None);
+        assert!(parse_args("bench-rxe", &args(&["--out"])).is_err());
+        assert!(parse_args("bench-rxe", &args(&["--out="])).is_err());
+        assert!(parse_args("bench-rxe", &args(&["--bogus"])).is_err());
     }
 }

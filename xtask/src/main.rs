@@ -14,6 +14,8 @@
 //! * `kmod`: `krpc_rdma.ko` for the VM's Linux kernel with the in-kernel self-test (see
 //!   [`kmod`](mod@kmod)).
 //! * `bench-rxe [--out FILE]`: harness vs perftest vs the kernel NFS/RDMA client, one VM boot.
+//! * `bench-kernel [--out FILE]`: the Linux NFS client against knfsd, our kernel server and our
+//!   userspace server, one VM boot.
 //! * `fuzz [SECONDS]`: runs each cargo-fuzz target (header decoder, nfs-proto decoders, the
 //!   Responder and the Requester against a hostile peer) SECONDS.
 //! * `vm-setup`: prepares the rxe VM (host packages, Debian's kernel, vmlinux, initramfs) in a
@@ -29,6 +31,7 @@
 //! * `freebsd-setup`, `freebsd-kmod`, `freebsd-vm`: FreeBSD 14.2 built from source, the module
 //!   built by its `bsd.kmod.mk` and loaded in its kernel under qemu (see [`freebsd`]).
 
+mod bench_kernel;
 mod bench_rxe;
 mod freebsd;
 mod fresh_check;
@@ -77,6 +80,8 @@ kmod                  krpc_rdma.ko for the VM's Linux kernel (kbuild, Debian's l
 fuzz [SECONDS]        run each fuzz target: header decoder, nfs-proto decoders, the Responder
                       and the Requester against a hostile peer's script (60 s each)
 bench-rxe [--out F]   harness vs perftest and the kernel NFS/RDMA client on rxe0, one VM boot
+bench-kernel [--out F] the Linux NFS/RDMA client against knfsd, krpc_rdma.ko's NFSv3 server
+                      and userspace-harness nfsd, side by side in one VM boot
 fresh-check [--suite S] [--no-vm] [--dir D] [--keep]
                       root only: demo then test on a clean clone in a fresh Debian root
                       (--suite trixie: another release; host checks and a plain cargo build)
@@ -108,6 +113,7 @@ fn main() -> ExitCode {
         Some("demo") => demo(),
         Some("fuzz") => fuzz(args.get(1).map(String::as_str)),
         Some("bench-rxe") => bench_rxe::bench_rxe(args.get(1..).unwrap_or_default()),
+        Some("bench-kernel") => bench_kernel::bench_kernel(args.get(1..).unwrap_or_default()),
         Some("fresh-check") => fresh_check::fresh_check(args.get(1..).unwrap_or_default()),
         Some("freebsd-setup") => freebsd::setup(),
         Some("freebsd-kmod") => freebsd::kmod().map(|_| ()),
@@ -118,7 +124,7 @@ fn main() -> ExitCode {
         }
         Some(other) => Err(format!(
             "unknown task {other:?}; expected test, demo, kernel-build, kobj, kmod, fuzz, \
-             bench-rxe, vm-setup, vm, fresh-check, freebsd-setup, freebsd-kmod or freebsd-vm \
+             bench-rxe, bench-kernel, vm-setup, vm, fresh-check, freebsd-setup, freebsd-kmod or freebsd-vm \
              (cargo xtask help)"
         )),
     };

@@ -10,7 +10,9 @@ use alloc::vec::Vec;
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use krpc_rdma::transport::{Counters, Responder, ServerConnection, SharedPages, TransportConfig};
+use krpc_rdma::transport::{
+    Counters, Responder, ServerConnection, ServerStats, SharedPages, TransportConfig,
+};
 use krpc_rdma_scenarios::heap::{try_boxed, try_boxed_result, Boxed};
 use mbuf::PageProvider;
 use nfs_pagefs::{FsState, PageFs};
@@ -251,6 +253,7 @@ fn serve(sh: &Arc<Shared>, w: Work) {
         return;
     };
     let mut conn = conn.with_reply_bytes(Box::new(move |c| svc.svc.reply_data_bytes(c)));
+    let mut seen = ServerStats::default();
     loop {
         conn.poll(&mut *qp);
         while let Some(c) = conn.next_call() {
@@ -270,6 +273,7 @@ fn serve(sh: &Arc<Shared>, w: Work) {
                 Served::Drop => conn.drop_call(&mut *qp, c.ctx),
             }
         }
+        seen = publish(f, seen, conn.stats());
         if conn.is_lost() {
             break;
         }
@@ -282,16 +286,25 @@ fn serve(sh: &Arc<Shared>, w: Work) {
             wait_any(&GlueSleep, &mut [&mut *qp], ms);
         }
     }
-    let s = conn.stats();
-    add(&f.calls, s.calls);
-    add(&f.replies, s.replies);
-    add(&f.dropped, s.dropped);
-    add(&f.reply_errors, s.reply_errors);
+    publish(f, seen, conn.stats());
     let c = *conn.counters();
     sh.ended.with(|e| *e += c);
     drop(conn);
     drop(qp);
     f.open.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Add what the connection did since `seen` to the server's figures (so the report is
+/// current while connections are up); the new `seen`.
+fn publish(f: &Figures, seen: ServerStats, now: &ServerStats) -> ServerStats {
+    add(&f.calls, now.calls.saturating_sub(seen.calls));
+    add(&f.replies, now.replies.saturating_sub(seen.replies));
+    add(&f.dropped, now.dropped.saturating_sub(seen.dropped));
+    add(
+        &f.reply_errors,
+        now.reply_errors.saturating_sub(seen.reply_errors),
+    );
+    *now
 }
 
 /// The listener's next connection request, on the heap (frames of their own: an `OfedQp`
