@@ -241,6 +241,40 @@ fn linux_client_over_rdma() {
     cleanup(&d);
 }
 
+/// The workload script the in-kernel server's test runs too (`xtask/vm/nfs-workload.sh`,
+/// the short list): one list, both servers. Every result is read back through the mount with
+/// the client's cache dropped and compared with a local copy.
+#[test]
+fn shared_workload_script() {
+    if skip() {
+        return;
+    }
+    let d = dirs();
+    let server = Server::start(&d.export, &d.state);
+    ok("modprobe rpcrdma");
+    let opts =
+        format!("vers=3,proto=rdma,port={PORT},mountport={MOUNT_PORT},mountproto=tcp,nolock");
+    ok(&format!(
+        "mount -t nfs -o {opts} {}:{} {}",
+        ip(),
+        d.export.display(),
+        d.mnt.display()
+    ));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../xtask/vm/nfs-workload.sh");
+    let out = ok(&format!(
+        "sh {} {} {} short",
+        script.display(),
+        d.mnt.display(),
+        d.scratch.display()
+    ));
+    println!("{out}");
+    assert!(out.contains("nfs-workload: ok: "), "{out}");
+    ok(&format!("umount {}", d.mnt.display()));
+    let (clean, _) = server.stop();
+    assert!(clean, "nfsd exit status");
+    cleanup(&d);
+}
+
 /// The server's defaults as knfsd's: root is squashed to nobody unless the export says
 /// `no_root_squash`; a client the export's list does not name cannot mount.
 #[test]
