@@ -140,7 +140,8 @@ pub fn run<Q: Provider + Send + 'static>(a: &NfsdArgs, qpw: QpWrap<Q>) -> Result
         svc: Nfs3Service::new(fs.clone(), provider, cfg),
         drc: server::CacheLock::new(
             ReplyCache::new(server::DRC_CAPACITY).ok_or("reply cache: no memory")?,
-        ),
+        )
+        .ok_or("reply cache lock")?,
         clients: a.clients.clone(),
         stop: &STOP,
     });

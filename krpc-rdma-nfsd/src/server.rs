@@ -199,8 +199,8 @@ pub fn serve_call<B: Backend>(
 pub struct CacheLock(Mutex<ReplyCache>);
 
 impl Lock<ReplyCache> for CacheLock {
-    fn new(value: ReplyCache) -> Self {
-        CacheLock(Mutex::new(value))
+    fn new(value: ReplyCache) -> Option<Self> {
+        Some(CacheLock(Mutex::new(value)))
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut ReplyCache) -> R) -> R {

@@ -62,7 +62,7 @@ fn tar_x_calls_through_the_reply_cache_and_localfs() {
     let pages: Arc<dyn PageProvider> = Arc::new(HeapPageArena::new(64).unwrap());
     let sh = Shared {
         svc: Nfs3Service::new(fs, pages, Nfs3Config::default()),
-        drc: CacheLock::new(ReplyCache::new(DRC_CAPACITY).unwrap()),
+        drc: CacheLock::new(ReplyCache::new(DRC_CAPACITY).unwrap()).unwrap(),
         clients: Clients::parse("*(rw,no_root_squash)").unwrap(),
         stop: &STOP,
     };

@@ -73,7 +73,7 @@
 uint32_t krpc_rdma_shim_abi_version(void);
 int krpc_rdma_selftest(char *report, size_t len, uint32_t rdma_addr_be);
 int krpc_rdma_peer(char *report, size_t len, uint32_t kind, uint32_t addr_be, uint32_t port,
-    uint32_t conns, const uint8_t *fh, size_t fh_len);
+    uint32_t conns, const uint8_t *fh, size_t fh_len, uint32_t mib);
 
 /* The in-kernel NFSv3 server (ofed-shim/kernel-nfsd/src/lib.rs). */
 struct krpc_nfsd_config {
@@ -127,6 +127,10 @@ MODULE_PARM_DESC(peer_port, "the peer run's port (the server's, or ours for harn
 static unsigned int peer_conns = 1;
 module_param(peer_conns, uint, 0644);
 MODULE_PARM_DESC(peer_conns, "harness-client: connections to serve before the run ends");
+
+static unsigned int peer_mib = 256;
+module_param(peer_mib, uint, 0644);
+MODULE_PARM_DESC(peer_mib, "knfsd-bench-*: MiB moved (NULL: thousands of calls)");
 
 static char *nfs_fh = "";
 module_param(nfs_fh, charp, 0644);
@@ -300,6 +304,11 @@ int krpc_ofed_wait_gen(uint64_t gen, uint32_t ms)
 	    msecs_to_jiffies(ms)) > 0;
 }
 
+uint64_t krpc_monotonic_ns(void)
+{
+	return ktime_get_ns();
+}
+
 /* ---- kernel services of the NFS server (ofed-shim/kernel-nfsd/src/sys.rs) ----------- */
 
 void *krpc_mutex_new(void)
@@ -395,6 +404,7 @@ struct krpc_stack_call {
 	uint32_t conns;
 	const uint8_t *fh;
 	size_t fh_len;
+	uint32_t mib;
 };
 
 /* The function called on the private stack (one argument: the call); global, as the asm
@@ -405,7 +415,7 @@ __visible int krpc_stack_entry(struct krpc_stack_call *c)
 	if (c->peer_kind == 0)
 		return krpc_rdma_selftest(c->buf, KRPC_REPORT_LEN, c->addr);
 	return krpc_rdma_peer(c->buf, KRPC_REPORT_LEN, c->peer_kind, c->addr, c->port, c->conns,
-	    c->fh, c->fh_len);
+	    c->fh, c->fh_len, c->mib);
 }
 
 /*
@@ -637,7 +647,7 @@ static int krpc_start_nfsd(void)
 /* The run `peer=` asks for, at load; 0 when none or when it passed. */
 static int krpc_run_peer(void)
 {
-	struct krpc_stack_call c = { .port = peer_port, .conns = peer_conns };
+	struct krpc_stack_call c = { .port = peer_port, .conns = peer_conns, .mib = peer_mib };
 	uint8_t fh[64];
 	size_t n = 0, i;
 	int rc;
@@ -650,8 +660,14 @@ static int krpc_run_peer(void)
 		c.peer_kind = 2;
 	else if (!strcmp(peer, "knfsd"))
 		c.peer_kind = 3;
+	else if (!strcmp(peer, "knfsd-bench-write"))
+		c.peer_kind = 4;
+	else if (!strcmp(peer, "knfsd-bench-read"))
+		c.peer_kind = 5;
+	else if (!strcmp(peer, "knfsd-bench-null"))
+		c.peer_kind = 6;
 	else {
-		pr_err("krpc_rdma peer: FAIL: peer=%s: expected harness-server, harness-client or knfsd\n",
+		pr_err("krpc_rdma peer: FAIL: peer=%s: expected harness-server, harness-client, knfsd or knfsd-bench-{write,read,null}\n",
 		    peer);
 		return -EINVAL;
 	}

@@ -86,6 +86,15 @@ mod glue {
         fn krpc_ofed_wake_gen() -> u64;
         /// Sleep until the generation is not `gen` or `ms` passed (process context).
         fn krpc_ofed_wait_gen(gen: u64, ms: u32) -> i32;
+        /// The kernel's monotonic clock in nanoseconds (Linux `ktime_get_ns`).
+        fn krpc_monotonic_ns() -> u64;
+    }
+
+    /// The kernel's monotonic clock, in nanoseconds (Linux glue only: the peer runs'
+    /// benchmarks time themselves with it).
+    pub fn monotonic_ns() -> u64 {
+        // SAFETY: reads a clock; any context.
+        unsafe { krpc_monotonic_ns() }
     }
 
     /// The upcall of every queue pair: wake the threads that wait.
@@ -115,4 +124,4 @@ mod glue {
 }
 
 #[cfg(target_os = "none")]
-pub use glue::GlueSleep;
+pub use glue::{monotonic_ns, GlueSleep};

@@ -10,6 +10,9 @@
 #           (nfs-pagefs), every WRITE answered FILE_SYNC (memory is its stable storage);
 #   user    `userspace-harness nfsd` on a tmpfs export (LocalFs, pwritev/preadv on tmpfs).
 #
+# Every mount adds OPTS (default rsize=262144,wsize=262144: knfsd offers 256 KiB over RDMA,
+# our servers 1 MiB; pinned, the three move the same I/O sizes).
+#
 # Rows (each a median of RUNS runs, the servers interleaved in every run): dd write and read of
 # MB MiB with O_DIRECT (bs=1M; client and server caches dropped before each read), `tar x` of
 # FILES small files (700..6,700 bytes), `ls -l` of a directory of ENTRIES entries (client cache
@@ -20,13 +23,22 @@
 #   cargo xtask bench-kernel             (builds the module and the harness, runs this)
 #   sh xtask/vm/bench-kernel.sh --table FILE [--log FILE]   (in the VM)
 #
-# Env: MB (256), FILES (300), ENTRIES (5000), RUNS (3), KO, HARNESS.
+# Then the two clients against knfsd: our kernel Requester (krpc_rdma.ko
+# peer=knfsd-bench-{write,read,null}, one insmod each, timed by the module) vs the Linux client
+# (DEPTH parallel `dd` O_DIRECT streams, each MB/DEPTH MiB of one file), READ and WRITE of MB
+# MiB at DEPTHS calls in flight (the I/O size is knfsd's rtmax/wtmax, 256 KiB, for both), the
+# guest's CPU seconds per GiB beside the rate; and our Requester's NULL calls per second
+# (the Linux client has no way to send NULL over RDMA from user space: no reference).
+#
+# Env: MB (256), FILES (300), ENTRIES (5000), RUNS (3), DEPTHS ("1 8 32"), OPTS, KO, HARNESS.
 export LC_ALL=C
 set -u
 MB=${MB:-256}
 FILES=${FILES:-300}
 ENTRIES=${ENTRIES:-5000}
 RUNS=${RUNS:-3}
+DEPTHS=${DEPTHS:-1 8 32}
+OPTS=${OPTS:-rsize=262144,wsize=262144}
 KO=${KO:-target/kmod/linux/krpc_rdma.ko}
 H=${HARNESS:-target/release/userspace-harness}
 IP=${RXE_IP:-10.0.2.15}
@@ -61,7 +73,7 @@ insmod "$KO" nfsd=1 rdma_addr="$IP" nfsd_mib=768 nfsd_no_root_squash=1 || die "i
 	--fh-file /sys/module/krpc_rdma/parameters/nfsd_root_fh >>"$LOG" 2>&1 &
 mpid=$!
 sleep 3
-O=vers=3,proto=rdma,nolock
+O=vers=3,proto=rdma,nolock,$OPTS
 mount -t nfs -o "$O,port=20049" "$IP:/export" /mnt/b-knfsd || die "mount knfsd"
 mount -t nfs -o "$O,port=20050,mountport=20148,mountproto=tcp" "$IP:/kernel" /mnt/b-kernel ||
 	die "mount kernel"
@@ -132,6 +144,64 @@ until rmmod krpc_rdma 2>/dev/null; do
 done
 dmesg | grep "krpc_rdma nfsd: connections" | tail -n 1 >>"$LOG"
 
+# Part 2: our kernel Requester vs the Linux client, both against knfsd.
+mount -t nfs -o "$O,port=20049" "$IP:/export" /mnt/b-knfsd || die "mount knfsd again"
+head -c $((MB * 1048576)) /dev/urandom >/export/krpc_bench
+fh=$("$H" mount-fh --server "$IP" --export /export) || die "MOUNT /export (mount-fh)"
+# kreq ROW DEPTH KIND: one insmod of the module's benchmark run; its rate from its report.
+kreq() {
+	row=$1; d=$2; kind=$3
+	drop
+	c0=$(busy)
+	insmod "$KO" peer="knfsd-bench-$kind" rdma_addr="$IP" peer_port=20049 peer_conns="$d" \
+		peer_mib="$MB" nfs_fh="$fh" >>"$LOG" 2>&1 || die "insmod peer=knfsd-bench-$kind"
+	c1=$(busy)
+	rmmod krpc_rdma || die "rmmod after knfsd-bench-$kind"
+	line=$(dmesg | grep "krpc_rdma peer knfsd-bench" | tail -n 1)
+	echo "$line" >>"$LOG"
+	rate=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) \(MiB\|calls\)\/s.*/\1/p')
+	[ -n "$rate" ] || die "no rate in: $line"
+	echo "kernel $row $rate $(echo "$c0 $c1" | awk '{printf "%.2f", ($2-$1)/100}')" >>"$R"
+	tail -n 1 "$R" | awk '{printf "bench-kernel: %-6s %-12s %10s/s  cpu %s s\n", $1, $2, $3, $4}' | tee -a "$LOG"
+}
+# lclient ROW DEPTH write|read: DEPTH dd streams over one file.
+lclient() {
+	row=$1; d=$2; dir=$3
+	per=$((MB / d))
+	drop
+	c0=$(busy); t0=$(now)
+	i=0
+	while [ "$i" -lt "$d" ]; do
+		if [ "$dir" = write ]; then
+			dd if="$W/src" of=/mnt/b-knfsd/krpc_bench bs=1M count="$per" skip=$((i * per)) \
+				seek=$((i * per)) oflag=direct conv=notrunc status=none &
+		else
+			dd if=/mnt/b-knfsd/krpc_bench of=/dev/null bs=1M count="$per" skip=$((i * per)) \
+				iflag=direct status=none &
+		fi
+		i=$((i + 1))
+	done
+	wait
+	t1=$(now); c1=$(busy)
+	echo "linux $row $t0 $t1 $c0 $c1 $((per * d))" |
+		awk '{s=$4-$3; printf "%s %s %.3f %.2f\n", $1, $2, $7/s, ($6-$5)/100}' >>"$R"
+	tail -n 1 "$R" | awk '{printf "bench-kernel: %-6s %-12s %10.2f/s  cpu %.2f s\n", $1, $2, $3, $4}' | tee -a "$LOG"
+}
+run=1
+while [ "$run" -le "$RUNS" ]; do
+	say "requesters, run $run of $RUNS"
+	for d in $DEPTHS; do
+		kreq "write-$d" "$d" write
+		lclient "write-$d" "$d" write
+		kreq "read-$d" "$d" read
+		lclient "read-$d" "$d" read
+	done
+	kreq null-1 1 null
+	kreq null-32 32 null
+	run=$((run + 1))
+done
+umount /mnt/b-knfsd
+
 # median SERVER ROW FIELD(3 rate, 4 cpu)
 median() {
 	awk -v s="$1" -v r="$2" -v f="$3" '$1==s && $2==r {print $f}' "$R" | sort -g |
@@ -142,8 +212,8 @@ median() {
 	echo "|---|---|---|---|---|---|---|"
 	for row in dd-write dd-read tar-x ls-l; do
 		case $row in
-		dd-write) label="dd write $MB MiB O_DIRECT (MB/s; CPU s)" ;;
-		dd-read) label="dd read $MB MiB O_DIRECT (MB/s; CPU s)" ;;
+		dd-write) label="dd write $MB MiB O_DIRECT (MiB/s; CPU s)" ;;
+		dd-read) label="dd read $MB MiB O_DIRECT (MiB/s; CPU s)" ;;
 		tar-x) label="tar x $FILES files (files/s; CPU s)" ;;
 		ls-l) label="ls -l $ENTRIES entries (entries/s; CPU s)" ;;
 		esac
@@ -153,6 +223,22 @@ median() {
 			n=NF; k=$(n-5); m=$(n-4); u=$(n-3); kc=$(n-2); mc=$(n-1); uc=$n; l="";
 			for (i=1;i<=n-6;i++) l=l (i>1?" ":"") $i;
 			printf "| %s | %.1f; %.2f | %.1f; %.2f | %.1f; %.2f | %.2f | %.2f | %.2f |\n", l, k, kc, m, mc, u, uc, m/k, u/k, m/u }'
+	done
+	echo
+	echo "| against knfsd ($RUNS runs, medians; I/O size knfsd's, 256 KiB) | our kernel Requester | Linux client | ours / Linux | CPU s per GiB, ours | CPU s per GiB, Linux |"
+	echo "|---|---|---|---|---|---|"
+	for d in $DEPTHS; do
+		for op in write read; do
+			k=$(median kernel "$op-$d" 3); l=$(median linux "$op-$d" 3)
+			kc=$(median kernel "$op-$d" 4); lc=$(median linux "$op-$d" 4)
+			echo "$op $d $MB $k $l $kc $lc" | awk '{
+				gib=$3/1024; printf "| %s %d MiB, %d in flight (MiB/s) | %.1f | %.1f | %.2f | %.2f | %.2f |\n",
+				toupper(substr($1,1,1)) substr($1,2), $3, $2, $4, $5, $4/$5, $6/gib, $7/gib }'
+		done
+	done
+	for d in 1 32; do
+		k=$(median kernel "null-$d" 3)
+		echo "| NULL, $d in flight (calls/s) | $k | n/a (no user-space NULL over RDMA) | | | |"
 	done
 } >"$TABLE"
 cat "$TABLE"

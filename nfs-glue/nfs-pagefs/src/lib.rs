@@ -157,7 +157,8 @@ impl<L: Lock<FsState>> PageFs<L> {
         let root = Node::new(Ftype3::Dir, 0o755, 0, 0, now, Data::Dir(Dir::new(ROOT)));
         st.add_node(root)?;
         Ok(PageFs {
-            state: L::new(st),
+            // No memory for the lock (a kernel lock is allocated): try again later.
+            state: L::new(st).ok_or(NfsError::Jukebox)?,
             pages,
             instance: cfg.instance,
             clock: cfg.clock,

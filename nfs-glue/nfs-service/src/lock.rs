@@ -9,8 +9,9 @@
 
 /// Mutual exclusion over a `T`.
 pub trait Lock<T>: Send + Sync {
-    /// A lock holding `value`.
-    fn new(value: T) -> Self
+    /// A lock holding `value`, or `None` when the lock itself cannot be had (a kernel lock
+    /// is allocated: no memory is an error to answer, never a panic).
+    fn new(value: T) -> Option<Self>
     where
         Self: Sized;
     /// Run `f` on the value with the lock held.
@@ -22,8 +23,8 @@ pub trait Lock<T>: Send + Sync {
 pub struct SpinLock<T>(spin::Mutex<T>);
 
 impl<T: Send> Lock<T> for SpinLock<T> {
-    fn new(value: T) -> Self {
-        SpinLock(spin::Mutex::new(value))
+    fn new(value: T) -> Option<Self> {
+        Some(SpinLock(spin::Mutex::new(value)))
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
@@ -37,7 +38,9 @@ mod tests {
 
     #[test]
     fn with_runs_on_the_value_and_keeps_the_change() {
-        let l = SpinLock::new(1u32);
+        let Some(l) = SpinLock::new(1u32) else {
+            return;
+        };
         assert_eq!(
             l.with(|v| {
                 *v += 1;

@@ -55,12 +55,8 @@ impl<T> KMutex<T> {
 }
 
 impl<T: Send> Lock<T> for KMutex<T> {
-    /// # Panics
-    /// When the kernel has no memory for a mutex (use [`KMutex::try_new`]; this exists for
-    /// the trait and is not called by the server).
-    fn new(value: T) -> Self {
-        #[allow(clippy::expect_used)]
-        Self::try_new(value).expect("krpc_mutex_new: no memory")
+    fn new(value: T) -> Option<Self> {
+        Self::try_new(value)
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {

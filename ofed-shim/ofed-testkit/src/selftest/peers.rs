@@ -627,10 +627,10 @@ mod nfs {
     use mbuf::Chain;
     use nfs_proto::chain::{data_pages_from_bytes, ddp_call};
     use nfs_proto::nfs3::{
-        call_encoder, locate_read_data, Diropargs3, Filename3, FsinfoArgs, FsinfoRes, Ftype3,
-        GetattrArgs, GetattrRes, LookupArgs, LookupRes, Nfs3Res, NfsFh3, ReadArgs, ReadRes,
-        StableHow, WriteHead, WriteRes, NFSPROC3_FSINFO, NFSPROC3_GETATTR, NFSPROC3_LOOKUP,
-        NFSPROC3_NULL, NFSPROC3_READ, NFSPROC3_WRITE,
+        call_encoder, locate_read_data, CommitArgs, CommitRes, Diropargs3, Filename3, FsinfoArgs,
+        FsinfoRes, Ftype3, GetattrArgs, GetattrRes, LookupArgs, LookupRes, Nfs3Res, NfsFh3,
+        ReadArgs, ReadRes, StableHow, WriteHead, WriteRes, NFSPROC3_COMMIT, NFSPROC3_FSINFO,
+        NFSPROC3_GETATTR, NFSPROC3_LOOKUP, NFSPROC3_NULL, NFSPROC3_READ, NFSPROC3_WRITE,
     };
     use onc_rpc::rpc::{Auth, AuthSys, ReplyHeader};
     use onc_rpc::xdr::{Decoder, Encoder};
@@ -837,6 +837,115 @@ mod nfs {
         }
         Ok(())
     }
+
+    /// One call of [`super::knfsd_bench`]: the message and its reply's provisioning.
+    pub(super) fn bench_call(
+        c: &mut Client,
+        xid: u32,
+        op: super::BenchOp,
+        fh: &NfsFh3,
+        offset: u64,
+        io: usize,
+        template: Option<&Chain>,
+    ) -> Result<(Chain, ReplySpec), String> {
+        use super::BenchOp;
+        match op {
+            BenchOp::Null => {
+                let msg = Chain::from_bytes(&bytes(header(xid, NFSPROC3_NULL))?)
+                    .map_err(|e| format!("call: {e}"))?;
+                Ok((msg, ReplySpec::inline(SMALL_REPLY)))
+            }
+            BenchOp::Write => {
+                let head = WriteHead {
+                    file: fh.clone(),
+                    offset,
+                    count: io as u32,
+                    stable: StableHow::Unstable,
+                };
+                let mut e = header(xid, NFSPROC3_WRITE);
+                head.encode_head(&mut e, io as u32);
+                let t = template.ok_or("no WRITE pages")?;
+                // The same pages for every call: shared (references), not copied.
+                let pages = t.copym(0, t.len()).map_err(|e| format!("pages: {e}"))?;
+                let msg =
+                    ddp_call(&bytes(e)?, pages, &[]).map_err(|e| format!("WRITE call: {e}"))?;
+                Ok((msg, ReplySpec::inline(SMALL_REPLY)))
+            }
+            BenchOp::Read => {
+                let args = ReadArgs {
+                    file: fh.clone(),
+                    offset,
+                    count: io as u32,
+                };
+                let mut e = header(xid, NFSPROC3_READ);
+                args.encode(&mut e);
+                let msg = Chain::from_bytes(&bytes(e)?).map_err(|e| format!("call: {e}"))?;
+                let pages = Chain::alloc_pages(&c.pages, io).map_err(|e| format!("pages: {e}"))?;
+                let spec = ReplySpec {
+                    max_reply: io + REPLY_SLACK,
+                    ddp: Some(DdpReply {
+                        pages,
+                        locate: locate_read_data,
+                    }),
+                };
+                Ok((msg, spec))
+            }
+        }
+    }
+
+    /// The reply of a [`bench_call`]: accepted, NFS3_OK, the whole count moved.
+    pub(super) fn bench_check(
+        xid: u32,
+        reply: &Chain,
+        op: super::BenchOp,
+        io: usize,
+    ) -> Result<(), String> {
+        use super::BenchOp;
+        let mut b = [0u8; 256];
+        let n = reply.len().min(b.len());
+        let head = b.get_mut(..n).ok_or("reply")?;
+        reply
+            .copydata(0, head)
+            .map_err(|e| format!("reply {xid:#x}: {e}"))?;
+        let mut d = Decoder::new(head);
+        let h = ReplyHeader::decode(&mut d).map_err(|e| format!("reply {xid:#x}: {e}"))?;
+        if h.xid() != xid || !h.is_success() {
+            return Err(format!("reply {xid:#x}: not accepted: {h:?}"));
+        }
+        match op {
+            BenchOp::Null => Ok(()),
+            BenchOp::Write => match WriteRes::decode(&mut d) {
+                Ok(Nfs3Res::Ok(ok)) if ok.count as usize == io => Ok(()),
+                Ok(Nfs3Res::Ok(ok)) => Err(format!("WRITE {xid:#x}: count {}", ok.count)),
+                Ok(Nfs3Res::Fail { status, .. }) => Err(format!("WRITE {xid:#x}: {status:?}")),
+                Err(e) => Err(format!("WRITE {xid:#x}: {e}")),
+            },
+            BenchOp::Read => {
+                let r = ReadRes::decode_head(&mut d).map_err(|e| format!("READ: {e}"))?;
+                if !r.status.is_ok() || r.data_len as usize != io {
+                    return Err(format!(
+                        "READ {xid:#x}: {:?}, {} bytes (the file must hold the whole range)",
+                        r.status, r.data_len
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// COMMIT of the whole file.
+    pub(super) fn commit(c: &mut Client, fh: &NfsFh3) -> Result<(), String> {
+        let args = CommitArgs {
+            file: fh.clone(),
+            offset: 0,
+            count: 0,
+        };
+        let r = inline_call(c, NFSPROC3_COMMIT, &|e| args.encode(e))?;
+        match CommitRes::decode(&mut Decoder::new(&r)).map_err(|e| format!("COMMIT: {e}"))? {
+            Nfs3Res::Ok(_) => Ok(()),
+            Nfs3Res::Fail { status, .. } => Err(format!("COMMIT: {status:?}")),
+        }
+    }
 }
 
 fn knfsd_calls(c: &mut Client, root: &[u8], g: &mut Figures) -> Result<(), String> {
@@ -886,6 +995,122 @@ fn knfsd_calls(c: &mut Client, root: &[u8], g: &mut Figures) -> Result<(), Strin
     Ok(())
 }
 
+/// What [`knfsd_bench`] measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchOp {
+    /// NULL calls (`mib` × 1024 of them).
+    Null,
+    /// 1 MiB WRITEs (UNSTABLE, as the Linux client's O_DIRECT writes) over `mib` MiB of
+    /// `krpc_bench`, then one COMMIT.
+    Write,
+    /// 1 MiB READs over `mib` MiB of `krpc_bench` (write chunks).
+    Read,
+}
+
+/// Our Requester as a benchmark against knfsd at `addr`:`port` (root handle `root`): `op`
+/// with `depth` calls in flight over `mib` MiB of the file `krpc_bench` in the export (the
+/// script makes it). The data phase is timed with the kernel's monotonic clock; the report's
+/// note says `… in N ms: R MB/s` (or calls/s). WRITE data pages are made once and shared by
+/// every call (no copy per call, as O_DIRECT pins the caller's pages); READ data lands in
+/// fresh pages per call. Every reply is checked (status, count).
+pub fn knfsd_bench(
+    addr: [u8; 4],
+    port: u16,
+    root: &[u8],
+    op: BenchOp,
+    depth: u32,
+    mib: u32,
+) -> Report {
+    let what = format!(
+        "knfsd-bench {}:{port} ({op:?}, depth {depth}, {mib} MiB; kernel Requester, NFSv3)",
+        dotted(addr)
+    );
+    let root = nfs_proto::nfs3::NfsFh3 {
+        data: root.to_vec(),
+    };
+    requester_run(what, addr, port, &mut |c, g| {
+        bench_calls(c, g, &root, op, depth.clamp(1, 64), mib.max(1))
+    })
+}
+
+fn bench_calls(
+    c: &mut Client,
+    g: &mut Figures,
+    root: &nfs_proto::nfs3::NfsFh3,
+    op: BenchOp,
+    depth: u32,
+    mib: u32,
+) -> Result<(), String> {
+    let file = nfs::lookup(c, root, "krpc_bench")?;
+    let (rtmax, wtmax) = nfs::fsinfo(c, root)?;
+    let io = match op {
+        BenchOp::Read => rtmax,
+        _ => wtmax,
+    };
+    let total = u64::from(mib) << 20;
+    let n = match op {
+        BenchOp::Null => u64::from(mib) * 1024,
+        _ => total / io as u64,
+    };
+    let template = match op {
+        BenchOp::Write => Some(
+            nfs_proto::chain::data_pages_from_bytes(&c.pages, &alloc::vec![0x5au8; io])
+                .map_err(|e| format!("pages: {e}"))?,
+        ),
+        _ => None,
+    };
+    let t0 = ofed_shim::wait::monotonic_ns();
+    let mut sent = 0u64;
+    let mut done = 0u64;
+    while done < n {
+        while sent < n && (c.inflight.len() as u32) < depth {
+            let off = sent * io as u64;
+            let xid = c.xid();
+            let (msg, spec) = nfs::bench_call(c, xid, op, &file, off, io, template.as_ref())?;
+            c.send(xid, msg, spec)?;
+            sent += 1;
+        }
+        let mut idle = 0;
+        while c.replies.is_empty() {
+            idle = if c.pump()? { 0 } else { idle + 1 };
+            if idle > IDLE_LIMIT {
+                return Err(format!(
+                    "{} calls without a reply for 30 s",
+                    c.inflight.len()
+                ));
+            }
+        }
+        for (xid, reply) in core::mem::take(&mut c.replies) {
+            nfs::bench_check(xid, &reply, op, io)?;
+            done += 1;
+        }
+    }
+    if op == BenchOp::Write {
+        nfs::commit(c, &file)?;
+    }
+    let ns = ofed_shim::wait::monotonic_ns().saturating_sub(t0).max(1);
+    g.calls += n + 2;
+    let ms = ns / 1_000_000;
+    g.note = Some(match op {
+        BenchOp::Null => format!(
+            "bench: {n} NULL calls, depth {depth}, in {ms} ms: {} calls/s",
+            n * 1_000_000_000 / ns
+        ),
+        _ => {
+            // MiB/s in tenths.
+            let t = u64::try_from((u128::from(total) * 10_000_000_000 / u128::from(ns)) >> 20)
+                .unwrap_or(u64::MAX);
+            format!(
+                "bench: {op:?} {mib} MiB in {io}-byte calls, depth {depth}, in {ms} ms: {}.{} \
+                 MiB/s",
+                t / 10,
+                t % 10
+            )
+        }
+    });
+    Ok(())
+}
+
 /// Where a WRITE call's data differs from the pattern of its offset, page by page (4 KiB
 /// of the data each): for the report of the first mismatched WRITE.
 fn where_wrong(call: &Chain, pages: &dyn PageProvider) -> String {
@@ -923,7 +1148,8 @@ fn where_wrong(call: &Chain, pages: &dyn PageProvider) -> String {
 }
 
 /// The C entry point of the peer runs: `kind` 1 [`harness_server`], 2 [`harness_client`]
-/// (`conns` connections), 3 [`knfsd`] (root handle `fh`); the report
+/// (`conns` connections), 3 [`knfsd`] (root handle `fh`), 4 / 5 / 6 [`knfsd_bench`] WRITE /
+/// READ / NULL (`conns` calls in flight, `mib` MiB); the report
 /// line into `report` (`len` bytes, NUL-terminated). 0 on PASS, -EIO (-5) on FAIL, -EINVAL
 /// (-22) for bad arguments.
 ///
@@ -940,6 +1166,7 @@ pub unsafe extern "C" fn krpc_rdma_peer(
     conns: u32,
     fh: *const u8,
     fh_len: usize,
+    mib: u32,
 ) -> i32 {
     if report_buf.is_null() || len == 0 {
         return -22;
@@ -960,6 +1187,9 @@ pub unsafe extern "C" fn krpc_rdma_peer(
         1 => harness_server(addr, port),
         2 => harness_client(addr, port, conns.max(1)),
         3 => knfsd(addr, port, fh),
+        4 => knfsd_bench(addr, port, fh, BenchOp::Write, conns, mib),
+        5 => knfsd_bench(addr, port, fh, BenchOp::Read, conns, mib),
+        6 => knfsd_bench(addr, port, fh, BenchOp::Null, conns, mib),
         _ => Report {
             what: format!("kind {kind}"),
             figures: Figures::default(),
