@@ -225,6 +225,41 @@ impl std::str::FromStr for Clients {
     }
 }
 
+/// The mounts a MOUNT server records (client, path), for DUMP; UMNT and UMNTALL forget them.
+#[derive(Debug, Default)]
+pub struct MountTable(Mutex<Vec<(Vec<u8>, Vec<u8>)>>);
+
+impl MountTable {
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<(Vec<u8>, Vec<u8>)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Record `client`'s mount of `path` (once).
+    pub fn record(&self, client: &[u8], path: &[u8]) {
+        let mut m = self.list();
+        if !m.iter().any(|(c, p)| c == client && p == path) {
+            m.push((client.to_vec(), path.to_vec()));
+        }
+    }
+
+    /// UMNT: forget `client`'s mount of `path`.
+    pub fn umnt(&self, client: &[u8], path: &[u8]) {
+        self.list().retain(|(c, p)| !(c == client && p == path));
+    }
+
+    /// UMNTALL: forget every mount of `client`.
+    pub fn umntall(&self, client: &[u8]) {
+        self.list().retain(|(c, _)| c != client);
+    }
+
+    /// DUMP: `f(client, path)` for each mount.
+    pub fn dump(&self, f: &mut dyn FnMut(&[u8], &[u8])) {
+        for (c, p) in self.list().iter() {
+            f(c, p);
+        }
+    }
+}
+
 /// One exported directory, its clients, and the mounts recorded (for DUMP).
 #[derive(Debug)]
 pub struct OneExport {
@@ -232,7 +267,7 @@ pub struct OneExport {
     /// The path clients mount: the directory as given on the command line.
     path: Vec<u8>,
     clients: Clients,
-    mounts: Mutex<Vec<(Vec<u8>, Vec<u8>)>>,
+    mounts: MountTable,
 }
 
 impl OneExport {
@@ -243,12 +278,8 @@ impl OneExport {
             fs,
             path: path.to_vec(),
             clients,
-            mounts: Mutex::new(Vec::new()),
+            mounts: MountTable::default(),
         }
-    }
-
-    fn mounts(&self) -> std::sync::MutexGuard<'_, Vec<(Vec<u8>, Vec<u8>)>> {
-        self.mounts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn is_ours(&self, path: &[u8]) -> bool {
@@ -277,25 +308,20 @@ impl Exports for OneExport {
         if ip.and_then(|ip| self.clients.access_for(ip)).is_none() {
             return Err(Mountstat3::ERR_ACCES);
         }
-        let mut m = self.mounts();
-        if !m.iter().any(|(c, p)| c == client && p == path) {
-            m.push((client.to_vec(), path.to_vec()));
-        }
+        self.mounts.record(client, path);
         Ok(self.fs.root_fh())
     }
 
     fn umnt(&self, client: &[u8], path: &[u8]) {
-        self.mounts().retain(|(c, p)| !(c == client && p == path));
+        self.mounts.umnt(client, path);
     }
 
     fn umntall(&self, client: &[u8]) {
-        self.mounts().retain(|(c, _)| c != client);
+        self.mounts.umntall(client);
     }
 
     fn dump(&self, f: &mut dyn FnMut(&[u8], &[u8])) {
-        for (c, p) in self.mounts().iter() {
-            f(c, p);
-        }
+        self.mounts.dump(f);
     }
 
     fn exports(&self, f: &mut ExportVisitor<'_>) {

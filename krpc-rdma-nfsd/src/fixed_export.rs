@@ -15,13 +15,14 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use nfs_proto::mount::{Mountstat3, MNTPATHLEN};
 use nfs_proto::nfs3::{NfsFh3, NFS3_FHSIZE};
 use nfs_service::mount::{ExportVisitor, Exports, MountService};
 use onc_rpc::svc::{AuthPolicy, Cred};
 
+use crate::exports::MountTable;
 use crate::mountd::{MountLimits, Mountd};
 
 /// A file handle as hex text: optional surrounding whitespace, an even number of hex digits
@@ -140,7 +141,7 @@ fn trim_slashes(p: &[u8]) -> &[u8] {
 pub struct FixedExport {
     path: Vec<u8>,
     source: HandleSource,
-    mounts: Mutex<Vec<(Vec<u8>, Vec<u8>)>>,
+    mounts: MountTable,
 }
 
 impl FixedExport {
@@ -149,17 +150,13 @@ impl FixedExport {
         FixedExport {
             path: trim_slashes(path).to_vec(),
             source,
-            mounts: Mutex::new(Vec::new()),
+            mounts: MountTable::default(),
         }
     }
 
     /// Where the handle comes from.
     pub fn source(&self) -> &HandleSource {
         &self.source
-    }
-
-    fn mounts(&self) -> std::sync::MutexGuard<'_, Vec<(Vec<u8>, Vec<u8>)>> {
-        self.mounts.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -176,25 +173,20 @@ impl Exports for FixedExport {
             );
             Mountstat3::ERR_SERVERFAULT
         })?;
-        let mut m = self.mounts();
-        if !m.iter().any(|(c, p)| c == client && p == path) {
-            m.push((client.to_vec(), path.to_vec()));
-        }
+        self.mounts.record(client, path);
         Ok(fh)
     }
 
     fn umnt(&self, client: &[u8], path: &[u8]) {
-        self.mounts().retain(|(c, p)| !(c == client && p == path));
+        self.mounts.umnt(client, path);
     }
 
     fn umntall(&self, client: &[u8]) {
-        self.mounts().retain(|(c, _)| c != client);
+        self.mounts.umntall(client);
     }
 
     fn dump(&self, f: &mut dyn FnMut(&[u8], &[u8])) {
-        for (c, p) in self.mounts().iter() {
-            f(c, p);
-        }
+        self.mounts.dump(f);
     }
 
     fn exports(&self, f: &mut ExportVisitor<'_>) {

@@ -44,7 +44,8 @@ use krpc_rdma_verbs::arena::VerbsArena;
 use mbuf::{Chain, PageFragment, PageProvider};
 use nfs_proto::nfs3::*;
 use nfs_service::nfsd::{
-    Backend, DirEnd, DirEntry, DirSink, NfsError, NfsResult, ReadData, WriteIov, Written,
+    access3_bits, Backend, DirEnd, DirEntry, DirSink, NfsError, NfsResult, ReadData, WriteIov,
+    Written,
 };
 use onc_rpc::svc::Cred;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Timespec, Timestamps};
@@ -643,23 +644,7 @@ impl Backend for LocalFs {
         let o = self.obj(fh)?;
         let m = &o.m;
         let p = perms(cred, m);
-        let mut a = 0;
-        if p & R != 0 {
-            a |= ACCESS3_READ;
-        }
-        if p & W != 0 {
-            a |= ACCESS3_MODIFY | ACCESS3_EXTEND;
-            if m.is_dir() {
-                a |= ACCESS3_DELETE;
-            }
-        }
-        if p & X != 0 {
-            a |= if m.is_dir() {
-                ACCESS3_LOOKUP
-            } else {
-                ACCESS3_EXECUTE
-            };
-        }
+        let a = access3_bits(p & R != 0, p & W != 0, p & X != 0, m.is_dir());
         Ok(a & mask)
     }
 

@@ -21,11 +21,14 @@ usage: cargo xtask bench-kernel [--out FILE]
 Builds krpc_rdma.ko and userspace-harness (release), boots the rxe VM once and runs the Linux
 NFS/RDMA client against knfsd (tmpfs, export sync), krpc_rdma.ko's in-kernel server and
 userspace-harness nfsd (tmpfs), interleaved: dd O_DIRECT write and read, tar x of small
-files, ls -l of a big directory, each with the guest's CPU seconds. Prints a Markdown table
-of medians and ratios; raw output in target/bench-kernel/bench.log.
-  --out FILE   also write the table to FILE
-Env: MB (256), FILES (300), ENTRIES (5000), RUNS (3), and the vm knobs (cargo xtask help;
-KRPC_RDMA_VM_TIMEOUT defaults to 3600 s here).";
+files, ls -l of a big directory, each with the guest's CPU seconds; then our kernel
+Requester (krpc_rdma.ko peer=knfsd-bench-*) against the Linux client, both against knfsd:
+READ and WRITE at 1, 8 and 32 in flight with CPU seconds per GiB, and NULL calls per second.
+Prints Markdown tables of medians and ratios; raw output in target/bench-kernel/bench.log.
+  --out FILE   also write the tables to FILE
+Env: MB (256), FILES (300), ENTRIES (5000), RUNS (3), DEPTHS (\"1 8 32\"), NULLS (16384),
+OPTS (rsize=262144,wsize=262144), and the vm knobs (cargo xtask help; KRPC_RDMA_VM_TIMEOUT
+defaults to 3600 s here).";
 
 /// `cargo xtask bench-kernel [--out FILE]`.
 pub(crate) fn bench_kernel(args: &[String]) -> Result<(), String> {

@@ -25,12 +25,15 @@
 #
 # Then the two clients against knfsd: our kernel Requester (krpc_rdma.ko
 # peer=knfsd-bench-{write,read,null}, one insmod each, timed by the module) vs the Linux client
-# (DEPTH parallel `dd` O_DIRECT streams, each MB/DEPTH MiB of one file), READ and WRITE of MB
+# (DEPTH parallel `dd` O_DIRECT streams of IO_KIB-KiB requests, each MB/DEPTH MiB of one
+# file: DEPTH RPCs in flight, as ours), READ and WRITE of MB
 # MiB at DEPTHS calls in flight (the I/O size is knfsd's rtmax/wtmax, 256 KiB, for both), the
 # guest's CPU seconds per GiB beside the rate; and our Requester's NULL calls per second
 # (the Linux client has no way to send NULL over RDMA from user space: no reference).
 #
-# Env: MB (256), FILES (300), ENTRIES (5000), RUNS (3), DEPTHS ("1 8 32"), OPTS, KO, HARNESS.
+# Env: MB (256), FILES (300), ENTRIES (5000), RUNS (3), DEPTHS ("1 8 32"), NULLS (16384),
+# IO_KIB (256: knfsd's rsize/wsize), PART (all; servers: the first table only; requesters:
+# the second only), OPTS, KO, HARNESS.
 export LC_ALL=C
 set -u
 MB=${MB:-256}
@@ -38,6 +41,9 @@ FILES=${FILES:-300}
 ENTRIES=${ENTRIES:-5000}
 RUNS=${RUNS:-3}
 DEPTHS=${DEPTHS:-1 8 32}
+NULLS=${NULLS:-16384}
+IO_KIB=${IO_KIB:-256}
+PART=${PART:-all}
 OPTS=${OPTS:-rsize=262144,wsize=262144}
 KO=${KO:-target/kmod/linux/krpc_rdma.ko}
 H=${HARNESS:-target/release/userspace-harness}
@@ -64,6 +70,11 @@ say() { echo "bench-kernel: $*" | tee -a "$LOG"; }
 modprobe -a rdma_cm rpcrdma nfsv3 || die "modprobe"
 EXPORT_SIZE=768m sh xtask/vm/knfsd.sh >>"$LOG" 2>&1 || die "knfsd set-up (log: $LOG)"
 mkdir -p /export-user /mnt/b-knfsd /mnt/b-kernel /mnt/b-user
+O=vers=3,proto=rdma,nolock,$OPTS
+head -c $((MB * 1048576)) /dev/urandom >"$W/src"
+
+# Part 1: the three servers, the same client.
+servers() {
 mountpoint -q /export-user || mount -t tmpfs -o size=768m tmpfs /export-user
 "$H" nfsd --listen "$IP:20249" --export /export-user --mount-port 20248 \
 	--clients '*(rw,no_root_squash)' --no-lock >>"$LOG" 2>&1 &
@@ -73,7 +84,6 @@ insmod "$KO" nfsd=1 rdma_addr="$IP" nfsd_mib=768 nfsd_no_root_squash=1 || die "i
 	--fh-file /sys/module/krpc_rdma/parameters/nfsd_root_fh >>"$LOG" 2>&1 &
 mpid=$!
 sleep 3
-O=vers=3,proto=rdma,nolock,$OPTS
 mount -t nfs -o "$O,port=20049" "$IP:/export" /mnt/b-knfsd || die "mount knfsd"
 mount -t nfs -o "$O,port=20050,mountport=20148,mountproto=tcp" "$IP:/kernel" /mnt/b-kernel ||
 	die "mount kernel"
@@ -82,7 +92,6 @@ mount -t nfs -o "$O,port=20249,mountport=20248,mountproto=tcp" "$IP:/export-user
 grep " /mnt/b-" /proc/mounts >>"$LOG"
 
 say "preparing: $MB MiB of random data, $FILES small files, directories of $ENTRIES entries"
-head -c $((MB * 1048576)) /dev/urandom >"$W/src"
 mkdir -p "$W/small"
 i=0
 while [ "$i" -lt "$FILES" ]; do
@@ -123,7 +132,7 @@ while [ "$run" -le "$RUNS" ]; do
 		timed "$s" tar-x "$FILES" tar xf "$W/small.tar" -C "$m"
 		rm -rf "$m/small"
 		drop
-		timed "$s" ls-l "$ENTRIES" ls -l "$m/big"
+		timed "$s" ls-l "$ENTRIES" sh -c "ls -l $m/big >/dev/null"
 	done
 	run=$((run + 1))
 done
@@ -143,8 +152,10 @@ until rmmod krpc_rdma 2>/dev/null; do
 	sleep 0.5
 done
 dmesg | grep "krpc_rdma nfsd: connections" | tail -n 1 >>"$LOG"
+}
 
 # Part 2: our kernel Requester vs the Linux client, both against knfsd.
+requesters() {
 mount -t nfs -o "$O,port=20049" "$IP:/export" /mnt/b-knfsd || die "mount knfsd again"
 head -c $((MB * 1048576)) /dev/urandom >/export/krpc_bench
 fh=$("$H" mount-fh --server "$IP" --export /export) || die "MOUNT /export (mount-fh)"
@@ -153,8 +164,11 @@ kreq() {
 	row=$1; d=$2; kind=$3
 	drop
 	c0=$(busy)
+	# NULL: peer_mib thousands (1,024) of calls.
+	mib=$MB
+	[ "$kind" = null ] && mib=$((NULLS / 1024))
 	insmod "$KO" peer="knfsd-bench-$kind" rdma_addr="$IP" peer_port=20049 peer_conns="$d" \
-		peer_mib="$MB" nfs_fh="$fh" >>"$LOG" 2>&1 || die "insmod peer=knfsd-bench-$kind"
+		peer_mib="$mib" nfs_fh="$fh" >>"$LOG" 2>&1 || die "insmod peer=knfsd-bench-$kind"
 	c1=$(busy)
 	rmmod krpc_rdma || die "rmmod after knfsd-bench-$kind"
 	line=$(dmesg | grep "krpc_rdma peer knfsd-bench" | tail -n 1)
@@ -164,26 +178,27 @@ kreq() {
 	echo "kernel $row $rate $(echo "$c0 $c1" | awk '{printf "%.2f", ($2-$1)/100}')" >>"$R"
 	tail -n 1 "$R" | awk '{printf "bench-kernel: %-6s %-12s %10s/s  cpu %s s\n", $1, $2, $3, $4}' | tee -a "$LOG"
 }
-# lclient ROW DEPTH write|read: DEPTH dd streams over one file.
+# lclient ROW DEPTH write|read: DEPTH dd streams over one file, each O_DIRECT in IO-KiB
+# requests (knfsd's rsize / wsize: one RPC each, so DEPTH streams are DEPTH RPCs in flight).
 lclient() {
 	row=$1; d=$2; dir=$3
-	per=$((MB / d))
+	per=$((MB * 1024 / IO_KIB / d))
 	drop
 	c0=$(busy); t0=$(now)
 	i=0
 	while [ "$i" -lt "$d" ]; do
 		if [ "$dir" = write ]; then
-			dd if="$W/src" of=/mnt/b-knfsd/krpc_bench bs=1M count="$per" skip=$((i * per)) \
-				seek=$((i * per)) oflag=direct conv=notrunc status=none &
+			dd if="$W/src" of=/mnt/b-knfsd/krpc_bench bs="${IO_KIB}k" count="$per" \
+				skip=$((i * per)) seek=$((i * per)) oflag=direct conv=notrunc status=none &
 		else
-			dd if=/mnt/b-knfsd/krpc_bench of=/dev/null bs=1M count="$per" skip=$((i * per)) \
-				iflag=direct status=none &
+			dd if=/mnt/b-knfsd/krpc_bench of=/dev/null bs="${IO_KIB}k" count="$per" \
+				skip=$((i * per)) iflag=direct status=none &
 		fi
 		i=$((i + 1))
 	done
 	wait
 	t1=$(now); c1=$(busy)
-	echo "linux $row $t0 $t1 $c0 $c1 $((per * d))" |
+	echo "linux $row $t0 $t1 $c0 $c1 $((per * d * IO_KIB / 1024))" |
 		awk '{s=$4-$3; printf "%s %s %.3f %.2f\n", $1, $2, $7/s, ($6-$5)/100}' >>"$R"
 	tail -n 1 "$R" | awk '{printf "bench-kernel: %-6s %-12s %10.2f/s  cpu %.2f s\n", $1, $2, $3, $4}' | tee -a "$LOG"
 }
@@ -201,6 +216,10 @@ while [ "$run" -le "$RUNS" ]; do
 	run=$((run + 1))
 done
 umount /mnt/b-knfsd
+}
+
+[ "$PART" = requesters ] || servers
+[ "$PART" = servers ] || requesters
 
 # median SERVER ROW FIELD(3 rate, 4 cpu)
 median() {
@@ -208,6 +227,7 @@ median() {
 		awk '{v[NR]=$1} END {if (NR==0) print "n/a"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'
 }
 {
+	[ "$PART" = requesters ] || {
 	echo "| row ($RUNS runs, medians) | knfsd | kernel (ours) | user (ours) | kernel / knfsd | user / knfsd | kernel / user |"
 	echo "|---|---|---|---|---|---|---|"
 	for row in dd-write dd-read tar-x ls-l; do
@@ -225,7 +245,9 @@ median() {
 			printf "| %s | %.1f; %.2f | %.1f; %.2f | %.1f; %.2f | %.2f | %.2f | %.2f |\n", l, k, kc, m, mc, u, uc, m/k, u/k, m/u }'
 	done
 	echo
-	echo "| against knfsd ($RUNS runs, medians; I/O size knfsd's, 256 KiB) | our kernel Requester | Linux client | ours / Linux | CPU s per GiB, ours | CPU s per GiB, Linux |"
+	}
+	[ "$PART" = servers ] || {
+	echo "| against knfsd ($RUNS runs, medians; $IO_KIB KiB per RPC, knfsd's rsize/wsize) | our kernel Requester | Linux client | ours / Linux | CPU s per GiB, ours | CPU s per GiB, Linux |"
 	echo "|---|---|---|---|---|---|"
 	for d in $DEPTHS; do
 		for op in write read; do
@@ -240,6 +262,7 @@ median() {
 		k=$(median kernel "null-$d" 3)
 		echo "| NULL, $d in flight (calls/s) | $k | n/a (no user-space NULL over RDMA) | | | |"
 	done
+	}
 } >"$TABLE"
 cat "$TABLE"
 rm -rf "$W"

@@ -34,13 +34,13 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use mbuf::{PageProvider, PAGE_SIZE};
 use nfs_proto::nfs3::{
     Cookieverf3, Createhow3, Fattr3, FsinfoResOk, FsstatResOk, Ftype3, Mknoddata3, NfsFh3,
-    Nfspath3, Nfstime3, PathconfResOk, Sattr3, StableHow, Writeverf3, ACCESS3_DELETE,
-    ACCESS3_EXECUTE, ACCESS3_EXTEND, ACCESS3_LOOKUP, ACCESS3_MODIFY, ACCESS3_READ, FSF3_CANSETTIME,
+    Nfspath3, Nfstime3, PathconfResOk, Sattr3, StableHow, Writeverf3, FSF3_CANSETTIME,
     FSF3_HOMOGENEOUS, FSF3_LINK, FSF3_SYMLINK, NFS3_MAXPATHLEN,
 };
 use nfs_service::lock::Lock;
 use nfs_service::nfsd::{
-    Backend, DirEnd, DirEntry, DirSink, NfsError, NfsResult, ReadData, WriteIov, Written,
+    access3_bits, Backend, DirEnd, DirEntry, DirSink, NfsError, NfsResult, ReadData, WriteIov,
+    Written,
 };
 use onc_rpc::svc::Cred;
 
@@ -384,20 +384,12 @@ impl<L: Lock<FsState>> Backend for PageFs<L> {
         let id = self.fileid(fh)?;
         self.state.with(|st| {
             let n = st.node(id)?;
-            let mut ok = 0;
-            if may(cred, n, R) {
-                ok |= ACCESS3_READ;
-            }
-            if may(cred, n, W) {
-                ok |= ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE;
-            }
-            if may(cred, n, X) {
-                ok |= if n.is_dir() {
-                    ACCESS3_LOOKUP
-                } else {
-                    ACCESS3_EXECUTE
-                };
-            }
+            let ok = access3_bits(
+                may(cred, n, R),
+                may(cred, n, W),
+                may(cred, n, X),
+                n.is_dir(),
+            );
             Ok(ok & mask)
         })
     }

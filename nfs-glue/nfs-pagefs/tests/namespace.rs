@@ -588,11 +588,12 @@ fn permissions_follow_the_mode_bits_and_root_bypasses_them() {
         r.fs.access(&root(), &private, all).unwrap(),
         all & !ACCESS3_EXECUTE
     );
+    // DELETE (deleting an entry of a directory) is granted on directories only.
     let g = create(&r.fs, &alice, &open, b"g");
     assert_eq!(r.fs.access(&bob, &g, all).unwrap(), ACCESS3_READ);
     assert_eq!(
         r.fs.access(&alice, &g, all).unwrap(),
-        ACCESS3_READ | ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
+        ACCESS3_READ | ACCESS3_MODIFY | ACCESS3_EXTEND
     );
     assert_eq!(r.fs.access(&alice, &g, ACCESS3_READ).unwrap(), ACCESS3_READ);
     // Root executes only what has an execute bit.

@@ -289,8 +289,10 @@ fn serve(sh: &Arc<Shared>, w: Work) {
     publish(f, seen, conn.stats());
     let c = *conn.counters();
     sh.ended.with(|e| *e += c);
-    drop(conn);
+    // The queue pair first: once it is destroyed the device writes no page the Responder
+    // still holds (an RDMA Read in flight at a stop), then the Responder and its pages.
     drop(qp);
+    drop(conn);
     f.open.fetch_sub(1, Ordering::Relaxed);
 }
 

@@ -109,6 +109,35 @@ impl NfsError {
     }
 }
 
+/// The `ACCESS3_*` bits that read, write and execute (search) permission on an object give
+/// (RFC 1813 ACCESS): READ; MODIFY and EXTEND, and DELETE on a directory (it names deleting
+/// an entry of it); LOOKUP on a directory, EXECUTE on anything else. A backend answers
+/// [`Backend::access`] with this, masked by what was asked.
+pub fn access3_bits(read: bool, write: bool, exec: bool, is_dir: bool) -> u32 {
+    use nfs_proto::nfs3::{
+        ACCESS3_DELETE, ACCESS3_EXECUTE, ACCESS3_EXTEND, ACCESS3_LOOKUP, ACCESS3_MODIFY,
+        ACCESS3_READ,
+    };
+    let mut a = 0;
+    if read {
+        a |= ACCESS3_READ;
+    }
+    if write {
+        a |= ACCESS3_MODIFY | ACCESS3_EXTEND;
+        if is_dir {
+            a |= ACCESS3_DELETE;
+        }
+    }
+    if exec {
+        a |= if is_dir {
+            ACCESS3_LOOKUP
+        } else {
+            ACCESS3_EXECUTE
+        };
+    }
+    a
+}
+
 /// A backend call's result.
 pub type NfsResult<T> = Result<T, NfsError>;
 

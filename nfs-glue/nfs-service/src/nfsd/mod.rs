@@ -86,7 +86,8 @@ pub mod drc;
 mod readdir;
 
 pub use backend::{
-    Backend, DirEnd, DirEntry, DirSink, NfsError, NfsResult, ReadData, WriteIov, Written,
+    access3_bits, Backend, DirEnd, DirEntry, DirSink, NfsError, NfsResult, ReadData, WriteIov,
+    Written,
 };
 use readdir::Listing;
 
