@@ -73,6 +73,20 @@ mkdir -p /export-user /mnt/b-knfsd /mnt/b-kernel /mnt/b-user
 O=vers=3,proto=rdma,nolock,$OPTS
 head -c $((MB * 1048576)) /dev/urandom >"$W/src"
 
+now() { date +%s.%N; }
+busy() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
+drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+# timed SERVER ROW UNITS CMD...: run CMD, record "SERVER ROW value cpu" (value = UNITS/s).
+timed() {
+	srv=$1; row=$2; units=$3; shift 3
+	c0=$(busy); t0=$(now)
+	"$@" >>"$LOG" 2>&1 || die "$srv $row: $*"
+	t1=$(now); c1=$(busy)
+	echo "$srv $row $t0 $t1 $c0 $c1 $units" |
+		awk '{s=$4-$3; printf "%s %s %.3f %.2f\n", $1, $2, $7/s, ($6-$5)/100}' >>"$R"
+	tail -n 1 "$R" | awk '{printf "bench-kernel: %-6s %-10s %10.2f/s  cpu %.2f s\n", $1, $2, $3, $4}' | tee -a "$LOG"
+}
+
 # Part 1: the three servers, the same client.
 servers() {
 mountpoint -q /export-user || mount -t tmpfs -o size=768m tmpfs /export-user
@@ -105,19 +119,6 @@ for s in knfsd kernel user; do
 		die "making $ENTRIES entries on $s"
 done
 
-now() { date +%s.%N; }
-busy() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
-drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-# timed SERVER ROW UNITS CMD...: run CMD, record "SERVER ROW value cpu" (value = UNITS/s).
-timed() {
-	srv=$1; row=$2; units=$3; shift 3
-	c0=$(busy); t0=$(now)
-	"$@" >>"$LOG" 2>&1 || die "$srv $row: $*"
-	t1=$(now); c1=$(busy)
-	echo "$srv $row $t0 $t1 $c0 $c1 $units" |
-		awk '{s=$4-$3; printf "%s %s %.3f %.2f\n", $1, $2, $7/s, ($6-$5)/100}' >>"$R"
-	tail -n 1 "$R" | awk '{printf "bench-kernel: %-6s %-10s %10.2f/s  cpu %.2f s\n", $1, $2, $3, $4}' | tee -a "$LOG"
-}
 run=1
 while [ "$run" -le "$RUNS" ]; do
 	say "run $run of $RUNS"
