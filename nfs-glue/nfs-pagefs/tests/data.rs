@@ -12,20 +12,10 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
+use mbuf::testing::pattern;
 use mbuf::{HeapPageArena, PageProvider, PAGE_SIZE};
 use nfs_proto::nfs3::{Sattr3, StableHow};
 use nfs_service::nfsd::{Backend, NfsError, WriteIov};
-
-fn pattern(seed: u8, n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| {
-            (i as u8)
-                .wrapping_mul(31)
-                .wrapping_add(seed)
-                .wrapping_add((i >> 8) as u8)
-        })
-        .collect()
-}
 
 fn size(m: u64) -> Sattr3 {
     Sattr3 {
