@@ -239,6 +239,35 @@ pub(crate) fn write(
         release(&**own, &repl);
         return Err(e);
     }
+    let mut f = file_mut(st, id)?;
+    for (blk, addr) in repl {
+        f.put(&**own, blk, addr);
+    }
+    *f.size = (*f.size).max(end);
+    Ok((count, counts))
+}
+
+/// A regular file's blocks and size, borrowed together with the file system's page count
+/// for a change (after the shared-borrow checks of the caller).
+struct FileMut<'a> {
+    blocks: &'a mut BTreeMap<u64, u64>,
+    size: &'a mut u64,
+    pages_held: &'a mut u64,
+}
+
+impl FileMut<'_> {
+    /// Store `addr` (its reference is the caller's, handed over) as block `blk`, releasing
+    /// the page it replaces.
+    fn put(&mut self, own: &dyn PageProvider, blk: u64, addr: u64) {
+        match self.blocks.insert(blk, addr) {
+            Some(old) => own.page_unref(old),
+            None => *self.pages_held += 1,
+        }
+    }
+}
+
+/// Regular file `id` of `st`, for a change.
+fn file_mut(st: &mut FsState, id: u64) -> NfsResult<FileMut<'_>> {
     let FsState {
         nodes, pages_held, ..
     } = st;
@@ -246,14 +275,11 @@ pub(crate) fn write(
     let Data::File(blocks) = &mut node.data else {
         return Err(NfsError::Inval);
     };
-    for (blk, addr) in repl {
-        match blocks.insert(blk, addr) {
-            Some(old) => own.page_unref(old),
-            None => *pages_held += 1,
-        }
-    }
-    node.size = node.size.max(end);
-    Ok((count, counts))
+    Ok(FileMut {
+        blocks,
+        size: &mut node.size,
+        pages_held,
+    })
 }
 
 /// Set the size of regular file `id` to `size` (checked by the caller: a regular file,
@@ -277,30 +303,21 @@ pub(crate) fn set_size(
     } else {
         None
     };
-    let FsState {
-        nodes, pages_held, ..
-    } = st;
-    let node = nodes.get_mut(&id).ok_or(NfsError::Stale)?;
-    let Data::File(blocks) = &mut node.data else {
-        return Err(NfsError::Inval);
-    };
+    let mut f = file_mut(st, id)?;
     let keep = size.div_ceil(BLOCK);
-    while let Some(e) = blocks.last_entry() {
+    while let Some(e) = f.blocks.last_entry() {
         if *e.key() < keep {
             break;
         }
         own.page_unref(e.remove());
-        *pages_held = pages_held.saturating_sub(1);
+        *f.pages_held = f.pages_held.saturating_sub(1);
     }
     let mut zeroed = 0;
     if let Some((b, addr, z)) = tail {
-        match blocks.insert(b, addr) {
-            Some(old) => own.page_unref(old),
-            None => *pages_held += 1,
-        }
+        f.put(own, b, addr);
         zeroed = z;
     }
-    node.size = size;
+    *f.size = size;
     Ok(zeroed)
 }
 
