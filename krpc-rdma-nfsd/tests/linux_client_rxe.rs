@@ -114,6 +114,19 @@ fn dirs() -> Dirs {
     d
 }
 
+/// The command that mounts our server's export on `d.mnt` (NFSv3 over RDMA, MOUNT over TCP,
+/// no locking), after `modprobe rpcrdma`.
+fn mount_cmd(d: &Dirs) -> String {
+    let opts =
+        format!("vers=3,proto=rdma,port={PORT},mountport={MOUNT_PORT},mountproto=tcp,nolock");
+    format!(
+        "mount -t nfs -o {opts} {}:{} {}",
+        ip(),
+        d.export.display(),
+        d.mnt.display()
+    )
+}
+
 /// Unmount the export's tmpfs and remove the directories.
 fn cleanup(d: &Dirs) {
     let _ = sh(&format!("umount {}", d.export.display()));
@@ -162,14 +175,7 @@ fn linux_client_over_rdma() {
     let d = dirs();
     let server = Server::start(&d.export, &d.state);
     ok("modprobe rpcrdma");
-    let opts =
-        format!("vers=3,proto=rdma,port={PORT},mountport={MOUNT_PORT},mountproto=tcp,nolock");
-    ok(&format!(
-        "mount -t nfs -o {opts} {}:{} {}",
-        ip(),
-        d.export.display(),
-        d.mnt.display()
-    ));
+    ok(&mount_cmd(&d));
     std::fs::write(d.export.join("hello"), b"hi\n").unwrap();
     let ls = ok(&format!("ls -la {}", d.mnt.display()));
     println!("{ls}");
@@ -252,14 +258,7 @@ fn shared_workload_script() {
     let d = dirs();
     let server = Server::start(&d.export, &d.state);
     ok("modprobe rpcrdma");
-    let opts =
-        format!("vers=3,proto=rdma,port={PORT},mountport={MOUNT_PORT},mountproto=tcp,nolock");
-    ok(&format!(
-        "mount -t nfs -o {opts} {}:{} {}",
-        ip(),
-        d.export.display(),
-        d.mnt.display()
-    ));
+    ok(&mount_cmd(&d));
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../xtask/vm/nfs-workload.sh");
     let out = ok(&format!(
         "sh {} {} {} short",
@@ -290,14 +289,7 @@ fn root_is_squashed_by_default_and_unlisted_clients_cannot_mount() {
         krpc_rdma_nfsd::exports::Clients::DEFAULT,
     );
     ok("modprobe rpcrdma");
-    let opts =
-        format!("vers=3,proto=rdma,port={PORT},mountport={MOUNT_PORT},mountproto=tcp,nolock");
-    let mount = format!(
-        "mount -t nfs -o {opts} {}:{} {}",
-        ip(),
-        d.export.display(),
-        d.mnt.display()
-    );
+    let mount = mount_cmd(&d);
     ok(&mount);
     // root (this test) creates a file: it belongs to nobody on the server, and root cannot
     // give it back to itself.
