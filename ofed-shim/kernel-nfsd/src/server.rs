@@ -299,6 +299,10 @@ fn serve(sh: &Arc<Shared>, w: Work) {
 /// Add what the connection did since `seen` to the server's figures (so the report is
 /// current while connections are up); the new `seen`.
 fn publish(f: &Figures, seen: ServerStats, now: &ServerStats) -> ServerStats {
+    if *now == seen {
+        // Nothing happened since: no shared counter touched on an idle pass of the loop.
+        return seen;
+    }
     add(&f.calls, now.calls.saturating_sub(seen.calls));
     add(&f.replies, now.replies.saturating_sub(seen.replies));
     add(&f.dropped, now.dropped.saturating_sub(seen.dropped));
