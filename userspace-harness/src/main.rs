@@ -23,7 +23,7 @@ use userspace_harness::rpc::Workload;
 use userspace_harness::run::{self, ClientOpts, DemoOpts, Print, ServerOpts};
 use userspace_harness::trace::Tracer;
 use userspace_harness::verbs::accept::ConnLimits;
-use userspace_harness::{decode, nfs3, verbs};
+use userspace_harness::{decode, nfs3, report, verbs};
 
 /// Userspace harness for the krpc-rdma RPC-over-RDMA core.
 #[derive(Parser)]
@@ -642,7 +642,12 @@ fn run_client(server: SocketAddr, load: &LoadArgs, bench: bool) -> ExitCode {
         }
     };
     if load.json {
-        println!("{}", report.to_json());
+        let mut v = report.to_json();
+        if let (Some(t), Some(o)) = (&server_totals, v.as_object_mut()) {
+            // `bench`: where the in-process server's time went.
+            o.insert("server_profile".into(), report::profile_json(&t.profile));
+        }
+        println!("{v}");
     } else {
         print!("{}", report.human());
         if let Some(t) = server_totals {

@@ -139,6 +139,17 @@ pub fn counters_json(c: &Counters) -> Value {
     Value::Object(m)
 }
 
+/// A stage profile as a flat JSON object (`StageProfile::fields`) with its one-line summary
+/// under `"line"`.
+pub fn profile_json(p: &krpc_rdma::provider::profile::StageProfile) -> Value {
+    let mut m = Map::new();
+    for (k, v) in p.fields() {
+        m.insert(k.into(), json!(v));
+    }
+    m.insert("line".into(), json!(p.to_string()));
+    Value::Object(m)
+}
+
 /// The counters as `name value` pairs, several per line, under a title.
 pub fn counters_human(title: &str, c: &Counters) -> String {
     let mut s = format!("{title} counters:\n");

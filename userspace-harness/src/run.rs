@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use krpc_rdma::provider::profile::{Profiled, StageProfile};
 use krpc_rdma::transport::{
     CallError, Counters, DdpReply, ReplySpec, RequesterEvent, Responder, ServerConnection,
     SharedPages, TransportConfig,
@@ -126,6 +127,8 @@ pub struct ServerTotals {
     pub stats: ServerStats,
     /// Responder counters, summed.
     pub counters: Counters,
+    /// Where the connections' time went (their stage profiles, summed).
+    pub profile: StageProfile,
 }
 
 impl ServerTotals {
@@ -137,6 +140,7 @@ impl ServerTotals {
             self.stats.summary()
         );
         out.push_str(&counters_human("server transport", &self.counters));
+        out.push_str(&format!("server stage profile: {}\n", self.profile));
         out
     }
 }
@@ -230,10 +234,11 @@ pub fn serve(
         stop.store(true, Ordering::SeqCst);
     }
     let mut totals = ServerTotals::default();
-    for (stats, counters) in conns.join() {
+    for (stats, counters, profile) in conns.join() {
         totals.connections += 1;
         totals.stats.add(&stats);
         totals.counters = totals.counters.add(&counters);
+        totals.profile.add(&profile);
     }
     if let Some(t) = &opts.trace {
         t.flush()?;
@@ -241,24 +246,32 @@ pub fn serve(
     Ok(totals)
 }
 
+/// Nanoseconds of a monotonic clock started at the first call: the stage profile's clock.
+fn mono_ns() -> u64 {
+    static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    u64::try_from(T0.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Serve one connection until it is lost or `stop`: poll → serve → reply over a
-/// [`ServerConnection`] (replies wait for send resources in order).
+/// [`ServerConnection`] (replies wait for send resources in order), its verbs calls and
+/// sleeps timed into a stage profile.
 fn serve_connection(
-    mut qp: Traced<VerbsQp>,
+    qp: Traced<VerbsQp>,
     resp: Responder,
     pages: Arc<dyn PageProvider>,
     stop: &AtomicBool,
     peer: &str,
     print: Print,
-) -> (ServerStats, Counters) {
+) -> (ServerStats, Counters, StageProfile) {
     let mut srv = rpc::Server::new(pages);
     let start = Instant::now();
+    let mut qp = Profiled::new(qp, mono_ns);
     let mut conn = match ServerConnection::new(Box::new(resp)) {
         Ok(c) => c,
         Err(e) => {
-            qp.inner_mut().disconnect();
+            qp.inner_mut().inner_mut().disconnect();
             print.line(&format!("connection from {peer} refused: {e}"));
-            return (srv.stats, Counters::default());
+            return (srv.stats, Counters::default(), qp.profile());
         }
     };
     let how = loop {
@@ -276,24 +289,25 @@ fn serve_connection(
             break "closed";
         }
         if stop.load(Ordering::SeqCst) || STOP.load(Ordering::SeqCst) {
-            qp.inner_mut().disconnect();
+            qp.inner_mut().inner_mut().disconnect();
             break "stopped";
         }
         // Calls or replies waiting for pages another connection holds, or for send
         // resources, wake nothing here: `Wait::millis` says how long to sleep.
         let ms = conn.wait().millis();
         if ms > 0 {
-            verbs::wait::wait(qp.inner_mut(), Duration::from_millis(ms.into()));
+            qp.sleep(|t| verbs::wait::wait(t.inner_mut(), Duration::from_millis(ms.into())));
         }
     };
     let mut stats = srv.stats;
     stats.errors += conn.stats().reply_errors + conn.stats().dropped;
+    let profile = qp.profile();
     print.line(&format!(
-        "connection from {peer} {how} after {:.1} s: {}",
+        "connection from {peer} {how} after {:.1} s: {}\n  stage profile: {profile}",
         start.elapsed().as_secs_f64(),
         stats.summary()
     ));
-    (stats, *conn.counters())
+    (stats, *conn.counters(), profile)
 }
 
 // ---------------------------------------------------------------------------------------

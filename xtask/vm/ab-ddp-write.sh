@@ -3,7 +3,9 @@
 # boot, interleaved so that both see the same machine: ROUNDS rounds (default 6) of
 # ib_read_bw 1 MiB (the row's reference), then `A bench --workload write --size 1m --depth 4
 # --duration DURATION --json`, then the same with B. One line per run; the ratio to compare
-# is each run's MB/s over its round's ib_read_bw.
+# is each run's MB/s over its round's ib_read_bw. Each run's server stage profile (where the
+# in-process server's time went: RDMA Reads posted and in flight, Sends, polls, sleeps, the
+# rest) follows its line. A == B gives the profile of one binary over ROUNDS runs.
 #
 #   cargo xtask vm -- sh xtask/vm/ab-ddp-write.sh OLD_HARNESS NEW_HARNESS
 #
@@ -40,6 +42,9 @@ hb() {
     mbs=$(echo "$ops $secs" | awk '$2 > 0 { printf "%.2f", $1 * 1048576 / $2 / 1e6 }')
     ratio=$(echo "$mbs $rb" | awk '$2 > 0 { printf "%.3f", $1 / $2 }')
     echo "round $2: $3 DDP WRITE 1 MiB ${mbs:-FAILED} MB/s, ratio ${ratio:-?}"
+    # The in-process server's stage profile (binaries that have one).
+    prof=$(grep '^[[:space:]]*{' "$tmp/out" | tail -1 | sed -n 's/.*"line":"\([^"]*\)".*/\1/p')
+    [ -z "$prof" ] || echo "  $3 server stage profile: $prof"
 }
 r=1
 while [ "$r" -le "$ROUNDS" ]; do

@@ -28,6 +28,7 @@ use alloc::sync::Arc;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, Ordering};
 
+use krpc_rdma::provider::profile::StageProfile;
 use krpc_rdma::transport::{Counters, SharedPages};
 use mbuf::PageProvider;
 use nfs_pagefs::{PageFs, PageFsConfig};
@@ -184,6 +185,7 @@ fn make_shared(cfg: &KrpcNfsdConfig) -> Result<Arc<Shared>, i32> {
         stop: AtomicBool::new(false),
         figures: Figures::default(),
         ended: KMutex::try_new(Counters::default()).ok_or(ENOMEM)?,
+        profile: KMutex::try_new(StageProfile::default()).ok_or(ENOMEM)?,
     }))
 }
 
@@ -248,6 +250,8 @@ fn report(sh: &Shared) -> String {
     fs_part(&mut s, &sh.svc.backend().stats());
     let c = sh.ended.with(|c| *c);
     counters_part(&mut s, &c);
+    let p = sh.profile.with(|p| *p);
+    profile_part(&mut s, &p);
     s.push('\n');
     s
 }
@@ -293,6 +297,17 @@ fn fs_part(s: &mut String, fs: &nfs_pagefs::Stats) {
         " read bytes shared {}, zero fill {};",
         fs.read_bytes_shared, fs.zero_fill_bytes
     );
+}
+
+/// The stage profile as `name value` pairs, every figure always (scripts take differences
+/// of two readings), then the human line.
+#[inline(never)]
+fn profile_part(s: &mut String, p: &StageProfile) {
+    s.push_str("; stage profile:");
+    for (k, v) in p.fields() {
+        let _ = write!(s, " {k} {v}");
+    }
+    let _ = write!(s, " ({p})");
 }
 
 #[inline(never)]

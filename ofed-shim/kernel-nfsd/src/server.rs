@@ -10,6 +10,8 @@ use alloc::vec::Vec;
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use krpc_rdma::provider::profile::{Profiled, StageProfile};
+use krpc_rdma::provider::Provider;
 use krpc_rdma::transport::{
     Counters, Responder, ServerConnection, ServerStats, SharedPages, TransportConfig,
 };
@@ -49,6 +51,10 @@ pub struct Shared {
     pub figures: Figures,
     /// The transport counters of the connections that ended, summed.
     pub ended: KMutex<Counters>,
+    /// Every connection's stage profile, summed: what the connections that ended did, and
+    /// what live ones did up to their last publication (at most a second old while they
+    /// serve calls).
+    pub profile: KMutex<StageProfile>,
 }
 
 /// The server's figures (atomics: read by the report while the threads run).
@@ -237,7 +243,8 @@ extern "C" fn conn_main(arg: *mut c_void) -> i32 {
     0
 }
 
-/// Serve one connection until it is lost or the server stops.
+/// Serve one connection until it is lost or the server stops; its verbs calls and sleeps
+/// timed into a stage profile ([`Profiled`], the kernel's monotonic clock).
 fn serve(sh: &Arc<Shared>, w: Work) {
     let Work {
         mut qp,
@@ -253,9 +260,11 @@ fn serve(sh: &Arc<Shared>, w: Work) {
         return;
     };
     let mut conn = conn.with_reply_bytes(Box::new(move |c| svc.svc.reply_data_bytes(c)));
+    let mut pq = Profiled::new(&mut *qp, ofed_shim::wait::monotonic_ns);
     let mut seen = ServerStats::default();
+    let mut shown = StageProfile::default();
     loop {
-        conn.poll(&mut *qp);
+        conn.poll(&mut pq);
         while let Some(c) = conn.next_call() {
             match drc::serve(&sh.svc, &sh.drc, client, sh.access, &c.call) {
                 Served::Reply(d) => {
@@ -263,30 +272,36 @@ fn serve(sh: &Arc<Shared>, w: Work) {
                         add(&f.nfs_errors, 1);
                     }
                     drop(c.call);
-                    drop(conn.reply(&mut *qp, c.ctx, d.reply));
+                    drop(conn.reply(&mut pq, c.ctx, d.reply));
                 }
                 Served::Replay(r) => {
                     add(&f.replays, 1);
                     drop(c.call);
-                    drop(conn.reply(&mut *qp, c.ctx, r));
+                    drop(conn.reply(&mut pq, c.ctx, r));
                 }
-                Served::Drop => conn.drop_call(&mut *qp, c.ctx),
+                Served::Drop => conn.drop_call(&mut pq, c.ctx),
             }
         }
-        seen = publish(f, seen, conn.stats());
+        let now = *conn.stats();
+        if now != seen {
+            seen = publish(f, seen, &now);
+            shown = publish_profile(sh, shown, &mut pq, false);
+        }
         if conn.is_lost() {
             break;
         }
         if sys::should_stop() || sh.stop.load(Ordering::Acquire) {
-            qp.disconnect();
+            pq.disconnect();
             break;
         }
         let ms = conn.wait().millis();
         if ms != 0 {
-            wait_any(&GlueSleep, &mut [&mut *qp], ms);
+            pq.sleep(|q| wait_any(&GlueSleep, &mut [&mut **q], ms));
         }
     }
     publish(f, seen, conn.stats());
+    publish_profile(sh, shown, &mut pq, true);
+    drop(pq);
     let c = *conn.counters();
     sh.ended.with(|e| *e += c);
     // The queue pair first: once it is destroyed the device writes no page the Responder
@@ -296,13 +311,27 @@ fn serve(sh: &Arc<Shared>, w: Work) {
     f.open.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// Add what the connection did since `seen` to the server's figures (so the report is
-/// current while connections are up); the new `seen`.
-fn publish(f: &Figures, seen: ServerStats, now: &ServerStats) -> ServerStats {
-    if *now == seen {
-        // Nothing happened since: no shared counter touched on an idle pass of the loop.
-        return seen;
+/// Add the connection's stage profile since `shown` to the server's, at most once a second
+/// (every time when `last`); the new `shown`.
+fn publish_profile(
+    sh: &Shared,
+    shown: StageProfile,
+    pq: &mut Profiled<&mut OfedQp>,
+    last: bool,
+) -> StageProfile {
+    let now = pq.profile();
+    if !last && now.wall_ns.saturating_sub(shown.wall_ns) < 1_000_000_000 {
+        return shown;
     }
+    let d = now.since(&shown);
+    sh.profile.with(|p| p.add(&d));
+    now
+}
+
+/// Add what the connection did since `seen` to the server's figures (so the report is
+/// current while connections are up; called when something happened, so that an idle pass
+/// of the loop touches no shared counter); the new `seen`.
+fn publish(f: &Figures, seen: ServerStats, now: &ServerStats) -> ServerStats {
     add(&f.calls, now.calls.saturating_sub(seen.calls));
     add(&f.replies, now.replies.saturating_sub(seen.replies));
     add(&f.dropped, now.dropped.saturating_sub(seen.dropped));
