@@ -34,6 +34,9 @@ impl<T> DerefMut for Boxed<T> {
     }
 }
 
+// A boxed queue pair is a provider, e.g. under a middleware (`provider::profile::Profiled`).
+krpc_rdma::forward_provider!(deref [T: krpc_rdma::provider::Provider] Boxed<T>);
+
 impl<T: core::fmt::Debug> core::fmt::Debug for Boxed<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         (**self).fmt(f)

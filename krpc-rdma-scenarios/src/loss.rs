@@ -50,6 +50,13 @@ impl Run {
                     continue;
                 }
                 RequesterEvent::Connected(_) => continue,
+                RequesterEvent::ReverseCall(rc) => {
+                    return Err(fail(
+                        format!("{what}: reverse call {:#x}", rc.xid),
+                        "no reverse-direction call (none enabled)",
+                        "one",
+                    ))
+                }
             };
             ensure(
                 self.kinds.contains_key(&xid),
@@ -71,7 +78,10 @@ impl Run {
             match e {
                 ResponderEvent::Call(c) => self.held.push(c),
                 ResponderEvent::ConnectionLost => self.resp_lost = true,
-                ResponderEvent::Connected(_) => {}
+                // No reverse call is sent here: nothing of it can come back.
+                ResponderEvent::Connected(_)
+                | ResponderEvent::ReverseReply { .. }
+                | ResponderEvent::ReverseFailed { .. } => {}
             }
         }
         progress

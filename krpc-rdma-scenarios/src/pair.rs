@@ -499,7 +499,10 @@ impl<'f, F: Fixture> Pair<'f, F> {
             self.resp.poll(&mut self.l.b, &mut |e| match e {
                 ResponderEvent::Call(c) => calls.push(c),
                 ResponderEvent::ConnectionLost => lost = true,
-                ResponderEvent::Connected(_) => {}
+                // `run` sends no reverse call: nothing of one can come back.
+                ResponderEvent::Connected(_)
+                | ResponderEvent::ReverseReply { .. }
+                | ResponderEvent::ReverseFailed { .. } => {}
             });
             if lost {
                 return Err(fail(
@@ -551,6 +554,13 @@ impl<'f, F: Fixture> Pair<'f, F> {
                     ))
                 }
                 RequesterEvent::Connected(_) => {}
+                RequesterEvent::ReverseCall(rc) => {
+                    return Err(fail(
+                        format!("requester: reverse call {:#x}", rc.xid),
+                        "no reverse-direction call (none enabled)",
+                        "one",
+                    ))
+                }
             }
         }
         Ok(progress)

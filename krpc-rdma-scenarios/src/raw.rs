@@ -182,7 +182,10 @@ pub fn poll_round<A: Provider, B: Provider>(
         match e {
             ResponderEvent::Call(c) => held.push(c),
             ResponderEvent::ConnectionLost => *lost = true,
-            ResponderEvent::Connected(_) => {}
+            // The raw peer's scripts send no reverse call to answer.
+            ResponderEvent::Connected(_)
+            | ResponderEvent::ReverseReply { .. }
+            | ResponderEvent::ReverseFailed { .. } => {}
         }
     });
     let mut wcs = [Completion::EMPTY; 16];

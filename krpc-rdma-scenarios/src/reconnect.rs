@@ -532,6 +532,13 @@ fn requester_turn<F: Fixture>(
             Some(RequesterEvent::Failed { xid, error, .. }) => {
                 return Err(fail(format!("call {xid:#x}"), "a reply", error))
             }
+            Some(RequesterEvent::ReverseCall(rc)) => {
+                return Err(fail(
+                    format!("reverse call {:#x}", rc.xid),
+                    "no reverse-direction call (none enabled)",
+                    "one",
+                ))
+            }
             Some(RequesterEvent::ConnectionLost | RequesterEvent::Connected(_)) | None => {}
         }
     }

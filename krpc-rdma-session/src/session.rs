@@ -176,7 +176,9 @@ impl<D: Dialer> Session<D> {
                     }
                 }
                 RequesterEvent::ConnectionLost => lost = true,
-                RequesterEvent::Connected(_) => {}
+                // The session enables no reverse slots (`max_reverse_requests` 0), so the
+                // transport classifies nothing as a reverse call and hands none up.
+                RequesterEvent::Connected(_) | RequesterEvent::ReverseCall(_) => {}
             }
         }
         if lost {

@@ -441,55 +441,10 @@ pub trait Provider {
     fn disconnect(&mut self);
 }
 
-/// A provider behind a pointer that owns or borrows it (`Box<P>`, `&mut P`) is a provider:
-/// every method goes to the pointee.
-macro_rules! provider_through_pointer {
-    ($($ptr:ty),*) => {$(
-        impl<P: Provider + ?Sized> Provider for $ptr {
-            fn resources(&self) -> Resources {
-                (**self).resources()
-            }
-            fn send_buf(&mut self, buf: SendBufId) -> Result<&mut [u8], ProviderError> {
-                (**self).send_buf(buf)
-            }
-            fn recv_buf(&self, buf: RecvBufId) -> Result<&[u8], ProviderError> {
-                (**self).recv_buf(buf)
-            }
-            fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), ProviderError> {
-                (**self).post_send(wrs)
-            }
-            fn post_recv(&mut self, bufs: &[RecvBufId]) -> Result<(), ProviderError> {
-                (**self).post_recv(bufs)
-            }
-            fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
-                (**self).poll_cq(out)
-            }
-            fn register(
-                &mut self,
-                frags: &[LocalFragment],
-                access: Access,
-            ) -> Result<Registration, ProviderError> {
-                (**self).register(frags, access)
-            }
-            fn release(&mut self, reg: RegId) -> Result<(), ProviderError> {
-                (**self).release(reg)
-            }
-            fn revoke(&mut self, reg: RegId) -> Result<Revoked, ProviderError> {
-                (**self).revoke(reg)
-            }
-            fn poll_event(&mut self) -> Option<CmEvent> {
-                (**self).poll_event()
-            }
-            fn disconnect(&mut self) {
-                (**self).disconnect();
-            }
-        }
-    )*};
-}
-
 // A boxed provider is a provider, also behind a trait object (`Box<dyn Trait>` where
 // `Trait: Provider`): what lets one connection type hold any provider chosen at run time
 // (the krpc face's queue pair: the verbs backend, or the software provider in a kernel
 // without an RDMA device). A borrowed provider is one too: what lets a middleware wrap a
 // queue pair the caller keeps (a kernel thread's boxed `OfedQp` under a stage profile).
-provider_through_pointer!(alloc::boxed::Box<P>, &mut P);
+crate::forward_provider!(deref [P: Provider + ?Sized] alloc::boxed::Box<P>);
+crate::forward_provider!(deref [P: Provider + ?Sized] &mut P);

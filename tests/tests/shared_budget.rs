@@ -117,7 +117,9 @@ impl Client {
         self.rig.resp.poll(&mut self.rig.qb, &mut |e| match e {
             ResponderEvent::Call(c) => calls.push(c),
             ResponderEvent::ConnectionLost => lost = true,
-            ResponderEvent::Connected(_) => {}
+            ResponderEvent::Connected(_)
+            | ResponderEvent::ReverseReply { .. }
+            | ResponderEvent::ReverseFailed { .. } => {}
         });
         (calls, lost)
     }

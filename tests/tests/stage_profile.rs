@@ -80,7 +80,7 @@ fn reads_and_replies_are_timed_and_stages_fit_in_the_wall_time() {
     assert!(line.starts_with("wall 0."), "{line}");
     assert!(
         line.contains(" post_read ")
-            && line.contains(&format!("; read_wait {} × ", p.read_wait.count)),
+            && line.contains(&format!("; read_wait {} x ", p.read_wait.count)),
         "{line}"
     );
     assert!(

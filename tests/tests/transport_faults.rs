@@ -73,7 +73,9 @@ fn drive<A: Soft, B: Soft>(r: &mut Rig<A, B>, first_xid: u32, kinds: &[Kind]) ->
         r.resp.poll(&mut r.qb, &mut |e| match e {
             ResponderEvent::Call(c) => calls.push(c),
             ResponderEvent::ConnectionLost => resp_lost = true,
-            ResponderEvent::Connected(_) => {}
+            ResponderEvent::Connected(_)
+            | ResponderEvent::ReverseReply { .. }
+            | ResponderEvent::ReverseFailed { .. } => {}
         });
         out.resp_lost |= resp_lost;
         for c in calls {
@@ -98,7 +100,7 @@ fn drive<A: Soft, B: Soft>(r: &mut Rig<A, B>, first_xid: u32, kinds: &[Kind]) ->
                     assert!(!out.replies.contains_key(&xid));
                 }
                 RequesterEvent::ConnectionLost => out.req_lost = true,
-                RequesterEvent::Connected(_) => {}
+                RequesterEvent::Connected(_) | RequesterEvent::ReverseCall(_) => {}
             }
         }
         let ended = out.replies.len() + out.failed.len();
@@ -485,7 +487,9 @@ fn corrupted_call_headers() {
                     r.resp.poll(&mut r.qb, &mut |e| match e {
                         ResponderEvent::Call(c) => calls.push(c),
                         ResponderEvent::ConnectionLost => lost = true,
-                        ResponderEvent::Connected(_) => {}
+                        ResponderEvent::Connected(_)
+                        | ResponderEvent::ReverseReply { .. }
+                        | ResponderEvent::ReverseFailed { .. } => {}
                     });
                     for c in calls {
                         let rep = Kind::Read(4000).reply(&r.pb, c.xid).unwrap();

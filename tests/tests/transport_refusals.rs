@@ -203,7 +203,9 @@ fn a_read_the_provider_refuses_for_good_closes_the_connection() {
             .poll(&mut RefuseReads(&mut h.r.qb), &mut |e| match e {
                 krpc_rdma::transport::ResponderEvent::ConnectionLost => lost = true,
                 krpc_rdma::transport::ResponderEvent::Call(_) => handed += 1,
-                krpc_rdma::transport::ResponderEvent::Connected(_) => {}
+                krpc_rdma::transport::ResponderEvent::Connected(_)
+                | krpc_rdma::transport::ResponderEvent::ReverseReply { .. }
+                | krpc_rdma::transport::ResponderEvent::ReverseFailed { .. } => {}
             });
     }
     assert_eq!(handed, 0);

@@ -562,7 +562,8 @@ impl Driver {
                     }
                 }
                 RequesterEvent::ConnectionLost => lost = true,
-                RequesterEvent::Connected(_) => {}
+                // No reverse slots are enabled here: the transport hands up no reverse call.
+                RequesterEvent::Connected(_) | RequesterEvent::ReverseCall(_) => {}
             }
         }
         if lost {

@@ -250,6 +250,9 @@ impl Nfs {
                         panic!("call {xid:#x} failed: {error}")
                     }
                     RequesterEvent::ConnectionLost => panic!("knfsd dropped the connection"),
+                    RequesterEvent::ReverseCall(rc) => {
+                        panic!("reverse call {:#x} with no reverse slot enabled", rc.xid)
+                    }
                     RequesterEvent::Connected(_) => {}
                 }
             }

@@ -143,7 +143,10 @@ impl SoftDialer {
             c.resp.poll(&mut c.qp, &mut |e| match e {
                 ResponderEvent::Call(inc) => calls.push(inc),
                 ResponderEvent::ConnectionLost => lost = true,
-                ResponderEvent::Connected(_) => {}
+                // This server sends no reverse call: nothing of one comes back.
+                ResponderEvent::Connected(_)
+                | ResponderEvent::ReverseReply { .. }
+                | ResponderEvent::ReverseFailed { .. } => {}
             });
             progressed |= !calls.is_empty() || lost;
             let id = c.id;

@@ -236,7 +236,9 @@ fn take(
                 h.lost = true;
                 h.held.clear();
             }
-            ResponderEvent::Connected(_) => {}
+            ResponderEvent::Connected(_)
+                | ResponderEvent::ReverseReply { .. }
+                | ResponderEvent::ReverseFailed { .. } => {}
         }
     }
 }

@@ -114,6 +114,9 @@ pub trait Middleware {
 ///   that intercepts nothing).
 /// * `forward_provider!(TYPE => field as TARGET)`: the same, and `TYPE` dereferences to the
 ///   field (a binding's queue-pair type exposes its `Binding`'s counters and state that way).
+/// * `forward_provider!(deref [GENERICS] TYPE)`: `TYPE` is a pointer to a provider (it
+///   dereferences, mutably, to one: `Box<P>`, `&mut P`, a kernel's fallible box); every
+///   method goes to the pointee.
 ///
 /// ```ignore
 /// krpc_rdma::forward_provider!(OfedQp => inner as Binding<OfedConn>);
@@ -121,6 +124,65 @@ pub trait Middleware {
 /// ```
 #[macro_export]
 macro_rules! forward_provider {
+    (deref [$($gen:tt)*] $ty:ty) => {
+        impl<$($gen)*> $crate::provider::Provider for $ty {
+            fn resources(&self) -> $crate::provider::Resources {
+                (**self).resources()
+            }
+            fn send_buf(
+                &mut self,
+                buf: $crate::provider::SendBufId,
+            ) -> Result<&mut [u8], $crate::provider::ProviderError> {
+                (**self).send_buf(buf)
+            }
+            fn recv_buf(
+                &self,
+                buf: $crate::provider::RecvBufId,
+            ) -> Result<&[u8], $crate::provider::ProviderError> {
+                (**self).recv_buf(buf)
+            }
+            fn post_send(
+                &mut self,
+                wrs: &[$crate::provider::SendWr<'_>],
+            ) -> Result<(), $crate::provider::ProviderError> {
+                (**self).post_send(wrs)
+            }
+            fn post_recv(
+                &mut self,
+                bufs: &[$crate::provider::RecvBufId],
+            ) -> Result<(), $crate::provider::ProviderError> {
+                (**self).post_recv(bufs)
+            }
+            fn poll_cq(&mut self, out: &mut [$crate::provider::Completion]) -> usize {
+                (**self).poll_cq(out)
+            }
+            fn register(
+                &mut self,
+                frags: &[$crate::provider::LocalFragment],
+                access: $crate::provider::Access,
+            ) -> Result<$crate::provider::Registration, $crate::provider::ProviderError> {
+                (**self).register(frags, access)
+            }
+            fn release(
+                &mut self,
+                reg: $crate::provider::RegId,
+            ) -> Result<(), $crate::provider::ProviderError> {
+                (**self).release(reg)
+            }
+            fn revoke(
+                &mut self,
+                reg: $crate::provider::RegId,
+            ) -> Result<$crate::provider::Revoked, $crate::provider::ProviderError> {
+                (**self).revoke(reg)
+            }
+            fn poll_event(&mut self) -> Option<$crate::provider::CmEvent> {
+                (**self).poll_event()
+            }
+            fn disconnect(&mut self) {
+                (**self).disconnect();
+            }
+        }
+    };
     (middleware [$($gen:tt)*] $ty:ty) => {
         impl<$($gen)*> $crate::provider::Provider for $ty {
             fn resources(&self) -> $crate::provider::Resources {

@@ -7,14 +7,16 @@
 //! wall time is the core's and the upper layer's own work ([`StageProfile::other_ns`]).
 //!
 //! The core reads no clock: the embedding passes one ([`Clock`]: `std::time::Instant` in
-//! user space, `ktime_get_ns` in a kernel). `no_std`, no allocation; the in-flight table is a
-//! fixed array (a request beyond it is not timed and is counted in
-//! [`StageProfile::untimed`]).
+//! user space, `ktime_get_ns` in a kernel). `no_std`; the in-flight table is allocated once,
+//! fallibly, at creation and never grown (a request beyond it, or every request when the
+//! allocation failed, is not timed and is counted in [`StageProfile::untimed`]), so the
+//! wrapper stays small enough for a kernel stack and allocates nothing per call.
 //!
 //! Under rxe the verbs calls are where the emulated NIC does its work (`ibv_post_send` runs
 //! the send path in the system call), so the profile says how much of a connection's time is
 //! the NIC, the wire, the transport and the service.
 
+use alloc::vec::Vec;
 use core::fmt;
 
 use super::{
@@ -251,8 +253,9 @@ fn permille(part: u64, whole: u64) -> u64 {
         .map_or(0, |v| u64::try_from(v).unwrap_or(u64::MAX))
 }
 
-/// One line: the wall time, each stage's share of it (per cent, one decimal) with its calls
-/// and mean, the rest, then the wire times. Stages with no calls are left out.
+/// One line, ASCII (kernel logs): the wall time, each stage's share of it (per cent, one
+/// decimal) with its calls and mean (`calls x mean us`), the rest, then the wire times.
+/// Stages with no calls are left out.
 impl fmt::Display for StageProfile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let wall = self.wall_ns;
@@ -273,7 +276,7 @@ impl fmt::Display for StageProfile {
             let (a, b) = pct(t.ns);
             write!(
                 f,
-                " {name} {a}.{b}% ({} × {} µs),",
+                " {name} {a}.{b}% ({} x {} us),",
                 t.count,
                 t.mean_ns() / 1000
             )?;
@@ -282,7 +285,7 @@ impl fmt::Display for StageProfile {
         write!(f, " other {a}.{b}%")?;
         for (name, t) in [("read_wait", self.read_wait), ("send_wait", self.send_wait)] {
             if t.count > 0 {
-                write!(f, "; {name} {} × {} µs", t.count, t.mean_ns() / 1000)?;
+                write!(f, "; {name} {} x {} us", t.count, t.mean_ns() / 1000)?;
             }
         }
         if self.untimed > 0 {
@@ -308,9 +311,11 @@ pub struct Profiled<P> {
     clock: Clock,
     start: u64,
     prof: StageProfile,
+    /// The profile as [`delta`](Self::delta) last returned it.
+    mark: StageProfile,
     /// Signaled chains in flight: the wr_id of their last signaled request, when posted, and
-    /// what they were.
-    flight: heapless::Vec<(WrId, u64, Class), IN_FLIGHT>,
+    /// what they were (capacity [`IN_FLIGHT`], reserved at creation, or 0).
+    flight: Vec<(WrId, u64, Class)>,
 }
 
 impl<P> fmt::Debug for Profiled<P> {
@@ -325,12 +330,16 @@ impl<P> fmt::Debug for Profiled<P> {
 impl<P: Provider> Profiled<P> {
     /// Wrap `inner`; the wall time starts now.
     pub fn new(inner: P, clock: Clock) -> Self {
+        let mut flight = Vec::new();
+        // Without the table nothing is timed from post to completion; the rest still is.
+        let _ = flight.try_reserve_exact(IN_FLIGHT);
         Profiled {
             inner,
             clock,
             start: clock(),
             prof: StageProfile::default(),
-            flight: heapless::Vec::new(),
+            mark: StageProfile::default(),
+            flight,
         }
     }
 
@@ -359,11 +368,14 @@ impl<P: Provider> Profiled<P> {
         self.prof
     }
 
-    fn timed<T>(&mut self, f: impl FnOnce(&mut P) -> T) -> (T, u64, u64) {
-        let t = (self.clock)();
-        let r = f(&mut self.inner);
-        let now = (self.clock)();
-        (r, t, now.saturating_sub(t))
+    /// What happened since the last `delta` (since creation, the first time): for a report
+    /// that publishes a live connection's figures piecewise, or a benchmark that times one
+    /// phase. Computed in place (no profile-sized temporaries on the caller's stack).
+    pub fn delta(&mut self) -> StageProfile {
+        self.prof.wall_ns = (self.clock)().saturating_sub(self.start);
+        let d = self.prof.since(&self.mark);
+        self.mark = self.prof;
+        d
     }
 }
 
@@ -402,8 +414,13 @@ impl<P: Provider> Middleware for Profiled<P> {
         &mut self.inner
     }
 
+    // Each method times its call itself (no helper returning the result in a tuple: a
+    // registration is a few hundred bytes, and one more copy of it on a kernel stack
+    // counts).
     fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), ProviderError> {
-        let (r, t, ns) = self.timed(|p| p.post_send(wrs));
+        let t = (self.clock)();
+        let r = self.inner.post_send(wrs);
+        let ns = (self.clock)().saturating_sub(t);
         let (read, write, send, rb, wb) = classify(wrs);
         let stage = if read {
             &mut self.prof.post_read
@@ -426,7 +443,10 @@ impl<P: Provider> Middleware for Profiled<P> {
                 None
             };
             if let (Some(class), Some(last)) = (class, wrs.iter().rev().find(|w| w.signaled)) {
-                if self.flight.push((last.wr_id, t, class)).is_err() {
+                // Within the capacity reserved at creation: never an allocation here.
+                if self.flight.len() < self.flight.capacity() {
+                    self.flight.push((last.wr_id, t, class));
+                } else {
                     self.prof.untimed = self.prof.untimed.saturating_add(1);
                 }
             }
@@ -435,15 +455,17 @@ impl<P: Provider> Middleware for Profiled<P> {
     }
 
     fn post_recv(&mut self, bufs: &[RecvBufId]) -> Result<(), ProviderError> {
-        let (r, _, ns) = self.timed(|p| p.post_recv(bufs));
-        self.prof.post_recv.add(ns);
+        let t = (self.clock)();
+        let r = self.inner.post_recv(bufs);
+        self.prof.post_recv.add((self.clock)().saturating_sub(t));
         r
     }
 
     fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
-        let (n, _, ns) = self.timed(|p| p.poll_cq(out));
-        self.prof.poll_cq.add(ns);
+        let t = (self.clock)();
+        let n = self.inner.poll_cq(out);
         let now = (self.clock)();
+        self.prof.poll_cq.add(now.saturating_sub(t));
         for c in out.iter().take(n) {
             match c.kind {
                 WcKind::Recv { .. } => self.prof.recvs = self.prof.recvs.saturating_add(1),
@@ -470,20 +492,23 @@ impl<P: Provider> Middleware for Profiled<P> {
         frags: &[LocalFragment],
         access: Access,
     ) -> Result<Registration, ProviderError> {
-        let (r, _, ns) = self.timed(|p| p.register(frags, access));
-        self.prof.register.add(ns);
+        let t = (self.clock)();
+        let r = self.inner.register(frags, access);
+        self.prof.register.add((self.clock)().saturating_sub(t));
         r
     }
 
     fn release(&mut self, reg: RegId) -> Result<(), ProviderError> {
-        let (r, _, ns) = self.timed(|p| p.release(reg));
-        self.prof.release.add(ns);
+        let t = (self.clock)();
+        let r = self.inner.release(reg);
+        self.prof.release.add((self.clock)().saturating_sub(t));
         r
     }
 
     fn revoke(&mut self, reg: RegId) -> Result<Revoked, ProviderError> {
-        let (r, _, ns) = self.timed(|p| p.revoke(reg));
-        self.prof.release.add(ns);
+        let t = (self.clock)();
+        let r = self.inner.revoke(reg);
+        self.prof.release.add((self.clock)().saturating_sub(t));
         r
     }
 

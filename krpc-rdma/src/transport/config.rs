@@ -31,6 +31,11 @@ pub struct TransportConfig {
     /// Capacity of the scratch fragment table used to build registrations and RDMA work
     /// requests (pages per chunk). 1 MiB needs 257 (an unaligned start adds one).
     pub max_fragments: u32,
+    /// Most reverse-direction calls (RFC 8167) outstanding at once that the upper layer may
+    /// enable (`set_reverse_slots`, e.g. NFSv4.1's back-channel `ca_maxrequests`): their
+    /// slots are reserved at creation. The provider needs as many Receives beyond
+    /// `max_requests` (and send buffers to answer or send them). 0: no reverse direction.
+    pub max_reverse_requests: u32,
 }
 
 impl Default for TransportConfig {
@@ -44,6 +49,7 @@ impl Default for TransportConfig {
             max_call_ddp_bytes: 4 * 1024 * 1024 + 16384,
             max_ddp_bytes: 64 * 1024 * 1024,
             max_fragments: 1024,
+            max_reverse_requests: 0,
         }
     }
 }

@@ -87,128 +87,104 @@ pub struct Counters {
     /// Call contexts given back because the upper layer dropped the call's `ReplyCtx`
     /// (or the `Incoming` holding it) without `reply` or `drop_call` (responder).
     pub contexts_reclaimed: u64,
+    /// Reverse-direction calls (RFC 8167): received and handed up (requester), sent
+    /// (responder).
+    pub reverse_calls: u64,
+    /// Reverse-direction replies: sent (requester), received and handed up (responder).
+    pub reverse_replies: u64,
+    /// Reverse-direction calls beyond the slots provisioned for them: the connection was
+    /// closed (requester).
+    pub reverse_overflows: u64,
+    /// Reverse-direction replies matching no reverse call outstanding: discarded
+    /// (responder).
+    pub reverse_replies_unexpected: u64,
 }
 
 /// Number of [`Counters`] fields.
-pub const COUNTER_FIELDS: usize = 37;
+pub const COUNTER_FIELDS: usize = 41;
 
 static_assertions::const_assert_eq!(
     core::mem::size_of::<Counters>(),
     COUNTER_FIELDS * core::mem::size_of::<u64>()
 );
 
+/// The counters' names, their values in the same order, and the field-wise sum: generated
+/// from one list of the fields (in declaration order), so that they cannot disagree.
+macro_rules! counter_table {
+    ($($f:ident),* $(,)?) => {
+        /// Every counter's name, in declaration order (static: a report walks it with
+        /// [`Counters::values`] without a table of pairs on its stack).
+        pub const COUNTER_NAMES: [&str; COUNTER_FIELDS] = [$(stringify!($f)),*];
+
+        impl Counters {
+            /// Every counter's value, in the order of [`COUNTER_NAMES`].
+            pub fn values(&self) -> [u64; COUNTER_FIELDS] {
+                [$(self.$f),*]
+            }
+
+            /// `self + other`, field by field (saturating): totals over connections.
+            #[must_use]
+            pub fn add(&self, other: &Counters) -> Counters {
+                Counters {
+                    $($f: self.$f.saturating_add(other.$f),)*
+                }
+            }
+        }
+    };
+}
+
+counter_table!(
+    messages_sent,
+    messages_received,
+    read_chunks,
+    write_chunks,
+    reply_chunks,
+    inline_bytes_sent,
+    inline_bytes_received,
+    rdma_read_bytes,
+    rdma_write_bytes,
+    long_calls,
+    long_replies,
+    pullup_copies,
+    pullup_bytes,
+    ddp_payload_copied_bytes,
+    registrations,
+    local_invalidations,
+    remote_invalidations,
+    send_with_invalidate,
+    bad_messages,
+    err_vers_sent,
+    err_chunk_sent,
+    err_vers_received,
+    err_chunk_received,
+    credit_stalls,
+    resource_stalls,
+    connection_losses,
+    calls_lost,
+    closes,
+    calls_dropped,
+    ddp_budget_waits,
+    shared_budget_waits,
+    calls_abandoned,
+    late_replies,
+    abandon_quarantines,
+    abandon_closes,
+    bad_replies,
+    contexts_reclaimed,
+    reverse_calls,
+    reverse_replies,
+    reverse_overflows,
+    reverse_replies_unexpected,
+);
+
 impl Counters {
     /// Every field by name, in declaration order (for reports: JSON, one-line summaries).
     pub fn fields(&self) -> [(&'static str, u64); COUNTER_FIELDS] {
-        [
-            ("messages_sent", self.messages_sent),
-            ("messages_received", self.messages_received),
-            ("read_chunks", self.read_chunks),
-            ("write_chunks", self.write_chunks),
-            ("reply_chunks", self.reply_chunks),
-            ("inline_bytes_sent", self.inline_bytes_sent),
-            ("inline_bytes_received", self.inline_bytes_received),
-            ("rdma_read_bytes", self.rdma_read_bytes),
-            ("rdma_write_bytes", self.rdma_write_bytes),
-            ("long_calls", self.long_calls),
-            ("long_replies", self.long_replies),
-            ("pullup_copies", self.pullup_copies),
-            ("pullup_bytes", self.pullup_bytes),
-            ("ddp_payload_copied_bytes", self.ddp_payload_copied_bytes),
-            ("registrations", self.registrations),
-            ("local_invalidations", self.local_invalidations),
-            ("remote_invalidations", self.remote_invalidations),
-            ("send_with_invalidate", self.send_with_invalidate),
-            ("bad_messages", self.bad_messages),
-            ("err_vers_sent", self.err_vers_sent),
-            ("err_chunk_sent", self.err_chunk_sent),
-            ("err_vers_received", self.err_vers_received),
-            ("err_chunk_received", self.err_chunk_received),
-            ("credit_stalls", self.credit_stalls),
-            ("resource_stalls", self.resource_stalls),
-            ("connection_losses", self.connection_losses),
-            ("calls_lost", self.calls_lost),
-            ("closes", self.closes),
-            ("calls_dropped", self.calls_dropped),
-            ("ddp_budget_waits", self.ddp_budget_waits),
-            ("shared_budget_waits", self.shared_budget_waits),
-            ("calls_abandoned", self.calls_abandoned),
-            ("late_replies", self.late_replies),
-            ("abandon_quarantines", self.abandon_quarantines),
-            ("abandon_closes", self.abandon_closes),
-            ("bad_replies", self.bad_replies),
-            ("contexts_reclaimed", self.contexts_reclaimed),
-        ]
-    }
-
-    /// `self + other`, field by field (saturating): totals over connections.
-    #[must_use]
-    pub fn add(&self, other: &Counters) -> Counters {
-        Counters {
-            messages_sent: self.messages_sent.saturating_add(other.messages_sent),
-            messages_received: self
-                .messages_received
-                .saturating_add(other.messages_received),
-            read_chunks: self.read_chunks.saturating_add(other.read_chunks),
-            write_chunks: self.write_chunks.saturating_add(other.write_chunks),
-            reply_chunks: self.reply_chunks.saturating_add(other.reply_chunks),
-            inline_bytes_sent: self
-                .inline_bytes_sent
-                .saturating_add(other.inline_bytes_sent),
-            inline_bytes_received: self
-                .inline_bytes_received
-                .saturating_add(other.inline_bytes_received),
-            rdma_read_bytes: self.rdma_read_bytes.saturating_add(other.rdma_read_bytes),
-            rdma_write_bytes: self.rdma_write_bytes.saturating_add(other.rdma_write_bytes),
-            long_calls: self.long_calls.saturating_add(other.long_calls),
-            long_replies: self.long_replies.saturating_add(other.long_replies),
-            pullup_copies: self.pullup_copies.saturating_add(other.pullup_copies),
-            pullup_bytes: self.pullup_bytes.saturating_add(other.pullup_bytes),
-            ddp_payload_copied_bytes: self
-                .ddp_payload_copied_bytes
-                .saturating_add(other.ddp_payload_copied_bytes),
-            registrations: self.registrations.saturating_add(other.registrations),
-            local_invalidations: self
-                .local_invalidations
-                .saturating_add(other.local_invalidations),
-            remote_invalidations: self
-                .remote_invalidations
-                .saturating_add(other.remote_invalidations),
-            send_with_invalidate: self
-                .send_with_invalidate
-                .saturating_add(other.send_with_invalidate),
-            bad_messages: self.bad_messages.saturating_add(other.bad_messages),
-            err_vers_sent: self.err_vers_sent.saturating_add(other.err_vers_sent),
-            err_chunk_sent: self.err_chunk_sent.saturating_add(other.err_chunk_sent),
-            err_vers_received: self
-                .err_vers_received
-                .saturating_add(other.err_vers_received),
-            err_chunk_received: self
-                .err_chunk_received
-                .saturating_add(other.err_chunk_received),
-            credit_stalls: self.credit_stalls.saturating_add(other.credit_stalls),
-            resource_stalls: self.resource_stalls.saturating_add(other.resource_stalls),
-            connection_losses: self
-                .connection_losses
-                .saturating_add(other.connection_losses),
-            calls_lost: self.calls_lost.saturating_add(other.calls_lost),
-            closes: self.closes.saturating_add(other.closes),
-            calls_dropped: self.calls_dropped.saturating_add(other.calls_dropped),
-            ddp_budget_waits: self.ddp_budget_waits.saturating_add(other.ddp_budget_waits),
-            shared_budget_waits: self
-                .shared_budget_waits
-                .saturating_add(other.shared_budget_waits),
-            calls_abandoned: self.calls_abandoned.saturating_add(other.calls_abandoned),
-            late_replies: self.late_replies.saturating_add(other.late_replies),
-            abandon_quarantines: self
-                .abandon_quarantines
-                .saturating_add(other.abandon_quarantines),
-            abandon_closes: self.abandon_closes.saturating_add(other.abandon_closes),
-            bad_replies: self.bad_replies.saturating_add(other.bad_replies),
-            contexts_reclaimed: self
-                .contexts_reclaimed
-                .saturating_add(other.contexts_reclaimed),
+        let mut out = [("", 0); COUNTER_FIELDS];
+        for ((o, name), value) in out.iter_mut().zip(COUNTER_NAMES).zip(self.values()) {
+            *o = (name, value);
         }
+        out
     }
 }
 

@@ -61,6 +61,7 @@ pub mod reconnect;
 pub mod reply_plan;
 pub mod requester;
 pub mod responder;
+pub mod reverse;
 pub mod send_ctx;
 pub mod server_conn;
 pub mod shared_pages;
@@ -68,12 +69,13 @@ pub mod xdr_reduce;
 mod xid_table;
 
 pub use config::TransportConfig;
-pub use counters::{Counters, COUNTER_FIELDS};
+pub use counters::{Counters, COUNTER_FIELDS, COUNTER_NAMES};
 pub use error::{CallError, Fault};
 pub use reconnect::{Reconnect, ReconnectStats};
 pub use requester::{
-    Abandoned, CallRejected, DdpReply, LocateFn, ReplySpec, Requester, RequesterEvent,
+    Abandoned, CallRejected, DdpReply, LocateFn, ReplySpec, Requester, RequesterEvent, ReverseCall,
+    ReverseCtx, ReverseRejected,
 };
 pub use responder::{Incoming, ReplyCtx, ReplyError, Responder, ResponderEvent};
-pub use server_conn::{ReplyBytes, ServerConnection, ServerStats, Wait};
+pub use server_conn::{ReplyBytes, ReverseOutcome, ServerConnection, ServerStats, Wait};
 pub use shared_pages::{Admission, PageShare, SharedPages};

@@ -240,6 +240,9 @@ impl Reconnect {
                 self.attempts = 0;
                 Some(ev)
             }
+            // The responder's call, answered on this connection or not at all (a reverse
+            // call is never resent by us: its requester retries).
+            RequesterEvent::ReverseCall(_) => Some(ev),
         }
     }
 

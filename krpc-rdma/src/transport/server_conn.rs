@@ -50,6 +50,7 @@ use core::ops::DerefMut;
 
 use mbuf::Chain;
 
+use super::requester::ReverseRejected;
 use super::responder::{Incoming, ReplyCtx, ReplyError, Responder, ResponderEvent};
 use super::shared_pages::Admission;
 use super::{CallError, Counters};
@@ -105,6 +106,23 @@ pub struct ServerStats {
     pub overflows: u64,
 }
 
+/// What became of a reverse-direction call sent with [`ServerConnection::reverse_call`].
+#[derive(Debug)]
+pub enum ReverseOutcome {
+    /// Its reply (the RPC reply message).
+    Reply {
+        /// XID.
+        xid: u32,
+        /// The reply.
+        reply: Chain,
+    },
+    /// No reply will come: the connection was lost.
+    Failed {
+        /// XID.
+        xid: u32,
+    },
+}
+
 /// A call polled and not yet handed out.
 #[derive(Debug)]
 struct Ready {
@@ -123,6 +141,8 @@ pub struct ServerConnection<R = Box<Responder>> {
     held_back: VecDeque<(Incoming, usize)>,
     /// Replies that wait for send resources, in order.
     backlog: VecDeque<(ReplyCtx, Chain)>,
+    /// What became of reverse-direction calls (RFC 8167), in order of arrival.
+    reverse: VecDeque<ReverseOutcome>,
     reply_bytes: Option<ReplyBytes>,
     lost: bool,
     stats: ServerStats,
@@ -151,6 +171,10 @@ impl<R: DerefMut<Target = Responder>> ServerConnection<R> {
         let mut ready = VecDeque::new();
         let mut held_back = VecDeque::new();
         let mut backlog = VecDeque::new();
+        let mut reverse = VecDeque::new();
+        reverse
+            .try_reserve_exact(resp.reverse_capacity() as usize)
+            .map_err(|_| CallError::NoMemory)?;
         ready
             .try_reserve_exact(n)
             .and_then(|()| held_back.try_reserve_exact(n))
@@ -161,6 +185,7 @@ impl<R: DerefMut<Target = Responder>> ServerConnection<R> {
             ready,
             held_back,
             backlog,
+            reverse,
             reply_bytes: None,
             lost: false,
             stats: ServerStats::default(),
@@ -184,9 +209,10 @@ impl<R: DerefMut<Target = Responder>> ServerConnection<R> {
             return;
         }
         let (ready, lost, stats) = (&mut self.ready, &mut self.lost, &mut self.stats);
+        let reverse = &mut self.reverse;
         let mut overflow = false;
         self.resp.poll(prov, &mut |e| {
-            overflow |= !take_event(ready, lost, stats, e);
+            overflow |= !take_event(ready, reverse, lost, stats, e);
         });
         if overflow {
             prov.disconnect();
@@ -262,9 +288,10 @@ impl<R: DerefMut<Target = Responder>> ServerConnection<R> {
     pub fn drop_call<P: Provider>(&mut self, prov: &mut P, ctx: ReplyCtx) {
         self.stats.dropped += 1;
         let (ready, lost, stats) = (&mut self.ready, &mut self.lost, &mut self.stats);
+        let reverse = &mut self.reverse;
         let mut overflow = false;
         let r = self.resp.drop_call(prov, ctx, &mut |e| {
-            overflow |= !take_event(ready, lost, stats, e);
+            overflow |= !take_event(ready, reverse, lost, stats, e);
         });
         if overflow {
             prov.disconnect();
@@ -275,6 +302,26 @@ impl<R: DerefMut<Target = Responder>> ServerConnection<R> {
         if self.lost {
             self.forget();
         }
+    }
+
+    /// Send a reverse-direction call to the requester (RFC 8167; see
+    /// [`Responder::reverse_call`]): its outcome comes from
+    /// [`next_reverse`](Self::next_reverse).
+    ///
+    /// # Errors
+    /// As [`Responder::reverse_call`].
+    pub fn reverse_call<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        call: Chain,
+    ) -> Result<(), ReverseRejected> {
+        self.resp.reverse_call(prov, call)
+    }
+
+    /// The next reverse-direction call's outcome, in order of arrival: its reply, or its
+    /// failure with the connection.
+    pub fn next_reverse(&mut self) -> Option<ReverseOutcome> {
+        self.reverse.pop_front()
     }
 
     /// The connection is gone: every call and reply still held here died with it.
@@ -393,16 +440,18 @@ impl<R: DerefMut<Target = Responder>> ServerConnection<R> {
     }
 }
 
-/// What the Responder hands up: a call joins `ready`, a loss sets `lost`. False if a call
-/// could not be queued (impossible: at most one per context, within the reserve; the
-/// fallible reserve keeps a failure from aborting).
+/// What the Responder hands up: a call joins `ready`, a reverse call's outcome `reverse`, a
+/// loss sets `lost`. False if a call or an outcome could not be queued (impossible: at most
+/// one per context or reverse slot, within the reserve; the fallible reserve keeps a failure
+/// from aborting).
 fn take_event(
     ready: &mut VecDeque<Ready>,
+    reverse: &mut VecDeque<ReverseOutcome>,
     lost: &mut bool,
     stats: &mut ServerStats,
     e: ResponderEvent,
 ) -> bool {
-    match e {
+    let outcome = match e {
         ResponderEvent::Call(call) => {
             if ready.try_reserve(1).is_err() {
                 stats.overflows += 1;
@@ -412,9 +461,20 @@ fn take_event(
                 call,
                 admitted: false,
             });
+            return true;
         }
-        ResponderEvent::ConnectionLost => *lost = true,
-        ResponderEvent::Connected(_) => {}
+        ResponderEvent::ReverseReply { xid, reply } => ReverseOutcome::Reply { xid, reply },
+        ResponderEvent::ReverseFailed { xid } => ReverseOutcome::Failed { xid },
+        ResponderEvent::ConnectionLost => {
+            *lost = true;
+            return true;
+        }
+        ResponderEvent::Connected(_) => return true,
+    };
+    if reverse.try_reserve(1).is_err() {
+        stats.overflows += 1;
+        return false;
     }
+    reverse.push_back(outcome);
     true
 }

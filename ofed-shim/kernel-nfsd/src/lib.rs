@@ -29,7 +29,7 @@ use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use krpc_rdma::provider::profile::StageProfile;
-use krpc_rdma::transport::{Counters, SharedPages};
+use krpc_rdma::transport::{Counters, SharedPages, COUNTER_NAMES};
 use mbuf::PageProvider;
 use nfs_pagefs::{PageFs, PageFsConfig};
 use nfs_service::lock::Lock;
@@ -313,7 +313,7 @@ fn profile_part(s: &mut String, p: &StageProfile) {
 #[inline(never)]
 fn counters_part(s: &mut String, c: &Counters) {
     s.push_str(" transport (ended connections):");
-    for (k, v) in c.fields() {
+    for (k, v) in COUNTER_NAMES.iter().zip(c.values()) {
         if v != 0 {
             let _ = write!(s, " {k} {v}");
         }

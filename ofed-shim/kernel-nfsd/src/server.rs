@@ -260,28 +260,20 @@ fn serve(sh: &Arc<Shared>, w: Work) {
         return;
     };
     let mut conn = conn.with_reply_bytes(Box::new(move |c| svc.svc.reply_data_bytes(c)));
-    let mut pq = Profiled::new(&mut *qp, ofed_shim::wait::monotonic_ns);
+    // The queue pair under its stage profile, on the heap (a profile is a few hundred bytes).
+    let Ok(mut pq) = try_boxed("stage profile", || {
+        Ok::<_, core::convert::Infallible>(Profiled::new(&mut *qp, ofed_shim::wait::monotonic_ns))
+    }) else {
+        drop(conn);
+        qp.disconnect();
+        f.open.fetch_sub(1, Ordering::Relaxed);
+        return;
+    };
     let mut seen = ServerStats::default();
-    let mut shown = StageProfile::default();
+    let mut shown = 0u64;
     loop {
-        conn.poll(&mut pq);
-        while let Some(c) = conn.next_call() {
-            match drc::serve(&sh.svc, &sh.drc, client, sh.access, &c.call) {
-                Served::Reply(d) => {
-                    if d.status.is_some_and(|s| s != nfs_proto::nfs3::Nfsstat3::OK) {
-                        add(&f.nfs_errors, 1);
-                    }
-                    drop(c.call);
-                    drop(conn.reply(&mut pq, c.ctx, d.reply));
-                }
-                Served::Replay(r) => {
-                    add(&f.replays, 1);
-                    drop(c.call);
-                    drop(conn.reply(&mut pq, c.ctx, r));
-                }
-                Served::Drop => conn.drop_call(&mut pq, c.ctx),
-            }
-        }
+        conn.poll(&mut *pq);
+        serve_calls(sh, client, &mut conn, &mut pq);
         let now = *conn.stats();
         if now != seen {
             seen = publish(f, seen, &now);
@@ -311,19 +303,45 @@ fn serve(sh: &Arc<Shared>, w: Work) {
     f.open.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// Add the connection's stage profile since `shown` to the server's, at most once a second
-/// (every time when `last`); the new `shown`.
-fn publish_profile(
+/// Every call the connection has ready, through the reply cache into the service, each
+/// answered (or dropped) in order. A frame of its own: the service's results are large.
+#[inline(never)]
+fn serve_calls(
     sh: &Shared,
-    shown: StageProfile,
+    client: u64,
+    conn: &mut ServerConnection<Boxed<Responder>>,
     pq: &mut Profiled<&mut OfedQp>,
-    last: bool,
-) -> StageProfile {
-    let now = pq.profile();
-    if !last && now.wall_ns.saturating_sub(shown.wall_ns) < 1_000_000_000 {
+) {
+    let f = &sh.figures;
+    while let Some(c) = conn.next_call() {
+        match drc::serve(&sh.svc, &sh.drc, client, sh.access, &c.call) {
+            Served::Reply(d) => {
+                if d.status.is_some_and(|s| s != nfs_proto::nfs3::Nfsstat3::OK) {
+                    add(&f.nfs_errors, 1);
+                }
+                drop(c.call);
+                drop(conn.reply(pq, c.ctx, d.reply));
+            }
+            Served::Replay(r) => {
+                add(&f.replays, 1);
+                drop(c.call);
+                drop(conn.reply(pq, c.ctx, r));
+            }
+            Served::Drop => conn.drop_call(pq, c.ctx),
+        }
+    }
+}
+
+/// Add the connection's stage profile since it was last published (at `shown`, on the
+/// kernel's monotonic clock) to the server's, at most once a second (every time when
+/// `last`); the new `shown`. A frame of its own: a profile is a few hundred bytes.
+#[inline(never)]
+fn publish_profile(sh: &Shared, shown: u64, pq: &mut Profiled<&mut OfedQp>, last: bool) -> u64 {
+    let now = ofed_shim::wait::monotonic_ns();
+    if !last && now.saturating_sub(shown) < 1_000_000_000 {
         return shown;
     }
-    let d = now.since(&shown);
+    let d = pq.delta();
     sh.profile.with(|p| p.add(&d));
     now
 }

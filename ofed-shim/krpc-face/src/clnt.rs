@@ -247,6 +247,9 @@ impl KrpcClnt {
                         l.connects = l.connects.saturating_add(1);
                     }
                 }
+                // clnt_rdma enables no reverse slots yet (Macklem's `cbslots` is issue 25's
+                // part 4): the transport hands up no reverse call.
+                RequesterEvent::ReverseCall(_) => {}
             }
         });
         // Calls owed a reply go out on the new connection as its credits allow.

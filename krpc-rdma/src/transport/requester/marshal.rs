@@ -104,7 +104,7 @@ impl Requester {
             self.ep.counters_mut().resource_stalls += 1;
             return Err(CallError::WouldBlock);
         }
-        let need_recv = self.recv_posted < self.credits.outstanding() + 1;
+        let need_recv = self.recv_posted < self.recv_target() + 1;
         if need_recv && self.recv_free.is_empty() {
             self.ep.counters_mut().resource_stalls += 1;
             return Err(CallError::WouldBlock);

@@ -19,6 +19,7 @@ use crate::wire::InlineThresholds;
 
 mod marshal;
 mod reply;
+mod reverse;
 
 /// Where, in the reduced inline reply, the DDP data item belongs: the byte offset just after
 /// the item's length word (the Upper-Layer Binding decides, RFC 8166 §3.4.6). `None` when the
@@ -91,8 +92,50 @@ pub enum RequesterEvent {
         /// The caller's pages from [`DdpReply`], returned.
         pages: Option<Chain>,
     },
-    /// The connection is gone; every pending call was reported `Failed(ConnectionLost)`.
+    /// A reverse-direction call from the responder (RFC 8167, e.g. an NFSv4.1 callback):
+    /// answer it with [`Requester::reverse_reply`].
+    ReverseCall(ReverseCall),
+    /// The connection is gone; every pending call was reported `Failed(ConnectionLost)`
+    /// (and every reverse call not yet answered is dead: its [`ReverseCtx`] is stale).
     ConnectionLost,
+}
+
+/// A reverse-direction call handed up by [`Requester::poll`].
+#[derive(Debug)]
+pub struct ReverseCall {
+    /// XID (the responder's).
+    pub xid: u32,
+    /// The RPC call message (inline: reverse-direction messages carry no chunks).
+    pub call: Chain,
+    /// Pass back to [`Requester::reverse_reply`].
+    pub ctx: ReverseCtx,
+}
+
+/// Handle of a reverse-direction call, needed to answer it: one of the slots enabled with
+/// [`Requester::set_reverse_slots`], held until the reply is sent (or the connection ends).
+#[derive(Debug, PartialEq, Eq)]
+pub struct ReverseCtx {
+    idx: u32,
+    generation: u32,
+}
+
+/// A reverse-direction message not sent ([`Requester::reverse_reply`],
+/// [`Responder::reverse_call`](super::Responder::reverse_call)): everything handed back.
+#[derive(Debug)]
+pub struct ReverseRejected {
+    /// Why: [`CallError::WouldBlock`] (a send buffer or the send queue is busy: retry),
+    /// [`CallError::TooLarge`] (beyond the inline threshold: reverse-direction messages
+    /// carry no chunks; send a smaller one), [`CallError::NoCredit`] (as many reverse calls
+    /// are outstanding as the slots and the peer's grant allow), [`CallError::BadCall`]
+    /// (no XID, or a reply whose XID is not its call's), [`CallError::DuplicateXid`],
+    /// [`CallError::BadConfig`] (no reverse slots enabled), [`CallError::ConnectionLost`],
+    /// [`CallError::Provider`].
+    pub error: CallError,
+    /// The message, unchanged.
+    pub msg: Chain,
+    /// The context, when it is still valid (answer again with it); `None` when it is not,
+    /// or for a reverse call.
+    pub ctx: Option<ReverseCtx>,
 }
 
 /// What [`Requester::abandon`] hands back.
@@ -194,6 +237,8 @@ pub struct Requester {
     /// The CM reported the connection gone; acted on once the completions already queued
     /// are reaped (see [`poll_bounded`](Self::poll_bounded)).
     disconnect_seen: bool,
+    /// Reverse-direction calls received and not yet answered (RFC 8167).
+    reverse: super::reverse::Slots,
 }
 
 impl core::fmt::Debug for Requester {
@@ -231,6 +276,8 @@ impl Requester {
             recv_free: FreeList::new(resources.recv_bufs).map_err(|_| CallError::NoMemory)?,
             recv_posted: 0,
             disconnect_seen: false,
+            reverse: super::reverse::Slots::new(cfg.max_reverse_requests)
+                .map_err(|_| CallError::NoMemory)?,
             ep: Endpoint::new(cfg, resources, pages)?,
         })
     }
@@ -317,8 +364,8 @@ impl Requester {
             WcKind::Recv { buf } => {
                 self.recv_posted = self.recv_posted.saturating_sub(1);
                 self.on_recv(prov, buf, wc.byte_len, wc.invalidated, events);
-                // Keep a Receive posted for every outstanding call.
-                if self.recv_posted < self.credits.outstanding() && prov.post_recv(&[buf]).is_ok() {
+                // Keep a Receive posted for every outstanding call and free reverse slot.
+                if self.recv_posted < self.recv_target() && prov.post_recv(&[buf]).is_ok() {
                     self.recv_posted += 1;
                 } else {
                     self.recv_free.push(buf);
@@ -464,6 +511,8 @@ impl Requester {
         self.recv_posted = 0;
         self.xids.clear();
         self.free_slots.reset();
+        // Reverse calls not answered die with the connection (their contexts go stale).
+        self.reverse.drain(|_| {});
         events(RequesterEvent::ConnectionLost);
     }
 }

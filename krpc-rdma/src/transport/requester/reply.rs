@@ -35,6 +35,13 @@ impl Requester {
             Ok(h) => h,
             Err(e) => return self.on_malformed(prov, &e, invalidated, events),
         };
+        if self.reverse_enabled()
+            && crate::transport::reverse::classify(&hdr)
+                == crate::transport::reverse::Direction::ReverseCall
+        {
+            let taken = self.take_reverse_call(&hdr);
+            return self.on_reverse_call(prov, taken, events);
+        }
         let xid = hdr.xid();
         let Some(idx) = self.pending(xid) else {
             self.ep.counters_mut().bad_messages += 1;

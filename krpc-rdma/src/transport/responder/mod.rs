@@ -28,6 +28,7 @@ use crate::wire::{
 mod read_job;
 mod recv;
 mod reply;
+mod reverse;
 
 /// Handle of a received call, needed to send its reply. Bounded by the credits: there are at
 /// most `max_requests` live contexts.
@@ -135,6 +136,20 @@ pub enum ResponderEvent {
     Connected(InlineThresholds),
     /// A call.
     Call(Incoming),
+    /// The reply to a reverse-direction call sent with [`Responder::reverse_call`]
+    /// (RFC 8167).
+    ReverseReply {
+        /// XID of the reverse call.
+        xid: u32,
+        /// The RPC reply message (inline).
+        reply: Chain,
+    },
+    /// A reverse-direction call that will get no reply: the connection was lost while it
+    /// was outstanding (reported just before [`ConnectionLost`](Self::ConnectionLost)).
+    ReverseFailed {
+        /// XID of the reverse call.
+        xid: u32,
+    },
     /// The connection is gone: every outstanding [`ReplyCtx`] is dead.
     ConnectionLost,
 }
@@ -382,6 +397,10 @@ pub struct Responder {
     returns: Arc<Returns>,
     /// This connection's part in a server-wide page budget, if the server shares one.
     share: Option<PageShare>,
+    /// Reverse-direction calls sent and not yet answered (RFC 8167).
+    reverse: super::reverse::Slots,
+    /// Reverse calls the requester's last reverse reply granted (1 until the first).
+    reverse_grant: u32,
 }
 
 impl core::fmt::Debug for Responder {
@@ -433,6 +452,8 @@ impl Responder {
         errors
             .try_reserve_exact(DEFERRED_ERRORS)
             .map_err(|_| CallError::NoMemory)?;
+        let reverse = super::reverse::Slots::new(cfg.max_reverse_requests)
+            .map_err(|_| CallError::NoMemory)?;
         // The endpoint core last, straight into the value returned (no fallible step after
         // it), so the compiler builds it in place: one copy of the endpoint on the stack.
         Ok(Responder {
@@ -453,6 +474,8 @@ impl Responder {
             ddp_in_use: 0,
             returns,
             share: None,
+            reverse,
+            reverse_grant: 1,
         })
     }
 
@@ -781,6 +804,9 @@ impl Responder {
         self.errors.clear();
         self.closing = false;
         self.recv_posted = 0;
+        // Reverse calls outstanding get no reply: each is reported, then the loss.
+        self.reverse
+            .drain(|xid| events(ResponderEvent::ReverseFailed { xid }));
         events(ResponderEvent::ConnectionLost);
     }
 

@@ -111,6 +111,15 @@ impl Responder {
         }
         let received = match prov.recv_buf(buf) {
             Ok(data) => match data.get(..len as usize) {
+                Some(d) if self.reverse_enabled() => match self.take_reverse_reply(d) {
+                    Some(ev) => {
+                        if let Some(ev) = ev {
+                            events(ev);
+                        }
+                        return;
+                    }
+                    None => self.parse_call(d),
+                },
                 Some(d) => self.parse_call(d),
                 None => Received::Discard,
             },

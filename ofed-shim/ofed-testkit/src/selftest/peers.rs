@@ -26,6 +26,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use harness_rpc as prog;
+use krpc_rdma::provider::profile::Profiled;
 use krpc_rdma::transport::{
     CallError, DdpReply, ReplyError, ReplySpec, Requester, RequesterEvent, Responder,
     ServerConnection, TransportConfig, Wait,
@@ -154,7 +155,9 @@ fn add_counters(g: &mut Figures, c: &krpc_rdma::transport::Counters) {
 
 /// The Requester side: one connection, the calls in flight, the replies received.
 struct Client {
-    qp: Boxed<OfedQp>,
+    /// The queue pair, its verbs calls and sleeps timed ([`Profiled`]: the bench's profile),
+    /// on the heap (a profile is a few hundred bytes).
+    qp: Boxed<Profiled<Boxed<OfedQp>>>,
     req: Boxed<Requester>,
     pages: Arc<dyn PageProvider>,
     next_xid: u32,
@@ -181,6 +184,10 @@ impl Client {
         .map_err(|e| format!("{e}"))?;
         // SAFETY: the upcall only wakes the glue's wait queue (any context).
         unsafe { qp.set_upcall(GlueSleep.upcall(), core::ptr::null_mut()) };
+        let qp = try_boxed("stage profile", || {
+            Ok::<_, core::convert::Infallible>(Profiled::new(qp, ofed_shim::wait::monotonic_ns))
+        })
+        .map_err(|e| format!("{e}"))?;
         let mut c = Client {
             qp,
             req,
@@ -194,7 +201,7 @@ impl Client {
         let mut waits = 0;
         while !up {
             let mut err = None;
-            c.req.poll(&mut *c.qp, &mut |e| match e {
+            c.req.poll(&mut c.qp, &mut |e| match e {
                 RequesterEvent::Connected(_) => up = true,
                 other => err = Some(format!("{other:?}")),
             });
@@ -206,7 +213,7 @@ impl Client {
                 if waits > ACCEPT_WAITS {
                     return Err("connecting: not connected in 60 s".into());
                 }
-                loopback::wait_any(&GlueSleep, &mut [&mut *c.qp], 100);
+                c.wait(100);
             }
         }
         Ok(c)
@@ -215,12 +222,18 @@ impl Client {
     /// Close: the Requester's registrations go; the connection is torn down by the drop
     /// (after the send queue drained, bounded).
     fn close(mut self) {
-        self.req.close(&mut *self.qp, &mut |_| {});
+        self.req.close(&mut self.qp, &mut |_| {});
         let mut idle = 0;
-        while self.qp.sq_outstanding() > 0 && idle < IDLE_LIMIT {
+        while self.qp.inner().sq_outstanding() > 0 && idle < IDLE_LIMIT {
             idle += 1;
-            loopback::wait_any(&GlueSleep, &mut [&mut *self.qp], 100);
+            self.wait(100);
         }
+    }
+
+    /// Sleep until the queue pair has new work or `ms` pass (timed as a sleep).
+    fn wait(&mut self, ms: u32) {
+        self.qp
+            .sleep(|q| loopback::wait_any(&GlueSleep, &mut [&mut **q], ms));
     }
 
     fn xid(&mut self) -> u32 {
@@ -232,7 +245,7 @@ impl Client {
     /// Poll once; wait (bounded) when nothing came. Whether anything came.
     fn pump(&mut self) -> Result<bool, String> {
         let mut evs = Vec::new();
-        self.req.poll(&mut *self.qp, &mut |e| evs.push(e));
+        self.req.poll(&mut self.qp, &mut |e| evs.push(e));
         let progress = !evs.is_empty();
         for e in evs {
             match e {
@@ -244,11 +257,11 @@ impl Client {
                     return Err(format!("call {xid:#x} failed: {error}"))
                 }
                 RequesterEvent::ConnectionLost => return Err("the connection was lost".into()),
-                RequesterEvent::Connected(_) => {}
+                RequesterEvent::Connected(_) | RequesterEvent::ReverseCall(_) => {}
             }
         }
         if !progress {
-            loopback::wait_any(&GlueSleep, &mut [&mut *self.qp], 100);
+            self.wait(100);
         }
         Ok(progress)
     }
@@ -258,7 +271,7 @@ impl Client {
         let (mut call, mut spec) = (call, spec);
         let mut idle = 0;
         loop {
-            match self.req.call(&mut *self.qp, call, spec) {
+            match self.req.call(&mut self.qp, call, spec) {
                 Ok(()) => {
                     self.inflight.push(xid);
                     self.max_in_flight = self.max_in_flight.max(self.req.outstanding());
@@ -1060,6 +1073,8 @@ fn bench_calls(
         _ => None,
     };
     let t0 = ofed_shim::wait::monotonic_ns();
+    // The data phase's profile starts here.
+    let _ = c.qp.delta();
     let mut sent = 0u64;
     let mut done = 0u64;
     while done < n {
@@ -1089,11 +1104,12 @@ fn bench_calls(
         nfs::commit(c, &file)?;
     }
     let ns = ofed_shim::wait::monotonic_ns().saturating_sub(t0).max(1);
+    let prof = profile_line(&mut c.qp);
     g.calls += n + 2;
     let ms = ns / 1_000_000;
     g.note = Some(match op {
         BenchOp::Null => format!(
-            "bench: {n} NULL calls, depth {depth}, in {ms} ms: {} calls/s",
+            "bench: {n} NULL calls, depth {depth}, in {ms} ms: {} calls/s; stage profile {prof}",
             n * 1_000_000_000 / ns
         ),
         _ => {
@@ -1102,13 +1118,20 @@ fn bench_calls(
                 .unwrap_or(u64::MAX);
             format!(
                 "bench: {op:?} {mib} MiB in {io}-byte calls, depth {depth}, in {ms} ms: {}.{} \
-                 MiB/s",
+                 MiB/s; stage profile {prof}",
                 t / 10,
                 t % 10
             )
         }
     });
     Ok(())
+}
+
+/// The queue pair's stage profile since the last `delta`, as one line (a frame of its own:
+/// a profile is a few hundred bytes).
+#[inline(never)]
+fn profile_line(qp: &mut Profiled<Boxed<OfedQp>>) -> String {
+    format!("{}", qp.delta())
 }
 
 /// Where a WRITE call's data differs from the pattern of its offset, page by page (4 KiB

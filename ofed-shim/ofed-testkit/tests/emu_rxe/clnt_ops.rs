@@ -94,7 +94,9 @@ fn serve(
         resp.poll(&mut b, &mut |e| match e {
             ResponderEvent::Call(c) => calls.push(c),
             ResponderEvent::ConnectionLost => lost = true,
-            ResponderEvent::Connected(_) => {}
+            ResponderEvent::Connected(_)
+            | ResponderEvent::ReverseReply { .. }
+            | ResponderEvent::ReverseFailed { .. } => {}
         });
         if lost {
             break;

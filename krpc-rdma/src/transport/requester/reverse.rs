@@ -1,0 +1,190 @@
+//! The reverse direction at the Requester (RFC 8167, xprtrdma's `backchannel.c`): calls from
+//! the responder received into the Receives kept for them, handed up, and answered inline.
+//! The rules both ends share are in [`crate::transport::reverse`].
+
+use super::{Requester, RequesterEvent, ReverseCall, ReverseCtx, ReverseRejected};
+use crate::provider::{Provider, ProviderError, SendOp, SendWr};
+use crate::transport::error::CallError;
+use crate::transport::reverse::{self, EncodeError};
+use crate::transport::send_ctx::WrTag;
+use crate::wire::Header;
+use mbuf::Chain;
+
+impl Requester {
+    /// Whether reverse-direction calls are expected at all (`max_reverse_requests` > 0).
+    pub(super) fn reverse_enabled(&self) -> bool {
+        self.reverse.max() > 0
+    }
+
+    /// Receives to keep posted: one per outstanding call and one per free reverse slot.
+    pub(super) fn recv_target(&self) -> u32 {
+        self.credits
+            .outstanding()
+            .saturating_add(self.reverse.enabled().saturating_sub(self.reverse.in_use()))
+    }
+
+    /// Post Receives up to [`recv_target`](Self::recv_target) from the free ones.
+    fn top_up_recvs<P: Provider>(&mut self, prov: &mut P) {
+        while self.recv_posted < self.recv_target() {
+            let Some(rb) = self.recv_free.pop() else {
+                return;
+            };
+            if prov.post_recv(&[rb]).is_err() {
+                self.recv_free.push(rb);
+                return;
+            }
+            self.recv_posted += 1;
+        }
+    }
+
+    /// Enable `n` reverse-direction slots (RFC 8167): the number of reverse calls the upper
+    /// layer agreed with the peer (NFSv4.1: the back channel's `ca_maxrequests` of
+    /// CREATE_SESSION), at most `max_reverse_requests`. As many Receives are kept posted for
+    /// them, beyond one per outstanding call, and `n` is the grant in each reverse reply's
+    /// `rdma_credit`. A reverse call beyond them closes the connection (`reverse_overflows`).
+    ///
+    /// # Errors
+    /// [`CallError::BadConfig`] beyond `max_reverse_requests`, or when the provider's receive
+    /// buffers cannot hold `max_requests` plus `n`; [`CallError::ConnectionLost`].
+    pub fn set_reverse_slots<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        n: u32,
+    ) -> Result<(), CallError> {
+        if self.ep.is_lost() {
+            return Err(CallError::ConnectionLost);
+        }
+        let room = self.ep.res().recv_bufs;
+        let need = self.ep.cfg().max_requests.max(1).checked_add(n);
+        if need.is_none_or(|need| need > room) || !self.reverse.set_enabled(n) {
+            return Err(CallError::BadConfig);
+        }
+        self.top_up_recvs(prov);
+        Ok(())
+    }
+
+    /// Reverse-direction slots enabled, and how many hold a call not yet answered.
+    pub fn reverse_slots(&self) -> (u32, u32) {
+        (self.reverse.enabled(), self.reverse.in_use())
+    }
+
+    /// A reverse-direction call arrived: a slot for it and its message copied out of the
+    /// receive buffer (`Some`), or every slot is taken (`None`: see
+    /// [`on_reverse_call`](Self::on_reverse_call)).
+    pub(super) fn take_reverse_call(&mut self, hdr: &Header<&[u8]>) -> Option<ReverseCall> {
+        let xid = hdr.xid();
+        let (idx, generation) = self.reverse.take(xid, u32::MAX)?;
+        let payload = hdr.payload();
+        let mut call = self
+            .ep
+            .chains()
+            .chain_with(payload.len().div_ceil(mbuf::MCLBYTES).max(1));
+        let _ = call.set_bytes(payload).inspect_err(|_| call.clear());
+        Some(ReverseCall {
+            xid,
+            call,
+            ctx: ReverseCtx { idx, generation },
+        })
+    }
+
+    /// Hand up the reverse call taken, or, with every slot taken, close the connection (its
+    /// Receive was one kept for a forward reply: RFC 8167's provisioning broken by the peer).
+    #[inline(never)]
+    pub(super) fn on_reverse_call<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        taken: Option<ReverseCall>,
+        events: &mut impl FnMut(RequesterEvent),
+    ) {
+        let Some(rc) = taken else {
+            self.ep.counters_mut().reverse_overflows += 1;
+            self.ep.counters_mut().closes += 1;
+            prov.disconnect();
+            self.disconnect_seen = true;
+            return;
+        };
+        if rc.call.is_empty() {
+            // No mbuf for it: lost to us; the peer's retransmission (NFSv4.1 sessions
+            // retry) finds the slot free again.
+            self.reverse.free(rc.ctx.idx, rc.ctx.generation);
+            self.ep.counters_mut().bad_messages += 1;
+            self.top_up_recvs(prov);
+            return;
+        }
+        self.ep.counters_mut().reverse_calls += 1;
+        events(RequesterEvent::ReverseCall(rc));
+    }
+
+    /// Send the reply to a reverse-direction call handed up by [`poll`](Self::poll): an
+    /// inline `RDMA_MSG` whose `rdma_credit` grants the reverse slots enabled. The reply's
+    /// first word must be the call's XID. On success the slot is free for the next reverse
+    /// call (its Receive is posted again).
+    ///
+    /// # Errors
+    /// [`ReverseRejected`]: `WouldBlock` and `TooLarge` hand the context back (answer again,
+    /// a smaller reply for `TooLarge`); a stale context, a lost connection or a provider
+    /// failure do not (the call is over).
+    pub fn reverse_reply<P: Provider>(
+        &mut self,
+        prov: &mut P,
+        ctx: ReverseCtx,
+        reply: Chain,
+    ) -> Result<(), ReverseRejected> {
+        let reject = |error, msg, ctx| Err(ReverseRejected { error, msg, ctx });
+        if self.ep.is_lost() {
+            return reject(CallError::ConnectionLost, reply, None);
+        }
+        let Some(xid) = self.reverse.get(ctx.idx, ctx.generation) else {
+            return reject(CallError::BadCall, reply, None);
+        };
+        if reverse::xid_of(&reply) != Some(xid) {
+            return reject(CallError::BadCall, reply, Some(ctx));
+        }
+        let Some(buf) = self.ep.send().get() else {
+            self.ep.counters_mut().resource_stalls += 1;
+            return reject(CallError::WouldBlock, reply, Some(ctx));
+        };
+        let room = self.ep.max_send();
+        let credit = self.reverse.enabled();
+        let len = match prov.send_buf(buf) {
+            Ok(b) => reverse::encode(b, room, xid, credit, &reply),
+            Err(_) => Err(EncodeError::Chain),
+        };
+        let len = match len {
+            Ok(len) => len,
+            Err(e) => {
+                self.ep.send().complete(buf);
+                let error = match e {
+                    EncodeError::TooLarge => CallError::TooLarge,
+                    EncodeError::Chain => CallError::Internal,
+                };
+                return reject(error, reply, Some(ctx));
+            }
+        };
+        let wr = SendWr {
+            wr_id: WrTag::Send(buf).encode(),
+            op: SendOp::Send {
+                buf,
+                len,
+                invalidate: None,
+            },
+            signaled: true,
+        };
+        if let Err(e) = prov.post_send(&[wr]) {
+            self.ep.send().complete(buf);
+            return match e {
+                ProviderError::Busy => reject(CallError::WouldBlock, reply, Some(ctx)),
+                e => {
+                    self.reverse.free(ctx.idx, ctx.generation);
+                    reject(CallError::Provider(e), reply, None)
+                }
+            };
+        }
+        self.reverse.free(ctx.idx, ctx.generation);
+        self.ep.counters_mut().reverse_replies += 1;
+        self.ep.counters_mut().inline_bytes_sent += u64::from(len);
+        self.ep.chains().recycle(reply);
+        self.top_up_recvs(prov);
+        Ok(())
+    }
+}
