@@ -1015,6 +1015,36 @@ fn locate_read_data_refuses_what_it_cannot_place() {
     assert_eq!(locate_read_data_in(&e.finish().unwrap()), None);
 }
 
+#[test]
+fn locate_reads_a_bounded_prefix() {
+    // A GETATTR result of 9000 bytes in front of the READ: beyond NFS4_LOCATE_PREFIX_MAX.
+    let big = |n: usize| {
+        let mut e = Encoder::new();
+        ReplyHeader::success(1).encode(&mut e);
+        Compound4Res {
+            status: Nfsstat4::OK,
+            tag: Utf8Str::default(),
+            resarray: vec![
+                NfsResop4::Getattr(Res4::Ok(Getattr4ResOk {
+                    obj_attributes: Fattr4 {
+                        attrmask: Bitmap4::new(),
+                        attr_vals: vec![0; n],
+                    },
+                })),
+                NfsResop4::Read(Res4::Ok(Read4ResOk {
+                    eof: true,
+                    data: b"x".to_vec(),
+                })),
+            ],
+        }
+        .encode(&mut e);
+        Chain::from_bytes(&e.finish().unwrap()).unwrap()
+    };
+    // 24 + 12 + (4 op + 4 status + 4 bitmap + 4 length + n) + 16.
+    assert_eq!(locate_read_data(&big(8000)), Some(24 + 12 + 16 + 8000 + 16));
+    assert_eq!(locate_read_data(&big(9000)), None);
+}
+
 /// The WRITE of the DDP tests: SEQUENCE, PUTFH, WRITE, GETATTR.
 fn write_call() -> WriteDdpCompound {
     WriteDdpCompound {
@@ -1656,6 +1686,34 @@ proptest! {
         prop_assert_eq!(locate_read_data(&c), Some(want));
         prop_assert_eq!(locate_read_item(&c), Some((want, data.len())));
         prop_assert_eq!(&b[want..want + data.len()], &data[..]);
+    }
+
+    #[test]
+    fn mutated_messages_decode_to_values_that_round_trip(
+        args in vec(argop(), 1..5),
+        res in vec(resop(), 1..5),
+        cb in vec(cb_argop(), 1..4),
+        flips in vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+    ) {
+        fn check<T: Xdr + PartialEq + Debug>(
+            v: &T,
+            flips: &[(prop::sample::Index, u8)],
+        ) -> Result<(), TestCaseError> {
+            let mut b = v.to_bytes().unwrap();
+            for (at, byte) in flips {
+                let i = at.index(b.len());
+                b[i] = *byte;
+            }
+            if let Ok(m) = T::decode(&mut Decoder::new(&b)) {
+                let again = m.to_bytes().unwrap();
+                prop_assert_eq!(decode_all::<T>(&again), m);
+            }
+            Ok(())
+        }
+        let tag = Utf8Str::new(b"t");
+        check(&Compound4Args { tag: tag.clone(), minorversion: 1, argarray: args }, &flips)?;
+        check(&Compound4Res { status: Nfsstat4::OK, tag: tag.clone(), resarray: res }, &flips)?;
+        check(&CbCompound4Args { tag, minorversion: 1, callback_ident: 0, argarray: cb }, &flips)?;
     }
 
     #[test]

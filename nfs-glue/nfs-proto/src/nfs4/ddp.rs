@@ -95,7 +95,12 @@ impl WriteDdpCompound {
     pub fn with_data(&self, data: Vec<u8>) -> Result<Compound4Args, XdrError> {
         let mut argarray = Vec::new();
         argarray
-            .try_reserve_exact(self.before.len() + 1 + self.after.len())
+            .try_reserve_exact(
+                self.before
+                    .len()
+                    .saturating_add(self.after.len())
+                    .saturating_add(1),
+            )
             .map_err(|_| XdrError::Alloc)?;
         argarray.extend(self.before.iter().cloned());
         argarray.push(NfsArgop4::Write(Write4Args {

@@ -545,3 +545,56 @@ pub(crate) fn get_fixed<const N: usize>(d: &mut Decoder<'_>) -> Result<[u8; N], 
     let b = d.opaque_fixed(N)?;
     b.try_into().map_err(|_| XdrError::Short { at, need: N })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrays_are_bounded_and_grow_only_as_items_decode() {
+        // A count within the bound that the input does not hold: short, and the vector
+        // never reserved room for the count.
+        let b = [0, 0, 0, 100, 0, 0, 0, 7];
+        let mut d = Decoder::new(&b);
+        assert!(matches!(
+            get_array::<u32>(&mut d, "x", 1000),
+            Err(XdrError::Short { .. })
+        ));
+        let mut d = Decoder::new(&[0xff, 0xff, 0xff, 0xff]);
+        assert_eq!(
+            get_array::<u32>(&mut d, "x", 4),
+            Err(XdrError::TooManyEntries { what: "x", max: 4 })
+        );
+        let mut e = Encoder::new();
+        put_array(&mut e, &[1u32, 2, 3], 2);
+        assert_eq!(e.finish(), Err(XdrError::Alloc));
+    }
+
+    #[test]
+    fn optional_items_are_arrays_of_at_most_one() {
+        assert_eq!(Some(7u32).to_bytes().unwrap(), [0, 0, 0, 1, 0, 0, 0, 7]);
+        assert_eq!(None::<u32>.to_bytes().unwrap(), [0, 0, 0, 0]);
+        let mut d = Decoder::new(&[0, 0, 0, 2, 0, 0, 0, 7, 0, 0, 0, 8]);
+        assert_eq!(
+            Option::<u32>::decode(&mut d),
+            Err(XdrError::TooManyEntries {
+                what: "optional item (array<1>)",
+                max: 1
+            })
+        );
+    }
+
+    #[test]
+    fn results_with_void_failure_arms() {
+        let ok: Res4<u32> = Res4::Ok(5);
+        assert_eq!(ok.to_bytes().unwrap(), [0, 0, 0, 0, 0, 0, 0, 5]);
+        let err: Res4<u32> = Res4::Err(Nfsstat4::ERR_DELAY);
+        assert_eq!(err.to_bytes().unwrap(), 10008u32.to_be_bytes());
+        assert_eq!(err.status(), Nfsstat4::ERR_DELAY);
+        assert_eq!(err.ok(), None);
+        assert_eq!(
+            Res4::<u32>::Err(Nfsstat4::OK).to_bytes(),
+            Err(XdrError::Alloc)
+        );
+    }
+}
