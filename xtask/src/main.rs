@@ -571,9 +571,10 @@ fn fuzz(seconds: Option<&str>) -> Result<(), String> {
     };
     requirements::ensure(Task::Fuzz)?;
     // The RPC-over-RDMA header decoder, then nfs-proto's decoders of peer data (RPC headers,
-    // every NFSv3 argument and result, the DDP head decoders, the locate functions), then the
-    // Responder and the Requester themselves, each driven by a hostile peer's script over the
-    // software provider.
+    // every NFSv3 argument and result, the DDP head decoders, the locate functions; then the
+    // NFSv4.1 COMPOUND and CB_COMPOUND arguments and results, typed attributes, and the v4
+    // DDP head decoders and locate functions), then the Responder and the Requester
+    // themselves, each driven by a hostile peer's script over the software provider.
     for (dir, target) in FUZZ_TARGETS {
         let mut cmd = Command::new("cargo");
         cmd.current_dir(root().join(dir))
@@ -599,6 +600,7 @@ fn fuzz(seconds: Option<&str>) -> Result<(), String> {
 const FUZZ_TARGETS: &[(&str, &str)] = &[
     ("krpc-rdma", "decode_header"),
     ("nfs-glue", "decode_nfs3"),
+    ("nfs-glue", "decode_nfs4"),
     ("krpc-rdma", "responder_peer"),
     ("krpc-rdma", "requester_peer"),
 ];
