@@ -36,6 +36,7 @@ mod loss;
 pub mod pair;
 pub mod raw;
 mod reconnect;
+mod reverse;
 mod transport;
 pub mod wr;
 
@@ -72,6 +73,11 @@ pub mod scenarios {
         reconnect_after_loss_during_rdma_read, reconnect_after_loss_during_reply_writes,
         reconnect_resends_owed_calls_but_not_abandoned_ones,
         soak_mixed_calls_across_connection_losses,
+    };
+    pub use crate::reverse::{
+        hostile_reverse_call_beyond_the_slots_closes_the_connection,
+        hostile_reverse_reply_nobody_asked_for_is_dropped, loss_with_reverse_calls_outstanding,
+        reverse_calls_interleave_with_forward_calls_at_full_credit,
     };
     pub use crate::transport::{
         credits_128_in_flight, credits_32_in_flight, ddp_read_padding_sizes,
@@ -153,6 +159,10 @@ macro_rules! __with_scenarios {
             reconnect_after_loss_during_local_invalidate,
             reconnect_resends_owed_calls_but_not_abandoned_ones,
             soak_mixed_calls_across_connection_losses,
+            reverse_calls_interleave_with_forward_calls_at_full_credit,
+            hostile_reverse_call_beyond_the_slots_closes_the_connection,
+            hostile_reverse_reply_nobody_asked_for_is_dropped,
+            loss_with_reverse_calls_outstanding,
             established_carries_private_data,
             sends_consume_receives_in_order,
             receive_buffers_belong_to_the_nic_while_posted,
