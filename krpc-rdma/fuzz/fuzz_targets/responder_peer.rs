@@ -51,6 +51,9 @@ fuzz_target!(|data: &[u8]| {
         max_requests: 8,
         max_ddp_bytes: BUDGET as u32,
         max_call_ddp_bytes: 128 * 1024,
+        // Reverse-direction calls (RFC 8167) on: raw replies the peer sends are judged
+        // against the reverse calls outstanding.
+        max_reverse_requests: 2,
         ..TransportConfig::default()
     };
     let mut h = Hostile::with(RigOpts {
@@ -58,6 +61,7 @@ fuzz_target!(|data: &[u8]| {
         pages: 512,
         ..RigOpts::default()
     });
+    let _ = h.r.resp.set_reverse_slots(2);
     let region = vec![0x5au8; 64 * 1024];
     let (src, reg, segs) = exposed(&mut h, &region);
     let real = segs.first().copied().unwrap_or(Segment {
@@ -73,7 +77,7 @@ fuzz_target!(|data: &[u8]| {
         if steps > 64 {
             break;
         }
-        match op % 6 {
+        match op % 7 {
             // Raw bytes (up to 1 KiB).
             0 => {
                 let n = usize::from(s.byte().unwrap_or(0)) * 4;
@@ -175,6 +179,23 @@ fuzz_target!(|data: &[u8]| {
                     let _ = h.r.resp.drop_call(&mut h.r.qb, c.ctx, &mut |e| got.push(e));
                     take(&mut h, got, &mut seen);
                 }
+            }
+            // The responder calls the requester (RFC 8167), and the peer answers with a
+            // reverse reply for that XID or another.
+            5 => {
+                let Some(xid) = s.u32() else { break };
+                let call = [xid, 0, 2, 0x4000_0000, 1, 1];
+                let call: Vec<u8> = call.iter().flat_map(|w| w.to_be_bytes()).collect();
+                let _ = h.r.resp.reverse_call(&mut h.r.qb, Chain::from_bytes(&call).unwrap());
+                let to = if s.byte().unwrap_or(0) & 1 != 0 {
+                    xid
+                } else {
+                    s.u32().unwrap_or(0)
+                };
+                let credit = u32::from(s.byte().unwrap_or(0));
+                let reply = [to, 1, credit, 0, 0, 0, 0, to, 1, 0, 0, 0, 0];
+                let reply: Vec<u8> = reply.iter().flat_map(|w| w.to_be_bytes()).collect();
+                let _ = raw(&mut h, &reply);
             }
             // The peer goes away.
             _ => h.r.qa.disconnect(),

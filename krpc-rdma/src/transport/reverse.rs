@@ -31,6 +31,10 @@
 
 use mbuf::Chain;
 
+use super::endpoint::Endpoint;
+use super::error::CallError;
+use super::send_ctx::WrTag;
+use crate::provider::{Provider, ProviderError, SendOp, SendWr};
 use crate::wire::{Header, Proc, MIN_HEADER_LEN, RDMA_MSG, RPCRDMA_VERSION};
 
 /// RPC `msg_type` CALL (RFC 5531).
@@ -111,6 +115,62 @@ pub(crate) fn encode(
     let body = body.get_mut(..msg.len()).ok_or(EncodeError::Chain)?;
     msg.copydata(0, body).map_err(|_| EncodeError::Chain)?;
     Ok(len)
+}
+
+/// Send `msg` as a reverse-direction message (`xid`, `credit`) from one of `ep`'s send
+/// buffers, within the negotiated inline threshold: one signaled Send. Nothing is taken on
+/// error.
+///
+/// # Errors
+/// [`CallError::WouldBlock`] (no send buffer, or the send queue is full),
+/// [`CallError::TooLarge`] (beyond the inline threshold), [`CallError::Provider`],
+/// [`CallError::Internal`].
+pub(crate) fn send<P: Provider>(
+    ep: &mut Endpoint,
+    prov: &mut P,
+    xid: u32,
+    credit: u32,
+    msg: &Chain,
+) -> Result<(), CallError> {
+    let Some(buf) = ep.send().get() else {
+        ep.counters_mut().resource_stalls += 1;
+        return Err(CallError::WouldBlock);
+    };
+    let room = ep.max_send();
+    let len = match prov.send_buf(buf) {
+        Ok(b) => encode(b, room, xid, credit, msg),
+        Err(_) => Err(EncodeError::Chain),
+    };
+    let posted = len
+        .map_err(|e| match e {
+            EncodeError::TooLarge => CallError::TooLarge,
+            EncodeError::Chain => CallError::Internal,
+        })
+        .and_then(|len| {
+            let wr = SendWr {
+                wr_id: WrTag::Send(buf).encode(),
+                op: SendOp::Send {
+                    buf,
+                    len,
+                    invalidate: None,
+                },
+                signaled: true,
+            };
+            prov.post_send(&[wr]).map(|()| len).map_err(|e| match e {
+                ProviderError::Busy => CallError::WouldBlock,
+                e => CallError::Provider(e),
+            })
+        });
+    match posted {
+        Ok(len) => {
+            ep.counters_mut().inline_bytes_sent += u64::from(len);
+            Ok(())
+        }
+        Err(e) => {
+            ep.send().complete(buf);
+            Err(e)
+        }
+    }
 }
 
 /// The first word of an RPC message (its XID), if it has one.

@@ -3,10 +3,9 @@
 //! The rules both ends share are in [`crate::transport::reverse`].
 
 use super::{Requester, RequesterEvent, ReverseCall, ReverseCtx, ReverseRejected};
-use crate::provider::{Provider, ProviderError, SendOp, SendWr};
+use crate::provider::Provider;
 use crate::transport::error::CallError;
-use crate::transport::reverse::{self, EncodeError};
-use crate::transport::send_ctx::WrTag;
+use crate::transport::reverse;
 use crate::wire::Header;
 use mbuf::Chain;
 
@@ -140,49 +139,20 @@ impl Requester {
         if reverse::xid_of(&reply) != Some(xid) {
             return reject(CallError::BadCall, reply, Some(ctx));
         }
-        let Some(buf) = self.ep.send().get() else {
-            self.ep.counters_mut().resource_stalls += 1;
-            return reject(CallError::WouldBlock, reply, Some(ctx));
-        };
-        let room = self.ep.max_send();
         let credit = self.reverse.enabled();
-        let len = match prov.send_buf(buf) {
-            Ok(b) => reverse::encode(b, room, xid, credit, &reply),
-            Err(_) => Err(EncodeError::Chain),
-        };
-        let len = match len {
-            Ok(len) => len,
-            Err(e) => {
-                self.ep.send().complete(buf);
-                let error = match e {
-                    EncodeError::TooLarge => CallError::TooLarge,
-                    EncodeError::Chain => CallError::Internal,
-                };
-                return reject(error, reply, Some(ctx));
+        match reverse::send(&mut self.ep, prov, xid, credit, &reply) {
+            Ok(()) => {}
+            // Back-pressure or too large: the context stays valid, answer again.
+            Err(e @ (CallError::WouldBlock | CallError::TooLarge)) => {
+                return reject(e, reply, Some(ctx));
             }
-        };
-        let wr = SendWr {
-            wr_id: WrTag::Send(buf).encode(),
-            op: SendOp::Send {
-                buf,
-                len,
-                invalidate: None,
-            },
-            signaled: true,
-        };
-        if let Err(e) = prov.post_send(&[wr]) {
-            self.ep.send().complete(buf);
-            return match e {
-                ProviderError::Busy => reject(CallError::WouldBlock, reply, Some(ctx)),
-                e => {
-                    self.reverse.free(ctx.idx, ctx.generation);
-                    reject(CallError::Provider(e), reply, None)
-                }
-            };
+            Err(e) => {
+                self.reverse.free(ctx.idx, ctx.generation);
+                return reject(e, reply, None);
+            }
         }
         self.reverse.free(ctx.idx, ctx.generation);
         self.ep.counters_mut().reverse_replies += 1;
-        self.ep.counters_mut().inline_bytes_sent += u64::from(len);
         self.ep.chains().recycle(reply);
         self.top_up_recvs(prov);
         Ok(())

@@ -6,11 +6,10 @@
 use mbuf::Chain;
 
 use super::{Responder, ResponderEvent};
-use crate::provider::{Provider, ProviderError, SendOp, SendWr};
+use crate::provider::Provider;
 use crate::transport::error::CallError;
 use crate::transport::requester::ReverseRejected;
-use crate::transport::reverse::{self, Direction, EncodeError};
-use crate::transport::send_ctx::WrTag;
+use crate::transport::reverse::{self, Direction};
 use crate::wire::Header;
 
 impl Responder {
@@ -90,49 +89,12 @@ impl Responder {
             self.ep.counters_mut().credit_stalls += 1;
             return reject(CallError::NoCredit, call);
         };
-        let Some(buf) = self.ep.send().get() else {
-            self.reverse.free(idx, generation);
-            self.ep.counters_mut().resource_stalls += 1;
-            return reject(CallError::WouldBlock, call);
-        };
-        let room = self.ep.max_send();
         let credit = self.reverse.enabled();
-        let len = match prov.send_buf(buf) {
-            Ok(b) => reverse::encode(b, room, xid, credit, &call),
-            Err(_) => Err(EncodeError::Chain),
-        };
-        let len = match len {
-            Ok(len) => len,
-            Err(e) => {
-                self.ep.send().complete(buf);
-                self.reverse.free(idx, generation);
-                let error = match e {
-                    EncodeError::TooLarge => CallError::TooLarge,
-                    EncodeError::Chain => CallError::Internal,
-                };
-                return reject(error, call);
-            }
-        };
-        let wr = SendWr {
-            wr_id: WrTag::Send(buf).encode(),
-            op: SendOp::Send {
-                buf,
-                len,
-                invalidate: None,
-            },
-            signaled: true,
-        };
-        if let Err(e) = prov.post_send(&[wr]) {
-            self.ep.send().complete(buf);
+        if let Err(e) = reverse::send(&mut self.ep, prov, xid, credit, &call) {
             self.reverse.free(idx, generation);
-            let error = match e {
-                ProviderError::Busy => CallError::WouldBlock,
-                e => CallError::Provider(e),
-            };
-            return reject(error, call);
+            return reject(e, call);
         }
         self.ep.counters_mut().reverse_calls += 1;
-        self.ep.counters_mut().inline_bytes_sent += u64::from(len);
         self.ep.chains().recycle(call);
         Ok(())
     }
