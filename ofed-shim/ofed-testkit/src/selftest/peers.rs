@@ -558,7 +558,9 @@ fn boxed(q: Result<OfedQp, OfedError>) -> Result<Boxed<OfedQp>, String> {
 }
 
 /// Serve the client's calls over a [`ServerConnection`] (the loop every server runs:
-/// replies wait in order for send resources) until the client closes the connection.
+/// replies wait in order for send resources) until the client closes the connection. A
+/// frame of its own (the connection's loop and the accept path each near the kernel's 1 KiB).
+#[inline(never)]
 fn serve_calls(
     qp: &mut OfedQp,
     resp: &mut Responder,
