@@ -3,7 +3,9 @@
 //! The input is a script: issue a call (small, with DDP pages for a write chunk, or with a
 //! large reply that gets a reply chunk), answer it (or any XID) with a reply built from fuzzed
 //! fields (procedure, credit, read list, write chunk and reply chunk lengths, inline payload)
-//! or raw bytes, poll with a budget, abandon a call, close, disconnect.
+//! or raw bytes, poll with a budget, abandon a call, close, disconnect. Two reverse-direction
+//! slots (RFC 8167) are on: a chunkless reply-shaped message whose RPC `msg_type` is CALL is a
+//! reverse call, handed up and answered (with its XID or another) by the script.
 //!
 //! Properties checked on every input:
 //! * nothing panics;
@@ -15,8 +17,9 @@
 use std::collections::HashSet;
 
 use tests::rig::{self, rig_opts, try_raw_send, xdr_call, RigOpts};
-use krpc_rdma::provider::Provider;
-use krpc_rdma::transport::{DdpReply, ReplySpec, RequesterEvent};
+use krpc_rdma::provider::{Provider, Resources};
+use krpc_rdma::soft::SoftConfig;
+use krpc_rdma::transport::{DdpReply, ReplySpec, RequesterEvent, ReverseCall, TransportConfig};
 use krpc_rdma::wire::{Body, ChunkLists, HeaderRepr, ReadSegment, Segment, WriteChunk};
 use libfuzzer_sys::fuzz_target;
 use mbuf::Chain;
@@ -39,10 +42,23 @@ impl Script<'_> {
 }
 
 fuzz_target!(|data: &[u8]| {
+    let cfg = TransportConfig {
+        max_reverse_requests: 2,
+        ..TransportConfig::default()
+    };
     let mut r = rig_opts(RigOpts {
+        req_cfg: cfg,
+        soft_a: SoftConfig::with(Resources {
+            recv_bufs: cfg.max_requests + 2,
+            ..Resources::default()
+        }),
         pages: 256,
         ..RigOpts::default()
     });
+    r.req
+        .set_reverse_slots(&mut r.qa, 2)
+        .expect("two reverse slots fit the receive buffers");
+    let mut reverse: Vec<ReverseCall> = Vec::new();
     let mut s = Script(data);
     let mut issued: Vec<u32> = Vec::new();
     let mut ended: HashSet<u32> = HashSet::new();
@@ -148,15 +164,27 @@ fuzz_target!(|data: &[u8]| {
             4 => {
                 let mut evs = Vec::new();
                 r.req.close(&mut r.qa, &mut |e| evs.push(e));
-                record(evs, &mut ended, &abandoned);
+                record(evs, &mut ended, &abandoned, &mut reverse);
             }
             5 => r.qb.disconnect(),
-            _ => {}
+            // Answer a reverse call, with its XID or another (refused, the context kept).
+            _ => {
+                if !reverse.is_empty() {
+                    let rc = reverse.swap_remove(usize::from(s.byte()) % reverse.len());
+                    let xid = if s.byte() & 1 != 0 { rc.xid } else { s.u32() };
+                    let reply = xdr_call(xid, &[0, 0, 0, 1, 0, 0, 0, 0]);
+                    if let Err(e) = r.req.reverse_reply(&mut r.qa, rc.ctx, reply) {
+                        if let Some(ctx) = e.ctx {
+                            reverse.push(ReverseCall { xid: rc.xid, call: rc.call, ctx });
+                        }
+                    }
+                }
+            }
         }
         let mut evs = Vec::new();
         r.req
             .poll_bounded(&mut r.qa, usize::from(s.byte()).max(1), &mut |e| evs.push(e));
-        record(evs, &mut ended, &abandoned);
+        record(evs, &mut ended, &abandoned, &mut reverse);
         // The responder side's own completions (our raw Sends) are drained and ignored.
         let mut wcs = [krpc_rdma::provider::Completion::EMPTY; 16];
         while r.qb.poll_cq(&mut wcs) > 0 {}
@@ -167,7 +195,8 @@ fuzz_target!(|data: &[u8]| {
     let mut evs = Vec::new();
     r.req.close(&mut r.qa, &mut |e| evs.push(e));
     r.req.poll(&mut r.qa, &mut |e| evs.push(e));
-    record(evs, &mut ended, &abandoned);
+    record(evs, &mut ended, &abandoned, &mut reverse);
+    drop(reverse);
     for xid in &issued {
         assert!(
             ended.contains(xid) || abandoned.contains(xid),
@@ -178,11 +207,23 @@ fuzz_target!(|data: &[u8]| {
     rig::teardown(r);
 });
 
-fn record(evs: Vec<RequesterEvent>, ended: &mut HashSet<u32>, abandoned: &HashSet<u32>) {
+fn record(
+    evs: Vec<RequesterEvent>,
+    ended: &mut HashSet<u32>,
+    abandoned: &HashSet<u32>,
+    reverse: &mut Vec<ReverseCall>,
+) {
     for e in evs {
-        if let RequesterEvent::Reply { xid, .. } | RequesterEvent::Failed { xid, .. } = e {
-            assert!(!abandoned.contains(&xid), "abandoned call {xid:#x} reported");
-            assert!(ended.insert(xid), "call {xid:#x} ended twice");
+        match e {
+            RequesterEvent::Reply { xid, .. } | RequesterEvent::Failed { xid, .. } => {
+                assert!(!abandoned.contains(&xid), "abandoned call {xid:#x} reported");
+                assert!(ended.insert(xid), "call {xid:#x} ended twice");
+            }
+            RequesterEvent::ReverseCall(rc) => {
+                assert!(reverse.len() < 2, "a reverse call beyond the two slots handed up");
+                reverse.push(rc);
+            }
+            _ => {}
         }
     }
 }
