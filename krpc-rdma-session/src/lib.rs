@@ -22,6 +22,7 @@ pub mod conn;
 pub mod dialer;
 pub mod error;
 pub mod nfs3;
+pub mod nfs4cb;
 pub mod session;
 
 pub use conn::{Conn, DEFAULT_GIVE_UP};
