@@ -42,11 +42,6 @@ impl Timed {
         self.ns = self.ns.saturating_add(ns);
     }
 
-    fn merge(&mut self, o: &Timed) {
-        self.count = self.count.saturating_add(o.count);
-        self.ns = self.ns.saturating_add(o.ns);
-    }
-
     /// The mean, in nanoseconds (0 without calls).
     pub fn mean_ns(&self) -> u64 {
         self.ns.checked_div(self.count).unwrap_or(0)
@@ -97,44 +92,41 @@ pub struct StageProfile {
 impl StageProfile {
     /// Add `o` (another connection's) to this one.
     pub fn add(&mut self, o: &StageProfile) {
-        self.wall_ns = self.wall_ns.saturating_add(o.wall_ns);
-        for (a, b) in self.timed_mut().into_iter().zip(o.timed()) {
-            a.merge(&b);
-        }
-        self.read_bytes = self.read_bytes.saturating_add(o.read_bytes);
-        self.write_bytes = self.write_bytes.saturating_add(o.write_bytes);
-        self.recvs = self.recvs.saturating_add(o.recvs);
-        self.send_completions = self.send_completions.saturating_add(o.send_completions);
-        self.untimed = self.untimed.saturating_add(o.untimed);
+        *self = self.zip_with(o, u64::saturating_add);
     }
 
     /// What happened since `earlier` (a profile of the same connection taken before): each
     /// figure's difference (0 where `earlier` is not smaller).
     #[must_use]
     pub fn since(&self, earlier: &StageProfile) -> StageProfile {
-        let d = |a: u64, b: u64| a.saturating_sub(b);
+        self.zip_with(earlier, u64::saturating_sub)
+    }
+
+    /// Every figure of `self` and `o` combined by `f`, field by field: the one place that
+    /// lists them all for arithmetic ([`add`](Self::add), [`since`](Self::since)).
+    fn zip_with(&self, o: &StageProfile, f: fn(u64, u64) -> u64) -> StageProfile {
         let t = |a: Timed, b: Timed| Timed {
-            count: d(a.count, b.count),
-            ns: d(a.ns, b.ns),
+            count: f(a.count, b.count),
+            ns: f(a.ns, b.ns),
         };
         StageProfile {
-            wall_ns: d(self.wall_ns, earlier.wall_ns),
-            sleep: t(self.sleep, earlier.sleep),
-            post_read: t(self.post_read, earlier.post_read),
-            post_write: t(self.post_write, earlier.post_write),
-            post_send: t(self.post_send, earlier.post_send),
-            post_inv: t(self.post_inv, earlier.post_inv),
-            post_recv: t(self.post_recv, earlier.post_recv),
-            poll_cq: t(self.poll_cq, earlier.poll_cq),
-            register: t(self.register, earlier.register),
-            release: t(self.release, earlier.release),
-            read_wait: t(self.read_wait, earlier.read_wait),
-            send_wait: t(self.send_wait, earlier.send_wait),
-            read_bytes: d(self.read_bytes, earlier.read_bytes),
-            write_bytes: d(self.write_bytes, earlier.write_bytes),
-            recvs: d(self.recvs, earlier.recvs),
-            send_completions: d(self.send_completions, earlier.send_completions),
-            untimed: d(self.untimed, earlier.untimed),
+            wall_ns: f(self.wall_ns, o.wall_ns),
+            sleep: t(self.sleep, o.sleep),
+            post_read: t(self.post_read, o.post_read),
+            post_write: t(self.post_write, o.post_write),
+            post_send: t(self.post_send, o.post_send),
+            post_inv: t(self.post_inv, o.post_inv),
+            post_recv: t(self.post_recv, o.post_recv),
+            poll_cq: t(self.poll_cq, o.poll_cq),
+            register: t(self.register, o.register),
+            release: t(self.release, o.release),
+            read_wait: t(self.read_wait, o.read_wait),
+            send_wait: t(self.send_wait, o.send_wait),
+            read_bytes: f(self.read_bytes, o.read_bytes),
+            write_bytes: f(self.write_bytes, o.write_bytes),
+            recvs: f(self.recvs, o.recvs),
+            send_completions: f(self.send_completions, o.send_completions),
+            untimed: f(self.untimed, o.untimed),
         }
     }
 
@@ -210,38 +202,6 @@ impl StageProfile {
             ("poll_cq", self.poll_cq),
             ("register", self.register),
             ("release", self.release),
-        ]
-    }
-
-    fn timed(&self) -> [Timed; 11] {
-        [
-            self.sleep,
-            self.post_read,
-            self.post_write,
-            self.post_send,
-            self.post_inv,
-            self.post_recv,
-            self.poll_cq,
-            self.register,
-            self.release,
-            self.read_wait,
-            self.send_wait,
-        ]
-    }
-
-    fn timed_mut(&mut self) -> [&mut Timed; 11] {
-        [
-            &mut self.sleep,
-            &mut self.post_read,
-            &mut self.post_write,
-            &mut self.post_send,
-            &mut self.post_inv,
-            &mut self.post_recv,
-            &mut self.poll_cq,
-            &mut self.register,
-            &mut self.release,
-            &mut self.read_wait,
-            &mut self.send_wait,
         ]
     }
 }
