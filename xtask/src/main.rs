@@ -357,9 +357,7 @@ fn harness_vm_step(name: &str, script: &[&str]) -> Result<(), String> {
     let mut build = cargo();
     build.args(["build", "--release", "-p", "userspace-harness"]);
     step("cargo build --release -p userspace-harness", build)?;
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
-    let harness = target.join("release").join("userspace-harness");
+    let harness = cargo_target_dir().join("release").join("userspace-harness");
     let mut h = OsString::from("HARNESS=");
     h.push(harness.as_os_str());
     let mut args: Vec<OsString> = vec!["env".into(), h, "sh".into()];
@@ -450,11 +448,15 @@ pub(crate) fn kernel_staticlib(features: &[&str]) -> Result<PathBuf, String> {
         &format!("kernel staticlib ({KERNEL_TARGET}: krpc-rdma-kmod{what})"),
         build,
     )?;
-    Ok(root()
-        .join("target")
+    Ok(cargo_target_dir()
         .join(KERNEL_TARGET)
         .join("release")
         .join("libkrpc_rdma_kmod.a"))
+}
+
+/// Where cargo puts what it builds: `CARGO_TARGET_DIR` if set, else the workspace's `target/`.
+fn cargo_target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
 }
 
 /// `cargo xtask kobj`: build the kernel staticlib and turn it into one relocatable object a
