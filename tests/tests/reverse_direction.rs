@@ -2,7 +2,9 @@
 //! Requester on the same connection and gets its reply; reverse calls interleave with
 //! forward calls at full credit; the slots and the grant bound them; a reverse call beyond
 //! the slots closes the connection, a reverse reply nobody asked for is counted and dropped,
-//! a loss reports every reverse call outstanding; reverse messages are inline only.
+//! a loss reports every reverse call outstanding; reverse messages are inline only; a reverse
+//! call the upper layer drops unanswered (its `ReverseCtx` a guard) is answered `SYSTEM_ERR`
+//! by the requester's next poll, unless the connection is gone.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -41,10 +43,21 @@ fn cb_reply(xid: u32, body: &[u8]) -> Chain {
     Chain::from_bytes(&v).unwrap()
 }
 
+/// The RPC reply the requester answers a reverse call nobody above answered with: accepted,
+/// an `AUTH_NONE` verifier, `SYSTEM_ERR` (RFC 5531).
+fn system_err(xid: u32) -> Vec<u8> {
+    words(&[xid, 1, 0, 0, 0, 5])
+}
+
 /// A connected pair with `REVERSE` reverse slots reserved at both ends (`req_slots` /
 /// `resp_slots` enabled) and receive buffers for the forward credits and the reverse
 /// slots; the requester has learnt the full grant.
 fn setup(req_slots: u32, resp_slots: u32) -> Rig {
+    setup_with(req_slots, resp_slots, 16)
+}
+
+/// [`setup`] with `send_bufs` send buffers at each end.
+fn setup_with(req_slots: u32, resp_slots: u32, send_bufs: u32) -> Rig {
     let cfg = TransportConfig {
         max_requests: CREDITS,
         max_reverse_requests: REVERSE,
@@ -52,7 +65,7 @@ fn setup(req_slots: u32, resp_slots: u32) -> Rig {
     };
     let res = Resources {
         recv_bufs: CREDITS + REVERSE,
-        send_bufs: 16,
+        send_bufs,
         ..Resources::default()
     };
     let mut rig = rig_opts(RigOpts {
@@ -460,4 +473,220 @@ fn the_server_connection_queues_reverse_outcomes_in_order() {
         Some(ReverseOutcome::Failed { xid: 0xcb02 })
     ));
     assert!(conn.next_reverse().is_none());
+}
+
+#[test]
+fn a_dropped_reverse_call_is_answered_system_err_and_its_slot_freed() {
+    let mut rig = setup(REVERSE, REVERSE);
+    rig.resp
+        .reverse_call(&mut rig.qb, cb_call(0xcb01, b"CB_RECALL"))
+        .unwrap();
+    let (calls, _, lost) = reverse_calls(&mut rig);
+    assert_eq!((calls.len(), lost), (1, false));
+    assert_eq!(rig.req.reverse_slots(), (REVERSE, 1));
+    // The upper layer forgets the call: nothing happens until the next poll.
+    drop(calls);
+    assert_eq!(rig.req.reverse_slots(), (REVERSE, 1));
+    let (calls, _, lost) = reverse_calls(&mut rig);
+    assert!(calls.is_empty() && !lost);
+    assert_eq!(
+        rig.req.reverse_slots(),
+        (REVERSE, 0),
+        "the slot is free again"
+    );
+    let q = rig.req.counters();
+    assert_eq!(
+        (q.reverse_calls, q.reverse_dropped, q.reverse_replies),
+        (1, 1, 0)
+    );
+    // The responder gets its answer: SYSTEM_ERR for that XID.
+    let mut seen = Seen::default();
+    responder_poll(&mut rig, &mut seen);
+    assert_eq!(seen.replies, [(0xcb01, system_err(0xcb01))]);
+    assert_eq!(seen.replies[0].1.len(), 24);
+    assert_eq!(rig.resp.reverse_slots(), (REVERSE, 0, REVERSE));
+    // Answered once: later polls send nothing more.
+    for _ in 0..2 {
+        let (calls, _, _) = reverse_calls(&mut rig);
+        assert!(calls.is_empty());
+        responder_poll(&mut rig, &mut seen);
+    }
+    assert_eq!(seen.replies.len(), 1);
+    assert_eq!(rig.req.counters().reverse_dropped, 1);
+    // Another reverse call then goes as usual.
+    rig.resp
+        .reverse_call(&mut rig.qb, cb_call(0xcb02, b"CB_SEQUENCE"))
+        .unwrap();
+    let (calls, _, _) = reverse_calls(&mut rig);
+    let [rc] = <[ReverseCall; 1]>::try_from(calls).unwrap();
+    assert_eq!(rc.xid, 0xcb02);
+    rig.req
+        .reverse_reply(&mut rig.qa, rc.ctx, cb_reply(0xcb02, b"NFS4_OK!"))
+        .unwrap();
+    responder_poll(&mut rig, &mut seen);
+    assert_eq!(
+        seen.replies[1..],
+        [(0xcb02, cb_reply(0xcb02, b"NFS4_OK!").to_vec().unwrap())]
+    );
+    assert_eq!(rig.req.reverse_slots(), (REVERSE, 0));
+    let (q, r) = (rig.req.counters(), rig.resp.counters());
+    assert_eq!((q.reverse_replies, q.reverse_dropped), (1, 1));
+    assert_eq!((r.reverse_calls, r.reverse_replies), (2, 2));
+    assert_eq!(q.bad_messages + r.bad_messages, 0);
+    assert_eq!(q.connection_losses + r.connection_losses, 0);
+}
+
+#[test]
+fn a_reverse_context_dropped_after_the_loss_does_nothing() {
+    let mut rig = setup(REVERSE, REVERSE);
+    rig.resp
+        .reverse_call(&mut rig.qb, cb_call(0xcb01, b"CB_RECALL"))
+        .unwrap();
+    let (calls, _, _) = reverse_calls(&mut rig);
+    assert_eq!(calls.len(), 1);
+    rig.qa.disconnect();
+    let mut lost = false;
+    for _ in 0..4 {
+        let (more, _, l) = reverse_calls(&mut rig);
+        assert!(more.is_empty());
+        lost |= l;
+    }
+    assert!(lost);
+    assert_eq!(rig.req.reverse_slots(), (REVERSE, 0));
+    let before = *rig.req.counters();
+    // The stale context dropped: its mark is cleared by the next polls, nothing sent.
+    drop(calls);
+    for _ in 0..2 {
+        let (more, _, l) = reverse_calls(&mut rig);
+        assert!(more.is_empty() && !l);
+    }
+    assert_eq!(*rig.req.counters(), before);
+    assert_eq!(rig.req.counters().reverse_dropped, 0);
+    assert_eq!(rig.req.reverse_slots(), (REVERSE, 0));
+}
+
+#[test]
+fn a_context_handed_back_by_a_reply_too_large_is_answered_when_dropped() {
+    let mut rig = setup(REVERSE, REVERSE);
+    rig.resp
+        .reverse_call(&mut rig.qb, cb_call(0xcb01, b"CB_GETATTR"))
+        .unwrap();
+    let (calls, _, _) = reverse_calls(&mut rig);
+    let [rc] = <[ReverseCall; 1]>::try_from(calls).unwrap();
+    let e = rig
+        .req
+        .reverse_reply(&mut rig.qa, rc.ctx, cb_reply(0xcb01, &vec![1u8; 2000]))
+        .unwrap_err();
+    assert_eq!(e.error, CallError::TooLarge);
+    assert!(e.ctx.is_some(), "the context comes back");
+    // The upper layer gives up instead of answering with something smaller.
+    drop(e);
+    let _ = reverse_calls(&mut rig);
+    assert_eq!(rig.req.reverse_slots(), (REVERSE, 0));
+    assert_eq!(rig.req.counters().reverse_dropped, 1);
+    let mut seen = Seen::default();
+    responder_poll(&mut rig, &mut seen);
+    assert_eq!(seen.replies, [(0xcb01, system_err(0xcb01))]);
+}
+
+#[test]
+fn a_context_handed_back_by_back_pressure_is_answered_once_a_send_buffer_frees() {
+    const SEND_BUFS: u32 = 4;
+    let mut rig = setup_with(REVERSE, REVERSE, SEND_BUFS);
+    rig.resp
+        .reverse_call(&mut rig.qb, cb_call(0xcb01, b"CB_RECALL"))
+        .unwrap();
+    let (calls, _, _) = reverse_calls(&mut rig);
+    let [rc] = <[ReverseCall; 1]>::try_from(calls).unwrap();
+    // Forward calls hold every send buffer until the requester reaps their Sends.
+    let mut sent = 0;
+    loop {
+        match rig.req.call(
+            &mut rig.qa,
+            xdr_call(0x100 + sent, b"fwd"),
+            ReplySpec::inline(512),
+        ) {
+            Ok(()) => sent += 1,
+            Err(r) => {
+                assert_eq!(r.error, CallError::WouldBlock);
+                break;
+            }
+        }
+    }
+    assert_eq!(sent, SEND_BUFS);
+    let e = rig
+        .req
+        .reverse_reply(&mut rig.qa, rc.ctx, cb_reply(0xcb01, b"NFS4_OK!"))
+        .unwrap_err();
+    assert_eq!(e.error, CallError::WouldBlock);
+    let ctx = e.ctx.expect("the context comes back");
+    drop(ctx);
+    // The next poll tries before it reaps the Sends: no buffer, the call waits (marked
+    // again); the poll after answers it.
+    let (calls, _, lost) = reverse_calls(&mut rig);
+    assert!(calls.is_empty() && !lost);
+    assert_eq!(rig.req.reverse_slots(), (REVERSE, 1));
+    assert_eq!(rig.req.counters().reverse_dropped, 0);
+    let (calls, _, lost) = reverse_calls(&mut rig);
+    assert!(calls.is_empty() && !lost);
+    assert_eq!(rig.req.reverse_slots(), (REVERSE, 0));
+    assert_eq!(rig.req.counters().reverse_dropped, 1);
+    let mut seen = Seen::default();
+    responder_poll(&mut rig, &mut seen);
+    assert_eq!(seen.replies, [(0xcb01, system_err(0xcb01))]);
+    assert_eq!(seen.calls.len(), SEND_BUFS as usize);
+    // The forward calls are answered as usual.
+    for c in seen.calls.drain(..) {
+        rig.resp
+            .reply(&mut rig.qb, c.ctx, reply_for(c.xid, b"ok"))
+            .unwrap();
+    }
+    let mut replies = Vec::new();
+    for _ in 0..4 {
+        let (calls, r, lost) = reverse_calls(&mut rig);
+        assert!(calls.is_empty() && !lost);
+        replies.extend(r);
+    }
+    replies.sort_unstable();
+    assert_eq!(replies, (0x100..0x100 + SEND_BUFS).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_reverse_context_of_another_requester_goes_back_to_its_own() {
+    let mut one = setup(REVERSE, REVERSE);
+    let mut two = setup(REVERSE, REVERSE);
+    for rig in [&mut one, &mut two] {
+        rig.resp
+            .reverse_call(&mut rig.qb, cb_call(0xcb01, b"CB_RECALL"))
+            .unwrap();
+    }
+    let [a] = <[ReverseCall; 1]>::try_from(reverse_calls(&mut one).0).unwrap();
+    let [b] = <[ReverseCall; 1]>::try_from(reverse_calls(&mut two).0).unwrap();
+    // The same slot and generation on each connection, but not the same context.
+    assert_ne!(a.ctx, b.ctx);
+    let e = two
+        .req
+        .reverse_reply(&mut two.qa, a.ctx, cb_reply(0xcb01, b"wrong connection"))
+        .unwrap_err();
+    assert_eq!(e.error, CallError::BadCall);
+    assert!(e.ctx.is_none());
+    assert_eq!(two.req.reverse_slots(), (REVERSE, 1));
+    // Dropped by the refusal, the context went back to its own requester, which answers.
+    let _ = reverse_calls(&mut one);
+    assert_eq!(one.req.reverse_slots(), (REVERSE, 0));
+    assert_eq!(one.req.counters().reverse_dropped, 1);
+    let mut seen = Seen::default();
+    responder_poll(&mut one, &mut seen);
+    assert_eq!(seen.replies, [(0xcb01, system_err(0xcb01))]);
+    // The other connection's call is still there to answer.
+    two.req
+        .reverse_reply(&mut two.qa, b.ctx, cb_reply(0xcb01, b"NFS4_OK!"))
+        .unwrap();
+    let mut seen = Seen::default();
+    responder_poll(&mut two, &mut seen);
+    assert_eq!(
+        seen.replies,
+        [(0xcb01, cb_reply(0xcb01, b"NFS4_OK!").to_vec().unwrap())]
+    );
+    assert_eq!(two.req.counters().reverse_dropped, 0);
 }

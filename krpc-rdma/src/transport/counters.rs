@@ -90,7 +90,8 @@ pub struct Counters {
     /// Reverse-direction calls (RFC 8167): received and handed up (requester), sent
     /// (responder).
     pub reverse_calls: u64,
-    /// Reverse-direction replies: sent (requester), received and handed up (responder).
+    /// Reverse-direction replies: sent by the upper layer (requester; not those in
+    /// `reverse_dropped`), received and handed up (responder).
     pub reverse_replies: u64,
     /// Reverse-direction calls beyond the slots provisioned for them: the connection was
     /// closed (requester).
@@ -98,10 +99,15 @@ pub struct Counters {
     /// Reverse-direction replies matching no reverse call outstanding: discarded
     /// (responder).
     pub reverse_replies_unexpected: u64,
+    /// Reverse-direction calls nobody above answered, answered by the requester itself with
+    /// an RPC reply `SYSTEM_ERR` (or, when even that could not be sent, ended by closing the
+    /// connection): their `ReverseCtx` dropped unanswered, or no mbuf to hand them up in
+    /// (requester).
+    pub reverse_dropped: u64,
 }
 
 /// Number of [`Counters`] fields.
-pub const COUNTER_FIELDS: usize = 41;
+pub const COUNTER_FIELDS: usize = 42;
 
 static_assertions::const_assert_eq!(
     core::mem::size_of::<Counters>(),
@@ -175,6 +181,7 @@ counter_table!(
     reverse_replies,
     reverse_overflows,
     reverse_replies_unexpected,
+    reverse_dropped,
 );
 
 impl Counters {

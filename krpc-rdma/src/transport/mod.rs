@@ -61,6 +61,7 @@ pub mod reconnect;
 pub mod reply_plan;
 pub mod requester;
 pub mod responder;
+mod returns;
 pub mod reverse;
 pub mod send_ctx;
 pub mod server_conn;

@@ -28,6 +28,11 @@
 //!   outstanding reverse call is counted (`reverse_replies_unexpected`) and discarded: a
 //!   reply is never answered. When neither end enabled reverse slots, nothing is classified
 //!   as reverse: such messages take the forward path (and its refusals).
+//! * **No silent drop**: a reverse call the Requester handed up is answered even when its
+//!   upper layer drops it unanswered (its `ReverseCtx` is a guard: the next poll replies
+//!   `MSG_ACCEPTED` / `SYSTEM_ERR`, [`system_err`], and frees the slot), and so is one it
+//!   could not hand up for want of an mbuf (`reverse_dropped` counts both); a reverse call
+//!   that cannot be answered at all closes the connection.
 
 use mbuf::Chain;
 
@@ -81,8 +86,59 @@ pub fn classify(hdr: &Header<&[u8]>) -> Direction {
 pub(crate) enum EncodeError {
     /// Header and message exceed the room (the inline threshold and the send buffer).
     TooLarge,
-    /// The chain would not copy (a bug).
+    /// The message would not copy (a bug).
     Chain,
+}
+
+/// A reverse-direction RPC message to send: the upper layer's chain, or bytes the transport
+/// writes itself ([`system_err`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Msg<'a> {
+    /// An RPC call or reply as a chain.
+    Chain(&'a Chain),
+    /// An RPC call or reply as bytes.
+    Bytes(&'a [u8]),
+}
+
+impl Msg<'_> {
+    fn len(self) -> usize {
+        match self {
+            Msg::Chain(c) => c.len(),
+            Msg::Bytes(b) => b.len(),
+        }
+    }
+
+    /// Copy the message into `dst`, exactly [`len`](Self::len) bytes; false if it would not.
+    fn copy_to(self, dst: &mut [u8]) -> bool {
+        match self {
+            Msg::Chain(c) => c.copydata(0, dst).is_ok(),
+            Msg::Bytes(b) if b.len() == dst.len() => {
+                dst.copy_from_slice(b);
+                true
+            }
+            Msg::Bytes(_) => false,
+        }
+    }
+}
+
+/// Length of [`system_err`]'s reply.
+pub(crate) const SYSTEM_ERR_LEN: usize = 24;
+
+/// The RPC reply refusing the call `xid` with `SYSTEM_ERR` (RFC 5531: `msg_type` REPLY,
+/// `reply_stat` MSG_ACCEPTED, an `AUTH_NONE` verifier of length 0, `accept_stat`
+/// SYSTEM_ERR = 5): the Requester's answer to a reverse call nobody above will answer.
+pub(crate) fn system_err(xid: u32) -> [u8; SYSTEM_ERR_LEN] {
+    const MSG_ACCEPTED: u32 = 0;
+    const AUTH_NONE: u32 = 0;
+    const SYSTEM_ERR: u32 = 5;
+    let mut out = [0u8; SYSTEM_ERR_LEN];
+    for (dst, w) in
+        out.chunks_exact_mut(4)
+            .zip([xid, RPC_REPLY, MSG_ACCEPTED, AUTH_NONE, 0, SYSTEM_ERR])
+    {
+        dst.copy_from_slice(&w.to_be_bytes());
+    }
+    out
 }
 
 /// Write the reverse-direction message for `msg` (an RPC call or reply whose first word is
@@ -96,7 +152,7 @@ pub(crate) fn encode(
     room: usize,
     xid: u32,
     credit: u32,
-    msg: &Chain,
+    msg: Msg<'_>,
 ) -> Result<u32, EncodeError> {
     let total = MIN_HEADER_LEN
         .checked_add(msg.len())
@@ -113,7 +169,9 @@ pub(crate) fn encode(
         }
     }
     let body = body.get_mut(..msg.len()).ok_or(EncodeError::Chain)?;
-    msg.copydata(0, body).map_err(|_| EncodeError::Chain)?;
+    if !msg.copy_to(body) {
+        return Err(EncodeError::Chain);
+    }
     Ok(len)
 }
 
@@ -130,7 +188,7 @@ pub(crate) fn send<P: Provider>(
     prov: &mut P,
     xid: u32,
     credit: u32,
-    msg: &Chain,
+    msg: Msg<'_>,
 ) -> Result<(), CallError> {
     let Some(buf) = ep.send().get() else {
         ep.counters_mut().resource_stalls += 1;
@@ -344,16 +402,42 @@ mod tests {
             .collect();
         let c = Chain::from_bytes(&body).unwrap();
         let mut buf = vec![0u8; 64];
-        let n = encode(&mut buf, 64, 9, 4, &c).unwrap() as usize;
+        let n = encode(&mut buf, 64, 9, 4, Msg::Chain(&c)).unwrap() as usize;
         assert_eq!(n, 28 + 16);
         assert_eq!(&buf[..n], &msg(9, 4, 0, [0; 3], &[9, 1, 0, 0])[..]);
         assert_eq!(dir(&buf[..n]), Direction::ReverseReply);
-        assert_eq!(encode(&mut buf, 43, 9, 4, &c), Err(EncodeError::TooLarge));
         assert_eq!(
-            encode(&mut buf[..40], 64, 9, 4, &c),
+            encode(&mut buf, 43, 9, 4, Msg::Chain(&c)),
+            Err(EncodeError::TooLarge)
+        );
+        assert_eq!(
+            encode(&mut buf[..40], 64, 9, 4, Msg::Chain(&c)),
             Err(EncodeError::TooLarge)
         );
         assert_eq!(xid_of(&c), Some(9));
+        // The same message as bytes: the same encoding.
+        let mut again = vec![0u8; 64];
+        let m = encode(&mut again, 64, 9, 4, Msg::Bytes(&body)).unwrap() as usize;
+        assert_eq!(&again[..m], &buf[..n]);
+        assert_eq!(
+            encode(&mut again, 43, 9, 4, Msg::Bytes(&body)),
+            Err(EncodeError::TooLarge)
+        );
+    }
+
+    #[test]
+    fn system_err_is_an_accepted_reply_refusing_the_call() {
+        let r = system_err(0xcb01);
+        let w: Vec<u32> = r
+            .chunks_exact(4)
+            .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
+            .collect();
+        // xid, REPLY, MSG_ACCEPTED, AUTH_NONE verifier (flavor, length 0), SYSTEM_ERR.
+        assert_eq!(w, [0xcb01, 1, 0, 0, 0, 5]);
+        let mut buf = vec![0u8; 64];
+        let n = encode(&mut buf, 64, 0xcb01, 2, Msg::Bytes(&r)).unwrap() as usize;
+        assert_eq!(n, 28 + SYSTEM_ERR_LEN);
+        assert_eq!(dir(&buf[..n]), Direction::ReverseReply);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use super::counters::Counters;
 use super::credits::RequesterCredits;
 use super::endpoint::{Cm, Endpoint};
 use super::error::CallError;
+use super::returns::{same_table, Returns};
 use super::send_ctx::{FreeList, WrTag};
 use super::xid_table::XidTable;
 use crate::provider::{
@@ -93,14 +94,18 @@ pub enum RequesterEvent {
         pages: Option<Chain>,
     },
     /// A reverse-direction call from the responder (RFC 8167, e.g. an NFSv4.1 callback):
-    /// answer it with [`Requester::reverse_reply`].
+    /// answer it with [`Requester::reverse_reply`]. Dropping it unanswered is not silent:
+    /// the next [`poll`](Requester::poll) answers the call with `SYSTEM_ERR` and frees its
+    /// slot (see [`ReverseCtx`]).
     ReverseCall(ReverseCall),
     /// The connection is gone; every pending call was reported `Failed(ConnectionLost)`
     /// (and every reverse call not yet answered is dead: its [`ReverseCtx`] is stale).
     ConnectionLost,
 }
 
-/// A reverse-direction call handed up by [`Requester::poll`].
+/// A reverse-direction call handed up by [`Requester::poll`]. Its [`ctx`](Self::ctx) is a
+/// guard: dropped unanswered (with this), the call is answered `SYSTEM_ERR` by the next
+/// poll.
 #[derive(Debug)]
 pub struct ReverseCall {
     /// XID (the responder's).
@@ -113,11 +118,65 @@ pub struct ReverseCall {
 
 /// Handle of a reverse-direction call, needed to answer it: one of the slots enabled with
 /// [`Requester::set_reverse_slots`], held until the reply is sent (or the connection ends).
-#[derive(Debug, PartialEq, Eq)]
+///
+/// A guard, as the Responder's [`ReplyCtx`](super::ReplyCtx) is: it is consumed by
+/// [`Requester::reverse_reply`] (sent, or refused for good), and handed back live in
+/// [`ReverseRejected::ctx`] when the reply may be tried again. Dropped instead (with its
+/// [`ReverseCall`], by an upper layer that forgot the call or chose not to answer it), the
+/// call is not dropped silently: the next [`poll`](Requester::poll) answers it with an RPC
+/// reply `MSG_ACCEPTED` / `SYSTEM_ERR` (RFC 5531) and frees the slot, counted in
+/// `reverse_dropped` (when no send buffer is free, a later poll does). The drop needs no
+/// reference to the Requester: it marks the slot in a table shared with it (one `AtomicU32`
+/// per reverse slot, allocated with the Requester), so it allocates nothing and may happen
+/// on any thread. Once the connection is lost the context is stale, and dropping it does
+/// nothing.
 pub struct ReverseCtx {
     idx: u32,
     generation: u32,
+    /// Where a drop leaves the context; `None` once consumed.
+    returns: Option<Arc<Returns>>,
 }
+
+impl ReverseCtx {
+    /// Consumed by the Requester (answered, or refused for good): nothing to give back on
+    /// drop.
+    fn consume(mut self) {
+        self.returns = None;
+    }
+
+    /// Whether this is a context of the Requester whose table is `returns`.
+    fn is_of(&self, returns: &Arc<Returns>) -> bool {
+        self.returns
+            .as_ref()
+            .is_some_and(|r| Arc::ptr_eq(r, returns))
+    }
+}
+
+impl Drop for ReverseCtx {
+    fn drop(&mut self) {
+        if let Some(r) = self.returns.take() {
+            r.give_back(self.idx, self.generation);
+        }
+    }
+}
+
+impl core::fmt::Debug for ReverseCtx {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ReverseCtx")
+            .field("idx", &self.idx)
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
+
+impl PartialEq for ReverseCtx {
+    fn eq(&self, other: &Self) -> bool {
+        (self.idx, self.generation) == (other.idx, other.generation)
+            && same_table(&self.returns, &other.returns)
+    }
+}
+
+impl Eq for ReverseCtx {}
 
 /// A reverse-direction message not sent ([`Requester::reverse_reply`],
 /// [`Responder::reverse_call`](super::Responder::reverse_call)): everything handed back.
@@ -133,8 +192,9 @@ pub struct ReverseRejected {
     pub error: CallError,
     /// The message, unchanged.
     pub msg: Chain,
-    /// The context, when it is still valid (answer again with it); `None` when it is not,
-    /// or for a reverse call.
+    /// The context, when it is still valid (answer again with it; dropped, the call is
+    /// answered `SYSTEM_ERR`: see [`ReverseCtx`]); `None` when it is not (the call is
+    /// over), or for a reverse call.
     pub ctx: Option<ReverseCtx>,
 }
 
@@ -239,6 +299,8 @@ pub struct Requester {
     disconnect_seen: bool,
     /// Reverse-direction calls received and not yet answered (RFC 8167).
     reverse: super::reverse::Slots,
+    /// Reverse slots whose [`ReverseCtx`] was dropped unanswered, to answer `SYSTEM_ERR`.
+    returns: Arc<Returns>,
 }
 
 impl core::fmt::Debug for Requester {
@@ -278,6 +340,9 @@ impl Requester {
             disconnect_seen: false,
             reverse: super::reverse::Slots::new(cfg.max_reverse_requests)
                 .map_err(|_| CallError::NoMemory)?,
+            returns: Arc::new(Returns::new(cfg.max_reverse_requests)?),
+            // The endpoint core last (no fallible step after it), so the compiler builds it
+            // in place: one copy of the endpoint on the stack.
             ep: Endpoint::new(cfg, resources, pages)?,
         })
     }
@@ -313,13 +378,14 @@ impl Requester {
     }
 
     /// Reap completions and connection events; report replies, failures and connection state
-    /// through `events`. Never blocks.
+    /// through `events`. Never blocks. First, reverse calls whose [`ReverseCtx`] was dropped
+    /// unanswered are answered `SYSTEM_ERR` (one atomic load when none was).
     pub fn poll<P: Provider>(&mut self, prov: &mut P, events: &mut impl FnMut(RequesterEvent)) {
         self.poll_bounded(prov, usize::MAX, events);
     }
 
-    /// [`poll`](Self::poll) with a work budget: connection events, then at most `budget`
-    /// completions. True when everything pending was handled; false when the budget ran out
+    /// [`poll`](Self::poll) with a work budget: reverse calls dropped unanswered, connection
+    /// events, then at most `budget` completions. True when everything pending was handled; false when the budget ran out
     /// (call again).
     ///
     /// A disconnection is acted on only once the completion queue is drained: a reply whose
@@ -332,6 +398,7 @@ impl Requester {
         budget: usize,
         events: &mut impl FnMut(RequesterEvent),
     ) -> bool {
+        self.reclaim_reverse(prov);
         while let Some(ev) = self.ep.next_cm_event(prov) {
             match ev {
                 Cm::Connected(t) => events(RequesterEvent::Connected(t)),
@@ -511,7 +578,8 @@ impl Requester {
         self.recv_posted = 0;
         self.xids.clear();
         self.free_slots.reset();
-        // Reverse calls not answered die with the connection (their contexts go stale).
+        // Reverse calls not answered die with the connection (their contexts go stale: a
+        // drop of one is cleared by the next poll, nothing sent).
         self.reverse.drain(|_| {});
         events(RequesterEvent::ConnectionLost);
     }

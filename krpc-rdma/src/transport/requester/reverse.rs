@@ -1,11 +1,15 @@
 //! The reverse direction at the Requester (RFC 8167, xprtrdma's `backchannel.c`): calls from
-//! the responder received into the Receives kept for them, handed up, and answered inline.
-//! The rules both ends share are in [`crate::transport::reverse`].
+//! the responder received into the Receives kept for them, handed up, and answered inline;
+//! those nobody above answers (a [`ReverseCtx`] dropped, no mbuf to hand the call up in)
+//! answered `SYSTEM_ERR` here. The rules both ends share are in
+//! [`crate::transport::reverse`].
+
+use alloc::sync::Arc;
 
 use super::{Requester, RequesterEvent, ReverseCall, ReverseCtx, ReverseRejected};
 use crate::provider::Provider;
 use crate::transport::error::CallError;
-use crate::transport::reverse;
+use crate::transport::reverse::{self, Msg};
 use crate::wire::Header;
 use mbuf::Chain;
 
@@ -82,12 +86,20 @@ impl Requester {
         Some(ReverseCall {
             xid,
             call,
-            ctx: ReverseCtx { idx, generation },
+            ctx: ReverseCtx {
+                idx,
+                generation,
+                returns: Some(Arc::clone(&self.returns)),
+            },
         })
     }
 
     /// Hand up the reverse call taken, or, with every slot taken, close the connection (its
     /// Receive was one kept for a forward reply: RFC 8167's provisioning broken by the peer).
+    /// A call that found no mbuf to be handed up in is answered `SYSTEM_ERR` at once (see
+    /// [`answer_unanswered`](Self::answer_unanswered); counted in `reverse_dropped`, not in
+    /// `bad_messages`: the peer sent nothing wrong); with no send buffer free, its context
+    /// is dropped, so the next poll answers it.
     #[inline(never)]
     pub(super) fn on_reverse_call<P: Provider>(
         &mut self,
@@ -97,21 +109,72 @@ impl Requester {
     ) {
         let Some(rc) = taken else {
             self.ep.counters_mut().reverse_overflows += 1;
-            self.ep.counters_mut().closes += 1;
-            prov.disconnect();
-            self.disconnect_seen = true;
+            self.close_for_reverse(prov);
             return;
         };
         if rc.call.is_empty() {
-            // No mbuf for it: lost to us; the peer's retransmission (NFSv4.1 sessions
-            // retry) finds the slot free again.
-            self.reverse.free(rc.ctx.idx, rc.ctx.generation);
-            self.ep.counters_mut().bad_messages += 1;
-            self.top_up_recvs(prov);
+            let ctx = rc.ctx;
+            if self.answer_unanswered(prov, ctx.idx, ctx.generation) {
+                ctx.consume();
+            }
             return;
         }
         self.ep.counters_mut().reverse_calls += 1;
         events(RequesterEvent::ReverseCall(rc));
+    }
+
+    /// A reverse call can be neither handed up nor answered: close the connection (the loss
+    /// is acted on once the completions queued are reaped).
+    fn close_for_reverse<P: Provider>(&mut self, prov: &mut P) {
+        self.ep.counters_mut().closes += 1;
+        prov.disconnect();
+        self.disconnect_seen = true;
+    }
+
+    /// Answer the reverse call in slot `idx` (generation `g`), which nobody above will
+    /// answer, with an RPC reply `MSG_ACCEPTED` / `SYSTEM_ERR`, inline, and free its slot
+    /// (`reverse_dropped`; its Receive is posted again). False when no send buffer or
+    /// send-queue room is free: nothing is done, the caller tries again later. A slot no
+    /// longer holding `g` (the call answered, or the connection lost) and a connection
+    /// already going are left alone. Any other failure to send frees the slot and closes
+    /// the connection: a reverse call is answered, or its connection closed.
+    fn answer_unanswered<P: Provider>(&mut self, prov: &mut P, idx: u32, g: u32) -> bool {
+        let Some(xid) = self.reverse.get(idx, g) else {
+            return true;
+        };
+        if self.disconnect_seen || self.ep.is_lost() {
+            // The loss (acted on at the end of this poll) drains the slot.
+            return true;
+        }
+        let credit = self.reverse.enabled();
+        let reply = reverse::system_err(xid);
+        match reverse::send(&mut self.ep, prov, xid, credit, Msg::Bytes(&reply)) {
+            Ok(()) => {}
+            Err(CallError::WouldBlock) => return false,
+            Err(_) => self.close_for_reverse(prov),
+        }
+        self.reverse.free(idx, g);
+        self.ep.counters_mut().reverse_dropped += 1;
+        if !self.disconnect_seen {
+            self.top_up_recvs(prov);
+        }
+        true
+    }
+
+    /// Answer the reverse calls whose [`ReverseCtx`] was dropped unanswered (see there), at
+    /// the start of every poll: one atomic load when none was. A mark of a stale context is
+    /// just cleared; one that must wait for a send buffer is marked again, for the next
+    /// poll.
+    #[inline(never)]
+    pub(super) fn reclaim_reverse<P: Provider>(&mut self, prov: &mut P) {
+        let Some(mut scan) = self.returns.scan() else {
+            return;
+        };
+        while let Some((idx, g)) = scan.next_mark(&self.returns) {
+            if !self.answer_unanswered(prov, idx, g) {
+                self.returns.give_back(idx, g);
+            }
+        }
     }
 
     /// Send the reply to a reverse-direction call handed up by [`poll`](Self::poll): an
@@ -120,9 +183,11 @@ impl Requester {
     /// call (its Receive is posted again).
     ///
     /// # Errors
-    /// [`ReverseRejected`]: `WouldBlock` and `TooLarge` hand the context back (answer again,
-    /// a smaller reply for `TooLarge`); a stale context, a lost connection or a provider
-    /// failure do not (the call is over).
+    /// [`ReverseRejected`]: `WouldBlock`, `TooLarge` and `BadCall` for a reply whose XID is
+    /// not the call's hand the context back, still a guard (answer again, a smaller reply
+    /// for `TooLarge`; drop it and the call is answered `SYSTEM_ERR`); a stale context, a
+    /// lost connection or a provider failure consume it (the call is over). A context of
+    /// another Requester is refused `BadCall` and dropped: its own Requester answers it.
     pub fn reverse_reply<P: Provider>(
         &mut self,
         prov: &mut P,
@@ -130,17 +195,22 @@ impl Requester {
         reply: Chain,
     ) -> Result<(), ReverseRejected> {
         let reject = |error, msg, ctx| Err(ReverseRejected { error, msg, ctx });
+        if !ctx.is_of(&self.returns) {
+            return reject(CallError::BadCall, reply, None);
+        }
         if self.ep.is_lost() {
+            ctx.consume();
             return reject(CallError::ConnectionLost, reply, None);
         }
         let Some(xid) = self.reverse.get(ctx.idx, ctx.generation) else {
+            ctx.consume();
             return reject(CallError::BadCall, reply, None);
         };
         if reverse::xid_of(&reply) != Some(xid) {
             return reject(CallError::BadCall, reply, Some(ctx));
         }
         let credit = self.reverse.enabled();
-        match reverse::send(&mut self.ep, prov, xid, credit, &reply) {
+        match reverse::send(&mut self.ep, prov, xid, credit, Msg::Chain(&reply)) {
             Ok(()) => {}
             // Back-pressure or too large: the context stays valid, answer again.
             Err(e @ (CallError::WouldBlock | CallError::TooLarge)) => {
@@ -148,10 +218,12 @@ impl Requester {
             }
             Err(e) => {
                 self.reverse.free(ctx.idx, ctx.generation);
+                ctx.consume();
                 return reject(e, reply, None);
             }
         }
         self.reverse.free(ctx.idx, ctx.generation);
+        ctx.consume();
         self.ep.counters_mut().reverse_replies += 1;
         self.ep.chains().recycle(reply);
         self.top_up_recvs(prov);

@@ -4,7 +4,6 @@
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, Ordering};
 
 use mbuf::{Chain, PageFragment, PageProvider};
 
@@ -15,6 +14,7 @@ use super::endpoint::{Cm, Endpoint};
 use super::error::{CallError, Fault};
 use super::rdma_plan::WrDesc;
 use super::read_chunks::MAX_CALL_CHUNKS;
+use super::returns::{same_table, Returns};
 use super::send_ctx::{FreeList, WrTag};
 use super::shared_pages::PageShare;
 use crate::provider::{
@@ -76,45 +76,11 @@ impl core::fmt::Debug for ReplyCtx {
 impl PartialEq for ReplyCtx {
     fn eq(&self, other: &Self) -> bool {
         (self.idx, self.generation) == (other.idx, other.generation)
-            && match (&self.returns, &other.returns) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                (None, None) => true,
-                _ => false,
-            }
+            && same_table(&self.returns, &other.returns)
     }
 }
 
 impl Eq for ReplyCtx {}
-
-/// The contexts whose [`ReplyCtx`] was dropped unconsumed, shared by a Responder and every
-/// `ReplyCtx` it handed out.
-#[derive(Debug)]
-struct Returns {
-    /// Per context: the generation of its dropped `ReplyCtx`, 0 for none (a context's
-    /// generation is never 0).
-    dropped: Vec<AtomicU32>,
-    /// Drops not reclaimed yet: the Responder looks at `dropped` only when this is not 0.
-    count: AtomicU32,
-}
-
-impl Returns {
-    fn new(n: u32) -> Result<Self, CallError> {
-        let mut dropped = Vec::new();
-        reserve(&mut dropped, n as usize)?;
-        dropped.extend((0..n).map(|_| AtomicU32::new(0)));
-        Ok(Returns {
-            dropped,
-            count: AtomicU32::new(0),
-        })
-    }
-
-    fn give_back(&self, idx: u32, generation: u32) {
-        if let Some(slot) = self.dropped.get(idx as usize) {
-            slot.store(generation, Ordering::Release);
-            self.count.fetch_add(1, Ordering::Release);
-        }
-    }
-}
 
 /// A call handed up by [`Responder::poll`].
 #[derive(Debug)]
@@ -667,31 +633,20 @@ impl Responder {
     /// any was (calls waiting for the DDP budget may start: the caller pumps the reads).
     /// Costs one atomic load when nothing was dropped.
     fn reclaim(&mut self) -> bool {
-        if self.returns.count.load(Ordering::Acquire) == 0 {
+        let Some(mut scan) = self.returns.scan() else {
             return false;
-        }
-        self.returns.count.store(0, Ordering::Release);
+        };
         let mut any = false;
-        for i in 0..self.ctxs.len() {
-            let Some(slot) = self.returns.dropped.get(i) else {
-                break;
-            };
-            let g = slot.load(Ordering::Acquire);
-            if g == 0 {
-                continue;
-            }
-            // Only the value read: a drop racing with this scan (its count added after the
-            // store above) stays for the next reclaim.
-            let _ = slot.compare_exchange(g, 0, Ordering::AcqRel, Ordering::Relaxed);
+        while let Some((i, g)) = scan.next_mark(&self.returns) {
             // A mark of a context already gone (the connection's loss released it) is
             // just cleared.
             let live = self
                 .ctxs
-                .get(i)
+                .get(i as usize)
                 .is_some_and(|c| c.state == CtxState::Handed && c.generation == g);
             if live {
                 self.ep.counters_mut().contexts_reclaimed += 1;
-                self.release_ctx(i as u32);
+                self.release_ctx(i);
                 any = true;
             }
         }

@@ -9,7 +9,7 @@ use super::{Responder, ResponderEvent};
 use crate::provider::Provider;
 use crate::transport::error::CallError;
 use crate::transport::requester::ReverseRejected;
-use crate::transport::reverse::{self, Direction};
+use crate::transport::reverse::{self, Direction, Msg};
 use crate::wire::Header;
 
 impl Responder {
@@ -90,7 +90,7 @@ impl Responder {
             return reject(CallError::NoCredit, call);
         };
         let credit = self.reverse.enabled();
-        if let Err(e) = reverse::send(&mut self.ep, prov, xid, credit, &call) {
+        if let Err(e) = reverse::send(&mut self.ep, prov, xid, credit, Msg::Chain(&call)) {
             self.reverse.free(idx, generation);
             return reject(e, call);
         }
