@@ -21,7 +21,9 @@
 pub mod conn;
 pub mod dialer;
 pub mod error;
+mod filedata;
 pub mod nfs3;
+pub mod nfs4;
 pub mod nfs4cb;
 pub mod session;
 

@@ -37,7 +37,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use krpc_rdma::transport::{Counters, DdpReply, LocateFn, ReplySpec, TransportConfig};
-use mbuf::{Chain, Fragment, PageFragment};
+use mbuf::Chain;
 use nfs_proto::chain::{data_pages_from_bytes, ddp_call};
 use nfs_proto::ddp::{nfs3_ddp_item, nfs3_reply_hint, Direction, ReplyHint};
 use nfs_proto::nfs3::{
@@ -58,6 +58,7 @@ use onc_rpc_tcp::mount;
 use crate::conn::{secs, DEFAULT_GIVE_UP};
 use crate::dialer::Dialer;
 use crate::error::RunError;
+use crate::filedata::{self, Progress};
 use crate::session::Session;
 
 /// Most bytes per READ or WRITE, whatever the server offers.
@@ -887,31 +888,10 @@ impl<D: Dialer> Nfs3Client<D> {
         }
     }
 
-    /// The next `n` bytes of `f` in fresh pages of the dialer, read by
-    /// [`Dialer::read_file`] (the libibverbs arena's `readv` straight into them: no copy in
-    /// userspace, as the kernel client's O_DIRECT WRITE DMAs from user pages).
+    /// The next `n` bytes of `f` in fresh pages of the dialer ([`filedata::file_pages`]).
     fn file_pages(&self, f: &File, n: usize, local: &Path) -> Result<Chain, NfsError> {
-        let pages = Chain::alloc_pages(self.s.pages(), n)
-            .map_err(|e| NfsError::Other(format!("page allocation: {e}")))?;
-        let frags: Vec<PageFragment> = pages
-            .fragments()
-            .filter_map(|fr| match fr {
-                Fragment::Page { addr, offset, len } => Some(PageFragment { addr, offset, len }),
-                Fragment::Bytes(_) => None,
-            })
-            .collect();
-        let got = self
-            .s
-            .dialer()
-            .read_file(f, &frags)
-            .map_err(io(format!("reading {}", local.display())))?;
-        if got != n {
-            return Err(NfsError::Other(format!(
-                "reading {}: the file shrank ({got} of {n} bytes)",
-                local.display()
-            )));
-        }
-        Ok(pages)
+        filedata::file_pages(self.s.dialer(), f, n, &local.display().to_string())
+            .map_err(NfsError::Other)
     }
 
     /// Send one UNSTABLE WRITE of `data` (page mbufs) at `off`: [RPC header + WRITE3args
@@ -1042,30 +1022,14 @@ impl<D: Dialer> Nfs3Client<D> {
         }
         f.seek(SeekFrom::Start(at))
             .map_err(io(format!("seeking in {remote}'s copy")))?;
-        // Inline bytes are written as they are; runs of page fragments (the write chunk's
-        // pages) go to the file through the dialer (writev straight from the arena).
-        let frags = reply
-            .fragments_in(data_at..data_at + len)
-            .map_err(|e| NfsError::Other(format!("READ data: {e}")))?;
-        let mut run: Vec<PageFragment> = Vec::new();
-        let write_err = io(format!("writing {remote}'s copy"));
-        for fr in frags {
-            match fr {
-                Fragment::Page { addr, offset, len } => {
-                    run.push(PageFragment { addr, offset, len });
-                }
-                Fragment::Bytes(b) => {
-                    if !run.is_empty() {
-                        dialer.write_file(f, &run).map_err(&write_err)?;
-                        run.clear();
-                    }
-                    f.write_all(b).map_err(&write_err)?;
-                }
-            }
-        }
-        if !run.is_empty() {
-            dialer.write_file(f, &run).map_err(&write_err)?;
-        }
+        filedata::data_to_file(
+            dialer,
+            reply,
+            data_at..data_at + len,
+            f,
+            &format!("{remote}'s copy"),
+        )
+        .map_err(NfsError::Other)?;
         Ok((len as u64, rh.eof))
     }
 
@@ -1179,42 +1143,4 @@ fn status_ok(op: &'static str, what: &str, status: Nfsstat3) -> Result<(), NfsEr
             status,
         })
     }
-}
-
-/// Once-a-second progress lines on stderr.
-struct Progress {
-    on: bool,
-    what: &'static str,
-    total: u64,
-    last: Instant,
-    printed: bool,
-}
-
-impl Progress {
-    fn new(on: bool, what: &'static str, total: u64) -> Self {
-        Progress {
-            on,
-            what,
-            total,
-            last: Instant::now(),
-            printed: false,
-        }
-    }
-
-    fn tick(&mut self, done: u64, start: Instant) {
-        if self.on && self.last.elapsed() >= Duration::from_secs(1) {
-            self.last = Instant::now();
-            self.printed = true;
-            let secs = start.elapsed().as_secs_f64();
-            eprintln!(
-                "{}: {} of {} bytes ({:.1} MB/s)",
-                self.what,
-                done,
-                self.total,
-                done as f64 / secs.max(1e-9) / 1e6
-            );
-        }
-    }
-
-    fn done(&self) {}
 }

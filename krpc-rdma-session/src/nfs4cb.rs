@@ -64,6 +64,15 @@ impl CbService {
         }
     }
 
+    /// The session is `session` now, with `slots` back-channel slots (the back channel's
+    /// `ca_maxrequests` the server agreed to, at least one), all fresh. A client makes its
+    /// service before CREATE_SESSION (so the server's first probe, CB_NULL, finds it) and
+    /// names the session once the reply is in.
+    pub fn set_session(&mut self, session: Sessionid4, slots: u32) {
+        self.session = session;
+        self.slots = vec![Slot::default(); slots.max(1) as usize];
+    }
+
     /// The next delegation the server recalled (to return with DELEGRETURN), oldest first.
     pub fn take_recall(&mut self) -> Option<CbRecall4Args> {
         self.recalls.pop_front()

@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use krpc_rdma::transport::{CallError, Counters, ReplySpec, RequesterEvent, TransportConfig};
+use krpc_rdma::transport::{
+    CallError, Counters, ReplySpec, RequesterEvent, ReverseCall, ReverseCtx, TransportConfig,
+};
 use krpc_rdma::wire::InlineThresholds;
 use mbuf::{Chain, PageProvider};
 
@@ -27,6 +29,23 @@ const STALL: Duration = Duration::from_secs(30);
 /// How a call ended, and when (by the dialer's clock) the session saw it.
 type Outcome = (Result<Chain, CallError>, Instant);
 
+/// What answers the reverse-direction calls (RFC 8167) of a session's server: a call
+/// message's bytes in, the reply message's bytes out (its first word the call's XID), or
+/// `None` to refuse it (the transport then answers it `SYSTEM_ERR`). NFSv4.1: the client's
+/// callback service.
+pub type ReverseService = Box<dyn FnMut(&[u8]) -> Option<Vec<u8>> + Send>;
+
+/// Reverse-direction traffic of a session.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReverseStats {
+    /// Reverse calls received and handed to the service.
+    pub calls: u64,
+    /// Replies sent.
+    pub replies: u64,
+    /// Calls the service refused (`None`) or whose reply could not be sent.
+    pub refused: u64,
+}
+
 /// One RPC-over-RDMA client connection.
 pub struct Session<D: Dialer> {
     c: Conn<D>,
@@ -35,6 +54,12 @@ pub struct Session<D: Dialer> {
     /// outcome arrived.
     pending: HashMap<u32, Option<Outcome>>,
     completed: u64,
+    /// The service answering reverse-direction calls, once [`Session::serve_reverse`] set it.
+    reverse: Option<ReverseService>,
+    /// Reverse replies the transport could not send yet (no send buffer): sent by the next
+    /// pump.
+    owed: Vec<(ReverseCtx, Chain)>,
+    rstats: ReverseStats,
 }
 
 impl<D: Dialer> Session<D> {
@@ -58,7 +83,91 @@ impl<D: Dialer> Session<D> {
             next_xid: seed,
             pending: HashMap::new(),
             completed: 0,
+            reverse: None,
+            owed: Vec::new(),
+            rstats: ReverseStats::default(),
         })
+    }
+
+    /// Answer the server's reverse-direction calls (RFC 8167) with `service`, keeping a
+    /// Receive posted for each of `slots` of them beyond the forward calls' (the transport
+    /// configuration's `max_reverse_requests` at most). Calls are answered whenever the
+    /// session reaps the transport: while it waits for a reply or a credit, and in
+    /// [`Session::idle`]. Set it before the exchange that lets the server call (NFSv4.1:
+    /// before CREATE_SESSION), so no reverse call finds no Receive.
+    ///
+    /// # Errors
+    /// More slots than configured or than the receive buffers hold; the connection is lost.
+    pub fn serve_reverse(&mut self, slots: u32, service: ReverseService) -> Result<(), RunError> {
+        self.set_reverse_slots(slots)?;
+        self.reverse = Some(service);
+        Ok(())
+    }
+
+    /// Change the number of reverse-direction slots (NFSv4.1: to the back channel's
+    /// `ca_maxrequests` the server agreed to).
+    ///
+    /// # Errors
+    /// As [`Session::serve_reverse`].
+    pub fn set_reverse_slots(&mut self, slots: u32) -> Result<(), RunError> {
+        self.c
+            .req
+            .set_reverse_slots(&mut self.c.qp, slots)
+            .map_err(|e| RunError::Failed(format!("{slots} reverse-direction slots: {e}")))
+    }
+
+    /// Reverse-direction calls served so far.
+    pub fn reverse_stats(&self) -> ReverseStats {
+        self.rstats
+    }
+
+    /// Reap the transport for `d` (answering reverse-direction calls) without waiting for
+    /// any reply: what a client holding state does between its own calls.
+    ///
+    /// # Errors
+    /// The connection was lost (and could not be made again).
+    pub fn idle(&mut self, d: Duration) -> Result<(), RunError> {
+        let end = self.c.dialer.now() + d;
+        loop {
+            let now = self.c.dialer.now();
+            if now >= end {
+                return Ok(());
+            }
+            self.pump((end - now).min(Duration::from_millis(100)))?;
+        }
+    }
+
+    /// Answer one reverse-direction call through the service (none set: refused).
+    fn on_reverse_call(&mut self, rc: ReverseCall) {
+        self.rstats.calls += 1;
+        let ReverseCall { call, ctx, .. } = rc;
+        let mut bytes = vec![0u8; call.len()];
+        let reply = match (call.copydata(0, &mut bytes), self.reverse.as_mut()) {
+            (Ok(()), Some(service)) => service(&bytes),
+            _ => None,
+        };
+        let chain = reply.map(|r| Chain::from_bytes(&r));
+        match chain {
+            Some(Ok(chain)) => self.reverse_reply(ctx, chain),
+            // Dropping the context refuses the call: the transport answers it SYSTEM_ERR.
+            _ => self.rstats.refused += 1,
+        }
+    }
+
+    /// Send a reverse reply, or keep it for the next pump when the transport is busy.
+    fn reverse_reply(&mut self, ctx: ReverseCtx, reply: Chain) {
+        match self.c.req.reverse_reply(&mut self.c.qp, ctx, reply) {
+            Ok(()) => self.rstats.replies += 1,
+            Err(rej) => match (rej.error, rej.ctx) {
+                (CallError::WouldBlock, Some(ctx)) => self.owed.push((ctx, rej.msg)),
+                (e, _) => {
+                    self.rstats.refused += 1;
+                    self.c
+                        .dialer
+                        .note(format_args!("reverse-direction reply not sent: {e}"));
+                }
+            },
+        }
     }
 
     /// The page provider DDP pages must come from (the dialer's).
@@ -154,6 +263,9 @@ impl<D: Dialer> Session<D> {
 
     /// Reap what the transport reports, waiting up to `wait` if nothing is ready.
     fn pump(&mut self, wait: Duration) -> Result<bool, RunError> {
+        for (ctx, reply) in std::mem::take(&mut self.owed) {
+            self.reverse_reply(ctx, reply);
+        }
         let mut evs = Vec::new();
         self.c.poll(wait, &mut evs);
         let progressed = !evs.is_empty();
@@ -176,12 +288,13 @@ impl<D: Dialer> Session<D> {
                     }
                 }
                 RequesterEvent::ConnectionLost => lost = true,
-                // The session enables no reverse slots (`max_reverse_requests` 0), so the
-                // transport classifies nothing as a reverse call and hands none up.
-                RequesterEvent::Connected(_) | RequesterEvent::ReverseCall(_) => {}
+                RequesterEvent::ReverseCall(rc) => self.on_reverse_call(rc),
+                RequesterEvent::Connected(_) => {}
             }
         }
         if lost {
+            // Replies owed on the lost connection died with it (their contexts are stale).
+            self.owed.clear();
             if !self.c.reconnects_enabled() {
                 return Err(self.lost());
             }

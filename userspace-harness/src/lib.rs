@@ -12,6 +12,8 @@
 //! * [`decode`]: the `decode` tool (hex in, JSON out).
 //! * [`nfs3`]: the `nfs3` command's client: MOUNT over TCP, then `krpc-rdma-session`'s
 //!   NFSv3 client over the libibverbs provider, DDP for file data.
+//! * [`nfs4`]: the `nfs4` command: `krpc-rdma-session`'s NFSv4.1 client, its back channel
+//!   (RFC 8167) on the same RDMA connection.
 //! * [`session`]: [`session::VerbsDialer`], the libibverbs connection factory of
 //!   `krpc-rdma-session`'s generic `Session` / `Conn` (calls matched to replies by XID,
 //!   several in flight, reconnect and retransmit).
@@ -20,6 +22,7 @@
 pub mod decode;
 pub mod hex;
 pub mod nfs3;
+pub mod nfs4;
 pub use onc_rpc_tcp;
 pub use onc_rpc_tcp::mount;
 pub mod report;

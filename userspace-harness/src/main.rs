@@ -23,7 +23,7 @@ use userspace_harness::rpc::Workload;
 use userspace_harness::run::{self, ClientOpts, DemoOpts, Print, ServerOpts};
 use userspace_harness::trace::Tracer;
 use userspace_harness::verbs::accept::ConnLimits;
-use userspace_harness::{decode, nfs3, report, verbs};
+use userspace_harness::{decode, nfs3, nfs4, report, verbs};
 
 /// Userspace harness for the krpc-rdma RPC-over-RDMA core.
 #[derive(Parser)]
@@ -135,11 +135,82 @@ enum Command {
         #[command(subcommand)]
         op: Nfs3Op,
     },
+    /// An NFSv4.1 client over RPC-over-RDMA (e.g. to knfsd on port 20049), its session's
+    /// back channel on the same connection (RFC 8167).
+    ///
+    /// EXCHANGE_ID, CREATE_SESSION with the connection as back channel, RECLAIM_COMPLETE;
+    /// callbacks (CB_NULL, CB_SEQUENCE, CB_RECALL) are answered on the connection. The export
+    /// is a path from the server's root (no MOUNT protocol). File data move by direct data
+    /// placement (RFC 8267). Delegations still held are returned at the end, then the session
+    /// and client ID are destroyed. NFS errors print as their names (NFS4ERR_NOENT ...) and
+    /// exit 1. No reconnection: a lost connection ends the command (exit 3).
+    Nfs4 {
+        /// The server's IP address.
+        #[arg(long, value_name = "IP")]
+        server: IpAddr,
+        /// The export's path in the server's NFSv4 name space ("/": its root; knfsd in the
+        /// project's VM exports /export as the root, fsid=0).
+        #[arg(long, value_name = "PATH", default_value = "/")]
+        export: String,
+        /// The NFS/RDMA port.
+        #[arg(long, value_name = "PORT", default_value_t = verbs::DEFAULT_PORT)]
+        port: u16,
+        /// READ / WRITE calls in flight for put and get (at most the fore-channel slots the
+        /// server grants).
+        #[arg(long, value_name = "N", default_value_t = 8,
+              value_parser = clap::value_parser!(u32).range(1..=16))]
+        depth: u32,
+        /// No progress lines or summary on stderr.
+        #[arg(long, short)]
+        quiet: bool,
+        #[command(flatten)]
+        trace: TraceArg,
+        /// Give up on a call the server answers NFS4ERR_GRACE or NFS4ERR_DELAY (sent again
+        /// every second) after SECS.
+        #[arg(long, value_name = "SECS", default_value = "120", value_parser = parse_secs)]
+        give_up: Duration,
+        #[command(subcommand)]
+        op: Nfs4Cmd,
+    },
     /// MOUNT v3 over TCP (rpcbind, mountd) and print the export's root file handle in hex
     /// (for krpc_rdma.ko's `nfs_fh=`); then UMNT.
     MountFh {
         #[command(flatten)]
         mount: MountArgs,
+    },
+}
+
+/// What `nfs4` does. Remote paths are relative to the export.
+#[derive(Subcommand)]
+enum Nfs4Cmd {
+    /// Copy local file LOCAL to REMOTE (created or truncated; FILE_SYNC WRITEs).
+    Put {
+        /// The local file.
+        local: PathBuf,
+        /// The remote path.
+        remote: String,
+    },
+    /// Copy REMOTE to local file LOCAL.
+    Get {
+        /// The remote path.
+        remote: String,
+        /// The local file.
+        local: PathBuf,
+    },
+    /// Print the attributes of PATH (GETATTR).
+    Stat {
+        /// The remote path.
+        path: String,
+    },
+    /// Open PATH for reading and hold it with the delegation the server grants ("open
+    /// PATH: delegation read" on stdout once open) until the server recalls the delegation
+    /// (it is returned at once) or SECS pass; then close it.
+    Hold {
+        /// The remote path.
+        path: String,
+        /// How long at most.
+        #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_secs)]
+        secs: Duration,
     },
 }
 
@@ -414,6 +485,43 @@ fn main() -> ExitCode {
                 },
             };
             match run_nfs3(&o, trace, op) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(&e, e.exit_code()),
+            }
+        }
+        Command::Nfs4 {
+            server,
+            export,
+            port,
+            depth,
+            quiet,
+            trace,
+            give_up,
+            op,
+        } => {
+            let trace = match open_trace(trace.file.as_ref()) {
+                Ok(t) => t,
+                Err(e) => return fail(&e, 1),
+            };
+            let a = nfs4::Nfs4Args {
+                server,
+                port,
+                export,
+                nfs: krpc_rdma_session::nfs4::Nfs4Opts {
+                    depth: depth as usize,
+                    progress: !quiet,
+                    give_up,
+                    owner: None,
+                },
+                quiet,
+            };
+            let op = match op {
+                Nfs4Cmd::Put { local, remote } => nfs4::Nfs4Op::Put { local, remote },
+                Nfs4Cmd::Get { remote, local } => nfs4::Nfs4Op::Get { remote, local },
+                Nfs4Cmd::Stat { path } => nfs4::Nfs4Op::Stat { path },
+                Nfs4Cmd::Hold { path, secs } => nfs4::Nfs4Op::Hold { path, secs },
+            };
+            match nfs4::run(&a, trace, op) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(&e, e.exit_code()),
             }

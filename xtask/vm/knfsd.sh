@@ -1,8 +1,9 @@
 #!/bin/sh
 # Linux knfsd with RPC-over-RDMA, set up inside the krpc-rdma VM:
 #   cargo xtask vm -- sh xtask/vm/knfsd.sh
-# Exports a tmpfs at /export to everyone
-#   /export *(rw,no_root_squash,insecure,no_subtree_check,fsid=1)
+# Exports a tmpfs at /export to everyone, as the root of the NFSv4 name space too (fsid=0:
+# NFSv3 mounts /export, NFSv4 sees it as "/"; the VM's own / cannot be a pseudo-root export)
+#   /export *(rw,no_root_squash,insecure,no_subtree_check,fsid=0)
 # with rpcbind, rpc.mountd (MOUNT over TCP/UDP) and 8 nfsd threads listening on TCP 2049 and
 # on RDMA port 20049 (`rdma 20049` in /proc/fs/nfsd/portlist). Used by bench.sh (the kernel
 # NFS client's reference run) and by userspace-harness's knfsd_rxe test (our requester
@@ -19,7 +20,7 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 EXPORT_SIZE=${EXPORT_SIZE:-512m}
 NFSD_THREADS=${NFSD_THREADS:-8}
 RDMA_PORT=${RDMA_PORT:-20049}
-EXPORT_LINE="/export *(rw,no_root_squash,insecure,no_subtree_check,fsid=1)"
+EXPORT_LINE="/export *(rw,no_root_squash,insecure,no_subtree_check,fsid=0)"
 
 say() { echo "knfsd: $*"; }
 die() {
@@ -77,6 +78,13 @@ fi
 run exportfs -ra || die "exportfs -ra"
 if ! registered mountd 3; then
     run rpc.mountd || die "rpc.mountd"
+fi
+# Grace periods of 10 s (the least knfsd takes) instead of 90 and 50: NFSv4 delegations and
+# opens wait for both (lockd's too); the times can only be set while the servers are down.
+if [ "$(cat /proc/fs/nfsd/threads 2>/dev/null)" = 0 ]; then
+    echo 10 >/proc/fs/nfsd/nfsv4gracetime 2>/dev/null || say "nfsv4gracetime not set"
+    run modprobe lockd && echo 10 >/proc/sys/fs/nfs/nlm_grace_period 2>/dev/null ||
+        say "nlm_grace_period not set"
 fi
 if [ "$(cat /proc/fs/nfsd/threads 2>/dev/null)" != "$NFSD_THREADS" ] || ! registered nfs 3; then
     run rpc.nfsd "$NFSD_THREADS" || die "rpc.nfsd $NFSD_THREADS"
