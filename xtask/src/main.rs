@@ -213,7 +213,7 @@ fn test() -> Result<(), String> {
 /// Soft-RoCE `rxe0`, inside the VM (or on the host when it has an RDMA device).
 /// `KRPC_RDMA_SKIP_VM=1` skips them, loudly, for machines without qemu.
 fn rxe_tests() -> Result<(), String> {
-    // The test binaries that need rxe0: userspace-harness's (the last two also knfsd) and
+    // The test binaries that need rxe0: userspace-harness's (the last three also knfsd) and
     // krpc-rdma-nfsd's (the Linux kernel NFS client mounting our server, and locking on it),
     // krpc-rdma-verbs's (the listener's connection limit).
     const TESTS: &[&str] = &[
@@ -221,6 +221,7 @@ fn rxe_tests() -> Result<(), String> {
         "cli_rxe",
         "knfsd_rxe",
         "nfs3_rxe",
+        "nfs4_rxe",
         "linux_client_rxe",
         "linux_locks_rxe",
         "accept_limit_rxe",
