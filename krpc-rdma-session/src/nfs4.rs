@@ -567,7 +567,7 @@ impl<D: Dialer> Nfs4Client<D> {
         what: &str,
         ops: Vec<NfsArgop4>,
     ) -> Result<Compound4Res, Nfs4Error> {
-        let start = self.s.now();
+        let start = Instant::now();
         let mut noted = false;
         loop {
             let xid = self.submit(ops.clone(), ReplySpec::inline(SMALL_REPLY))?;
@@ -578,7 +578,7 @@ impl<D: Dialer> Nfs4Client<D> {
                 return Ok(res);
             }
             let retry = status == Nfsstat4::ERR_GRACE || status == Nfsstat4::ERR_DELAY;
-            let waited = self.s.now().saturating_duration_since(start);
+            let waited = start.elapsed();
             if !retry || waited + RETRY_DELAY > self.give_up {
                 // The failing operation's name, when it is not the one named.
                 let failed = res
@@ -798,7 +798,7 @@ impl<D: Dialer> Nfs4Client<D> {
         ready: &mut dyn FnMut(&Open4),
     ) -> Result<Held, Nfs4Error> {
         let o = self.open(path, OPEN4_SHARE_ACCESS_READ, None)?;
-        let opened = self.s.now();
+        let opened = Instant::now();
         ready(&o);
         let mut held = Held {
             delegation: o.delegation.map(|(_, w)| w),
@@ -806,16 +806,15 @@ impl<D: Dialer> Nfs4Client<D> {
             returned_in: None,
         };
         if o.delegation.is_some() {
-            while self.s.now().saturating_duration_since(opened) < limit {
+            while opened.elapsed() < limit {
                 self.s.idle(Duration::from_millis(50))?;
                 let recall = self.cb.lock().ok().and_then(|mut cb| cb.take_recall());
                 if let Some(r) = recall {
-                    let at = self.s.now();
+                    let at = Instant::now();
                     held.recalled_after = Some(at.saturating_duration_since(opened).as_secs_f64());
                     self.recalls += 1;
                     self.delegreturn(&r.fh, r.stateid)?;
-                    held.returned_in =
-                        Some(self.s.now().saturating_duration_since(at).as_secs_f64());
+                    held.returned_in = Some(at.elapsed().as_secs_f64());
                     break;
                 }
             }

@@ -16,15 +16,20 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{fh, NfsServer, SoftDialer, ROOT};
 use krpc_rdma::soft::FaultConfig;
 use krpc_rdma::transport::{CallError, ReplySpec, RequesterEvent};
 use krpc_rdma_session::nfs3::{nfs_transport, Nfs3Client, Nfs3Opts, NfsError};
+use krpc_rdma_session::nfs4::{nfs4_transport, CB_PROGRAM};
+use krpc_rdma_session::nfs4cb::CbService;
+use krpc_rdma_session::session::ReverseService;
 use krpc_rdma_session::{Conn, RunError, Session, DEFAULT_GIVE_UP};
 use mbuf::Chain;
 use nfs_proto::nfs3::{NFSPROC3_LOOKUP, NFSPROC3_NULL, NFS_PROGRAM, NFS_V3};
+use nfs_proto::nfs4::Sessionid4;
 use onc_rpc::rpc::{Auth, CallHeader, ReplyHeader};
 use onc_rpc::xdr::{Decoder, Encoder};
 use tests::file_data::content;
@@ -288,4 +293,100 @@ fn every_owed_call_is_resent_once_as_credits_restart_at_one() {
     let (reconnects, resent) = c.reconnect_stats();
     assert_eq!(reconnects, 1);
     assert!(resent >= 4, "resent {resent}");
+}
+
+/// A session over the soft provider whose server may send two reverse-direction calls at
+/// once, answered by `service`.
+fn reverse_session(service: ReverseService) -> Session<SoftDialer> {
+    let mut d = SoftDialer::new(NfsServer::new());
+    d.reverse_slots = 2;
+    let mut s = Session::connect(d, nfs4_transport(), None).unwrap();
+    s.serve_reverse(2, service).unwrap();
+    s
+}
+
+fn cb_null(xid: u32) -> Vec<u8> {
+    let mut e = Encoder::new();
+    CallHeader {
+        xid,
+        prog: CB_PROGRAM,
+        vers: 1,
+        proc_: 0,
+        cred: Auth::None,
+        verf: Auth::None,
+    }
+    .encode(&mut e);
+    e.finish().unwrap()
+}
+
+/// The accept status of an RPC reply (`None`: not an accepted reply of `xid`).
+fn accept_stat(reply: &[u8], xid: u32) -> Option<u32> {
+    let mut d = Decoder::new(reply);
+    let h = ReplyHeader::decode(&mut d).ok()?;
+    (h.xid() == xid).then(|| u32::from_be_bytes(reply[20..24].try_into().unwrap()))
+}
+
+/// The server's probe (CB_NULL) arrives while the client is idle: `idle` answers it through
+/// the service, inline on the same connection; a second one arrives while the client waits
+/// for the reply of its own call and is answered then too.
+#[test]
+fn reverse_calls_are_answered_while_idle_and_while_waiting_for_a_reply() {
+    // NFSv4.1's callback service (no session named yet: CB_NULL is answered).
+    let cb = Arc::new(Mutex::new(CbService::new(
+        CB_PROGRAM,
+        Sessionid4::default(),
+        2,
+    )));
+    let svc = Arc::clone(&cb);
+    let mut s = reverse_session(Box::new(move |m| svc.lock().unwrap().serve(m)));
+    s.dialer_mut().reverse_call(&cb_null(0x1000)).unwrap();
+    s.idle(Duration::from_millis(50)).unwrap();
+    s.dialer_mut().serve();
+    let r = std::mem::take(&mut s.dialer_mut().reverse_replies);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0].0, 0x1000);
+    assert_eq!(accept_stat(&r[0].1, 0x1000), Some(0), "SUCCESS");
+
+    // A forward call in flight, and a reverse call before its reply.
+    let xid = s.next_xid();
+    s.submit(xid, null_call(xid), ReplySpec::inline(256))
+        .unwrap();
+    s.dialer_mut().reverse_call(&cb_null(0x1001)).unwrap();
+    s.wait(xid).unwrap();
+    s.dialer_mut().serve();
+    let r = std::mem::take(&mut s.dialer_mut().reverse_replies);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(accept_stat(&r[0].1, 0x1001), Some(0));
+    let st = s.reverse_stats();
+    assert_eq!((st.calls, st.replies, st.refused), (2, 2, 0));
+    assert_eq!(cb.lock().unwrap().answered, 2);
+    let k = s.counters();
+    assert_eq!((k.reverse_calls, k.reverse_replies), (2, 2));
+}
+
+/// A reverse call the service refuses (`None`) is still answered, by the transport,
+/// `SYSTEM_ERR`: the server is never left waiting.
+#[test]
+fn a_reverse_call_the_service_refuses_is_answered_system_err() {
+    let mut s = reverse_session(Box::new(|_| None));
+    s.dialer_mut().reverse_call(&cb_null(0x2000)).unwrap();
+    // The first reap hands the call to the service, which drops it; the next answers it.
+    s.idle(Duration::from_millis(50)).unwrap();
+    s.idle(Duration::from_millis(50)).unwrap();
+    s.dialer_mut().serve();
+    let r = std::mem::take(&mut s.dialer_mut().reverse_replies);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0].0, 0x2000);
+    assert_eq!(r[0].1.len(), 24, "{:?}", r[0].1);
+    assert_eq!(accept_stat(&r[0].1, 0x2000), Some(5), "SYSTEM_ERR");
+    let st = s.reverse_stats();
+    assert_eq!((st.calls, st.replies, st.refused), (1, 0, 1));
+    assert_eq!(s.counters().reverse_dropped, 1);
+    // The slot is free again: the next call is answered the same way.
+    s.dialer_mut().reverse_call(&cb_null(0x2001)).unwrap();
+    s.idle(Duration::from_millis(50)).unwrap();
+    s.idle(Duration::from_millis(50)).unwrap();
+    s.dialer_mut().serve();
+    assert_eq!(s.dialer_mut().reverse_replies.len(), 1);
+    assert_eq!(s.counters().reverse_dropped, 2);
 }

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use krpc_rdma::provider::Resources;
 use krpc_rdma::soft::{pair, FaultConfig, FaultInjector, SoftConfig, SoftQp};
-use krpc_rdma::transport::{Responder, ResponderEvent};
+use krpc_rdma::transport::{Responder, ResponderEvent, TransportConfig};
 use krpc_rdma_session::nfs3::nfs_transport;
 use krpc_rdma_session::{Dialer, RunError};
 use mbuf::{Chain, HeapPageArena, PageProvider};
@@ -88,6 +88,11 @@ pub struct SoftDialer {
     /// After the server drops its connections (a disconnect or restart hook), it is
     /// unreachable for this long.
     pub down_after_loss: Duration,
+    /// Reverse-direction slots of the next connections' responders (0: none, the
+    /// responders' configuration as NFSv3's).
+    pub reverse_slots: u32,
+    /// Replies to the server's reverse-direction calls: (XID, the RPC reply's bytes).
+    pub reverse_replies: Vec<(u32, Vec<u8>)>,
 }
 
 impl SoftDialer {
@@ -111,7 +116,20 @@ impl SoftDialer {
             dial_times: Vec::new(),
             down_until: None,
             down_after_loss: Duration::ZERO,
+            reverse_slots: 0,
+            reverse_replies: Vec::new(),
         }
+    }
+
+    /// Send `msg` (an RPC call) as a reverse-direction call on the newest connection.
+    pub fn reverse_call(&mut self, msg: &[u8]) -> Result<(), String> {
+        let c = self.conns.last_mut().ok_or("no connection")?;
+        c.resp
+            .reverse_call(
+                &mut c.qp,
+                Chain::from_bytes(msg).map_err(|e| e.to_string())?,
+            )
+            .map_err(|r| format!("reverse call refused: {}", r.error))
     }
 
     /// The sum of the client's sleeps.
@@ -140,15 +158,18 @@ impl SoftDialer {
             let mut calls = Vec::new();
             let mut lost = false;
             let c = &mut self.conns[i];
+            let replies = &mut self.reverse_replies;
+            let mut answered = false;
             c.resp.poll(&mut c.qp, &mut |e| match e {
                 ResponderEvent::Call(inc) => calls.push(inc),
                 ResponderEvent::ConnectionLost => lost = true,
-                // This server sends no reverse call: nothing of one comes back.
-                ResponderEvent::Connected(_)
-                | ResponderEvent::ReverseReply { .. }
-                | ResponderEvent::ReverseFailed { .. } => {}
+                ResponderEvent::ReverseReply { xid, reply } => {
+                    answered = true;
+                    replies.push((xid, reply.to_vec().unwrap_or_default()));
+                }
+                ResponderEvent::Connected(_) | ResponderEvent::ReverseFailed { .. } => {}
             });
-            progressed |= !calls.is_empty() || lost;
+            progressed |= !calls.is_empty() || lost || answered;
             let id = c.id;
             let mut restart = false;
             for inc in calls {
@@ -222,12 +243,22 @@ impl Dialer for SoftDialer {
             self.refuse -= 1;
             return Err(RunError::Failed("soft-nfs: connection refused".into()));
         }
-        let resp = Responder::new(
-            nfs_transport(),
+        let tcfg = match self.reverse_slots {
+            0 => nfs_transport(),
+            n => TransportConfig {
+                max_requests: 64 - n,
+                max_reverse_requests: n,
+                ..nfs_transport()
+            },
+        };
+        let mut resp = Responder::new(
+            tcfg,
             SoftConfig::default().resources(),
             self.server_pages.clone(),
         )
         .map_err(|e| RunError::Failed(format!("responder: {e}")))?;
+        resp.set_reverse_slots(self.reverse_slots)
+            .map_err(|e| RunError::Failed(format!("reverse slots: {e}")))?;
         let ca = SoftConfig {
             private_data: heapless::Vec::from_slice(private_data).unwrap(),
             ..SoftConfig::default()
