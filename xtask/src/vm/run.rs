@@ -27,8 +27,10 @@ pub(crate) const EXIT_TIMEOUT: u8 = 124;
 const EXIT_USAGE: u8 = 2;
 
 /// The guest's address on eth0 (qemu's user-mode network; `restrict=on`: nothing leaves it).
-const GUEST_IP: &str = "10.0.2.15";
+const GUEST_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 15);
 const GUEST_PREFIX: u8 = 24;
+/// eth0's MAC address unless `KRPC_RDMA_VM_MAC` or `KRPC_RDMA_VM_IP` choose another.
+const GUEST_MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56];
 
 /// The help text of `cargo xtask vm`, also printed by `cargo xtask help`.
 pub(crate) const HELP: &str = "\
@@ -37,9 +39,10 @@ vm -- CMD [ARGS...]   run CMD over Soft-RoCE: in a qemu VM (Debian's kernel, rdm
                       shared read-write at the same path; or on the host if it has an RDMA
                       device. CMD runs in the same cwd with the host's environment, memlock
                       unlimited, RXE_DEV=rxe0, RXE_GID_INDEX (RoCE v2 GID of RXE_IP) and
-                      RXE_IP (10.0.2.15). Its stdout+stderr go to our stdout. Exit status:
-                      CMD's; 125 if the VM failed; 124 on timeout. Runs vm-setup first if the
-                      cache is missing or stale. As a cargo runner (each test binary in a VM):
+                      RXE_IP (10.0.2.15, or KRPC_RDMA_VM_IP). Its stdout+stderr go to our
+                      stdout. Exit status: CMD's; 125 if the VM failed; 124 on timeout. Runs
+                      vm-setup first if the cache is missing or stale. As a cargo runner (each
+                      test binary in a VM):
                       CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER=$PWD/xtask/vm/runner.sh
                       Check rxe: cargo xtask vm -- xtask/vm/rxe-selftest.sh (pingpong, perftest)
 vm-setup              prepare the VM (idempotent): apt-get the host packages (qemu, busybox-static,
@@ -56,6 +59,17 @@ vm knobs (environment):
   KRPC_RDMA_VM_ACCEL=auto|kvm|tcg  auto: TCG if the host's KVM is kvm_pvm or /dev/kvm is not
                                 usable, else KVM
   KRPC_RDMA_VM_MTU=BYTES        eth0 MTU (1500 -> rxe MTU 1024; 9000 -> 4096)
+  KRPC_RDMA_VM_IP=A.B.C.D[/N]   eth0's IPv4 address and prefix length (10.0.2.15/24)
+  KRPC_RDMA_VM_MAC=XX:..:XX     eth0's MAC (52:54:00:12:34:56; with KRPC_RDMA_VM_IP set:
+                                52:54:00 and the address's last three bytes)
+  KRPC_RDMA_VM_PEER=PORT:PEER   eth0 on a qemu UDP socket netdev, 127.0.0.1:PORT to
+                                127.0.0.1:PEER, instead of the user-mode network: two VMs
+                                started in parallel with the ports swapped and different
+                                KRPC_RDMA_VM_IP are wired back to back, and rxe traffic
+                                between them crosses eth0 (xtask/vm/two-vm-nfs4.sh)
+  KRPC_RDMA_VM_PCAP=FILE        qemu's filter-dump writes every frame eth0 sends or receives
+                                to FILE (pcap, on the host); rxe loopback inside one VM
+                                never reaches eth0: use with KRPC_RDMA_VM_PEER
   KRPC_RDMA_VM_RW=DIR[:DIR...]  more host directories shared read-write at the same path
   KRPC_RDMA_VM_CACHE=DIR        kernel/initramfs cache (/var/tmp/krpc-rdma-vm)
   KRPC_RDMA_SETUP=auto|check|skip  every task: install what is missing (auto), only check and
@@ -85,6 +99,117 @@ struct Knobs {
     accel: Option<Accel>,
     mtu: Option<u32>,
     rw: Vec<PathBuf>,
+    net: Net,
+}
+
+/// eth0: its address, and what qemu connects it to (`KRPC_RDMA_VM_IP`, `_MAC`, `_PEER`,
+/// `_PCAP`).
+#[derive(Clone, Debug, PartialEq)]
+struct Net {
+    ip: Ipv4Addr,
+    prefix: u8,
+    mac: [u8; 6],
+    /// Our UDP port and the peer VM's, both on 127.0.0.1; `None`: qemu's user-mode network.
+    peer: Option<(u16, u16)>,
+    /// Where qemu's filter-dump writes eth0's frames.
+    pcap: Option<PathBuf>,
+}
+
+impl Default for Net {
+    fn default() -> Self {
+        Net {
+            ip: GUEST_IP,
+            prefix: GUEST_PREFIX,
+            mac: GUEST_MAC,
+            peer: None,
+            pcap: None,
+        }
+    }
+}
+
+impl Net {
+    /// The knobs' values (unset or empty: `None`).
+    fn parse(
+        ip: Option<&str>,
+        mac: Option<&str>,
+        peer: Option<&str>,
+        pcap: Option<&str>,
+    ) -> Result<Self, String> {
+        let mut net = Net::default();
+        if let Some(v) = ip {
+            let (addr, prefix) = v.split_once('/').unwrap_or((v, "24"));
+            net.ip = addr
+                .parse()
+                .map_err(|_| format!("KRPC_RDMA_VM_IP must be A.B.C.D[/N], got {v:?}"))?;
+            net.prefix = prefix
+                .parse()
+                .ok()
+                .filter(|p| (1..=30).contains(p))
+                .ok_or_else(|| format!("KRPC_RDMA_VM_IP: prefix length 1..30, got {v:?}"))?;
+            let [_, b, c, d] = net.ip.octets();
+            net.mac = [0x52, 0x54, 0x00, b, c, d];
+        }
+        if let Some(v) = mac {
+            let bytes: Vec<u8> = v
+                .split(':')
+                .map(|x| u8::from_str_radix(x, 16).ok().filter(|_| x.len() == 2))
+                .collect::<Option<_>>()
+                .unwrap_or_default();
+            net.mac = <[u8; 6]>::try_from(bytes)
+                .ok()
+                // Unicast (the multicast bit clear).
+                .filter(|m| m[0] & 1 == 0)
+                .ok_or_else(|| {
+                    format!("KRPC_RDMA_VM_MAC must be a unicast XX:XX:XX:XX:XX:XX, got {v:?}")
+                })?;
+        }
+        if let Some(v) = peer {
+            let port = |p: &str| p.parse::<u16>().ok().filter(|n| *n != 0);
+            net.peer = v
+                .split_once(':')
+                .and_then(|(a, b)| Some((port(a)?, port(b)?)))
+                .filter(|(a, b)| a != b)
+                .map(Some)
+                .ok_or_else(|| {
+                    format!("KRPC_RDMA_VM_PEER must be PORT:PEERPORT (two UDP ports), got {v:?}")
+                })?;
+        }
+        net.pcap = pcap.map(PathBuf::from);
+        Ok(net)
+    }
+
+    fn mac_string(&self) -> String {
+        self.mac
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+
+    /// qemu's `-netdev` value.
+    fn netdev(&self) -> String {
+        match self.peer {
+            None => "user,id=n0,restrict=on".into(),
+            Some((port, peer)) => {
+                format!("socket,id=n0,udp=127.0.0.1:{peer},localaddr=127.0.0.1:{port}")
+            }
+        }
+    }
+
+    /// What differs from the default, for the start line ("" when nothing does).
+    fn describe(&self) -> String {
+        if *self == Net::default() {
+            return String::new();
+        }
+        let mut s = format!("; eth0 {}/{} {}", self.ip, self.prefix, self.mac_string());
+        if let Some((port, peer)) = self.peer {
+            s.push_str(&format!(" on UDP 127.0.0.1:{port} <-> 127.0.0.1:{peer}"));
+        }
+        if let Some(p) = &self.pcap {
+            s.push_str(&format!(", frames to {}", p.display()));
+        }
+        s
+    }
 }
 
 fn env_str(name: &str) -> Option<String> {
@@ -144,6 +269,12 @@ impl Knobs {
             accel,
             mtu,
             rw,
+            net: Net::parse(
+                env_str("KRPC_RDMA_VM_IP").as_deref(),
+                env_str("KRPC_RDMA_VM_MAC").as_deref(),
+                env_str("KRPC_RDMA_VM_PEER").as_deref(),
+                env_str("KRPC_RDMA_VM_PCAP").as_deref(),
+            )?,
         })
     }
 }
@@ -457,13 +588,14 @@ fn run_in_vm(cmd: &[OsString], knobs: &Knobs) -> Result<u8, String> {
     let accel = knobs.accel.unwrap_or_else(pick_accel);
     eprintln!(
         "xtask vm: no RDMA device on this host: running in a VM ({}, {} vCPUs, {} MiB, \
-         kernel {kver})",
+         kernel {kver}{})",
         match accel {
             Accel::Kvm => "KVM",
             Accel::Tcg => "TCG",
         },
         knobs.cpus,
-        knobs.mem_mib
+        knobs.mem_mib,
+        knobs.net.describe()
     );
 
     let start = Instant::now();
@@ -474,7 +606,9 @@ fn run_in_vm(cmd: &[OsString], knobs: &Knobs) -> Result<u8, String> {
     ctl.write(
         "config",
         format!(
-            "KRPCVM_IP={GUEST_IP}\nKRPCVM_PREFIX={GUEST_PREFIX}\nKRPCVM_MTU={}\nKRPCVM_TTY={}\n",
+            "KRPCVM_IP={}\nKRPCVM_PREFIX={}\nKRPCVM_MTU={}\nKRPCVM_TTY={}\n",
+            knobs.net.ip,
+            knobs.net.prefix,
             knobs.mtu.map(|m| m.to_string()).unwrap_or_default(),
             u8::from(tty)
         )
@@ -544,12 +678,22 @@ fn run_in_vm(cmd: &[OsString], knobs: &Knobs) -> Result<u8, String> {
         mounts.push_str(&format!("rw{i} {}\n", dir.to_string_lossy()));
     }
     ctl.write("mounts", mounts.as_bytes())?;
-    qemu.args(["-netdev", "user,id=n0,restrict=on"])
-        .args([
-            "-device",
-            "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56,romfile=",
-        ])
-        .args(["-device", "virtio-rng-pci"]);
+    qemu.args(["-netdev", &knobs.net.netdev()]).args([
+        "-device",
+        &format!(
+            "virtio-net-pci,netdev=n0,mac={},romfile=",
+            knobs.net.mac_string()
+        ),
+    ]);
+    if let Some(pcap) = &knobs.net.pcap {
+        // Relative to our cwd, as the user meant it (qemu's cwd is ours too, but say so).
+        let pcap = cwd.join(pcap);
+        qemu.arg("-object").arg(format!(
+            "filter-dump,id=dump0,netdev=n0,file={},maxlen=65535",
+            qemu_path(&pcap)?
+        ));
+    }
+    qemu.args(["-device", "virtio-rng-pci"]);
 
     let qemu_err = ctl.0.join("qemu.err");
     let err_file =
@@ -723,6 +867,68 @@ mod tests {
         assert!(got
             .windows(2)
             .all(|w| w[0].components().count() <= w[1].components().count()));
+    }
+
+    #[test]
+    fn net_knobs_parse() {
+        // Nothing set: qemu's user-mode network, 10.0.2.15/24, the usual MAC, no capture.
+        let none = Net::parse(None, None, None, None).unwrap();
+        assert_eq!(none, Net::default());
+        assert_eq!(none.netdev(), "user,id=n0,restrict=on");
+        assert_eq!(none.mac_string(), "52:54:00:12:34:56");
+        assert_eq!(none.describe(), "");
+
+        // One VM of a back-to-back pair: the MAC follows the address.
+        let srv = Net::parse(
+            Some("10.0.3.1"),
+            None,
+            Some("12050:12049"),
+            Some("/tmp/x.pcap"),
+        )
+        .unwrap();
+        assert_eq!(
+            (srv.ip, srv.prefix, srv.mac_string().as_str()),
+            (Ipv4Addr::new(10, 0, 3, 1), 24, "52:54:00:00:03:01")
+        );
+        assert_eq!(
+            srv.netdev(),
+            "socket,id=n0,udp=127.0.0.1:12049,localaddr=127.0.0.1:12050"
+        );
+        assert_eq!(srv.pcap.as_deref(), Some(Path::new("/tmp/x.pcap")));
+        assert!(srv
+            .describe()
+            .contains("10.0.3.1/24 52:54:00:00:03:01 on UDP"));
+
+        // A prefix, and a MAC of one's own.
+        let cli = Net::parse(
+            Some("192.168.7.2/16"),
+            Some("02:00:00:AA:bb:0c"),
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            (cli.prefix, cli.mac_string()),
+            (16, "02:00:00:aa:bb:0c".into())
+        );
+
+        for (ip, mac, peer) in [
+            (Some("10.0.3"), None, None),
+            (Some("10.0.3.1/33"), None, None),
+            (Some("10.0.3.1/"), None, None),
+            (None, Some("52:54:00:00:03"), None),
+            (None, Some("01:00:5e:00:00:01"), None), // multicast
+            (None, Some("52:54:00:00:03:1"), None),
+            (None, None, Some("12049")),
+            (None, None, Some("12049:12049")),
+            (None, None, Some("0:12049")),
+            (None, None, Some("12049:70000")),
+        ] {
+            assert!(
+                Net::parse(ip, mac, peer, None).is_err(),
+                "{ip:?} {mac:?} {peer:?}"
+            );
+        }
     }
 
     #[test]
