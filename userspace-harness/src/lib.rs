@@ -31,3 +31,15 @@ pub mod run;
 pub mod session;
 pub mod trace;
 pub use krpc_rdma_verbs as verbs;
+
+/// A command-line number of seconds (decimals allowed), above 0.
+///
+/// # Errors
+/// Not a positive finite number below 10^9.
+pub fn parse_secs(s: &str) -> Result<std::time::Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x > 0.0 && *x < 1e9)
+        .map(std::time::Duration::from_secs_f64)
+        .ok_or_else(|| format!("{s:?} is not a number of seconds"))
+}

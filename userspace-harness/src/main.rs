@@ -23,7 +23,7 @@ use userspace_harness::rpc::Workload;
 use userspace_harness::run::{self, ClientOpts, DemoOpts, Print, ServerOpts};
 use userspace_harness::trace::Tracer;
 use userspace_harness::verbs::accept::ConnLimits;
-use userspace_harness::{decode, nfs3, nfs4, report, verbs};
+use userspace_harness::{decode, nfs3, nfs4, parse_secs, report, verbs};
 
 /// Userspace harness for the krpc-rdma RPC-over-RDMA core.
 #[derive(Parser)]
@@ -170,47 +170,13 @@ enum Command {
         #[arg(long, value_name = "SECS", default_value = "120", value_parser = parse_secs)]
         give_up: Duration,
         #[command(subcommand)]
-        op: Nfs4Cmd,
+        op: nfs4::Nfs4Op,
     },
     /// MOUNT v3 over TCP (rpcbind, mountd) and print the export's root file handle in hex
     /// (for krpc_rdma.ko's `nfs_fh=`); then UMNT.
     MountFh {
         #[command(flatten)]
         mount: MountArgs,
-    },
-}
-
-/// What `nfs4` does. Remote paths are relative to the export.
-#[derive(Subcommand)]
-enum Nfs4Cmd {
-    /// Copy local file LOCAL to REMOTE (created or truncated; FILE_SYNC WRITEs).
-    Put {
-        /// The local file.
-        local: PathBuf,
-        /// The remote path.
-        remote: String,
-    },
-    /// Copy REMOTE to local file LOCAL.
-    Get {
-        /// The remote path.
-        remote: String,
-        /// The local file.
-        local: PathBuf,
-    },
-    /// Print the attributes of PATH (GETATTR).
-    Stat {
-        /// The remote path.
-        path: String,
-    },
-    /// Open PATH for reading and hold it with the delegation the server grants ("open
-    /// PATH: delegation read" on stdout once open) until the server recalls the delegation
-    /// (it is returned at once) or SECS pass; then close it.
-    Hold {
-        /// The remote path.
-        path: String,
-        /// How long at most.
-        #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_secs)]
-        secs: Duration,
     },
 }
 
@@ -403,14 +369,6 @@ fn parse_size(s: &str) -> Result<usize, String> {
 }
 
 /// Seconds, possibly fractional, more than 0.
-fn parse_secs(s: &str) -> Result<Duration, String> {
-    s.parse::<f64>()
-        .ok()
-        .filter(|x| x.is_finite() && *x > 0.0 && *x < 1e9)
-        .map(Duration::from_secs_f64)
-        .ok_or_else(|| format!("{s:?} is not a number of seconds"))
-}
-
 fn fail(e: &dyn std::fmt::Display, code: u8) -> ExitCode {
     eprintln!("userspace-harness: {e}");
     ExitCode::from(code)
@@ -514,12 +472,6 @@ fn main() -> ExitCode {
                     owner: None,
                 },
                 quiet,
-            };
-            let op = match op {
-                Nfs4Cmd::Put { local, remote } => nfs4::Nfs4Op::Put { local, remote },
-                Nfs4Cmd::Get { remote, local } => nfs4::Nfs4Op::Get { remote, local },
-                Nfs4Cmd::Stat { path } => nfs4::Nfs4Op::Stat { path },
-                Nfs4Cmd::Hold { path, secs } => nfs4::Nfs4Op::Hold { path, secs },
             };
             match nfs4::run(&a, trace, op) {
                 Ok(()) => ExitCode::SUCCESS,

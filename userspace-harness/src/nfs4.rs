@@ -18,34 +18,36 @@ use crate::trace::Tracer;
 /// The NFSv4.1 client over the libibverbs provider.
 pub type Nfs4Client = krpc_rdma_session::nfs4::Nfs4Client<VerbsDialer>;
 
-/// What `nfs4` does. Remote paths are relative to the export.
-#[derive(Debug, Clone)]
+/// What `nfs4` does (its subcommands). Remote paths are relative to the export.
+#[derive(Debug, Clone, clap::Subcommand)]
 pub enum Nfs4Op {
-    /// Copy a local file to a remote path.
+    /// Copy local file LOCAL to REMOTE (created or truncated; FILE_SYNC WRITEs).
     Put {
         /// The local file.
         local: PathBuf,
         /// The remote path.
         remote: String,
     },
-    /// Copy a remote file to a local path.
+    /// Copy REMOTE to local file LOCAL.
     Get {
         /// The remote path.
         remote: String,
         /// The local file.
         local: PathBuf,
     },
-    /// Print a path's attributes.
+    /// Print the attributes of PATH (GETATTR).
     Stat {
         /// The remote path.
         path: String,
     },
-    /// Open a file for reading and hold it, and the delegation granted, until the server
-    /// recalls the delegation or `secs` pass.
+    /// Open PATH for reading and hold it with the delegation the server grants ("open
+    /// PATH: delegation read" on stdout once open) until the server recalls the delegation
+    /// (it is returned at once) or SECS pass; then close it.
     Hold {
         /// The remote path.
         path: String,
         /// How long at most.
+        #[arg(long, value_name = "SECS", default_value = "60", value_parser = crate::parse_secs)]
         secs: Duration,
     },
 }
