@@ -444,7 +444,6 @@ impl<D: Dialer> Nfs4Client<D> {
         self.slots = vec![Slot { seq: 1 }; fore];
         self.free = (0..fore as u32).rev().collect();
         self.depth = self.depth.min(fore);
-        let io_size = |max: u32| (max.saturating_sub(IO_OVERHEAD).min(MAX_IO) & !4095).max(4096);
         self.rsize = io_size(ok.csr_fore_chan_attrs.ca_maxresponsesize);
         self.wsize = io_size(ok.csr_fore_chan_attrs.ca_maxrequestsize);
         let back = ok.csr_back_chan_attrs.ca_maxrequests.clamp(1, BACK_SLOTS);
@@ -1102,6 +1101,12 @@ impl<D: Dialer> Nfs4Client<D> {
     }
 }
 
+/// The READ or WRITE size a fore channel's largest response or request `max` allows: less
+/// [`IO_OVERHEAD`], whole pages, 4 KiB ..= [`MAX_IO`].
+fn io_size(max: u32) -> u32 {
+    (max.saturating_sub(IO_OVERHEAD).min(MAX_IO) & !4095).max(4096)
+}
+
 /// A COMPOUND call (minor version 1, AUTH_SYS root) of `ops`, inline.
 fn encode_compound(xid: u32, ops: Vec<NfsArgop4>) -> Result<Chain, Nfs4Error> {
     let mut e: Encoder = compound_encoder(xid, mount::auth_sys_root());
@@ -1151,4 +1156,108 @@ fn sequence_result(reply: &Chain) -> Option<Sequence4Res> {
         return None;
     }
     Sequence4Res::decode(&mut d).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nfs_proto::nfs4::{Res4, Sequence4ResOk, NFS4_PROGRAM, NFSPROC4_COMPOUND};
+    use onc_rpc::rpc::CallHeader;
+
+    /// An accepted, successful RPC reply of `xid` with `res` as its results.
+    fn reply(xid: u32, res: &Compound4Res) -> Chain {
+        let mut e = Encoder::new();
+        for w in [xid, 1, 0, 0, 0, 0] {
+            e.u32(w);
+        }
+        res.encode(&mut e);
+        Chain::from_bytes(&e.finish().unwrap()).unwrap()
+    }
+
+    fn seq_ok() -> Sequence4ResOk {
+        Sequence4ResOk {
+            sr_sessionid: Sessionid4([7; 16]),
+            sr_sequenceid: 3,
+            sr_slotid: 1,
+            sr_highest_slotid: 15,
+            sr_target_highest_slotid: 15,
+            sr_status_flags: SEQ4_STATUS_CB_PATH_DOWN,
+        }
+    }
+
+    #[test]
+    fn io_sizes_follow_the_fore_channel_in_whole_pages() {
+        // knfsd in a 2 GiB VM: 256 KiB of payload plus a page.
+        assert_eq!(io_size(262_144 + 4096), 262_144);
+        assert_eq!(io_size(u32::MAX), MAX_IO);
+        assert_eq!(io_size(100), 4096);
+        assert_eq!(io_size(0), 4096);
+    }
+
+    #[test]
+    fn a_compound_call_decodes_as_what_was_sent() {
+        let ops = vec![
+            NfsArgop4::Putrootfh,
+            NfsArgop4::Lookup(Lookup4Args {
+                objname: Component4::new(b"export"),
+            }),
+            NfsArgop4::Getfh,
+        ];
+        let call = encode_compound(0x1234, ops.clone()).unwrap();
+        let b = call.to_vec().unwrap();
+        let mut d = Decoder::new(&b);
+        let h = CallHeader::decode(&mut d).unwrap();
+        assert_eq!(
+            (h.xid, h.prog, h.vers, h.proc_),
+            (0x1234, NFS4_PROGRAM, 4, NFSPROC4_COMPOUND)
+        );
+        let args = Compound4Args::decode(&mut d).unwrap();
+        assert_eq!(args.minorversion, 1);
+        assert_eq!(args.argarray, ops);
+    }
+
+    #[test]
+    fn sequence_results_are_read_from_the_head_of_a_reply() {
+        let ok = Compound4Res {
+            status: Nfsstat4::OK,
+            tag: Utf8Str::default(),
+            resarray: vec![
+                NfsResop4::Sequence(Res4::Ok(seq_ok())),
+                NfsResop4::Putrootfh(Nfsstat4::OK),
+            ],
+        };
+        let r = reply(9, &ok);
+        assert_eq!(sequence_result(&r), Some(Res4::Ok(seq_ok())));
+        assert_eq!(decode_res(9, &r, "T").unwrap(), ok);
+        // Another XID is an error naming both.
+        let e = decode_res(10, &r, "T").unwrap_err().to_string();
+        assert!(e.contains("0x9") && e.contains("0xa"), "{e}");
+        // A failed SEQUENCE is read as such; a reply whose first result is not SEQUENCE
+        // (EXCHANGE_ID's) or that is empty has none.
+        let bad = Compound4Res {
+            status: Nfsstat4::ERR_BADSESSION,
+            tag: Utf8Str::default(),
+            resarray: vec![NfsResop4::Sequence(Res4::Err(Nfsstat4::ERR_BADSESSION))],
+        };
+        assert_eq!(
+            sequence_result(&reply(1, &bad)),
+            Some(Res4::Err(Nfsstat4::ERR_BADSESSION))
+        );
+        let other = Compound4Res {
+            status: Nfsstat4::OK,
+            tag: Utf8Str::default(),
+            resarray: vec![NfsResop4::Putrootfh(Nfsstat4::OK)],
+        };
+        assert_eq!(sequence_result(&reply(1, &other)), None);
+        let empty = Compound4Res {
+            status: Nfsstat4::OK,
+            tag: Utf8Str::default(),
+            resarray: vec![],
+        };
+        assert_eq!(sequence_result(&reply(1, &empty)), None);
+        // Truncated and garbage replies: none, and an error, never a panic.
+        let cut = Chain::from_bytes(&r.to_vec().unwrap()[..30]).unwrap();
+        assert_eq!(sequence_result(&cut), None);
+        assert!(decode_res(9, &cut, "T").is_err());
+    }
 }
