@@ -54,7 +54,10 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
-use krpc_rdma::transport::{Incoming, ReplyCtx, Responder, ServerConnection, Wait};
+use krpc_rdma::transport::kernel::{ClntStat, Errno, Phase};
+use krpc_rdma::transport::{
+    CallError, Incoming, ReplyCtx, Responder, ReverseOutcome, ServerConnection, Wait,
+};
 use mbuf::{Chain, Mbuf, MbufError, PageProvider};
 use nfs_proto::nfs3::locate_reply_item;
 use onc_rpc::rpc::{AcceptStat, ReplyHeader, MAX_AUTH_BYTES, RPC_VERSION};
@@ -63,7 +66,7 @@ use onc_rpc::view::{BadCall, CallView, MAX_CALL_HEADER};
 use onc_rpc::xdr::Decoder;
 
 use crate::ffi::{
-    self, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcSvcCall, KrpcSvcHandle, KrpcSvcStats,
+    self, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcClntRes, KrpcSvcCall, KrpcSvcHandle, KrpcSvcStats,
 };
 use crate::head::Head;
 use crate::mbuf_bridge::{BridgeError, MbufBridge, MbufChain};
@@ -103,6 +106,43 @@ pub struct KrpcSvc {
     /// The stock-NFS mode (`svc_rdma_set_stock`): arguments in plain mbufs only, the DDP
     /// item of a marker-less reply found by the NFS reply hook.
     stock: bool,
+    /// Callbacks (`clnt_rdma_bck`) waiting for their reverse replies.
+    bck: BckWaiters,
+    /// The connection's page provider (the walk of a callback's arguments).
+    pages: Arc<dyn PageProvider>,
+}
+
+/// The reverse-direction calls of `clnt_rdma_bck` CLIENTs on this connection waiting for
+/// their replies, by XID, each with its outcome once it came (a table allocated once,
+/// `max_reverse_requests` entries: a call abandoned keeps its reverse slot until its reply
+/// or the loss, so the waiters never outnumber the slots).
+#[derive(Debug, Default)]
+struct BckWaiters {
+    w: Vec<(u32, Option<ReverseOutcome>)>,
+    /// Outcomes that arrived for waiters since `krpc_svc_bck_handed` last asked.
+    new: u32,
+}
+
+impl BckWaiters {
+    /// A reverse call's outcome: to its waiter, or dropped (abandoned: a late reply).
+    fn settle(&mut self, o: ReverseOutcome) {
+        let xid = match &o {
+            ReverseOutcome::Reply { xid, .. } | ReverseOutcome::Failed { xid } => *xid,
+        };
+        if let Some(e) = self.w.iter_mut().find(|(x, o)| *x == xid && o.is_none()) {
+            e.1 = Some(o);
+            self.new = self.new.saturating_add(1);
+        }
+    }
+
+    fn take(&mut self, xid: u32) -> Option<Option<ReverseOutcome>> {
+        let i = self.w.iter().position(|(x, _)| *x == xid)?;
+        let outcome = self.w.get_mut(i)?.1.take();
+        if outcome.is_some() {
+            self.w.swap_remove(i);
+        }
+        Some(outcome)
+    }
 }
 
 impl core::fmt::Debug for KrpcSvc {
@@ -122,7 +162,7 @@ fn table<T>(n: usize) -> Result<Vec<T>, BridgeError> {
 
 /// `reply` (an RPC reply header alone) as a chain for the Responder. Allocates: only a call
 /// that cannot be handed up is answered here.
-fn answer_chain(reply: &ReplyHeader) -> Option<Chain> {
+pub(crate) fn answer_chain(reply: &ReplyHeader) -> Option<Chain> {
     Chain::from_bytes(&svc::header_bytes(reply).ok()?).ok()
 }
 
@@ -130,7 +170,7 @@ fn answer_chain(reply: &ReplyHeader) -> Option<Chain> {
 /// `call_body`, through onc-rpc's [`CallView`]) into `call`; the credential and verifier
 /// bodies and the offset of the arguments, or why it cannot be handed up (which says how to
 /// answer it).
-fn parse_call<'a>(
+pub(crate) fn parse_call<'a>(
     hdr: &'a [u8],
     call: &mut KrpcSvcCall,
 ) -> Result<(&'a [u8], &'a [u8], usize), BadCall> {
@@ -188,7 +228,13 @@ impl KrpcSvc {
                 held: None,
             });
         }
+        let bck = BckWaiters {
+            w: table(conn.responder().reverse_capacity() as usize)?,
+            new: 0,
+        };
         Ok(Box::new(KrpcSvc {
+            bck,
+            pages: Arc::clone(&pages),
             qp,
             conn,
             ctxs: Contexts(table(n)?),
@@ -235,6 +281,9 @@ impl KrpcSvc {
     /// order), then free the slots whose pages were released.
     fn reap(&mut self) {
         self.conn.poll(&mut self.qp);
+        while let Some(o) = self.conn.next_reverse() {
+            self.bck.settle(o);
+        }
         for s in &mut self.slots {
             if s.held.is_some() && s.pages.outstanding() == 0 {
                 s.held = None;
@@ -498,6 +547,124 @@ impl KrpcSvc {
     }
 }
 
+impl KrpcSvc {
+    /// Enable `n` reverse slots on this connection (at most `max_reverse_requests`).
+    ///
+    /// # Errors
+    /// `EINVAL`.
+    pub fn set_cbslots(&mut self, n: u32) -> Result<(), i32> {
+        self.conn
+            .responder_mut()
+            .set_reverse_slots(n)
+            .map_err(|_| Errno::EINVAL.freebsd())
+    }
+
+    /// Send the callback `hdr` + `args` (see `krpc_svc_bck_send`).
+    fn bck_send(
+        &mut self,
+        hdr: *const FbsdMbuf,
+        args: *const FbsdMbuf,
+        res: &mut KrpcClntRes,
+    ) -> i32 {
+        let mut refuse = |stat: ClntStat, err: Errno| {
+            (res.stat, res.err) = (stat as i32, err.freebsd());
+            ffi::CLNT_REFUSED
+        };
+        if self.conn.is_lost() {
+            // As clnt_bck_call on a connection the client closed: RPC_CANTRECV.
+            return refuse(ClntStat::CantRecv, Errno::ENOTCONN);
+        }
+        if self.bck.w.len() >= self.bck.w.capacity() {
+            // Every slot is taken (calls abandoned wait for their replies): back-pressure.
+            return ffi::CLNT_AGAIN;
+        }
+        let pages = Arc::clone(&self.pages);
+        // SAFETY: the C caller holds both chains (live, unchanged) during the call.
+        let call = match unsafe { self.bridge.chain_from_mbuf_parts(&[hdr, args], &pages) } {
+            Ok(c) => c,
+            Err(BridgeError::Invalid) => return refuse(ClntStat::CantEncodeArgs, Errno::EINVAL),
+            Err(_) => return refuse(ClntStat::CantSend, Errno::ENOMEM),
+        };
+        let Some(xid) = self.head.of(&call).and_then(|h| h.get(..4)).map(|w| {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(w);
+            u32::from_be_bytes(b)
+        }) else {
+            return refuse(ClntStat::CantEncodeArgs, Errno::EINVAL);
+        };
+        match self.conn.reverse_call(&mut self.qp, call) {
+            Ok(()) => {
+                self.bck.w.push((xid, None));
+                ffi::CLNT_SENT
+            }
+            Err(r) => match r.error {
+                CallError::NoCredit | CallError::WouldBlock => ffi::CLNT_AGAIN,
+                // Reverse-direction calls are inline only (RFC 8167: no chunks).
+                CallError::TooLarge => refuse(ClntStat::CantSend, Errno::EMSGSIZE),
+                CallError::ConnectionLost => refuse(ClntStat::CantRecv, Errno::ENOTCONN),
+                // No reverse slot enabled on this connection.
+                CallError::BadConfig => refuse(ClntStat::CantSend, Errno::EINVAL),
+                e => {
+                    let e = e.rpc_err(Phase::Send);
+                    (res.stat, res.err) = (e.status as i32, e.errno.freebsd());
+                    ffi::CLNT_REFUSED
+                }
+            },
+        }
+    }
+
+    /// The callback `xid`'s end, if it came (see `krpc_svc_bck_poll`).
+    fn bck_poll(&mut self, xid: u32, rep: &mut *mut FbsdMbuf, res: &mut KrpcClntRes) -> i32 {
+        let mut got = self.bck.take(xid);
+        if matches!(got, Some(None)) {
+            self.reap_armed();
+            got = self.bck.take(xid);
+        }
+        let reply = match got {
+            Some(Some(ReverseOutcome::Reply { reply, .. })) => reply,
+            Some(Some(ReverseOutcome::Failed { .. })) | None => {
+                // The connection went with the call outstanding (or nothing is known of it).
+                (res.stat, res.err) = (ClntStat::CantRecv as i32, Errno::ENOTCONN.freebsd());
+                return ffi::CLNT_DONE;
+            }
+            Some(None) if self.conn.is_lost() => {
+                self.bck.w.retain(|(x, _)| *x != xid);
+                (res.stat, res.err) = (ClntStat::CantRecv as i32, Errno::ENOTCONN.freebsd());
+                return ffi::CLNT_DONE;
+            }
+            Some(None) => return ffi::CLNT_PENDING,
+        };
+        let mut reply = reply;
+        let Some(off) = self
+            .head
+            .of(&reply)
+            .and_then(|h| crate::clnt::reply_status(h, res))
+        else {
+            (res.stat, res.err) = (ClntStat::CantDecodeRes as i32, Errno::EBADMSG.freebsd());
+            return ffi::CLNT_DONE;
+        };
+        if res.stat != ClntStat::Success as i32 {
+            return ffi::CLNT_DONE;
+        }
+        let trimmed = i64::try_from(off)
+            .ok()
+            .and_then(|n| reply.adj(n).ok())
+            .is_some();
+        if !trimmed {
+            (res.stat, res.err) = (ClntStat::CantDecodeRes as i32, Errno::EBADMSG.freebsd());
+            return ffi::CLNT_DONE;
+        }
+        if reply.is_empty() {
+            return ffi::CLNT_DONE;
+        }
+        match self.bridge.mbufs_from_chain(reply, true, true) {
+            Ok(m) => *rep = m.map_or(core::ptr::null_mut(), MbufChain::into_raw),
+            Err(_) => (res.stat, res.err) = (ClntStat::CantRecv as i32, Errno::ENOMEM.freebsd()),
+        }
+        ffi::CLNT_DONE
+    }
+}
+
 /// A call handed up and not answered yet: its XID, what the stock-NFS mode's reply hook
 /// needs of it (program, version, procedure), its context.
 #[derive(Debug)]
@@ -623,7 +790,7 @@ fn copy_to_pages(data: &Chain, pages: &Arc<dyn PageProvider>) -> Result<Chain, M
 ///
 /// # Safety
 /// `dst` is NULL or holds `MAX_AUTH_BYTES` writable bytes nobody else uses meanwhile.
-unsafe fn copy_auth(body: &[u8], dst: *mut u8) -> bool {
+pub(crate) unsafe fn copy_auth(body: &[u8], dst: *mut u8) -> bool {
     if body.is_empty() {
         return true;
     }
@@ -790,6 +957,75 @@ pub unsafe extern "C" fn krpc_svc_addrs(
 pub unsafe extern "C" fn krpc_svc_free(h: *mut KrpcSvcHandle) {
     // SAFETY: `h` came from Box::into_raw in into_xprt and is given back once.
     drop(unsafe { Box::from_raw(h.cast::<KrpcSvc>()) });
+}
+
+/// `krpc_svc_set_cbslots` (see `c/krpc_rdma_svc.h`): 0 or `EINVAL`.
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_set_cbslots(h: *mut KrpcSvcHandle, n: u32) -> i32 {
+    // SAFETY: per the function's contract.
+    match unsafe { state(h) }.set_cbslots(n) {
+        Ok(()) => 0,
+        Err(e) => e,
+    }
+}
+
+/// `krpc_svc_bck_send` (see `c/krpc_rdma_svc.h`): `KRPC_CLNT_SENT`, `_AGAIN` or `_REFUSED`.
+///
+/// # Safety
+/// `h` as for `state`; `hdr` and `args` NULL or valid chains (walked, not consumed); `res` a
+/// valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_bck_send(
+    h: *mut KrpcSvcHandle,
+    hdr: *const FbsdMbuf,
+    args: *const FbsdMbuf,
+    res: *mut KrpcClntRes,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    let (s, res) = unsafe { (state(h), &mut *res) };
+    *res = KrpcClntRes::default();
+    s.bck_send(hdr, args, res)
+}
+
+/// `krpc_svc_bck_poll` (see `c/krpc_rdma_svc.h`): `KRPC_CLNT_DONE` or `_PENDING`.
+///
+/// # Safety
+/// `h` as for `state`; `rep` and `res` valid out-pointers.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_bck_poll(
+    h: *mut KrpcSvcHandle,
+    xid: u32,
+    rep: *mut *mut FbsdMbuf,
+    res: *mut KrpcClntRes,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    let (s, rep, res) = unsafe { (state(h), &mut *rep, &mut *res) };
+    *rep = core::ptr::null_mut();
+    *res = KrpcClntRes::default();
+    s.bck_poll(xid, rep, res)
+}
+
+/// `krpc_svc_bck_abandon` (see `c/krpc_rdma_svc.h`).
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_bck_abandon(h: *mut KrpcSvcHandle, xid: u32) {
+    // SAFETY: per the function's contract.
+    unsafe { state(h) }.bck.w.retain(|(x, _)| *x != xid);
+}
+
+/// `krpc_svc_bck_handed` (see `c/krpc_rdma_svc.h`).
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_bck_handed(h: *mut KrpcSvcHandle) -> u32 {
+    // SAFETY: per the function's contract.
+    core::mem::take(&mut unsafe { state(h) }.bck.new)
 }
 
 extern "C" fn no_upcall(_: *mut c_void) {}
