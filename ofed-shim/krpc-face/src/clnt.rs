@@ -304,7 +304,7 @@ impl KrpcClnt {
 
     /// Poll the requester; ended calls go to the table, reverse calls to the backchannel
     /// queue. How many calls that ended are not `xid`'s.
-    fn reap(&mut self, xid: Option<u32>) -> u32 {
+    pub(crate) fn reap(&mut self, xid: Option<u32>) -> u32 {
         let mut others = self.reap_once(xid);
         if core::mem::take(&mut self.bc.dropped) {
             // A reverse call nobody will answer: the next poll sends its SYSTEM_ERR.

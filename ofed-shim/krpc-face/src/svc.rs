@@ -1258,6 +1258,133 @@ mod tests {
         assert!(mark_ddp(short, off, len, &pages).is_err());
     }
 
+    impl crate::qp::FaceQp for krpc_rdma::soft::SoftQp {
+        unsafe fn set_upcall(&mut self, _: extern "C" fn(*mut c_void), _: *mut c_void) {}
+        fn arm(&mut self) {}
+    }
+
+    /// The backchannel pieces both sides run, over the software provider: the client's
+    /// `KrpcClnt` (reverse slots via `set_cbslots`, bounded by `max_reverse_requests`) and
+    /// the server's `KrpcSvc` waiting for its callbacks by XID (what `krpc_svc_bck_poll`
+    /// reads). Without a backchannel xprt a reverse call is answered `SYSTEM_ERR` by the
+    /// client at once, and the waiting callback ends `RPC_SYSTEMERROR`; a call queued for a
+    /// backchannel xprt that goes is answered `SYSTEM_ERR` too (never leaked); a late reply
+    /// for an abandoned callback is dropped; the loss ends a waiting callback `RPC_CANTRECV`.
+    /// (The mbuf halves, `krpc_clnt_bc_recv` / `_reply` and `krpc_svc_bck_send`, need the
+    /// C bridge: the emu tests.)
+    #[test]
+    fn backchannel_system_err_late_reply_and_loss() {
+        use crate::clnt::KrpcClnt;
+        use krpc_rdma::soft::{pair, SoftConfig};
+        use krpc_rdma::transport::{ReplySpec, Requester, TransportConfig};
+        use mbuf::HeapPageArena;
+
+        let pa: Arc<dyn PageProvider> = Arc::new(HeapPageArena::new(64).unwrap());
+        let pb: Arc<dyn PageProvider> =
+            Arc::new(HeapPageArena::with_base(64, 0x10_0000_0000).unwrap());
+        let cfg = TransportConfig {
+            max_requests: 4,
+            max_reverse_requests: 2,
+            ..TransportConfig::default()
+        };
+        let (ca, cb) = (SoftConfig::default(), SoftConfig::default());
+        let req = Requester::new(cfg, ca.resources(), pa.clone()).unwrap();
+        let resp = Responder::new(cfg, cb.resources(), pb.clone()).unwrap();
+        let ca = SoftConfig {
+            private_data: heapless::Vec::from_slice(&req.private_data()).unwrap(),
+            ..ca
+        };
+        let cb = SoftConfig {
+            private_data: heapless::Vec::from_slice(&resp.private_data()).unwrap(),
+            ..cb
+        };
+        let (qa, qb) = pair(ca, pa.clone(), cb, pb.clone()).unwrap();
+        fn hook(_: &Chain, _: &Arc<dyn PageProvider>) -> ReplySpec {
+            ReplySpec::inline(256)
+        }
+        let mut c = KrpcClnt::new(Box::new(qa), Box::new(req), pa, hook, 4).unwrap();
+        let mut s = KrpcSvc::new(Box::new(qb), Box::new(resp), pb, 4).unwrap();
+        assert_eq!(
+            c.set_cbslots(3),
+            Err(EINVAL_FBSD),
+            "beyond max_reverse_requests"
+        );
+        c.set_cbslots(2).unwrap();
+        assert_eq!(c.cbslots(), 2);
+        s.set_cbslots(2).unwrap();
+        assert!(s.set_cbslots(3).is_err());
+        let words = |w: &[u32]| -> Vec<u8> { w.iter().flat_map(|x| x.to_be_bytes()).collect() };
+        let cb_call = |xid: u32| {
+            Chain::from_bytes(&words(&[xid, 0, 2, 0x4000_0000, 1, 1, 0, 0, 0, 0])).unwrap()
+        };
+        let settle = |c: &mut KrpcClnt, s: &mut KrpcSvc| {
+            for _ in 0..8 {
+                let _ = c.reap(None);
+                s.reap();
+            }
+        };
+        settle(&mut c, &mut s);
+
+        // No backchannel xprt: answered SYSTEM_ERR by the client's transport.
+        s.conn.reverse_call(&mut s.qp, cb_call(0xc1)).unwrap();
+        s.bck.w.push((0xc1, None));
+        let (mut rep, mut res) = (core::ptr::null_mut(), KrpcClntRes::default());
+        assert_eq!(s.bck_poll(0xc1, &mut rep, &mut res), ffi::CLNT_PENDING);
+        settle(&mut c, &mut s);
+        assert_eq!(s.bck.new, 1, "one waiter's reply arrived");
+        assert_eq!(s.bck_poll(0xc1, &mut rep, &mut res), ffi::CLNT_DONE);
+        assert_eq!(res.stat, ClntStat::SystemError as i32);
+        assert!(rep.is_null());
+        assert!(s.bck.w.is_empty());
+
+        // A backchannel xprt registered: queued for it; it goes: answered SYSTEM_ERR.
+        c.set_backchannel(true);
+        s.conn.reverse_call(&mut s.qp, cb_call(0xc2)).unwrap();
+        s.bck.w.push((0xc2, None));
+        settle(&mut c, &mut s);
+        assert_eq!(c.bc_pending(), 1, "queued for xp_recv");
+        assert_eq!(s.bck_poll(0xc2, &mut rep, &mut res), ffi::CLNT_PENDING);
+        c.set_backchannel(false);
+        assert_eq!(c.bc_pending(), 0);
+        settle(&mut c, &mut s);
+        assert_eq!(s.bck_poll(0xc2, &mut rep, &mut res), ffi::CLNT_DONE);
+        assert_eq!(res.stat, ClntStat::SystemError as i32);
+        assert_eq!(c.requester().counters().reverse_dropped, 2);
+
+        // Abandoned (krpc_svc_bck_abandon): the late reply is dropped, its slot freed.
+        s.conn.reverse_call(&mut s.qp, cb_call(0xc3)).unwrap();
+        s.bck.w.push((0xc3, None));
+        s.bck.w.retain(|(x, _)| *x != 0xc3);
+        settle(&mut c, &mut s);
+        assert!(s.bck.w.is_empty());
+        assert_eq!(
+            s.conn.responder().reverse_slots().1,
+            0,
+            "the slot came back"
+        );
+
+        // The loss with a callback outstanding: it ends RPC_CANTRECV.
+        c.set_backchannel(true);
+        s.conn.reverse_call(&mut s.qp, cb_call(0xc4)).unwrap();
+        s.bck.w.push((0xc4, None));
+        settle(&mut c, &mut s);
+        assert_eq!(c.bc_pending(), 1);
+        drop(c);
+        settle_svc(&mut s);
+        assert_eq!(s.bck_poll(0xc4, &mut rep, &mut res), ffi::CLNT_DONE);
+        assert_eq!(res.stat, ClntStat::CantRecv as i32);
+        // A callback sent after the loss: refused at once (no bridge needed for the check).
+        assert!(s.conn.is_lost());
+    }
+
+    const EINVAL_FBSD: i32 = Errno::EINVAL.freebsd();
+
+    fn settle_svc(s: &mut KrpcSvc) {
+        for _ in 0..8 {
+            s.reap();
+        }
+    }
+
     #[test]
     fn the_transport_s_own_answer_is_system_err() {
         // What xp_recv / xp_reply answer when the arguments or results cannot be moved.
