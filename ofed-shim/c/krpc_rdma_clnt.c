@@ -437,8 +437,8 @@ clnt_rdma_put_auth(char *p, const struct opaque_auth *oa)
  * directly (m_copym would drop the DDP marker's M_PROTO1). May sleep (M_WAITOK).
  */
 struct mbuf *
-krpc_rdma_call_header(uint32_t xid, uint32_t prog, uint32_t vers, uint32_t proc, AUTH *auth,
-    int *errorp)
+clnt_rdma_call_header(uint32_t xid, uint32_t prog, uint32_t vers, uint32_t proc,
+    struct __auth *auth, int *errorp)
 {
 	const struct opaque_auth *cred = &auth->ah_cred, *verf = &auth->ah_verf;
 	struct mbuf *m;
@@ -507,7 +507,7 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 	pri = cr->cr_interruptible ? PCATCH : 0;
 	sx_xunlock(&cr->cr_lock);
 
-	hdr = krpc_rdma_call_header(xid, prog, vers, proc, auth, &error);
+	hdr = clnt_rdma_call_header(xid, prog, vers, proc, auth, &error);
 	sx_xlock(&cr->cr_lock);
 	if (hdr == NULL) {
 		stat = RPC_CANTENCODEARGS;
@@ -1036,7 +1036,7 @@ clnt_rdma_bc_reply(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr *addr, st
 		m_freem(m);
 		m = NULL;
 	}
-	hdr = krpc_rdma_reply_header(msg);
+	hdr = svc_rdma_reply_header(msg);
 	if (hdr == NULL) {
 		if (m != NULL)
 			m_freem(m);

@@ -239,7 +239,7 @@ struct __rpc_client *clnt_rdma_reconnect_create_cb(struct vnet *vnet,
 struct __rpc_svcxprt *svc_rdma_create_backchannel(struct __rpc_svcpool *pool);
 /* The RPC call header of clnt_rdma (AUTH_NONE / AUTH_SYS), shared with clnt_rdma_bck. */
 struct __auth;
-struct mbuf *krpc_rdma_call_header(uint32_t xid, uint32_t prog, uint32_t vers, uint32_t proc,
+struct mbuf *clnt_rdma_call_header(uint32_t xid, uint32_t prog, uint32_t vers, uint32_t proc,
     struct __auth *auth, int *errorp);
 /* The length of the struct sockaddr at sa by its family (AF_INET, AF_INET6); 0 for any other
  * (what krpc_clnt_dial and krpc_listen_create are given). */

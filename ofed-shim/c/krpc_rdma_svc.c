@@ -368,7 +368,7 @@ svc_rdma_put32(char *p, uint32_t v)
  * (RPC_MISMATCH's low/high, AUTH_ERROR's auth_stat). One mbuf or cluster; may sleep.
  */
 struct mbuf *
-krpc_rdma_reply_header(struct rpc_msg *msg)
+svc_rdma_reply_header(struct rpc_msg *msg)
 {
 	const struct opaque_auth *verf = &msg->acpted_rply.ar_verf;
 	struct mbuf *m;
@@ -431,7 +431,7 @@ svc_rdma_reply(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr *addr, struct
 		m_freem(m);
 		m = NULL;
 	}
-	hdr = krpc_rdma_reply_header(msg);
+	hdr = svc_rdma_reply_header(msg);
 	if (hdr == NULL) {
 		if (m != NULL)
 			m_freem(m);
@@ -749,7 +749,7 @@ clnt_rdma_bck_ccall(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struc
 	pri = cb->cb_interruptible ? PCATCH : 0;
 	sx_xunlock(&sr->sr_lock);
 
-	hdr = krpc_rdma_call_header(xid, prog, vers, proc, auth, &error);
+	hdr = clnt_rdma_call_header(xid, prog, vers, proc, auth, &error);
 	sx_xlock(&sr->sr_lock);
 	if (hdr == NULL) {
 		stat = RPC_CANTENCODEARGS;

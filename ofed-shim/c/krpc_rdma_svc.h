@@ -337,7 +337,7 @@ int clnt_rdma_bck_call(struct __rpc_client *cl, struct rpc_callextra *ext, uint3
     struct __rpc_svcxprt *xprt);
 /* The RPC reply header of svc_rdma's xp_reply (xdr_replymsg's bytes), shared with the
  * client's backchannel xprt. NULL without memory or for a verifier beyond MAX_AUTH_BYTES. */
-struct mbuf *krpc_rdma_reply_header(struct rpc_msg *msg);
+struct mbuf *svc_rdma_reply_header(struct rpc_msg *msg);
 /* SVCXPRTs of svc_rdma alive now (created, not yet destroyed). */
 u_int krpc_svc_live(void);
 /*
