@@ -53,7 +53,7 @@ use krpc_rdma::transport::{
 use mbuf::{Chain, PageProvider};
 use onc_rpc::rpc::{AcceptStat, Rejected};
 use onc_rpc::svc;
-use onc_rpc::view::{ReplyView, MAX_REPLY_HEADER};
+use onc_rpc::view::{ReplyView, MAX_CALL_HEADER, MAX_REPLY_HEADER};
 use onc_rpc::xdr::Decoder;
 
 use crate::dial::{FaceDialer, Link, LinkState, OfedDialer};
@@ -211,6 +211,13 @@ impl KrpcClnt {
             .try_reserve_exact(max_requests.max(1))
             .map_err(|_| BridgeError::NoMemory)?;
         let bc = Backchannel::new(req.reverse_capacity())?;
+        // A reverse call's header (credential and verifier up to MAX_AUTH_BYTES each) is
+        // read in the same buffer as a reply's.
+        let head = if bc.max > 0 {
+            MAX_CALL_HEADER.max(MAX_REPLY_HEADER)
+        } else {
+            MAX_REPLY_HEADER
+        };
         Ok(Box::new(KrpcClnt {
             qp,
             req,
@@ -222,7 +229,7 @@ impl KrpcClnt {
             tcfg: TransportConfig::default(),
             upcall: None,
             ended,
-            head: Head::new(MAX_REPLY_HEADER)?,
+            head: Head::new(head)?,
             lost: false,
             stock: false,
             stats: KrpcClntStats::default(),
