@@ -670,8 +670,6 @@ clnt_rdma_bck_call(CLIENT *cl, struct rpc_callextra *ext, uint32_t proc, struct 
 		errp->re_status = RPC_CANTSEND;
 		errp->re_errno = EINVAL;
 		*resultsp = NULL;
-		if (args != NULL)
-			m_freem(args);
 		return (RPC_CANTSEND);
 	}
 	return (CLNT_CALL_MBUF(cl, ext, proc, args, resultsp, utimeout));
