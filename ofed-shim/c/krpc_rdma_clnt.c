@@ -49,8 +49,10 @@
 #include <rpc/auth.h>
 #include <rpc/clnt.h>
 #include <rpc/rpc_msg.h>
+#include <rpc/rpc.h>
 
 #include "krpc_rdma_clnt.h"
+#include "krpc_rdma_svc.h"
 
 static MALLOC_DEFINE(M_KRPC_CLNT, "krpc_rdma_clnt", "krpc-rdma RPC client transport");
 
@@ -81,6 +83,9 @@ struct ct_rdma {
 	int		cr_last_ticks;	/* clnt_rdma_now_ms's clock */
 	uint64_t	cr_ticks;
 	struct rpc_err	cr_error;	/* the last call's (cl_geterr) */
+	/* The backchannel SVCXPRT (CLSET_BACKCHANNEL): set and cleared under cr_lock and
+	 * cr_wlock (the upcall reads it under cr_wlock only). */
+	SVCXPRT		*cr_bc;
 };
 
 static enum clnt_stat clnt_rdma_call(CLIENT *, struct rpc_callextra *, rpcproc_t,
@@ -91,6 +96,7 @@ static bool_t clnt_rdma_freeres(CLIENT *, xdrproc_t, void *);
 static void clnt_rdma_close(CLIENT *);
 static void clnt_rdma_destroy(CLIENT *);
 static bool_t clnt_rdma_control(CLIENT *, u_int, void *);
+static bool_t clnt_rdma_set_backchannel(CLIENT *, void *);
 
 static const struct clnt_ops clnt_rdma_ops = {
 	.cl_call =	clnt_rdma_call,
@@ -195,7 +201,25 @@ clnt_rdma_upcall(void *arg)
 {
 	struct ct_rdma *cr = arg;
 
-	clnt_rdma_kick(cr, CR_CHAN(cr));
+	mtx_lock(&cr->cr_wlock);
+	cr->cr_kick++;
+	wakeup(CR_CHAN(cr));
+	/*
+	 * A reverse call may have arrived and no caller may be inside cl_call to reap it: the
+	 * backchannel xprt's xp_recv (a pool thread) reaps (as clnt_vc's soupcall queues a
+	 * CALL and calls xprt_active).
+	 */
+	if (cr->cr_bc != NULL)
+		xprt_active(cr->cr_bc);
+	mtx_unlock(&cr->cr_wlock);
+}
+
+/* Reverse calls queued by a reap (cr_lock held): activate the backchannel xprt. */
+static void
+clnt_rdma_bc_kick(struct ct_rdma *cr)
+{
+	if (cr->cr_bc != NULL && krpc_clnt_bc_pending(cr->cr_h) > 0)
+		xprt_active(cr->cr_bc);
 }
 
 /* Milliseconds on a monotonic clock of the CLIENT's (cr_lock held): ticks, widened. */
@@ -323,10 +347,10 @@ clnt_rdma_dialed(struct krpc_clnt *h, uint32_t prog, uint32_t vers, int reconnec
 	return (cl);
 }
 
-/* A handle dialing addr (krpc_clnt_dial); NULL and *errorp on failure. */
+/* A handle dialing addr (krpc_clnt_dial_cb); NULL and *errorp on failure. */
 static struct krpc_clnt *
 clnt_rdma_dial(struct vnet *vnet, const struct sockaddr *addr, size_t recvsz, int reconnect,
-    int *errorp)
+    uint32_t cbslots, int *errorp)
 {
 	struct krpc_clnt *h;
 	uint32_t len;
@@ -338,34 +362,48 @@ clnt_rdma_dial(struct vnet *vnet, const struct sockaddr *addr, size_t recvsz, in
 	}
 	if (recvsz > UINT32_MAX)
 		recvsz = UINT32_MAX;
-	*errorp = krpc_clnt_dial(vnet, addr, len, (uint32_t)recvsz, reconnect, &h);
+	*errorp = krpc_clnt_dial_cb(vnet, addr, len, (uint32_t)recvsz, reconnect, cbslots, &h);
 	return (*errorp == 0 ? h : NULL);
 }
 
 CLIENT *
-clnt_rdma_connect(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
-    uint32_t vers, size_t recvsz, struct timeval *wait, int *errorp)
+clnt_rdma_connect_cb(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
+    uint32_t vers, size_t recvsz, uint32_t cbslots, struct timeval *wait, int *errorp)
 {
 	struct krpc_clnt *h;
 
-	h = clnt_rdma_dial(vnet, addr, recvsz, 0, errorp);
+	h = clnt_rdma_dial(vnet, addr, recvsz, 0, cbslots, errorp);
 	if (h == NULL)
 		return (NULL);
 	return (clnt_rdma_dialed(h, prog, vers, 0, wait, errorp));
 }
 
 CLIENT *
-clnt_rdma_reconnect_create(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
-    uint32_t vers, size_t sendsz, size_t recvsz)
+clnt_rdma_connect(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
+    uint32_t vers, size_t recvsz, struct timeval *wait, int *errorp)
+{
+	return (clnt_rdma_connect_cb(vnet, addr, prog, vers, recvsz, 0, wait, errorp));
+}
+
+CLIENT *
+clnt_rdma_reconnect_create_cb(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
+    uint32_t vers, size_t sendsz, size_t recvsz, uint32_t cbslots)
 {
 	struct krpc_clnt *h;
 	int error;
 
 	(void)sendsz;	/* calls go as the connection's limits allow (Long Call beyond) */
-	h = clnt_rdma_dial(vnet, addr, recvsz, 1, &error);
+	h = clnt_rdma_dial(vnet, addr, recvsz, 1, cbslots, &error);
 	if (h == NULL)
 		return (NULL);
 	return (clnt_rdma_dialed(h, prog, vers, 1, NULL, &error));
+}
+
+CLIENT *
+clnt_rdma_reconnect_create(struct vnet *vnet, const struct sockaddr *addr, uint32_t prog,
+    uint32_t vers, size_t sendsz, size_t recvsz)
+{
+	return (clnt_rdma_reconnect_create_cb(vnet, addr, prog, vers, sendsz, recvsz, 0));
 }
 
 /* Big-endian word at p (unaligned). */
@@ -398,9 +436,9 @@ clnt_rdma_put_auth(char *p, const struct opaque_auth *oa)
  * the args for AUTH_NONE / AUTH_SYS). The args are not appended: the Rust side walks them
  * directly (m_copym would drop the DDP marker's M_PROTO1). May sleep (M_WAITOK).
  */
-static struct mbuf *
-clnt_rdma_header(uint32_t xid, uint32_t prog, uint32_t vers, uint32_t proc, AUTH *auth,
-    int *errorp)
+struct mbuf *
+clnt_rdma_call_header(uint32_t xid, uint32_t prog, uint32_t vers, uint32_t proc,
+    struct __auth *auth, int *errorp)
 {
 	const struct opaque_auth *cred = &auth->ah_cred, *verf = &auth->ah_verf;
 	struct mbuf *m;
@@ -469,7 +507,7 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 	pri = cr->cr_interruptible ? PCATCH : 0;
 	sx_xunlock(&cr->cr_lock);
 
-	hdr = clnt_rdma_header(xid, prog, vers, proc, auth, &error);
+	hdr = clnt_rdma_call_header(xid, prog, vers, proc, auth, &error);
 	sx_xlock(&cr->cr_lock);
 	if (hdr == NULL) {
 		stat = RPC_CANTENCODEARGS;
@@ -487,6 +525,7 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 			krpc_clnt_reap(cr->cr_h, &handed);
 			if (handed > 0)
 				clnt_rdma_kick(cr, CR_CHAN(cr));
+			clnt_rdma_bc_kick(cr);
 			rc = krpc_clnt_send(cr->cr_h, hdr, args, &res);
 		}
 		if (rc != KRPC_CLNT_AGAIN)
@@ -521,6 +560,7 @@ clnt_rdma_call(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbu
 		rc = krpc_clnt_poll(cr->cr_h, xid, &rep, &res, &handed);
 		if (handed > 0)
 			clnt_rdma_kick(cr, CR_CHAN(cr));
+		clnt_rdma_bc_kick(cr);
 		if (rc == KRPC_CLNT_DONE) {
 			stat = (enum clnt_stat)res.stat;
 			break;
@@ -679,8 +719,33 @@ static void
 clnt_rdma_destroy(CLIENT *cl)
 {
 	struct ct_rdma *cr = cl->cl_private;
+	SVCXPRT *bc;
 
 	clnt_rdma_close(cl);
+	/*
+	 * The backchannel xprt lets go of the CLIENT, as clnt_vc_destroy: its reverse calls
+	 * not answered are answered SYSTEM_ERR (or died with the connection), then xp_p2 is
+	 * cleared under xp_lock (an xp_recv / xp_reply inside holds it: waited for) and our
+	 * reference dropped. cr_lock is not held across xp_lock (their order is xp_lock, then
+	 * cr_lock).
+	 */
+	sx_xlock(&cr->cr_lock);
+	mtx_lock(&cr->cr_wlock);
+	bc = cr->cr_bc;
+	cr->cr_bc = NULL;
+	mtx_unlock(&cr->cr_wlock);
+	if (bc != NULL)
+		krpc_clnt_set_bc(cr->cr_h, 0);
+	sx_xunlock(&cr->cr_lock);
+	if (bc != NULL) {
+		sx_xlock(&bc->xp_lock);
+		bc->xp_p2 = NULL;
+		bc->xp_p1 = bc;		/* detached for good: XPRT_DIED */
+		sx_xunlock(&bc->xp_lock);
+		/* Its xp_stat says XPRT_DIED from now on: a pool thread unregisters it. */
+		xprt_active(bc);
+		SVC_RELEASE(bc);
+	}
 	krpc_clnt_free(cr->cr_h);
 	mtx_destroy(&cr->cr_wlock);
 	sx_destroy(&cr->cr_lock);
@@ -722,6 +787,8 @@ clnt_rdma_control(CLIENT *cl, u_int request, void *info)
 	struct timeval *tv;
 	bool_t ok = TRUE;
 
+	if (request == CLSET_BACKCHANNEL)
+		return (clnt_rdma_set_backchannel(cl, info));
 	sx_xlock(&cr->cr_lock);
 	switch (request) {
 	case CLSET_TIMEOUT:
@@ -781,6 +848,12 @@ clnt_rdma_control(CLIENT *cl, u_int request, void *info)
 	case CLGET_RDMA_STOCK:
 		*(int *)info = krpc_clnt_get_stock(cr->cr_h);
 		break;
+	case CLSET_RDMA_CBSLOTS:
+		ok = krpc_clnt_set_cbslots(cr->cr_h, *(uint32_t *)info) == 0;
+		break;
+	case CLGET_RDMA_CBSLOTS:
+		*(uint32_t *)info = krpc_clnt_get_cbslots(cr->cr_h);
+		break;
 	default:
 		/* CLSET_TLS among them: RPC-over-RDMA has no TLS (RFC 9289 is TCP only). */
 		ok = FALSE;
@@ -788,4 +861,246 @@ clnt_rdma_control(CLIENT *cl, u_int request, void *info)
 	}
 	sx_xunlock(&cr->cr_lock);
 	return (ok);
+}
+
+/* ---- the backchannel SVCXPRT (CLSET_BACKCHANNEL) ----------------------------------------- */
+
+static bool_t clnt_rdma_bc_recv(SVCXPRT *, struct rpc_msg *, struct sockaddr **,
+    struct mbuf **);
+static enum xprt_stat clnt_rdma_bc_stat(SVCXPRT *);
+static bool_t clnt_rdma_bc_reply(SVCXPRT *, struct rpc_msg *, struct sockaddr *,
+    struct mbuf *, uint32_t *);
+static void clnt_rdma_bc_destroy(SVCXPRT *);
+static bool_t clnt_rdma_bc_control(SVCXPRT *, const u_int, void *);
+
+/* What svc_vc_backchannel_ops are for clnt_vc. */
+static const struct xp_ops clnt_rdma_bc_ops = {
+	.xp_recv =	clnt_rdma_bc_recv,
+	.xp_stat =	clnt_rdma_bc_stat,
+	.xp_ack =	NULL,
+	.xp_reply =	clnt_rdma_bc_reply,
+	.xp_destroy =	clnt_rdma_bc_destroy,
+	.xp_control =	clnt_rdma_bc_control,
+};
+
+SVCXPRT *
+svc_rdma_create_backchannel(SVCPOOL *pool)
+{
+	SVCXPRT *xprt;
+
+	xprt = svc_xprt_alloc();
+	if (xprt == NULL)
+		return (NULL);
+	sx_init(&xprt->xp_lock, "xprt->xp_lock");
+	xprt->xp_pool = pool;
+	xprt->xp_p1 = NULL;
+	xprt->xp_p2 = NULL;	/* the CLIENT, once CLSET_BACKCHANNEL */
+	xprt->xp_netid = NULL;
+	xprt->xp_ops = &clnt_rdma_bc_ops;
+	xprt_register(xprt);
+	/* Its ops are the module's: counted with the CLIENTs (krpc_rdma_busy). */
+	atomic_add_int(&clnt_rdma_live, 1);
+	return (xprt);
+}
+
+/* CLSET_BACKCHANNEL: xp_lock before cr_lock (the xprt's ops take them in that order). */
+static bool_t
+clnt_rdma_set_backchannel(CLIENT *cl, void *info)
+{
+	struct ct_rdma *cr = cl->cl_private;
+	SVCXPRT *xprt = info;
+
+	if (xprt == NULL || xprt->xp_ops != &clnt_rdma_bc_ops)
+		return (FALSE);
+	sx_xlock(&xprt->xp_lock);
+	sx_xlock(&cr->cr_lock);
+	if (cr->cr_bc != NULL || xprt->xp_p2 != NULL || xprt->xp_p1 != NULL ||
+	    cr->cr_closing) {
+		/* As clnt_vc: one backchannel per CLIENT, set once. */
+		sx_xunlock(&cr->cr_lock);
+		sx_xunlock(&xprt->xp_lock);
+		return (cr->cr_bc == xprt);
+	}
+	SVC_ACQUIRE(xprt);
+	xprt->xp_p2 = cl;
+	mtx_lock(&cr->cr_wlock);
+	cr->cr_bc = xprt;
+	mtx_unlock(&cr->cr_wlock);
+	krpc_clnt_set_bc(cr->cr_h, 1);
+	sx_xunlock(&cr->cr_lock);
+	sx_xunlock(&xprt->xp_lock);
+	/* Reverse calls may be waiting already (or an upcall went unseen). */
+	xprt_active(xprt);
+	return (TRUE);
+}
+
+static bool_t
+clnt_rdma_bc_recv(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr **addrp,
+    struct mbuf **mp)
+{
+	struct krpc_svc_call c;
+	struct ct_rdma *cr;
+	struct mbuf *args = NULL;
+	CLIENT *cl;
+	uint32_t handed;
+	uint64_t gen;
+	int rc;
+
+	*addrp = NULL;
+	*mp = NULL;
+	memset(&c, 0, sizeof(c));
+	sx_xlock(&xprt->xp_lock);
+	cl = xprt->xp_p2;
+	if (cl == NULL) {
+		xprt_inactive_self(xprt);
+		sx_xunlock(&xprt->xp_lock);
+		return (FALSE);
+	}
+	cr = cl->cl_private;
+	sx_xlock(&cr->cr_lock);
+	gen = clnt_rdma_gen(cr);
+	rc = krpc_clnt_bc_recv(cr->cr_h, &c, msg->rm_call.cb_cred.oa_base,
+	    msg->rm_call.cb_verf.oa_base, &args, &handed);
+	if (handed > 0)
+		clnt_rdma_kick(cr, CR_CHAN(cr));
+	if (rc != KRPC_SVC_CALL) {
+		/* Inactive unless an upcall came since the reap began (then poll again). */
+		mtx_lock(&cr->cr_wlock);
+		if (cr->cr_kick == gen || rc == KRPC_SVC_DIED)
+			xprt_inactive_self(xprt);
+		mtx_unlock(&cr->cr_wlock);
+		sx_xunlock(&cr->cr_lock);
+		sx_xunlock(&xprt->xp_lock);
+		return (FALSE);
+	}
+	sx_xunlock(&cr->cr_lock);
+	sx_xunlock(&xprt->xp_lock);
+	/* Never a NULL chain (svc_getreq's consumers mtod() it), as svc_rdma_recv. */
+	if (args == NULL)
+		args = m_get(M_WAITOK, MT_DATA);
+	msg->rm_xid = c.xid;
+	msg->rm_direction = CALL;
+	msg->rm_call.cb_rpcvers = c.rpcvers;
+	msg->rm_call.cb_prog = c.prog;
+	msg->rm_call.cb_vers = c.vers;
+	msg->rm_call.cb_proc = c.proc_;
+	msg->rm_call.cb_cred.oa_flavor = (enum_t)c.cred_flavor;
+	msg->rm_call.cb_cred.oa_length = c.cred_len;
+	msg->rm_call.cb_verf.oa_flavor = (enum_t)c.verf_flavor;
+	msg->rm_call.cb_verf.oa_length = c.verf_len;
+	*mp = args;
+	return (TRUE);
+}
+
+static enum xprt_stat
+clnt_rdma_bc_stat(SVCXPRT *xprt)
+{
+	struct ct_rdma *cr;
+	CLIENT *cl;
+	uint32_t n;
+
+	sx_xlock(&xprt->xp_lock);
+	cl = xprt->xp_p2;
+	if (cl == NULL) {
+		/* Not attached yet (idle), or its CLIENT is gone (xp_p1 set): svc.c unregisters
+		 * it. */
+		cl = xprt->xp_p1;
+		sx_xunlock(&xprt->xp_lock);
+		return (cl != NULL ? XPRT_DIED : XPRT_IDLE);
+	}
+	cr = cl->cl_private;
+	sx_xlock(&cr->cr_lock);
+	n = krpc_clnt_bc_pending(cr->cr_h);
+	sx_xunlock(&cr->cr_lock);
+	sx_xunlock(&xprt->xp_lock);
+	return (n > 0 ? XPRT_MOREREQS : XPRT_IDLE);
+}
+
+/*
+ * As svc_vc_backchannel_reply: the reply header, then (MSG_ACCEPTED / SUCCESS only) the
+ * results m, sent on the CLIENT's connection (an inline reverse reply); m is consumed.
+ */
+static bool_t
+clnt_rdma_bc_reply(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr *addr, struct mbuf *m,
+    uint32_t *seq)
+{
+	struct ct_rdma *cr;
+	struct mbuf *hdr;
+	CLIENT *cl;
+	uint32_t handed;
+	uint64_t gen;
+	int rc;
+
+	if (!(msg->rm_reply.rp_stat == MSG_ACCEPTED &&
+	    msg->acpted_rply.ar_stat == SUCCESS) && m != NULL) {
+		m_freem(m);
+		m = NULL;
+	}
+	hdr = svc_rdma_reply_header(msg);
+	if (hdr == NULL) {
+		if (m != NULL)
+			m_freem(m);
+		return (FALSE);
+	}
+	sx_xlock(&xprt->xp_lock);
+	cl = xprt->xp_p2;
+	if (cl == NULL) {
+		/* As svc_vc_backchannel_reply without its ct_data: EPIPE, nothing sent. */
+		sx_xunlock(&xprt->xp_lock);
+		m_freem(hdr);
+		if (m != NULL)
+			m_freem(m);
+		return (FALSE);
+	}
+	cr = cl->cl_private;
+	sx_xlock(&cr->cr_lock);
+	for (;;) {
+		gen = clnt_rdma_gen(cr);
+		rc = krpc_clnt_bc_reply(cr->cr_h, msg->rm_xid, hdr, m);
+		if (rc != KRPC_SVC_AGAIN)
+			break;
+		krpc_clnt_reap(cr->cr_h, &handed);
+		if (handed > 0)
+			clnt_rdma_kick(cr, CR_CHAN(cr));
+		rc = krpc_clnt_bc_reply(cr->cr_h, msg->rm_xid, hdr, m);
+		if (rc != KRPC_SVC_AGAIN)
+			break;
+		/* Until a Send completion's upcall (or a tick); the pool thread may sleep. */
+		(void)clnt_rdma_sleep(cr, CR_CHAN(cr), gen, 0, "rdmabcr", hz / 100 + 1);
+	}
+	sx_xunlock(&cr->cr_lock);
+	sx_xunlock(&xprt->xp_lock);
+	if (rc == KRPC_SVC_SENT && seq != NULL)
+		*seq = 0;
+	return (rc == KRPC_SVC_SENT);
+}
+
+static void
+clnt_rdma_bc_destroy(SVCXPRT *xprt)
+{
+	/* The last reference: the CLIENT let go of it (xp_p2 NULL), nothing queued here. */
+	sx_destroy(&xprt->xp_lock);
+	svc_xprt_free(xprt);
+	atomic_subtract_int(&clnt_rdma_live, 1);
+}
+
+static bool_t
+clnt_rdma_bc_control(SVCXPRT *xprt, const u_int rq, void *in)
+{
+	struct ct_rdma *cr;
+	CLIENT *cl;
+	int rc = KRPC_SVC_FAILED;
+
+	if (rq != SVCRDMA_DROP_CALL || in == NULL)
+		return (FALSE);
+	sx_xlock(&xprt->xp_lock);
+	cl = xprt->xp_p2;
+	if (cl != NULL) {
+		cr = cl->cl_private;
+		sx_xlock(&cr->cr_lock);
+		rc = krpc_clnt_bc_drop(cr->cr_h, *(uint32_t *)in);
+		sx_xunlock(&cr->cr_lock);
+	}
+	sx_xunlock(&xprt->xp_lock);
+	return (rc == KRPC_SVC_DROPPED);
 }

@@ -32,7 +32,7 @@
 #include <stdint.h>
 #endif
 
-#define KRPC_CLNT_ABI_VERSION	2
+#define KRPC_CLNT_ABI_VERSION	3
 
 /* krpc_clnt_poll: the call ended (res filled); still waiting. */
 #define KRPC_CLNT_DONE		0
@@ -55,6 +55,28 @@
  */
 #define CLSET_RDMA_STOCK	0x52440004
 #define CLGET_RDMA_STOCK	0x52440005
+/*
+ * clnt_rdma's backchannel slots (RFC 8167; Macklem's xprt_rdma_connect(..., cbslots)):
+ * CLNT_CONTROL(cl, CLSET_RDMA_CBSLOTS, &n) with n a uint32_t enables n reverse-direction
+ * slots now (if connected) and on every later connection of a reconnecting CLIENT: at most
+ * the connection's reserve (clnt_rdma_connect_cb / clnt_rdma_reconnect_create_cb's
+ * cbslots, or the Requester's max_reverse_requests for clnt_rdma_create), FALSE beyond it;
+ * e.g. the back channel's ca_maxrequests once CREATE_SESSION agreed it.
+ * CLNT_CONTROL(cl, CLGET_RDMA_CBSLOTS, &n) stores the slots asked for.
+ *
+ * The backchannel SVCXPRT: CLNT_CONTROL(cl, CLSET_BACKCHANNEL, xprt) (sys/rpc/clnt.h's 29),
+ * as the NFSv4.1 client does on clnt_vc (nfs_commonkrpc.c: svc_vc_create_backchannel, then
+ * CLSET_BACKCHANNEL), with an xprt from svc_rdma_create_backchannel (any other is refused:
+ * FALSE). The CLIENT takes a reference on it (SVC_ACQUIRE) and drops it in cl_destroy after
+ * clearing its xp_p2 under xp_lock (clnt_vc_destroy's order). Reverse calls arriving on the
+ * connection are then queued for it and the xprt activated (xprt_active), as clnt_vc's
+ * soupcall hands a CALL to ct_backchannelxprt; its xp_recv hands them to svc.c's pool,
+ * its xp_reply sends the reply on the CLIENT's connection (an inline RPC-over-RDMA reverse
+ * reply: a reply larger than the inline size is answered SYSTEM_ERR instead). Without a
+ * backchannel xprt a reverse call is answered SYSTEM_ERR by the transport at once.
+ */
+#define CLSET_RDMA_CBSLOTS	0x52440006
+#define CLGET_RDMA_CBSLOTS	0x52440007
 
 /* What a call ended with: an enum clnt_stat value and its detail, flat. */
 struct krpc_clnt_res {
@@ -73,6 +95,9 @@ struct krpc_clnt_stats {
 };
 
 struct krpc_clnt;	/* Rust: connection + Requester + bridge scratch */
+struct krpc_svc_call;
+struct __rpc_svcxprt;
+struct __rpc_svcpool;
 struct mbuf;
 struct __rpc_client;
 struct sockaddr;
@@ -133,6 +158,33 @@ int krpc_clnt_link(struct krpc_clnt *h, uint64_t now_ms, uint32_t *wait_ms, uint
 void krpc_clnt_set_stock(struct krpc_clnt *h, int on);
 int krpc_clnt_get_stock(struct krpc_clnt *h);
 void krpc_clnt_get_stats(struct krpc_clnt *h, struct krpc_clnt_stats *out);
+/* krpc_clnt_dial with cbslots reverse slots reserved and enabled on every connection (the
+ * receive and send buffers grown by as many); cbslots 0: as krpc_clnt_dial. */
+int krpc_clnt_dial_cb(struct vnet *vnet, const struct sockaddr *addr, uint32_t len,
+    uint32_t max_reply, int reconnect, uint32_t cbslots, struct krpc_clnt **out);
+/* The reverse slots to enable (CLSET_RDMA_CBSLOTS): 0 or an errno (EINVAL beyond the
+ * reserve, ENOTCONN); the slots asked for. */
+int krpc_clnt_set_cbslots(struct krpc_clnt *h, uint32_t n);
+uint32_t krpc_clnt_get_cbslots(struct krpc_clnt *h);
+/* A backchannel xprt registered (on != 0) or gone (its reverse calls not yet answered are
+ * answered SYSTEM_ERR by the transport). */
+void krpc_clnt_set_bc(struct krpc_clnt *h, int on);
+/* Reverse calls queued for the backchannel xprt's xp_recv. */
+uint32_t krpc_clnt_bc_pending(struct krpc_clnt *h);
+/*
+ * The backchannel xprt's xp_recv: reap (*handed: calls of others that ended: wake them),
+ * then the next reverse call as krpc_svc_recv hands a call up (KRPC_SVC_CALL with *call,
+ * cred / verf, *args; KRPC_SVC_NONE; KRPC_SVC_DIED once the connection is gone for good).
+ * A reverse call whose RPC header cannot be handed up is answered here.
+ */
+int krpc_clnt_bc_recv(struct krpc_clnt *h, struct krpc_svc_call *call, void *cred, void *verf,
+    struct mbuf **args, uint32_t *handed);
+/* The backchannel xprt's xp_reply to reverse call xid: hdr + res as krpc_svc_reply
+ * (KRPC_SVC_SENT, KRPC_SVC_AGAIN: nothing consumed, reap and retry; KRPC_SVC_FAILED). */
+int krpc_clnt_bc_reply(struct krpc_clnt *h, uint32_t xid, struct mbuf *hdr, struct mbuf *res);
+/* The backchannel's consumer will not answer reverse call xid: the transport answers
+ * SYSTEM_ERR. KRPC_SVC_DROPPED, or KRPC_SVC_FAILED if no such call is waiting. */
+int krpc_clnt_bc_drop(struct krpc_clnt *h, uint32_t xid);
 
 /* ---- C (krpc_rdma_clnt.c) ---------------------------------------------------------- */
 
@@ -168,6 +220,27 @@ struct __rpc_client *clnt_rdma_connect(struct vnet *vnet, const struct sockaddr 
  */
 struct __rpc_client *clnt_rdma_reconnect_create(struct vnet *vnet,
     const struct sockaddr *addr, uint32_t prog, uint32_t vers, size_t sendsz, size_t recvsz);
+/* clnt_rdma_connect / clnt_rdma_reconnect_create with cbslots reverse-direction slots
+ * reserved on every connection and enabled once it is up (Macklem's cbslots). */
+struct __rpc_client *clnt_rdma_connect_cb(struct vnet *vnet, const struct sockaddr *addr,
+    uint32_t prog, uint32_t vers, size_t recvsz, uint32_t cbslots, struct timeval *wait,
+    int *errorp);
+struct __rpc_client *clnt_rdma_reconnect_create_cb(struct vnet *vnet,
+    const struct sockaddr *addr, uint32_t prog, uint32_t vers, size_t sendsz, size_t recvsz,
+    uint32_t cbslots);
+/*
+ * A backchannel SVCXPRT for CLSET_BACKCHANNEL on a clnt_rdma CLIENT (what
+ * svc_vc_create_backchannel is for clnt_vc), registered with pool (unlike
+ * svc_vc_create_backchannel, so that xprt_active reaches the pool's threads) and returned
+ * with the caller's reference, as svc_rdma_create. Until CLSET_BACKCHANNEL its xp_recv hands
+ * nothing up; after the CLIENT is destroyed its xp_stat says XPRT_DIED (svc.c unregisters
+ * it). SVC_CONTROL(xprt, SVCRDMA_DROP_CALL, &xid) as on svc_rdma. NULL without memory.
+ */
+struct __rpc_svcxprt *svc_rdma_create_backchannel(struct __rpc_svcpool *pool);
+/* The RPC call header of clnt_rdma (AUTH_NONE / AUTH_SYS), shared with clnt_rdma_bck. */
+struct __auth;
+struct mbuf *clnt_rdma_call_header(uint32_t xid, uint32_t prog, uint32_t vers, uint32_t proc,
+    struct __auth *auth, int *errorp);
 /* The length of the struct sockaddr at sa by its family (AF_INET, AF_INET6); 0 for any other
  * (what krpc_clnt_dial and krpc_listen_create are given). */
 uint32_t krpc_sockaddr_len(const struct sockaddr *sa);

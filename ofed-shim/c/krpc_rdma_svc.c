@@ -136,6 +136,21 @@ svc_rdma_upcall(void *arg)
 	mtx_unlock(&sr->sr_wlock);
 }
 
+/*
+ * Callbacks (clnt_rdma_bck) whose reply a reap found (sr_lock held): wake their callers,
+ * who sleep on sr_kick as an xp_reply waiting for a send resource does.
+ */
+static void
+svc_rdma_bck_wake(struct svc_rdma *sr)
+{
+	if (krpc_svc_bck_handed(sr->sr_h) == 0)
+		return;
+	mtx_lock(&sr->sr_wlock);
+	sr->sr_kick++;
+	wakeup(&sr->sr_kick);
+	mtx_unlock(&sr->sr_wlock);
+}
+
 /* (Re)start the idle check, every sixth of the timeout (at least a second). sr_wlock held. */
 static void svc_rdma_idle(void *);
 
@@ -217,7 +232,10 @@ svc_rdma_create(struct __rpc_svcpool *pool, struct krpc_svc *h)
 	sx_init(&xprt->xp_lock, "xprt->xp_lock");
 	xprt->xp_pool = pool;
 	xprt->xp_p1 = sr;
-	/* No backchannel CLIENT (clnt_bck) on this transport: a REPLY is dropped (svc.rs). */
+	/*
+	 * Not used by svc_rdma: a clnt_rdma_bck CLIENT's replies are matched by XID in the
+	 * Rust state (svc.rs), not through xp_p2 (svc_vc's clnt_bck_svccall); nfsd may set it.
+	 */
 	xprt->xp_p2 = NULL;
 	xprt->xp_netid = NULL;
 	xprt->xp_ops = &svc_rdma_ops;
@@ -266,6 +284,7 @@ svc_rdma_recv(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr **addrp,
 	/* A transport the idle timeout ended hands nothing up (xp_stat says XPRT_DIED). */
 	rc = died ? KRPC_SVC_DIED : krpc_svc_recv(sr->sr_h, &c,
 	    msg->rm_call.cb_cred.oa_base, msg->rm_call.cb_verf.oa_base, &args);
+	svc_rdma_bck_wake(sr);
 	if (rc != KRPC_SVC_CALL) {
 		/*
 		 * As svc_vc_recv with nothing readable: inactive, unless an upcall came since the
@@ -317,6 +336,7 @@ svc_rdma_stat(SVCXPRT *xprt)
 	died = sr->sr_died;
 	mtx_unlock(&sr->sr_wlock);
 	st = died ? KRPC_SVC_STAT_DIED : krpc_svc_stat(sr->sr_h);
+	svc_rdma_bck_wake(sr);
 	if (st == KRPC_SVC_STAT_DIED && !died) {
 		mtx_lock(&sr->sr_wlock);
 		sr->sr_died = 1;
@@ -347,8 +367,8 @@ svc_rdma_put32(char *p, uint32_t v)
  * REPLY, then MSG_ACCEPTED (verifier, accept_stat, PROG_MISMATCH's low/high) or MSG_DENIED
  * (RPC_MISMATCH's low/high, AUTH_ERROR's auth_stat). One mbuf or cluster; may sleep.
  */
-static struct mbuf *
-svc_rdma_header(struct rpc_msg *msg)
+struct mbuf *
+svc_rdma_reply_header(struct rpc_msg *msg)
 {
 	const struct opaque_auth *verf = &msg->acpted_rply.ar_verf;
 	struct mbuf *m;
@@ -411,7 +431,7 @@ svc_rdma_reply(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr *addr, struct
 		m_freem(m);
 		m = NULL;
 	}
-	hdr = svc_rdma_header(msg);
+	hdr = svc_rdma_reply_header(msg);
 	if (hdr == NULL) {
 		if (m != NULL)
 			m_freem(m);
@@ -426,6 +446,7 @@ svc_rdma_reply(SVCXPRT *xprt, struct rpc_msg *msg, struct sockaddr *addr, struct
 		if (rc != KRPC_SVC_AGAIN)
 			break;
 		krpc_svc_reap(sr->sr_h);
+		svc_rdma_bck_wake(sr);
 		rc = krpc_svc_reply(sr->sr_h, msg->rm_xid, hdr, m);
 		if (rc != KRPC_SVC_AGAIN)
 			break;
@@ -538,6 +559,8 @@ svc_rdma_control(SVCXPRT *xprt, const u_int rq, void *in)
 		*(int *)in = krpc_svc_get_stock(sr->sr_h);
 		sx_xunlock(&sr->sr_lock);
 		return (TRUE);
+	case SVCRDMA_SET_CBSLOTS:
+		return (svc_rdma_set_cbslots(xprt, *(uint32_t *)in) == 0);
 	default:
 		return (FALSE);
 	}
@@ -546,6 +569,417 @@ svc_rdma_control(SVCXPRT *xprt, const u_int rq, void *in)
 /* ---- the rendezvous transport (svc_rdma_listen) ----------------------------------------- */
 
 /* What svc_vc's rendezvous is for a listening socket. */
+int
+svc_rdma_set_cbslots(SVCXPRT *xprt, uint32_t n)
+{
+	struct svc_rdma *sr = xprt->xp_p1;
+	int error;
+
+	sx_xlock(&sr->sr_lock);
+	error = krpc_svc_set_cbslots(sr->sr_h, n);
+	sx_xunlock(&sr->sr_lock);
+	return (error);
+}
+
+/* ---- clnt_rdma_bck: callbacks on svc_rdma's connection (clnt_bck.c's part) --------------- */
+
+/* What clnt_bck.c's struct ct_data is for the callbacks; under the transport's sr_lock. */
+struct cb_rdma {
+	SVCXPRT		*cb_xprt;	/* its svc_rdma transport (a reference held) */
+	uint32_t	cb_xid;		/* the last XID used */
+	uint32_t	cb_prog;
+	uint32_t	cb_vers;
+	struct timeval	cb_wait;	/* CLSET_TIMEOUT; tv_usec == -1: the caller's */
+	const char	*cb_waitchan;
+	int		cb_interruptible;
+	int		cb_threads;	/* callers inside cl_call */
+	int		cb_closing;
+	struct rpc_err	cb_error;	/* the last call's (cl_geterr) */
+};
+
+static enum clnt_stat clnt_rdma_bck_ccall(CLIENT *, struct rpc_callextra *, rpcproc_t,
+    struct mbuf *, struct mbuf **, struct timeval);
+static void clnt_rdma_bck_abort(CLIENT *);
+static void clnt_rdma_bck_geterr(CLIENT *, struct rpc_err *);
+static bool_t clnt_rdma_bck_freeres(CLIENT *, xdrproc_t, void *);
+static void clnt_rdma_bck_close(CLIENT *);
+static void clnt_rdma_bck_destroy(CLIENT *);
+static bool_t clnt_rdma_bck_control(CLIENT *, u_int, void *);
+
+static const struct clnt_ops clnt_rdma_bck_ops = {
+	.cl_call =	clnt_rdma_bck_ccall,
+	.cl_abort =	clnt_rdma_bck_abort,
+	.cl_geterr =	clnt_rdma_bck_geterr,
+	.cl_freeres =	clnt_rdma_bck_freeres,
+	.cl_close =	clnt_rdma_bck_close,
+	.cl_destroy =	clnt_rdma_bck_destroy,
+	.cl_control =	clnt_rdma_bck_control,
+};
+
+CLIENT *
+clnt_rdma_bck_create(SVCXPRT *xprt, uint32_t prog, uint32_t vers)
+{
+	static uint32_t disrupt;
+	struct timeval now;
+	struct cb_rdma *cb;
+	CLIENT *cl;
+
+	if (xprt == NULL || xprt->xp_ops != &svc_rdma_ops)
+		return (NULL);
+	cl = malloc(sizeof(*cl), M_KRPC_SVC, M_WAITOK | M_ZERO);
+	cb = malloc(sizeof(*cb), M_KRPC_SVC, M_WAITOK | M_ZERO);
+	if (cl == NULL || cb == NULL) {
+		if (cl != NULL)
+			free(cl, M_KRPC_SVC);
+		if (cb != NULL)
+			free(cb, M_KRPC_SVC);
+		return (NULL);
+	}
+	/* As clnt_bck_create: the first XID from a counter and the time of day. */
+	if (atomic_load_int(&disrupt) == 0)
+		atomic_cmpset_int(&disrupt, 0, (uint32_t)(uintptr_t)xprt);
+	getmicrotime(&now);
+	cb->cb_xid = (atomic_fetchadd_int(&disrupt, 1) + 1) ^ (uint32_t)now.tv_sec ^
+	    (uint32_t)now.tv_usec;
+	SVC_ACQUIRE(xprt);
+	cb->cb_xprt = xprt;
+	cb->cb_prog = prog;
+	cb->cb_vers = vers;
+	cb->cb_wait.tv_sec = -1;
+	cb->cb_wait.tv_usec = -1;
+	cb->cb_waitchan = "rpcbck";
+	cl->cl_refs = 1;
+	cl->cl_ops = &clnt_rdma_bck_ops;
+	cl->cl_private = cb;
+	cl->cl_auth = authnone_create();
+	cl->cl_netid = NULL;
+	cl->cl_tp = NULL;
+	atomic_add_int(&svc_rdma_live, 1);
+	return (cl);
+}
+
+int
+clnt_rdma_bck_call(CLIENT *cl, struct rpc_callextra *ext, uint32_t proc, struct mbuf *args,
+    struct mbuf **resultsp, struct timeval utimeout, SVCXPRT *xprt)
+{
+	struct cb_rdma *cb = cl->cl_private;
+	struct rpc_err *errp;
+
+	if (cl->cl_ops != &clnt_rdma_bck_ops || cb->cb_xprt != xprt) {
+		errp = ext != NULL ? &ext->rc_err : &cb->cb_error;
+		errp->re_status = RPC_CANTSEND;
+		errp->re_errno = EINVAL;
+		*resultsp = NULL;
+		return (RPC_CANTSEND);
+	}
+	return (CLNT_CALL_MBUF(cl, ext, proc, args, resultsp, utimeout));
+}
+
+/* Ticks left of timo since start (<= 0: expired). */
+static int
+clnt_rdma_left(int start, int timo)
+{
+	return (timo - (int)((u_int)ticks - (u_int)start));
+}
+
+/* Sleep on sr_kick (sr_lock held, dropped while asleep) unless it moved since gen. */
+static int
+svc_rdma_bck_sleep(struct svc_rdma *sr, uint64_t gen, int pri, const char *wmesg, int timo)
+{
+	int error = 0;
+
+	mtx_lock(&sr->sr_wlock);
+	sx_xunlock(&sr->sr_lock);
+	if (sr->sr_kick == gen)
+		error = msleep(&sr->sr_kick, &sr->sr_wlock, pri, wmesg, timo);
+	mtx_unlock(&sr->sr_wlock);
+	sx_xlock(&sr->sr_lock);
+	return (error);
+}
+
+static uint64_t
+svc_rdma_bck_gen(struct svc_rdma *sr)
+{
+	uint64_t k;
+
+	mtx_lock(&sr->sr_wlock);
+	k = sr->sr_kick;
+	mtx_unlock(&sr->sr_wlock);
+	return (k);
+}
+
+/*
+ * As clnt_bck_call: the call goes out on the connection (an inline reverse call), the
+ * caller sleeps until its reply (every waiter and the pool threads reap, for all), its
+ * timeout, a signal, or the loss of the connection. Unlike clnt_bck the args chain is not
+ * consumed (as clnt_rdma_call and clnt_vc: the caller frees it).
+ */
+static enum clnt_stat
+clnt_rdma_bck_ccall(CLIENT *cl, struct rpc_callextra *ext, rpcproc_t proc, struct mbuf *args,
+    struct mbuf **resultsp, struct timeval utimeout)
+{
+	struct cb_rdma *cb = cl->cl_private;
+	struct svc_rdma *sr = cb->cb_xprt->xp_p1;
+	AUTH *auth = (ext != NULL && ext->rc_auth != NULL) ? ext->rc_auth : cl->cl_auth;
+	struct rpc_err *errp = ext != NULL ? &ext->rc_err : &cb->cb_error;
+	struct krpc_clnt_res res;
+	struct mbuf *hdr, *rep = NULL;
+	struct timeval tv;
+	uint32_t xid, prog, vers;
+	uint64_t gen;
+	enum clnt_stat stat;
+	int error, rc, start, timo, left, pri;
+
+	*resultsp = NULL;
+	memset(&res, 0, sizeof(res));
+	sx_xlock(&sr->sr_lock);
+	if (cb->cb_closing) {
+		sx_xunlock(&sr->sr_lock);
+		errp->re_status = RPC_CANTSEND;
+		errp->re_errno = ESHUTDOWN;
+		return (RPC_CANTSEND);
+	}
+	cb->cb_threads++;
+	xid = ++cb->cb_xid;
+	prog = cb->cb_prog;
+	vers = cb->cb_vers;
+	tv = cb->cb_wait.tv_usec == -1 ? utimeout : cb->cb_wait;
+	pri = cb->cb_interruptible ? PCATCH : 0;
+	sx_xunlock(&sr->sr_lock);
+
+	hdr = clnt_rdma_call_header(xid, prog, vers, proc, auth, &error);
+	sx_xlock(&sr->sr_lock);
+	if (hdr == NULL) {
+		stat = RPC_CANTENCODEARGS;
+		res.err = error;
+		goto out;
+	}
+	timo = tvtohz(&tv);
+	start = ticks;
+	for (;;) {
+		if (sr->sr_died) {
+			/* As clnt_bck_call on a connection going down: RPC_CANTRECV. */
+			stat = RPC_CANTRECV;
+			res.err = ENOTCONN;
+			goto out;
+		}
+		gen = svc_rdma_bck_gen(sr);
+		rc = krpc_svc_bck_send(sr->sr_h, hdr, args, &res);
+		if (rc == KRPC_CLNT_AGAIN) {
+			krpc_svc_reap(sr->sr_h);
+			svc_rdma_bck_wake(sr);
+			rc = krpc_svc_bck_send(sr->sr_h, hdr, args, &res);
+		}
+		if (rc != KRPC_CLNT_AGAIN)
+			break;
+		left = clnt_rdma_left(start, timo);
+		if (left <= 0) {
+			stat = RPC_TIMEDOUT;
+			res.err = ETIMEDOUT;
+			goto out;
+		}
+		error = svc_rdma_bck_sleep(sr, gen, pri, cb->cb_waitchan, MIN(left, hz));
+		if (error == EINTR || error == ERESTART) {
+			stat = RPC_CANTSEND;
+			res.err = error;
+			goto out;
+		}
+	}
+	if (rc != KRPC_CLNT_SENT) {
+		stat = (enum clnt_stat)res.stat;
+		goto out;
+	}
+	mtx_lock(&sr->sr_wlock);
+	sr->sr_lastactive = time_uptime;
+	mtx_unlock(&sr->sr_wlock);
+	for (;;) {
+		gen = svc_rdma_bck_gen(sr);
+		rc = krpc_svc_bck_poll(sr->sr_h, xid, &rep, &res);
+		svc_rdma_bck_wake(sr);
+		if (rc == KRPC_CLNT_DONE) {
+			stat = (enum clnt_stat)res.stat;
+			break;
+		}
+		/* clnt_bck's "rpc-based message passing": a zero timeout does not wait. */
+		if (tv.tv_sec == 0 && tv.tv_usec == 0) {
+			krpc_svc_bck_abandon(sr->sr_h, xid);
+			stat = RPC_TIMEDOUT;
+			break;
+		}
+		left = clnt_rdma_left(start, timo);
+		if (left <= 0) {
+			krpc_svc_bck_abandon(sr->sr_h, xid);
+			stat = RPC_TIMEDOUT;
+			res.err = ETIMEDOUT;
+			break;
+		}
+		if (sr->sr_died || cb->cb_closing) {
+			krpc_svc_bck_abandon(sr->sr_h, xid);
+			stat = RPC_CANTRECV;
+			res.err = cb->cb_closing ? ESHUTDOWN : ENOTCONN;
+			break;
+		}
+		/* At most a second: the loss is seen by a poll, whoever's upcall came. */
+		error = svc_rdma_bck_sleep(sr, gen, pri, cb->cb_waitchan, MIN(left, hz));
+		if (error != 0 && error != EWOULDBLOCK) {
+			/* As clnt_bck_call: EINTR is RPC_INTR, any other error RPC_CANTRECV. */
+			krpc_svc_bck_abandon(sr->sr_h, xid);
+			stat = error == EINTR ? RPC_INTR : RPC_CANTRECV;
+			res.err = error;
+			break;
+		}
+	}
+out:
+	errp->re_status = stat;
+	switch (stat) {
+	case RPC_VERSMISMATCH:
+	case RPC_PROGVERSMISMATCH:
+		errp->re_vers.low = res.low;
+		errp->re_vers.high = res.high;
+		break;
+	case RPC_AUTHERROR:
+		errp->re_why = (enum auth_stat)res.err;
+		break;
+	default:
+		errp->re_errno = res.err;
+		break;
+	}
+	if (errp != &cb->cb_error)
+		cb->cb_error = *errp;
+	cb->cb_threads--;
+	if (cb->cb_closing && cb->cb_threads == 0)
+		wakeup(&cb->cb_threads);
+	sx_xunlock(&sr->sr_lock);
+	if (hdr != NULL)
+		m_freem(hdr);
+	if (stat == RPC_SUCCESS && rep == NULL)
+		rep = m_get(M_WAITOK, MT_DATA);
+	if (stat == RPC_SUCCESS)
+		*resultsp = rep;
+	else if (rep != NULL)
+		m_freem(rep);
+	return (stat);
+}
+
+static void
+clnt_rdma_bck_abort(CLIENT *cl)
+{
+}
+
+static void
+clnt_rdma_bck_geterr(CLIENT *cl, struct rpc_err *errp)
+{
+	struct cb_rdma *cb = cl->cl_private;
+	struct svc_rdma *sr = cb->cb_xprt->xp_p1;
+
+	sx_xlock(&sr->sr_lock);
+	*errp = cb->cb_error;
+	sx_xunlock(&sr->sr_lock);
+}
+
+static bool_t
+clnt_rdma_bck_freeres(CLIENT *cl, xdrproc_t xdr_res, void *res_ptr)
+{
+	return (TRUE);
+}
+
+/* Later calls are refused, callers waiting end (RPC_CANTRECV / ESHUTDOWN); returns once no
+ * caller is inside cl_call. The connection stays (it is the transport's). */
+static void
+clnt_rdma_bck_close(CLIENT *cl)
+{
+	struct cb_rdma *cb = cl->cl_private;
+	struct svc_rdma *sr = cb->cb_xprt->xp_p1;
+
+	sx_xlock(&sr->sr_lock);
+	cb->cb_closing = 1;
+	mtx_lock(&sr->sr_wlock);
+	sr->sr_kick++;
+	wakeup(&sr->sr_kick);
+	mtx_unlock(&sr->sr_wlock);
+	while (cb->cb_threads > 0) {
+		mtx_lock(&sr->sr_wlock);
+		sx_xunlock(&sr->sr_lock);
+		(void)msleep(&cb->cb_threads, &sr->sr_wlock, 0, "rpcclose", hz / 10 + 1);
+		mtx_unlock(&sr->sr_wlock);
+		sx_xlock(&sr->sr_lock);
+	}
+	sx_xunlock(&sr->sr_lock);
+}
+
+static void
+clnt_rdma_bck_destroy(CLIENT *cl)
+{
+	struct cb_rdma *cb = cl->cl_private;
+	SVCXPRT *xprt = cb->cb_xprt;
+
+	clnt_rdma_bck_close(cl);
+	/* cl_auth is its owner's, as clnt_rdma_destroy. */
+	free(cb, M_KRPC_SVC);
+	free(cl, M_KRPC_SVC);
+	atomic_subtract_int(&svc_rdma_live, 1);
+	/* May be the last reference: the transport goes (xp_destroy) with it. */
+	SVC_RELEASE(xprt);
+}
+
+static bool_t
+clnt_rdma_bck_control(CLIENT *cl, u_int request, void *info)
+{
+	struct cb_rdma *cb = cl->cl_private;
+	struct svc_rdma *sr = cb->cb_xprt->xp_p1;
+	struct timeval *tv;
+	bool_t ok = TRUE;
+
+	sx_xlock(&sr->sr_lock);
+	switch (request) {
+	case CLSET_TIMEOUT:
+		tv = info;
+		if (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1000000)
+			ok = FALSE;
+		else
+			cb->cb_wait = *tv;
+		break;
+	case CLGET_TIMEOUT:
+		*(struct timeval *)info = cb->cb_wait;
+		break;
+	case CLGET_XID:
+		*(uint32_t *)info = cb->cb_xid;
+		break;
+	case CLSET_XID:
+		cb->cb_xid = *(uint32_t *)info - 1;
+		break;
+	case CLGET_VERS:
+		*(uint32_t *)info = cb->cb_vers;
+		break;
+	case CLSET_VERS:
+		cb->cb_vers = *(uint32_t *)info;
+		break;
+	case CLGET_PROG:
+		*(uint32_t *)info = cb->cb_prog;
+		break;
+	case CLSET_PROG:
+		cb->cb_prog = *(uint32_t *)info;
+		break;
+	case CLSET_WAITCHAN:
+		cb->cb_waitchan = (const char *)info;
+		break;
+	case CLGET_WAITCHAN:
+		*(const char **)info = cb->cb_waitchan;
+		break;
+	case CLSET_INTERRUPTIBLE:
+		cb->cb_interruptible = *(int *)info != 0;
+		break;
+	case CLGET_INTERRUPTIBLE:
+		*(int *)info = cb->cb_interruptible;
+		break;
+	default:
+		ok = FALSE;
+		break;
+	}
+	sx_xunlock(&sr->sr_lock);
+	return (ok);
+}
+
 struct svc_rdma_listen {
 	struct sx	sl_lock;	/* every krpc_listen_* call; sl_died, sl_error */
 	struct mtx	sl_wlock;	/* the upcall's (it may not sleep): sl_kick */

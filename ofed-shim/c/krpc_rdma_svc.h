@@ -39,7 +39,7 @@
 #include <stdint.h>
 #endif
 
-#define KRPC_SVC_ABI_VERSION	4
+#define KRPC_SVC_ABI_VERSION	5
 
 /* krpc_svc_recv: a call (*call, *args); nothing queued; the connection is gone. */
 #define KRPC_SVC_CALL		0
@@ -69,6 +69,8 @@
  */
 #define SVCRDMA_SET_STOCK	0x52440002
 #define SVCRDMA_GET_STOCK	0x52440003
+/* SVC_CONTROL(xprt, SVCRDMA_SET_CBSLOTS, &n), n a uint32_t: svc_rdma_set_cbslots. */
+#define SVCRDMA_SET_CBSLOTS	0x52440008
 /* krpc_svc_stat: enum xprt_stat values (XPRT_DIED, XPRT_MOREREQS, XPRT_IDLE). */
 #define KRPC_SVC_STAT_DIED	0
 #define KRPC_SVC_STAT_MOREREQS	1
@@ -128,6 +130,11 @@ struct vnet;
 struct mbuf;
 struct __rpc_svcxprt;
 struct __rpc_svcpool;
+struct __rpc_client;
+struct krpc_clnt_res;
+struct rpc_msg;
+struct timeval;
+struct rpc_callextra;
 
 #ifdef __cplusplus
 extern "C" {
@@ -165,6 +172,31 @@ int krpc_svc_get_stock(struct krpc_svc *h);
 void krpc_svc_get_stats(struct krpc_svc *h, struct krpc_svc_stats *out);
 /* Destroy the connection and the state: the Responder, then the held reply chains. */
 void krpc_svc_free(struct krpc_svc *h);
+/* Enable n reverse-direction slots (RFC 8167) on the connection (at most its Responder's
+ * max_reverse_requests): 0 or EINVAL. */
+int krpc_svc_set_cbslots(struct krpc_svc *h, uint32_t n);
+/*
+ * clnt_rdma_bck's send: the call hdr + args (walked, not consumed) as an inline reverse
+ * call. KRPC_CLNT_SENT (its XID is now waited for); KRPC_CLNT_AGAIN (every reverse slot or
+ * the client's grant in use, or no send buffer: reap, wait, retry); KRPC_CLNT_REFUSED with
+ * *res: RPC_CANTSEND / EMSGSIZE for a call beyond the inline size (reverse calls carry no
+ * chunks), RPC_CANTSEND / EINVAL without reverse slots, RPC_CANTRECV / ENOTCONN on a lost
+ * connection (as clnt_bck_call on a connection the client closed).
+ */
+int krpc_svc_bck_send(struct krpc_svc *h, const struct mbuf *hdr, const struct mbuf *args,
+    struct krpc_clnt_res *res);
+/*
+ * The callback xid's end: KRPC_CLNT_DONE with *res (RPC_CANTRECV / ENOTCONN when the
+ * connection went with it outstanding) and *rep (the results past the reply header, NULL
+ * when empty), or KRPC_CLNT_PENDING (reaped, the CQ notification re-armed).
+ */
+int krpc_svc_bck_poll(struct krpc_svc *h, uint32_t xid, struct mbuf **rep,
+    struct krpc_clnt_res *res);
+/* The caller gives up on callback xid: a late reply is dropped (its reverse slot stays taken
+ * until the reply or the loss, as the core frees it). */
+void krpc_svc_bck_abandon(struct krpc_svc *h, uint32_t xid);
+/* Callbacks whose end arrived since the last call (wake their callers). */
+uint32_t krpc_svc_bck_handed(struct krpc_svc *h);
 /* Route the CQ completion upcall to f(arg) (f NULL: none). */
 void krpc_svc_set_upcall(struct krpc_svc *h, void (*f)(void *), void *arg);
 /* The connection's local and remote addresses (rdma_cm's route.addr) into *local and
@@ -279,6 +311,33 @@ void svc_rdma_set_stock(struct __rpc_svcxprt *xprt, int on);
 extern int svc_rdma_idle_timeout;
 void svc_rdma_set_idle_timeout(struct __rpc_svcxprt *xprt, int secs);
 u_int svc_rdma_idle_closes(void);
+/*
+ * The reverse-direction slots of one transport (also SVC_CONTROL with SVCRDMA_SET_CBSLOTS):
+ * how many callbacks may be outstanding at once on its connection (NFSv4.1: the back
+ * channel's ca_maxrequests), at most the Responder's max_reverse_requests (a connection made
+ * without that reserve has none: EINVAL). 0 or EINVAL.
+ */
+int svc_rdma_set_cbslots(struct __rpc_svcxprt *xprt, uint32_t n);
+/*
+ * clnt_bck_create for svc_rdma: a CLIENT whose calls go to the client at the other end of
+ * xprt's connection as RPC-over-RDMA reverse calls (RFC 8167), prog/vers, AUTH_NONE (set
+ * cl_auth for AUTH_SYS). CLNT_CALL_MBUF sends the call inline (RPC_CANTSEND / EMSGSIZE when
+ * it is larger than the inline size) and sleeps until its reply (matched by XID), its
+ * timeout (RPC_TIMEDOUT), a signal with CLSET_INTERRUPTIBLE (RPC_INTR) or the loss of the
+ * connection (RPC_CANTRECV), as clnt_bck_call. The CLIENT holds a reference on xprt
+ * (SVC_ACQUIRE, dropped by cl_destroy); the slots must be enabled first
+ * (svc_rdma_set_cbslots). NULL if xprt is not an svc_rdma transport or without memory.
+ */
+struct __rpc_client *clnt_rdma_bck_create(struct __rpc_svcxprt *xprt, uint32_t prog,
+    uint32_t vers);
+/* clnt_bck_call's shape (nfs_commonkrpc.c calls it with the session's xprt): CLNT_CALL_MBUF
+ * on cl; RPC_CANTSEND / EINVAL when xprt is not the one cl was made on. */
+int clnt_rdma_bck_call(struct __rpc_client *cl, struct rpc_callextra *ext, uint32_t proc,
+    struct mbuf *args, struct mbuf **resultsp, struct timeval utimeout,
+    struct __rpc_svcxprt *xprt);
+/* The RPC reply header of svc_rdma's xp_reply (xdr_replymsg's bytes), shared with the
+ * client's backchannel xprt. NULL without memory or for a verifier beyond MAX_AUTH_BYTES. */
+struct mbuf *svc_rdma_reply_header(struct rpc_msg *msg);
 /* SVCXPRTs of svc_rdma alive now (created, not yet destroyed). */
 u_int krpc_svc_live(void);
 /*

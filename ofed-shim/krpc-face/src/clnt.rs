@@ -25,26 +25,41 @@
 //!   [`KrpcClnt::set_stock`], copied into ordinary mbufs, counted).
 //! * **abandon** (timeout, signal): [`Requester::abandon`] revokes the call's registrations
 //!   before returning; **close**: [`Requester::close`].
+//! * **backchannel** (RFC 8167, Macklem's `cbslots`): a Requester made with
+//!   `max_reverse_requests` > 0 enables `cbslots` reverse slots ([`KrpcClnt::set_cbslots`],
+//!   `CLSET_RDMA_CBSLOTS`; a dialed client on every connection it makes). Reverse calls are
+//!   queued (a table allocated once, `max_reverse_requests` entries) for the backchannel
+//!   `SVCXPRT` the caller registered (`CLSET_BACKCHANNEL` with an xprt from
+//!   `svc_rdma_create_backchannel`, as clnt_vc hands a CALL to `ct_backchannelxprt`), whose
+//!   `xp_recv` takes them as `struct krpc_svc_call` + an mbuf chain (`krpc_clnt_bc_recv`) and
+//!   whose `xp_reply` answers them with [`Requester::reverse_reply`] (`krpc_clnt_bc_reply`).
+//!   With no backchannel registered, a reverse call's context is dropped: the transport
+//!   answers `SYSTEM_ERR` (the requester is polled again at once so that it goes out now).
 //! * **dialed** clients ([`KrpcClnt::dialed`], C `krpc_clnt_dial`): the client makes its
 //!   connection itself and, reconnecting, makes it again after a loss, resending the calls
 //!   owed a reply with their XIDs (see [`crate::dial`]); `krpc_clnt_link` drives it.
 
 use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
 use krpc_rdma::transport::kernel::{ClntStat, Errno, Phase};
 use krpc_rdma::transport::{
-    CallError, CallRejected, Reconnect, ReplySpec, Requester, RequesterEvent, TransportConfig,
+    CallError, CallRejected, Reconnect, ReplySpec, Requester, RequesterEvent, ReverseCall,
+    ReverseCtx, TransportConfig,
 };
 use mbuf::{Chain, PageProvider};
 use onc_rpc::rpc::{AcceptStat, Rejected};
-use onc_rpc::view::{ReplyView, MAX_REPLY_HEADER};
+use onc_rpc::svc;
+use onc_rpc::view::{ReplyView, MAX_CALL_HEADER, MAX_REPLY_HEADER};
 use onc_rpc::xdr::Decoder;
 
 use crate::dial::{FaceDialer, Link, LinkState, OfedDialer};
-use crate::ffi::{self, FbsdClient, FbsdMbuf, KrpcClntHandle, KrpcClntRes, KrpcClntStats};
+use crate::ffi::{
+    self, FbsdClient, FbsdMbuf, KrpcClntHandle, KrpcClntRes, KrpcClntStats, KrpcSvcCall,
+};
 use crate::head::Head;
 use crate::mbuf_bridge::{BridgeError, MbufBridge, MbufChain};
 use crate::qp::FaceQp;
@@ -89,6 +104,80 @@ pub struct KrpcClnt {
     /// The stock-NFS mode (`clnt_rdma_set_stock`): results in plain mbufs only.
     stock: bool,
     stats: KrpcClntStats,
+    /// The backchannel (RFC 8167 reverse calls for the backchannel SVCXPRT).
+    bc: Backchannel,
+}
+
+/// The client's backchannel: reverse slots, reverse calls queued for the backchannel
+/// SVCXPRT's `xp_recv`, and the contexts of those handed up and not yet answered. Both
+/// tables are allocated once, `max_reverse_requests` entries each.
+#[derive(Debug, Default)]
+struct Backchannel {
+    /// Reverse slots to enable on every connection (`cbslots`).
+    slots: u32,
+    /// Most slots: the requester's `max_reverse_requests`.
+    max: u32,
+    /// A backchannel SVCXPRT is registered (`CLSET_BACKCHANNEL`).
+    on: bool,
+    /// The slots are to be enabled on the connection just made.
+    reslot: bool,
+    /// A reverse call's context was dropped during a poll: poll again so that its
+    /// `SYSTEM_ERR` goes out now.
+    dropped: bool,
+    /// Reverse calls waiting for `xp_recv`.
+    queued: VecDeque<ReverseCall>,
+    /// Reverse calls handed up, by XID, waiting for `xp_reply`.
+    handed: Vec<(u32, ReverseCtx)>,
+}
+
+impl Backchannel {
+    /// Tables for `max` reverse calls.
+    fn new(max: u32) -> Result<Self, BridgeError> {
+        let mut bc = Backchannel {
+            max,
+            ..Backchannel::default()
+        };
+        let n = max as usize;
+        bc.queued
+            .try_reserve_exact(n)
+            .map_err(|_| BridgeError::NoMemory)?;
+        bc.handed
+            .try_reserve_exact(n)
+            .map_err(|_| BridgeError::NoMemory)?;
+        Ok(bc)
+    }
+
+    /// A reverse call from the requester: queued for the backchannel xprt, or (none
+    /// registered, or no room: more calls than slots, impossible) dropped, which makes the
+    /// transport answer it `SYSTEM_ERR`.
+    fn take(&mut self, rc: ReverseCall) {
+        if self.on && self.queued.len() < self.queued.capacity() {
+            self.queued.push_back(rc);
+        } else {
+            drop(rc);
+            self.dropped = true;
+        }
+    }
+
+    /// The connection is gone: every reverse call on it is dead (its context stale, dropping
+    /// it does nothing).
+    fn lost(&mut self) {
+        self.queued.clear();
+        self.handed.clear();
+    }
+
+    /// The backchannel xprt goes: what it did not answer is answered `SYSTEM_ERR`.
+    fn off(&mut self) {
+        self.on = false;
+        self.dropped |= !self.queued.is_empty() || !self.handed.is_empty();
+        self.queued.clear();
+        self.handed.clear();
+    }
+
+    fn take_handed(&mut self, xid: u32) -> Option<ReverseCtx> {
+        let i = self.handed.iter().position(|(x, _)| *x == xid)?;
+        Some(self.handed.swap_remove(i).1)
+    }
 }
 
 impl core::fmt::Debug for KrpcClnt {
@@ -121,6 +210,14 @@ impl KrpcClnt {
         ended
             .try_reserve_exact(max_requests.max(1))
             .map_err(|_| BridgeError::NoMemory)?;
+        let bc = Backchannel::new(req.reverse_capacity())?;
+        // A reverse call's header (credential and verifier up to MAX_AUTH_BYTES each) is
+        // read in the same buffer as a reply's.
+        let head = if bc.max > 0 {
+            MAX_CALL_HEADER.max(MAX_REPLY_HEADER)
+        } else {
+            MAX_REPLY_HEADER
+        };
         Ok(Box::new(KrpcClnt {
             qp,
             req,
@@ -132,10 +229,11 @@ impl KrpcClnt {
             tcfg: TransportConfig::default(),
             upcall: None,
             ended,
-            head: Head::new(MAX_REPLY_HEADER)?,
+            head: Head::new(head)?,
             lost: false,
             stock: false,
             stats: KrpcClntStats::default(),
+            bc,
         }))
     }
 
@@ -169,6 +267,9 @@ impl KrpcClnt {
         me.max_reply = max_reply;
         me.link = Some(link);
         me.tcfg = tcfg;
+        // Macklem's `xprt_rdma_connect(..., cbslots)`: the slots reserved are enabled on
+        // every connection made (fewer with `set_cbslots`).
+        me.bc.slots = tcfg.max_reverse_requests;
         Ok(me)
     }
 
@@ -208,9 +309,29 @@ impl KrpcClnt {
         &self.req
     }
 
-    /// Poll the requester; ended calls go to the table. How many of them are not `xid`'s.
-    fn reap(&mut self, xid: Option<u32>) -> u32 {
-        let (ended, lost, link) = (&mut self.ended, &mut self.lost, &mut self.link);
+    /// Poll the requester; ended calls go to the table, reverse calls to the backchannel
+    /// queue. How many calls that ended are not `xid`'s.
+    pub(crate) fn reap(&mut self, xid: Option<u32>) -> u32 {
+        let mut others = self.reap_once(xid);
+        if core::mem::take(&mut self.bc.dropped) {
+            // A reverse call nobody will answer: the next poll sends its SYSTEM_ERR.
+            others = others.saturating_add(self.reap_once(xid));
+        }
+        if core::mem::take(&mut self.bc.reslot) && self.bc.slots > 0 {
+            // A new connection: its reverse slots (a failure leaves none: reverse calls
+            // then close the connection, as the peer broke the agreement).
+            let _ = self.req.set_reverse_slots(&mut self.qp, self.bc.slots);
+        }
+        others
+    }
+
+    fn reap_once(&mut self, xid: Option<u32>) -> u32 {
+        let (ended, lost, link, bc) = (
+            &mut self.ended,
+            &mut self.lost,
+            &mut self.link,
+            &mut self.bc,
+        );
         let mut others = 0u32;
         self.req.poll(&mut self.qp, &mut |e| {
             // A reconnecting client keeps the calls lost with the connection.
@@ -228,28 +349,31 @@ impl KrpcClnt {
                 RequesterEvent::Failed { xid: x, error, .. } => {
                     end_call(ended, &mut others, xid, x, End::Failed(error));
                 }
-                RequesterEvent::ConnectionLost => match link.as_mut() {
-                    // The attempt failed before the connection was made.
-                    Some(l) if l.state == LinkState::Connecting => {
-                        l.failed(ENOTCONN);
-                        *lost |= l.rc.is_none();
+                RequesterEvent::ConnectionLost => {
+                    bc.lost();
+                    match link.as_mut() {
+                        // The attempt failed before the connection was made.
+                        Some(l) if l.state == LinkState::Connecting => {
+                            l.failed(ENOTCONN);
+                            *lost |= l.rc.is_none();
+                        }
+                        Some(l) => {
+                            l.state = LinkState::Down;
+                            *lost |= l.rc.is_none();
+                        }
+                        None => *lost = true,
                     }
-                    Some(l) => {
-                        l.state = LinkState::Down;
-                        *lost |= l.rc.is_none();
-                    }
-                    None => *lost = true,
-                },
+                }
                 RequesterEvent::Connected(_) => {
                     if let Some(l) = link.as_mut() {
                         l.state = LinkState::Up;
                         l.errno = 0;
                         l.connects = l.connects.saturating_add(1);
+                        bc.reslot = true;
                     }
                 }
-                // clnt_rdma enables no reverse slots yet (Macklem's `cbslots` is issue 25's
-                // part 4): the transport hands up no reverse call.
-                RequesterEvent::ReverseCall(_) => {}
+                // For the backchannel SVCXPRT, or answered SYSTEM_ERR by the transport.
+                RequesterEvent::ReverseCall(rc) => bc.take(rc),
             }
         });
         // Calls owed a reply go out on the new connection as its credits allow.
@@ -320,6 +444,196 @@ impl KrpcClnt {
         self.req = req;
         self.qp = qp;
         Ok(())
+    }
+
+    /// Enable `n` reverse slots (`cbslots`) now if connected, and on every connection a
+    /// dialed client makes.
+    ///
+    /// # Errors
+    /// `EINVAL` beyond `max_reverse_requests` (or the receive buffers), `ENOTCONN`.
+    pub fn set_cbslots(&mut self, n: u32) -> Result<(), i32> {
+        if n > self.bc.max {
+            return Err(EINVAL);
+        }
+        self.bc.slots = n;
+        let up = match self.link.as_ref() {
+            Some(l) => l.state == LinkState::Up,
+            None => !self.lost,
+        };
+        if !up {
+            return Ok(());
+        }
+        self.req
+            .set_reverse_slots(&mut self.qp, n)
+            .map_err(|e| match e {
+                CallError::ConnectionLost => ENOTCONN,
+                _ => EINVAL,
+            })
+    }
+
+    /// The reverse slots asked for (`cbslots`).
+    pub fn cbslots(&self) -> u32 {
+        self.bc.slots
+    }
+
+    /// A backchannel SVCXPRT registered (`on`) or gone: reverse calls not yet answered are
+    /// then answered `SYSTEM_ERR` by the transport.
+    pub fn set_backchannel(&mut self, on: bool) {
+        if on {
+            self.bc.on = true;
+        } else {
+            self.bc.off();
+            let _ = self.reap(None);
+        }
+    }
+
+    /// Reverse calls queued for the backchannel xprt.
+    pub fn bc_pending(&self) -> usize {
+        self.bc.queued.len()
+    }
+
+    /// The next reverse call for the backchannel xprt's `xp_recv` (reap first): its header
+    /// in `call` (credential and verifier copied to `cred` / `verf`), its arguments as
+    /// mbufs. A call whose header cannot be handed up is answered here (as `svc_rdma`
+    /// answers a forward one, or `SYSTEM_ERR`).
+    fn bc_recv(
+        &mut self,
+        call: &mut KrpcSvcCall,
+        cred: *mut u8,
+        verf: *mut u8,
+        handed: &mut u32,
+    ) -> Result<Option<MbufChain>, i32> {
+        *handed = self.reap(None);
+        if self.bc.queued.is_empty() {
+            self.qp.arm();
+            *handed = handed.saturating_add(self.reap(None));
+        }
+        loop {
+            let Some(rc) = self.bc.queued.pop_front() else {
+                return Err(if self.lost {
+                    ffi::SVC_DIED
+                } else {
+                    ffi::SVC_NONE
+                });
+            };
+            let ReverseCall {
+                xid,
+                call: mut chain,
+                ctx,
+            } = rc;
+            *call = KrpcSvcCall::default();
+            let parsed = match self.head.of(&chain) {
+                Some(h) => crate::svc::parse_call(h, call).map(|(c, v, off)| {
+                    // SAFETY: per krpc_clnt_bc_recv's contract, cred / verf hold
+                    // MAX_AUTH_BYTES bytes each (or are NULL), used by nobody else meanwhile.
+                    let ok =
+                        unsafe { crate::svc::copy_auth(c, cred) && crate::svc::copy_auth(v, verf) };
+                    (ok, off)
+                }),
+                None => Ok((false, 0)),
+            };
+            let off = match parsed {
+                Ok((true, off)) => off,
+                Ok((false, _)) => {
+                    self.bc_answer(ctx, &svc::refusal(xid, AcceptStat::SystemErr));
+                    continue;
+                }
+                Err(bad) => {
+                    self.bc_answer(ctx, &bad.reply(xid));
+                    continue;
+                }
+            };
+            let trimmed = i64::try_from(off)
+                .ok()
+                .and_then(|n| chain.adj(n).ok())
+                .is_some();
+            let built = if !trimmed {
+                Err(())
+            } else if chain.is_empty() {
+                Ok(None)
+            } else {
+                self.bridge
+                    .mbufs_from_chain(chain, true, true)
+                    .map_err(|_| ())
+            };
+            match built {
+                // Within the table's capacity: one entry per reverse slot.
+                Ok(m) if self.bc.handed.len() < self.bc.handed.capacity() => {
+                    self.bc.handed.push((xid, ctx));
+                    return Ok(m);
+                }
+                _ => self.bc_answer(ctx, &svc::refusal(xid, AcceptStat::SystemErr)),
+            }
+        }
+    }
+
+    /// Answer reverse call `ctx` with `reply` (a header alone); if it cannot be sent the
+    /// context is dropped (the transport answers SYSTEM_ERR).
+    fn bc_answer(&mut self, ctx: ReverseCtx, reply: &onc_rpc::rpc::ReplyHeader) {
+        let Some(chain) = crate::svc::answer_chain(reply) else {
+            drop(ctx);
+            self.bc.dropped = true;
+            return;
+        };
+        if self.req.reverse_reply(&mut self.qp, ctx, chain).is_err() {
+            self.bc.dropped = true;
+        }
+    }
+
+    /// The backchannel xprt's reply to reverse call `xid` (see `krpc_clnt_bc_reply`).
+    fn bc_reply(&mut self, xid: u32, hdr: *mut FbsdMbuf, res: *mut FbsdMbuf) -> i32 {
+        let Some(ctx) = self.bc.take_handed(xid) else {
+            // SAFETY: per krpc_clnt_bc_reply's contract the chains are ours to consume.
+            drop(unsafe { (MbufChain::from_raw(hdr), MbufChain::from_raw(res)) });
+            return ffi::SVC_FAILED;
+        };
+        // SAFETY: the C caller holds both chains (live, unchanged) during the call.
+        let walked = unsafe { self.bridge.chain_from_mbuf_parts(&[hdr, res], &self.pages) };
+        let rc = match walked {
+            Ok(chain) => match self.req.reverse_reply(&mut self.qp, ctx, chain) {
+                Ok(()) => ffi::SVC_SENT,
+                Err(r) => match (r.error, r.ctx) {
+                    (CallError::WouldBlock, Some(ctx)) => {
+                        // The chains stay the caller's: it reaps and tries again.
+                        self.bc.handed.push((xid, ctx));
+                        return ffi::SVC_AGAIN;
+                    }
+                    // Too large for an inline reverse reply (no chunks in this direction):
+                    // the call is answered SYSTEM_ERR rather than left unanswered.
+                    (CallError::TooLarge, Some(ctx)) => {
+                        self.bc_answer(ctx, &svc::refusal(xid, AcceptStat::SystemErr));
+                        ffi::SVC_FAILED
+                    }
+                    (_, ctx) => {
+                        self.bc.dropped |= ctx.is_some();
+                        ffi::SVC_FAILED
+                    }
+                },
+            },
+            Err(_) => {
+                self.bc_answer(ctx, &svc::refusal(xid, AcceptStat::SystemErr));
+                ffi::SVC_FAILED
+            }
+        };
+        // SAFETY: SENT or FAILED consume the chains (the reverse reply was copied into a
+        // send buffer, or not sent: the walk's page references went with its chain).
+        drop(unsafe { (MbufChain::from_raw(hdr), MbufChain::from_raw(res)) });
+        if self.bc.dropped {
+            let _ = self.reap(None);
+        }
+        rc
+    }
+
+    /// The backchannel's upper layer will not answer reverse call `xid`: the transport
+    /// answers `SYSTEM_ERR`. False if no such call is waiting for its reply.
+    fn bc_drop(&mut self, xid: u32) -> bool {
+        let Some(ctx) = self.bc.take_handed(xid) else {
+            return false;
+        };
+        drop(ctx);
+        self.bc.dropped = true;
+        let _ = self.reap(None);
+        true
     }
 
     fn take(&mut self, xid: u32) -> Option<End> {
@@ -459,7 +773,7 @@ fn new_requester(
 /// Parse the RPC reply header at the start of `hdr` (RFC 5531 `reply_body`, through
 /// onc-rpc's [`ReplyView`]) into `res` as FreeBSD's `_seterr_reply` does; the offset of the
 /// results (meaningful for `RPC_SUCCESS`), or `None` for a malformed header.
-fn reply_status(hdr: &[u8], res: &mut KrpcClntRes) -> Option<usize> {
+pub(crate) fn reply_status(hdr: &[u8], res: &mut KrpcClntRes) -> Option<usize> {
     let mut d = Decoder::new(hdr);
     let stat = match ReplyView::decode(&mut d).ok()? {
         ReplyView::Accepted { verf, stat, .. } => {
@@ -692,6 +1006,58 @@ pub unsafe extern "C" fn krpc_clnt_dial(
     dialed_handle(dialer, pages, max_reply, reconnect, out)
 }
 
+/// `krpc_clnt_dial_cb` (see `c/krpc_rdma_clnt.h`): [`krpc_clnt_dial`] with `cbslots` reverse
+/// slots reserved and enabled on every connection (the receive and send buffers grown by as
+/// many).
+///
+/// # Safety
+/// As for [`krpc_clnt_dial`].
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_dial_cb(
+    vnet: *mut c_void,
+    addr: *const c_void,
+    len: u32,
+    max_reply: u32,
+    reconnect: i32,
+    cbslots: u32,
+    out: *mut *mut KrpcClntHandle,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    let out = unsafe { &mut *out };
+    *out = core::ptr::null_mut();
+    let mut tcfg = TransportConfig::default();
+    let mut ocfg = OfedConfig::default();
+    if cbslots > 0 {
+        let need = tcfg.max_requests.checked_add(cbslots);
+        let Some(need) = need.filter(|n| *n <= 1024) else {
+            return EINVAL;
+        };
+        tcfg.max_reverse_requests = cbslots;
+        ocfg.recv_bufs = ocfg.recv_bufs.max(need);
+        ocfg.send_bufs = ocfg.send_bufs.saturating_add(cbslots);
+    }
+    // SAFETY: per the function's contract.
+    let dialer = match unsafe { OfedDialer::new(vnet, addr, len as usize, ocfg) } {
+        Ok(d) => Box::new(d),
+        Err(e) => return e,
+    };
+    let pages: Arc<dyn PageProvider> = Arc::new(KernelPages::new());
+    match KrpcClnt::dialed(
+        dialer,
+        pages,
+        None,
+        max_reply as usize,
+        tcfg,
+        reconnect != 0,
+    ) {
+        Ok(c) => {
+            *out = Box::into_raw(c).cast::<KrpcClntHandle>();
+            0
+        }
+        Err(e) => e,
+    }
+}
+
 /// A `struct krpc_clnt` over `dialer` (see [`KrpcClnt::dialed`]: the RFC 8267 provisioning
 /// up to `max_reply`, the default transport configuration, reconnecting if `reconnect` is
 /// nonzero) into `*out`: 0, or the errno.
@@ -782,6 +1148,105 @@ pub unsafe extern "C" fn krpc_clnt_get_stock(h: *mut KrpcClntHandle) -> i32 {
 pub unsafe extern "C" fn krpc_clnt_get_stats(h: *mut KrpcClntHandle, out: *mut KrpcClntStats) {
     // SAFETY: per the function's contract.
     unsafe { *out = state(h).stats };
+}
+
+/// `krpc_clnt_set_cbslots` (see `c/krpc_rdma_clnt.h`): 0 or an errno.
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_set_cbslots(h: *mut KrpcClntHandle, n: u32) -> i32 {
+    // SAFETY: per the function's contract.
+    match unsafe { state(h) }.set_cbslots(n) {
+        Ok(()) => 0,
+        Err(e) => e,
+    }
+}
+
+/// `krpc_clnt_get_cbslots` (see `c/krpc_rdma_clnt.h`).
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_get_cbslots(h: *mut KrpcClntHandle) -> u32 {
+    // SAFETY: per the function's contract.
+    unsafe { state(h) }.cbslots()
+}
+
+/// `krpc_clnt_set_bc` (see `c/krpc_rdma_clnt.h`).
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_set_bc(h: *mut KrpcClntHandle, on: i32) {
+    // SAFETY: per the function's contract.
+    unsafe { state(h) }.set_backchannel(on != 0);
+}
+
+/// `krpc_clnt_bc_pending` (see `c/krpc_rdma_clnt.h`).
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_bc_pending(h: *mut KrpcClntHandle) -> u32 {
+    // SAFETY: per the function's contract.
+    u32::try_from(unsafe { state(h) }.bc_pending()).unwrap_or(u32::MAX)
+}
+
+/// `krpc_clnt_bc_recv` (see `c/krpc_rdma_clnt.h`): `KRPC_SVC_CALL`, `_NONE` or `_DIED`.
+///
+/// # Safety
+/// `h` as for `state`; `call`, `args`, `handed` valid out-pointers; `cred` / `verf` NULL or
+/// `MAX_AUTH_BYTES` writable bytes each.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_bc_recv(
+    h: *mut KrpcClntHandle,
+    call: *mut KrpcSvcCall,
+    cred: *mut c_void,
+    verf: *mut c_void,
+    args: *mut *mut FbsdMbuf,
+    handed: *mut u32,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    let (s, call, args, handed) = unsafe { (state(h), &mut *call, &mut *args, &mut *handed) };
+    *args = core::ptr::null_mut();
+    match s.bc_recv(call, cred.cast(), verf.cast(), handed) {
+        Ok(m) => {
+            *args = m.map_or(core::ptr::null_mut(), MbufChain::into_raw);
+            ffi::SVC_CALL
+        }
+        Err(rc) => rc,
+    }
+}
+
+/// `krpc_clnt_bc_reply` (see `c/krpc_rdma_clnt.h`).
+///
+/// # Safety
+/// `h` as for `state`; `hdr` a valid chain and `res` NULL or one, both the caller's to give
+/// (consumed unless `KRPC_SVC_AGAIN` is returned).
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_bc_reply(
+    h: *mut KrpcClntHandle,
+    xid: u32,
+    hdr: *mut FbsdMbuf,
+    res: *mut FbsdMbuf,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    unsafe { state(h) }.bc_reply(xid, hdr, res)
+}
+
+/// `krpc_clnt_bc_drop` (see `c/krpc_rdma_clnt.h`): `KRPC_SVC_DROPPED` or `KRPC_SVC_FAILED`.
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_clnt_bc_drop(h: *mut KrpcClntHandle, xid: u32) -> i32 {
+    // SAFETY: per the function's contract.
+    if unsafe { state(h) }.bc_drop(xid) {
+        ffi::SVC_DROPPED
+    } else {
+        ffi::SVC_FAILED
+    }
 }
 
 #[cfg(test)]

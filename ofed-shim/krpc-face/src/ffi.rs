@@ -126,7 +126,7 @@ extern "C" {
 // ---- the RPC client transport (`c/krpc_rdma_clnt.h`, `c/krpc_rdma_clnt.c`) -----------------
 
 /// ABI version of `krpc_rdma_clnt.h` (`KRPC_CLNT_ABI_VERSION`).
-pub const CLNT_ABI_VERSION: u32 = 2;
+pub const CLNT_ABI_VERSION: u32 = 3;
 /// `KRPC_CLNT_DONE`: `krpc_clnt_poll` found the call ended.
 pub const CLNT_DONE: i32 = 0;
 /// `KRPC_CLNT_PENDING`: still waiting for its reply.
@@ -197,7 +197,7 @@ extern "C" {
 // ---- the RPC server transport (`c/krpc_rdma_svc.h`, `c/krpc_rdma_svc.c`) -----------------
 
 /// ABI version of `krpc_rdma_svc.h` (`KRPC_SVC_ABI_VERSION`).
-pub const SVC_ABI_VERSION: u32 = 4;
+pub const SVC_ABI_VERSION: u32 = 5;
 /// `KRPC_SVC_CALL`: `krpc_svc_recv` hands up a call.
 pub const SVC_CALL: i32 = 0;
 /// `KRPC_SVC_NONE`: nothing queued.

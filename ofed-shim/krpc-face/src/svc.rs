@@ -54,7 +54,10 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
-use krpc_rdma::transport::{Incoming, ReplyCtx, Responder, ServerConnection, Wait};
+use krpc_rdma::transport::kernel::{ClntStat, Errno, Phase};
+use krpc_rdma::transport::{
+    CallError, Incoming, ReplyCtx, Responder, ReverseOutcome, ServerConnection, Wait,
+};
 use mbuf::{Chain, Mbuf, MbufError, PageProvider};
 use nfs_proto::nfs3::locate_reply_item;
 use onc_rpc::rpc::{AcceptStat, ReplyHeader, MAX_AUTH_BYTES, RPC_VERSION};
@@ -63,7 +66,7 @@ use onc_rpc::view::{BadCall, CallView, MAX_CALL_HEADER};
 use onc_rpc::xdr::Decoder;
 
 use crate::ffi::{
-    self, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcSvcCall, KrpcSvcHandle, KrpcSvcStats,
+    self, FbsdMbuf, FbsdSvcpool, FbsdSvcxprt, KrpcClntRes, KrpcSvcCall, KrpcSvcHandle, KrpcSvcStats,
 };
 use crate::head::Head;
 use crate::mbuf_bridge::{BridgeError, MbufBridge, MbufChain};
@@ -103,6 +106,43 @@ pub struct KrpcSvc {
     /// The stock-NFS mode (`svc_rdma_set_stock`): arguments in plain mbufs only, the DDP
     /// item of a marker-less reply found by the NFS reply hook.
     stock: bool,
+    /// Callbacks (`clnt_rdma_bck`) waiting for their reverse replies.
+    bck: BckWaiters,
+    /// The connection's page provider (the walk of a callback's arguments).
+    pages: Arc<dyn PageProvider>,
+}
+
+/// The reverse-direction calls of `clnt_rdma_bck` CLIENTs on this connection waiting for
+/// their replies, by XID, each with its outcome once it came (a table allocated once,
+/// `max_reverse_requests` entries: a call abandoned keeps its reverse slot until its reply
+/// or the loss, so the waiters never outnumber the slots).
+#[derive(Debug, Default)]
+struct BckWaiters {
+    w: Vec<(u32, Option<ReverseOutcome>)>,
+    /// Outcomes that arrived for waiters since `krpc_svc_bck_handed` last asked.
+    new: u32,
+}
+
+impl BckWaiters {
+    /// A reverse call's outcome: to its waiter, or dropped (abandoned: a late reply).
+    fn settle(&mut self, o: ReverseOutcome) {
+        let xid = match &o {
+            ReverseOutcome::Reply { xid, .. } | ReverseOutcome::Failed { xid } => *xid,
+        };
+        if let Some(e) = self.w.iter_mut().find(|(x, o)| *x == xid && o.is_none()) {
+            e.1 = Some(o);
+            self.new = self.new.saturating_add(1);
+        }
+    }
+
+    fn take(&mut self, xid: u32) -> Option<Option<ReverseOutcome>> {
+        let i = self.w.iter().position(|(x, _)| *x == xid)?;
+        let outcome = self.w.get_mut(i)?.1.take();
+        if outcome.is_some() {
+            self.w.swap_remove(i);
+        }
+        Some(outcome)
+    }
 }
 
 impl core::fmt::Debug for KrpcSvc {
@@ -122,7 +162,7 @@ fn table<T>(n: usize) -> Result<Vec<T>, BridgeError> {
 
 /// `reply` (an RPC reply header alone) as a chain for the Responder. Allocates: only a call
 /// that cannot be handed up is answered here.
-fn answer_chain(reply: &ReplyHeader) -> Option<Chain> {
+pub(crate) fn answer_chain(reply: &ReplyHeader) -> Option<Chain> {
     Chain::from_bytes(&svc::header_bytes(reply).ok()?).ok()
 }
 
@@ -130,7 +170,7 @@ fn answer_chain(reply: &ReplyHeader) -> Option<Chain> {
 /// `call_body`, through onc-rpc's [`CallView`]) into `call`; the credential and verifier
 /// bodies and the offset of the arguments, or why it cannot be handed up (which says how to
 /// answer it).
-fn parse_call<'a>(
+pub(crate) fn parse_call<'a>(
     hdr: &'a [u8],
     call: &mut KrpcSvcCall,
 ) -> Result<(&'a [u8], &'a [u8], usize), BadCall> {
@@ -188,7 +228,13 @@ impl KrpcSvc {
                 held: None,
             });
         }
+        let bck = BckWaiters {
+            w: table(conn.responder().reverse_capacity() as usize)?,
+            new: 0,
+        };
         Ok(Box::new(KrpcSvc {
+            bck,
+            pages: Arc::clone(&pages),
             qp,
             conn,
             ctxs: Contexts(table(n)?),
@@ -235,6 +281,9 @@ impl KrpcSvc {
     /// order), then free the slots whose pages were released.
     fn reap(&mut self) {
         self.conn.poll(&mut self.qp);
+        while let Some(o) = self.conn.next_reverse() {
+            self.bck.settle(o);
+        }
         for s in &mut self.slots {
             if s.held.is_some() && s.pages.outstanding() == 0 {
                 s.held = None;
@@ -498,6 +547,124 @@ impl KrpcSvc {
     }
 }
 
+impl KrpcSvc {
+    /// Enable `n` reverse slots on this connection (at most `max_reverse_requests`).
+    ///
+    /// # Errors
+    /// `EINVAL`.
+    pub fn set_cbslots(&mut self, n: u32) -> Result<(), i32> {
+        self.conn
+            .responder_mut()
+            .set_reverse_slots(n)
+            .map_err(|_| Errno::EINVAL.freebsd())
+    }
+
+    /// Send the callback `hdr` + `args` (see `krpc_svc_bck_send`).
+    fn bck_send(
+        &mut self,
+        hdr: *const FbsdMbuf,
+        args: *const FbsdMbuf,
+        res: &mut KrpcClntRes,
+    ) -> i32 {
+        let mut refuse = |stat: ClntStat, err: Errno| {
+            (res.stat, res.err) = (stat as i32, err.freebsd());
+            ffi::CLNT_REFUSED
+        };
+        if self.conn.is_lost() {
+            // As clnt_bck_call on a connection the client closed: RPC_CANTRECV.
+            return refuse(ClntStat::CantRecv, Errno::ENOTCONN);
+        }
+        if self.bck.w.len() >= self.bck.w.capacity() {
+            // Every slot is taken (calls abandoned wait for their replies): back-pressure.
+            return ffi::CLNT_AGAIN;
+        }
+        let pages = Arc::clone(&self.pages);
+        // SAFETY: the C caller holds both chains (live, unchanged) during the call.
+        let call = match unsafe { self.bridge.chain_from_mbuf_parts(&[hdr, args], &pages) } {
+            Ok(c) => c,
+            Err(BridgeError::Invalid) => return refuse(ClntStat::CantEncodeArgs, Errno::EINVAL),
+            Err(_) => return refuse(ClntStat::CantSend, Errno::ENOMEM),
+        };
+        let Some(xid) = self.head.of(&call).and_then(|h| h.get(..4)).map(|w| {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(w);
+            u32::from_be_bytes(b)
+        }) else {
+            return refuse(ClntStat::CantEncodeArgs, Errno::EINVAL);
+        };
+        match self.conn.reverse_call(&mut self.qp, call) {
+            Ok(()) => {
+                self.bck.w.push((xid, None));
+                ffi::CLNT_SENT
+            }
+            Err(r) => match r.error {
+                CallError::NoCredit | CallError::WouldBlock => ffi::CLNT_AGAIN,
+                // Reverse-direction calls are inline only (RFC 8167: no chunks).
+                CallError::TooLarge => refuse(ClntStat::CantSend, Errno::EMSGSIZE),
+                CallError::ConnectionLost => refuse(ClntStat::CantRecv, Errno::ENOTCONN),
+                // No reverse slot enabled on this connection.
+                CallError::BadConfig => refuse(ClntStat::CantSend, Errno::EINVAL),
+                e => {
+                    let e = e.rpc_err(Phase::Send);
+                    (res.stat, res.err) = (e.status as i32, e.errno.freebsd());
+                    ffi::CLNT_REFUSED
+                }
+            },
+        }
+    }
+
+    /// The callback `xid`'s end, if it came (see `krpc_svc_bck_poll`).
+    fn bck_poll(&mut self, xid: u32, rep: &mut *mut FbsdMbuf, res: &mut KrpcClntRes) -> i32 {
+        let mut got = self.bck.take(xid);
+        if matches!(got, Some(None)) {
+            self.reap_armed();
+            got = self.bck.take(xid);
+        }
+        let reply = match got {
+            Some(Some(ReverseOutcome::Reply { reply, .. })) => reply,
+            Some(Some(ReverseOutcome::Failed { .. })) | None => {
+                // The connection went with the call outstanding (or nothing is known of it).
+                (res.stat, res.err) = (ClntStat::CantRecv as i32, Errno::ENOTCONN.freebsd());
+                return ffi::CLNT_DONE;
+            }
+            Some(None) if self.conn.is_lost() => {
+                self.bck.w.retain(|(x, _)| *x != xid);
+                (res.stat, res.err) = (ClntStat::CantRecv as i32, Errno::ENOTCONN.freebsd());
+                return ffi::CLNT_DONE;
+            }
+            Some(None) => return ffi::CLNT_PENDING,
+        };
+        let mut reply = reply;
+        let Some(off) = self
+            .head
+            .of(&reply)
+            .and_then(|h| crate::clnt::reply_status(h, res))
+        else {
+            (res.stat, res.err) = (ClntStat::CantDecodeRes as i32, Errno::EBADMSG.freebsd());
+            return ffi::CLNT_DONE;
+        };
+        if res.stat != ClntStat::Success as i32 {
+            return ffi::CLNT_DONE;
+        }
+        let trimmed = i64::try_from(off)
+            .ok()
+            .and_then(|n| reply.adj(n).ok())
+            .is_some();
+        if !trimmed {
+            (res.stat, res.err) = (ClntStat::CantDecodeRes as i32, Errno::EBADMSG.freebsd());
+            return ffi::CLNT_DONE;
+        }
+        if reply.is_empty() {
+            return ffi::CLNT_DONE;
+        }
+        match self.bridge.mbufs_from_chain(reply, true, true) {
+            Ok(m) => *rep = m.map_or(core::ptr::null_mut(), MbufChain::into_raw),
+            Err(_) => (res.stat, res.err) = (ClntStat::CantRecv as i32, Errno::ENOMEM.freebsd()),
+        }
+        ffi::CLNT_DONE
+    }
+}
+
 /// A call handed up and not answered yet: its XID, what the stock-NFS mode's reply hook
 /// needs of it (program, version, procedure), its context.
 #[derive(Debug)]
@@ -623,7 +790,7 @@ fn copy_to_pages(data: &Chain, pages: &Arc<dyn PageProvider>) -> Result<Chain, M
 ///
 /// # Safety
 /// `dst` is NULL or holds `MAX_AUTH_BYTES` writable bytes nobody else uses meanwhile.
-unsafe fn copy_auth(body: &[u8], dst: *mut u8) -> bool {
+pub(crate) unsafe fn copy_auth(body: &[u8], dst: *mut u8) -> bool {
     if body.is_empty() {
         return true;
     }
@@ -790,6 +957,75 @@ pub unsafe extern "C" fn krpc_svc_addrs(
 pub unsafe extern "C" fn krpc_svc_free(h: *mut KrpcSvcHandle) {
     // SAFETY: `h` came from Box::into_raw in into_xprt and is given back once.
     drop(unsafe { Box::from_raw(h.cast::<KrpcSvc>()) });
+}
+
+/// `krpc_svc_set_cbslots` (see `c/krpc_rdma_svc.h`): 0 or `EINVAL`.
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_set_cbslots(h: *mut KrpcSvcHandle, n: u32) -> i32 {
+    // SAFETY: per the function's contract.
+    match unsafe { state(h) }.set_cbslots(n) {
+        Ok(()) => 0,
+        Err(e) => e,
+    }
+}
+
+/// `krpc_svc_bck_send` (see `c/krpc_rdma_svc.h`): `KRPC_CLNT_SENT`, `_AGAIN` or `_REFUSED`.
+///
+/// # Safety
+/// `h` as for `state`; `hdr` and `args` NULL or valid chains (walked, not consumed); `res` a
+/// valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_bck_send(
+    h: *mut KrpcSvcHandle,
+    hdr: *const FbsdMbuf,
+    args: *const FbsdMbuf,
+    res: *mut KrpcClntRes,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    let (s, res) = unsafe { (state(h), &mut *res) };
+    *res = KrpcClntRes::default();
+    s.bck_send(hdr, args, res)
+}
+
+/// `krpc_svc_bck_poll` (see `c/krpc_rdma_svc.h`): `KRPC_CLNT_DONE` or `_PENDING`.
+///
+/// # Safety
+/// `h` as for `state`; `rep` and `res` valid out-pointers.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_bck_poll(
+    h: *mut KrpcSvcHandle,
+    xid: u32,
+    rep: *mut *mut FbsdMbuf,
+    res: *mut KrpcClntRes,
+) -> i32 {
+    // SAFETY: per the function's contract.
+    let (s, rep, res) = unsafe { (state(h), &mut *rep, &mut *res) };
+    *rep = core::ptr::null_mut();
+    *res = KrpcClntRes::default();
+    s.bck_poll(xid, rep, res)
+}
+
+/// `krpc_svc_bck_abandon` (see `c/krpc_rdma_svc.h`).
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_bck_abandon(h: *mut KrpcSvcHandle, xid: u32) {
+    // SAFETY: per the function's contract.
+    unsafe { state(h) }.bck.w.retain(|(x, _)| *x != xid);
+}
+
+/// `krpc_svc_bck_handed` (see `c/krpc_rdma_svc.h`).
+///
+/// # Safety
+/// `h` as for `state`.
+#[no_mangle]
+pub unsafe extern "C" fn krpc_svc_bck_handed(h: *mut KrpcSvcHandle) -> u32 {
+    // SAFETY: per the function's contract.
+    core::mem::take(&mut unsafe { state(h) }.bck.new)
 }
 
 extern "C" fn no_upcall(_: *mut c_void) {}
@@ -1020,6 +1256,133 @@ mod tests {
         // A range beyond the chain: an error, no panic.
         let short = Chain::from_bytes(&bytes[..100]).unwrap();
         assert!(mark_ddp(short, off, len, &pages).is_err());
+    }
+
+    impl crate::qp::FaceQp for krpc_rdma::soft::SoftQp {
+        unsafe fn set_upcall(&mut self, _: extern "C" fn(*mut c_void), _: *mut c_void) {}
+        fn arm(&mut self) {}
+    }
+
+    /// The backchannel pieces both sides run, over the software provider: the client's
+    /// `KrpcClnt` (reverse slots via `set_cbslots`, bounded by `max_reverse_requests`) and
+    /// the server's `KrpcSvc` waiting for its callbacks by XID (what `krpc_svc_bck_poll`
+    /// reads). Without a backchannel xprt a reverse call is answered `SYSTEM_ERR` by the
+    /// client at once, and the waiting callback ends `RPC_SYSTEMERROR`; a call queued for a
+    /// backchannel xprt that goes is answered `SYSTEM_ERR` too (never leaked); a late reply
+    /// for an abandoned callback is dropped; the loss ends a waiting callback `RPC_CANTRECV`.
+    /// (The mbuf halves, `krpc_clnt_bc_recv` / `_reply` and `krpc_svc_bck_send`, need the
+    /// C bridge: the emu tests.)
+    #[test]
+    fn backchannel_system_err_late_reply_and_loss() {
+        use crate::clnt::KrpcClnt;
+        use krpc_rdma::soft::{pair, SoftConfig};
+        use krpc_rdma::transport::{ReplySpec, Requester, TransportConfig};
+        use mbuf::HeapPageArena;
+
+        let pa: Arc<dyn PageProvider> = Arc::new(HeapPageArena::new(64).unwrap());
+        let pb: Arc<dyn PageProvider> =
+            Arc::new(HeapPageArena::with_base(64, 0x10_0000_0000).unwrap());
+        let cfg = TransportConfig {
+            max_requests: 4,
+            max_reverse_requests: 2,
+            ..TransportConfig::default()
+        };
+        let (ca, cb) = (SoftConfig::default(), SoftConfig::default());
+        let req = Requester::new(cfg, ca.resources(), pa.clone()).unwrap();
+        let resp = Responder::new(cfg, cb.resources(), pb.clone()).unwrap();
+        let ca = SoftConfig {
+            private_data: heapless::Vec::from_slice(&req.private_data()).unwrap(),
+            ..ca
+        };
+        let cb = SoftConfig {
+            private_data: heapless::Vec::from_slice(&resp.private_data()).unwrap(),
+            ..cb
+        };
+        let (qa, qb) = pair(ca, pa.clone(), cb, pb.clone()).unwrap();
+        fn hook(_: &Chain, _: &Arc<dyn PageProvider>) -> ReplySpec {
+            ReplySpec::inline(256)
+        }
+        let mut c = KrpcClnt::new(Box::new(qa), Box::new(req), pa, hook, 4).unwrap();
+        let mut s = KrpcSvc::new(Box::new(qb), Box::new(resp), pb, 4).unwrap();
+        assert_eq!(
+            c.set_cbslots(3),
+            Err(EINVAL_FBSD),
+            "beyond max_reverse_requests"
+        );
+        c.set_cbslots(2).unwrap();
+        assert_eq!(c.cbslots(), 2);
+        s.set_cbslots(2).unwrap();
+        assert!(s.set_cbslots(3).is_err());
+        let words = |w: &[u32]| -> Vec<u8> { w.iter().flat_map(|x| x.to_be_bytes()).collect() };
+        let cb_call = |xid: u32| {
+            Chain::from_bytes(&words(&[xid, 0, 2, 0x4000_0000, 1, 1, 0, 0, 0, 0])).unwrap()
+        };
+        let settle = |c: &mut KrpcClnt, s: &mut KrpcSvc| {
+            for _ in 0..8 {
+                let _ = c.reap(None);
+                s.reap();
+            }
+        };
+        settle(&mut c, &mut s);
+
+        // No backchannel xprt: answered SYSTEM_ERR by the client's transport.
+        s.conn.reverse_call(&mut s.qp, cb_call(0xc1)).unwrap();
+        s.bck.w.push((0xc1, None));
+        let (mut rep, mut res) = (core::ptr::null_mut(), KrpcClntRes::default());
+        assert_eq!(s.bck_poll(0xc1, &mut rep, &mut res), ffi::CLNT_PENDING);
+        settle(&mut c, &mut s);
+        assert_eq!(s.bck.new, 1, "one waiter's reply arrived");
+        assert_eq!(s.bck_poll(0xc1, &mut rep, &mut res), ffi::CLNT_DONE);
+        assert_eq!(res.stat, ClntStat::SystemError as i32);
+        assert!(rep.is_null());
+        assert!(s.bck.w.is_empty());
+
+        // A backchannel xprt registered: queued for it; it goes: answered SYSTEM_ERR.
+        c.set_backchannel(true);
+        s.conn.reverse_call(&mut s.qp, cb_call(0xc2)).unwrap();
+        s.bck.w.push((0xc2, None));
+        settle(&mut c, &mut s);
+        assert_eq!(c.bc_pending(), 1, "queued for xp_recv");
+        assert_eq!(s.bck_poll(0xc2, &mut rep, &mut res), ffi::CLNT_PENDING);
+        c.set_backchannel(false);
+        assert_eq!(c.bc_pending(), 0);
+        settle(&mut c, &mut s);
+        assert_eq!(s.bck_poll(0xc2, &mut rep, &mut res), ffi::CLNT_DONE);
+        assert_eq!(res.stat, ClntStat::SystemError as i32);
+        assert_eq!(c.requester().counters().reverse_dropped, 2);
+
+        // Abandoned (krpc_svc_bck_abandon): the late reply is dropped, its slot freed.
+        s.conn.reverse_call(&mut s.qp, cb_call(0xc3)).unwrap();
+        s.bck.w.push((0xc3, None));
+        s.bck.w.retain(|(x, _)| *x != 0xc3);
+        settle(&mut c, &mut s);
+        assert!(s.bck.w.is_empty());
+        assert_eq!(
+            s.conn.responder().reverse_slots().1,
+            0,
+            "the slot came back"
+        );
+
+        // The loss with a callback outstanding: it ends RPC_CANTRECV.
+        c.set_backchannel(true);
+        s.conn.reverse_call(&mut s.qp, cb_call(0xc4)).unwrap();
+        s.bck.w.push((0xc4, None));
+        settle(&mut c, &mut s);
+        assert_eq!(c.bc_pending(), 1);
+        drop(c);
+        settle_svc(&mut s);
+        assert_eq!(s.bck_poll(0xc4, &mut rep, &mut res), ffi::CLNT_DONE);
+        assert_eq!(res.stat, ClntStat::CantRecv as i32);
+        // A callback sent after the loss: refused at once (no bridge needed for the check).
+        assert!(s.conn.is_lost());
+    }
+
+    const EINVAL_FBSD: i32 = Errno::EINVAL.freebsd();
+
+    fn settle_svc(s: &mut KrpcSvc) {
+        for _ in 0..8 {
+            s.reap();
+        }
     }
 
     #[test]

@@ -246,6 +246,7 @@ typedef struct __rpc_client {
 #define CLGET_INTERRUPTIBLE	24
 #define CLSET_RETRIES		25
 #define CLGET_RETRIES		26
+#define CLSET_BACKCHANNEL	29
 #define CLSET_TLS		30
 
 /* ---- tests only ---------------------------------------------------------------------- */

@@ -155,6 +155,9 @@ typedef struct __rpc_svcxprt {
 	(*(xprt)->xp_ops->xp_reply)((xprt), (msg), (addr), (m), (seq))
 #define SVC_DESTROY(xprt)	(*(xprt)->xp_ops->xp_destroy)(xprt)
 #define SVC_RELEASE(xprt)	svc_release(xprt)
+/* As svc.h: refcount_acquire(&xp_refs). */
+#define SVC_ACQUIRE(xprt) \
+	((void)__atomic_add_fetch(&(xprt)->xp_refs, 1, __ATOMIC_ACQ_REL))
 #define SVC_CONTROL(xprt, rq, in) \
 	(*(xprt)->xp_ops->xp_control)((xprt), (rq), (in))
 

@@ -246,6 +246,10 @@ mod mbuf_face;
 #[path = "emu_rxe/clnt_ops.rs"]
 mod clnt_ops;
 
+/// The backchannel (RFC 8167) through the krpc face: `clnt_rdma`'s reverse slots and
+/// backchannel SVCXPRT, `clnt_rdma_bck` on `svc_rdma`.
+#[path = "emu_rxe/backchannel.rs"]
+mod backchannel;
 /// `clnt_rdma` against Linux knfsd (NFSv3 over its RPC-over-RDMA listener, in the VM).
 #[path = "emu_rxe/clnt_knfsd.rs"]
 mod clnt_knfsd;

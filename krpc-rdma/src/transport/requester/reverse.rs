@@ -66,6 +66,11 @@ impl Requester {
         Ok(())
     }
 
+    /// Most reverse-direction slots that can be enabled (`max_reverse_requests`).
+    pub fn reverse_capacity(&self) -> u32 {
+        self.reverse.max()
+    }
+
     /// Reverse-direction slots enabled, and how many hold a call not yet answered.
     pub fn reverse_slots(&self) -> (u32, u32) {
         (self.reverse.enabled(), self.reverse.in_use())
