@@ -40,11 +40,12 @@ use nfs_proto::nfs4::{
     Close4Args, Component4, Compound4Args, Compound4Res, CreateSession4Args, Createhow4,
     Delegreturn4Args, DestroyClientid4Args, DestroySession4Args, ExchangeId4Args, Getattr4Args,
     Lookup4Args, NfsArgop4, NfsFh4, NfsFtype4, NfsResop4, Nfsstat4, Opaque4, Open4Args, OpenClaim4,
-    OpenDelegation4, OpenOwner4, Openflag4, Putfh4Args, Read4Args, ReclaimComplete4Args,
-    Sequence4Args, Sequence4Res, Sessionid4, StableHow4, StateProtect4, Stateid4, Utf8Str,
-    Verifier4, Write4Head, WriteDdpCompound, Xdr, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
-    NFS4_MINOR_VERSION, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_DENY_NONE,
-    OP_SEQUENCE, SEQ4_STATUS_CB_PATH_DOWN, SEQ4_STATUS_CB_PATH_DOWN_SESSION,
+    OpenDelegation4, OpenOwner4, Openflag4, Putfh4Args, Read4Args, Readdir4Args,
+    ReclaimComplete4Args, Res4, Sequence4Args, Sequence4Res, Sessionid4, StableHow4, StateProtect4,
+    Stateid4, Utf8Str, Verifier4, Write4Head, WriteDdpCompound, Xdr,
+    CREATE_SESSION4_FLAG_CONN_BACK_CHAN, NFS4_MINOR_VERSION, OPEN4_SHARE_ACCESS_READ,
+    OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_DENY_NONE, OP_SEQUENCE, SEQ4_STATUS_CB_PATH_DOWN,
+    SEQ4_STATUS_CB_PATH_DOWN_SESSION,
 };
 use onc_rpc::rpc::ReplyHeader;
 use onc_rpc::xdr::{Decoder, Encoder, XdrError};
@@ -70,6 +71,10 @@ pub const MAX_DEPTH: usize = 16;
 pub const DEFAULT_DEPTH: usize = 8;
 /// Wait between sending again a call answered `NFS4ERR_GRACE` or `NFS4ERR_DELAY`.
 pub const RETRY_DELAY: Duration = Duration::from_secs(1);
+/// READDIR's `maxcount`: a reply chunk's worth of entries per call.
+pub const READDIR_MAX: u32 = 32 * 1024;
+/// Most entries `ls` lists.
+pub const MAX_LS_ENTRIES: usize = 1 << 20;
 /// Room for a compound's reply without bulk data (kept under the 4096-byte inline threshold
 /// knfsd and we offer, so no reply chunk is registered).
 const SMALL_REPLY: usize = 3000;
@@ -187,6 +192,15 @@ pub struct Open4 {
     pub stateid: Stateid4,
     /// The delegation granted at OPEN: its stateid and whether it is a write delegation.
     pub delegation: Option<(Stateid4, bool)>,
+}
+
+/// One directory entry from [`Nfs4Client::ls`].
+#[derive(Debug, Clone)]
+pub struct DirEntry4 {
+    /// The name (bytes, as the server sent them).
+    pub name: Vec<u8>,
+    /// The attributes, when the server sent ones this client reads.
+    pub attrs: Option<Attrs4>,
 }
 
 /// What [`Nfs4Client::hold`] saw.
@@ -566,10 +580,22 @@ impl<D: Dialer> Nfs4Client<D> {
         what: &str,
         ops: Vec<NfsArgop4>,
     ) -> Result<Compound4Res, Nfs4Error> {
+        self.compound_sized(op, what, ops, SMALL_REPLY)
+    }
+
+    /// As [`compound`](Self::compound), with room for a reply of `max_reply` bytes (beyond
+    /// the inline threshold the transport offers a reply chunk).
+    fn compound_sized(
+        &mut self,
+        op: &'static str,
+        what: &str,
+        ops: Vec<NfsArgop4>,
+        max_reply: usize,
+    ) -> Result<Compound4Res, Nfs4Error> {
         let start = Instant::now();
         let mut noted = false;
         loop {
-            let xid = self.submit(ops.clone(), ReplySpec::inline(SMALL_REPLY))?;
+            let xid = self.submit(ops.clone(), ReplySpec::inline(max_reply))?;
             let reply = self.collect(xid)?;
             let res = decode_res(xid, &reply, op)?;
             let status = res.status;
@@ -650,6 +676,67 @@ impl<D: Dialer> Nfs4Client<D> {
             },
             _ => Err(Nfs4Error::Other(format!("GETATTR {path}: no result"))),
         }
+    }
+
+    /// The entries of directory `path` (relative to the export; "" or "/" is its root) with
+    /// their attributes, sorted by name: READDIR from cookie 0 until `eof`, each reply up to
+    /// [`READDIR_MAX`] bytes (through a reply chunk: it exceeds the inline threshold).
+    ///
+    /// # Errors
+    /// NFS errors, transport errors, a server that returns no entry and no `eof`, or more
+    /// than [`MAX_LS_ENTRIES`].
+    pub fn ls(&mut self, path: &str) -> Result<Vec<DirEntry4>, Nfs4Error> {
+        let root = self.root.clone();
+        let dir = if path.split('/').all(|c| c.is_empty() || c == ".") {
+            root
+        } else {
+            self.lookup_from(Some(&root), path)?
+        };
+        let mut out = Vec::new();
+        let mut cookie = 0u64;
+        let mut cookieverf = Verifier4::default();
+        loop {
+            let ops = vec![
+                NfsArgop4::Putfh(Putfh4Args {
+                    object: dir.clone(),
+                }),
+                NfsArgop4::Readdir(Readdir4Args {
+                    cookie,
+                    cookieverf,
+                    dircount: READDIR_MAX / 4,
+                    maxcount: READDIR_MAX,
+                    attr_request: Attrs4::request(),
+                }),
+            ];
+            let res = self.compound_sized("READDIR", path, ops, READDIR_MAX as usize + 1024)?;
+            let Some(NfsResop4::Readdir(Res4::Ok(ok))) = res.resarray.into_iter().last() else {
+                return Err(Nfs4Error::Other(format!("READDIR {path}: no result")));
+            };
+            let progressed = !ok.entries.is_empty();
+            for e in ok.entries {
+                cookie = e.cookie;
+                out.push(DirEntry4 {
+                    name: e.name.0,
+                    attrs: Attrs4::from_fattr4(&e.attrs).ok(),
+                });
+            }
+            if out.len() > MAX_LS_ENTRIES {
+                return Err(Nfs4Error::Other(format!(
+                    "READDIR {path}: more than {MAX_LS_ENTRIES} entries"
+                )));
+            }
+            cookieverf = ok.cookieverf;
+            if ok.eof {
+                break;
+            }
+            if !progressed {
+                return Err(Nfs4Error::Other(format!(
+                    "READDIR {path}: no entries and no end of the directory"
+                )));
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
     }
 
     /// OPEN `path` (relative to the export) for `access` (`OPEN4_SHARE_ACCESS_*`), creating
@@ -1161,7 +1248,7 @@ fn sequence_result(reply: &Chain) -> Option<Sequence4Res> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nfs_proto::nfs4::{Res4, Sequence4ResOk, NFS4_PROGRAM, NFSPROC4_COMPOUND};
+    use nfs_proto::nfs4::{Sequence4ResOk, NFS4_PROGRAM, NFSPROC4_COMPOUND};
     use onc_rpc::rpc::CallHeader;
 
     /// An accepted, successful RPC reply of `xid` with `res` as its results.

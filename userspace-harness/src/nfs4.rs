@@ -9,8 +9,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use krpc_rdma_session::nfs4::{CbStats, Held, Nfs4Error, Nfs4Opts, Open4, MAX_DEPTH, MAX_IO};
-use nfs_proto::nfs4::Attrs4;
+use krpc_rdma_session::nfs4::{
+    CbStats, DirEntry4, Held, Nfs4Error, Nfs4Opts, Open4, MAX_DEPTH, MAX_IO,
+};
+use nfs_proto::nfs4::{Attrs4, NfsFtype4};
 
 use crate::session::VerbsDialer;
 use crate::trace::Tracer;
@@ -34,6 +36,12 @@ pub enum Nfs4Op {
         remote: String,
         /// The local file.
         local: PathBuf,
+    },
+    /// List directory DIR (READDIR), one entry per line, sorted by name.
+    Ls {
+        /// The remote directory.
+        #[arg(default_value = "/")]
+        dir: String,
     },
     /// Print the attributes of PATH (GETATTR).
     Stat {
@@ -154,6 +162,12 @@ fn op_on(c: &mut Nfs4Client, inline: &str, op: Nfs4Op) -> Result<(), Nfs4Error> 
             )
             .map_err(stdout)
         }
+        Nfs4Op::Ls { dir } => {
+            for e in c.ls(&dir)? {
+                writeln!(out, "{}", format_entry(&e)).map_err(stdout)?;
+            }
+            Ok(())
+        }
         Nfs4Op::Stat { path } => {
             let a = c.stat(&path)?;
             writeln!(out, "{}", format_attrs(&a)).map_err(stdout)
@@ -191,6 +205,38 @@ pub fn format_cb(s: &CbStats) -> String {
     format!(
         "{} slots, {} calls, {} replies, {} refused, {} recalls, {} DELEGRETURNs",
         s.slots, s.calls, s.replies, s.refused, s.recalls, s.returned
+    )
+}
+
+/// `ls -l`-like one line for an entry: type and mode, links, owner, group, size, name.
+pub fn format_entry(e: &DirEntry4) -> String {
+    let name = String::from_utf8_lossy(&e.name);
+    let Some(a) = &e.attrs else {
+        return format!("? {name}");
+    };
+    let t = match a.type_ {
+        Some(NfsFtype4::Reg) => '-',
+        Some(NfsFtype4::Dir) => 'd',
+        Some(NfsFtype4::Lnk) => 'l',
+        Some(NfsFtype4::Blk) => 'b',
+        Some(NfsFtype4::Chr) => 'c',
+        Some(NfsFtype4::Sock) => 's',
+        Some(NfsFtype4::Fifo) => 'p',
+        Some(_) => 'o',
+        None => '?',
+    };
+    let s = |o: &Option<nfs_proto::nfs4::Utf8Str>| {
+        o.as_ref().map_or("?".into(), |u| {
+            String::from_utf8_lossy(u.as_bytes()).into_owned()
+        })
+    };
+    format!(
+        "{t}{:04o} {:>3} {:>5} {:>5} {:>12} {name}",
+        a.mode.unwrap_or(0) & 0o7777,
+        a.numlinks.unwrap_or(0),
+        s(&a.owner),
+        s(&a.owner_group),
+        a.size.unwrap_or(0)
     )
 }
 

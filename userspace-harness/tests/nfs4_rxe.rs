@@ -115,6 +115,48 @@ fn put_and_get_files_of_edge_sizes_byte_exact_through_chunks() {
     }
 }
 
+/// `ls` of a directory of 300 files (several READDIR replies, each through a reply chunk)
+/// lists exactly them, sorted, with the sizes the server's shell gave them.
+#[test]
+fn ls_of_300_files_lists_exactly_them_through_reply_chunks() {
+    if skip() {
+        return;
+    }
+    let dir = setup("ls");
+    let local = Path::new("/export").join(dir.trim_start_matches('/'));
+    let mut want: Vec<String> = (0..300)
+        .map(|i| format!("file-{i:04}-{}", "x".repeat(i % 40)))
+        .collect();
+    for (i, n) in want.iter().enumerate() {
+        std::fs::write(local.join(n), vec![b'z'; i]).unwrap();
+    }
+    std::fs::create_dir(local.join("sub")).unwrap();
+    want.push("sub".into());
+    want.sort();
+    let out = nfs4(&["ls", &dir]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let names: Vec<&str> = lines
+        .iter()
+        .map(|l| l.rsplit(' ').next().unwrap())
+        .collect();
+    assert_eq!(names, want);
+    for l in &lines {
+        let name = l.rsplit(' ').next().unwrap();
+        if name == "sub" {
+            assert!(l.starts_with('d'), "{l}");
+            continue;
+        }
+        let i: usize = name[5..9].parse().unwrap();
+        let size: usize = l.split_whitespace().nth(4).unwrap().parse().unwrap();
+        assert!(l.starts_with('-') && size == i, "{l}");
+    }
+    // More than one READDIR, each reply through a reply chunk.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("reply_chunks"), "{stderr}");
+}
+
 #[test]
 fn stat_and_errors_name_their_status() {
     if skip() {

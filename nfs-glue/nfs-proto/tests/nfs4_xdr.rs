@@ -1729,3 +1729,79 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// READDIR
+
+/// READDIR's arguments and a result of two entries, from RFC 5662's XDR: the arguments in
+/// field order; the result's `dirlist4` a linked list (`entry4 *entries`: a 1 before each
+/// entry, 0 after the last) followed by `eof`.
+#[test]
+fn readdir_golden_and_entry_list() {
+    let args = Readdir4Args {
+        cookie: 0x0102_0304_0506_0708,
+        cookieverf: Verifier4([9; 8]),
+        dircount: 8192,
+        maxcount: 32768,
+        attr_request: Bitmap4::from_bits(&[1, 33]),
+    };
+    let mut want = words(&[0x0102_0304, 0x0506_0708]);
+    want.extend([9u8; 8]);
+    want.extend(words(&[8192, 32768, 2, 1 << 1, 1 << 1]));
+    golden(&args, &want);
+
+    let e = |cookie: u64, name: &[u8]| Entry4 {
+        cookie,
+        name: Component4::new(name),
+        attrs: Fattr4 {
+            attrmask: Bitmap4::from_bits(&[4]),
+            attr_vals: 7u64.to_be_bytes().to_vec(),
+        },
+    };
+    let ok = Readdir4ResOk {
+        cookieverf: Verifier4([1; 8]),
+        entries: vec![e(3, b"a"), e(4, b"bcde")],
+        eof: true,
+    };
+    let mut want = vec![1u8; 8];
+    // entry "a": present, cookie 3, name (1 byte + 3 pad), attrmask {size}, 8 bytes of value.
+    want.extend(words(&[1, 0, 3, 1]));
+    want.extend(b"a\0\0\0");
+    want.extend(words(&[1, 1 << 4, 8, 0, 7]));
+    want.extend(words(&[1, 0, 4, 4]));
+    want.extend(b"bcde");
+    want.extend(words(&[1, 1 << 4, 8, 0, 7]));
+    // end of the list, eof.
+    want.extend(words(&[0, 1]));
+    golden(&ok, &want);
+    // In a COMPOUND result, with its operation number and status.
+    let res = NfsResop4::Readdir(Res4::Ok(ok.clone()));
+    assert_eq!(res.opnum(), OP_READDIR);
+    let mut e2 = Encoder::new();
+    res.encode(&mut e2);
+    let b = e2.finish().unwrap();
+    assert_eq!(decode_all::<NfsResop4>(&b), res);
+    assert_eq!(&b[..8], &words(&[OP_READDIR, 0])[..]);
+    // A truncated list is an error, never a panic.
+    for n in 0..want.len() {
+        assert!(
+            Readdir4ResOk::decode(&mut Decoder::new(&want[..n])).is_err(),
+            "{n}"
+        );
+    }
+}
+
+/// A peer's list longer than NFS4_MAX_DIR_ENTRIES is refused while decoding (each entry
+/// costs the peer 24 bytes at least: the bound holds memory to what arrived).
+#[test]
+fn readdir_entries_are_bounded() {
+    let mut b = vec![0u8; 8];
+    for i in 0..=NFS4_MAX_DIR_ENTRIES as u32 {
+        b.extend(words(&[1, 0, i, 0, 0, 0]));
+    }
+    b.extend(words(&[0, 1]));
+    assert!(matches!(
+        decode_err::<Readdir4ResOk>(&b),
+        XdrError::TooManyEntries { .. }
+    ));
+}

@@ -11,8 +11,9 @@ use super::{
     get_array_with, put_array, Close4Args, Close4Res, CreateSession4Args, CreateSession4Res,
     Delegreturn4Args, DestroyClientid4Args, DestroySession4Args, ExchangeId4Args, ExchangeId4Res,
     Getattr4Args, Getattr4Res, Getfh4Res, Lookup4Args, Nfsstat4, Open4Args, Open4Res, Putfh4Args,
-    Read4Args, Read4Res, ReclaimComplete4Args, Sequence4Args, Sequence4Res, Utf8Str, Write4Args,
-    Write4Res, Xdr, NFS4_MAX_DATA, NFS4_MAX_OPS, NFS4_PROGRAM, NFSPROC4_COMPOUND, NFS_V4,
+    Read4Args, Read4Res, Readdir4Args, Readdir4Res, ReclaimComplete4Args, Sequence4Args,
+    Sequence4Res, Utf8Str, Write4Args, Write4Res, Xdr, NFS4_MAX_DATA, NFS4_MAX_OPS, NFS4_PROGRAM,
+    NFSPROC4_COMPOUND, NFS_V4,
 };
 
 /// Define the `OP_*` constants and [`op_name`].
@@ -141,6 +142,8 @@ pub enum NfsArgop4 {
     Putrootfh,
     /// `OP_READ`.
     Read(Read4Args),
+    /// `OP_READDIR`.
+    Readdir(Readdir4Args),
     /// `OP_WRITE`.
     Write(Write4Args),
     /// `OP_EXCHANGE_ID`.
@@ -172,6 +175,7 @@ impl NfsArgop4 {
             NfsArgop4::Putfh(_) => OP_PUTFH,
             NfsArgop4::Putrootfh => OP_PUTROOTFH,
             NfsArgop4::Read(_) => OP_READ,
+            NfsArgop4::Readdir(_) => OP_READDIR,
             NfsArgop4::Write(_) => OP_WRITE,
             NfsArgop4::ExchangeId(_) => OP_EXCHANGE_ID,
             NfsArgop4::CreateSession(_) => OP_CREATE_SESSION,
@@ -193,6 +197,7 @@ impl NfsArgop4 {
             NfsArgop4::Open(a) => a.encode(e),
             NfsArgop4::Putfh(a) => a.encode(e),
             NfsArgop4::Read(a) => a.encode(e),
+            NfsArgop4::Readdir(a) => a.encode(e),
             NfsArgop4::Write(a) => a.encode(e),
             NfsArgop4::ExchangeId(a) => a.encode(e),
             NfsArgop4::CreateSession(a) => a.encode(e),
@@ -221,6 +226,7 @@ impl NfsArgop4 {
             OP_PUTFH => NfsArgop4::Putfh(Putfh4Args::decode(d)?),
             OP_PUTROOTFH => NfsArgop4::Putrootfh,
             OP_READ => NfsArgop4::Read(Read4Args::decode(d)?),
+            OP_READDIR => NfsArgop4::Readdir(Readdir4Args::decode(d)?),
             OP_WRITE => NfsArgop4::Write(Write4Args::decode_with_max(d, max_data)?),
             OP_EXCHANGE_ID => NfsArgop4::ExchangeId(ExchangeId4Args::decode(d)?),
             OP_CREATE_SESSION => NfsArgop4::CreateSession(CreateSession4Args::decode(d)?),
@@ -276,6 +282,8 @@ pub enum NfsResop4 {
     Putrootfh(Nfsstat4),
     /// `OP_READ`.
     Read(Read4Res),
+    /// `OP_READDIR`.
+    Readdir(Readdir4Res),
     /// `OP_WRITE`.
     Write(Write4Res),
     /// `OP_EXCHANGE_ID`.
@@ -307,6 +315,7 @@ impl NfsResop4 {
             NfsResop4::Putfh(_) => OP_PUTFH,
             NfsResop4::Putrootfh(_) => OP_PUTROOTFH,
             NfsResop4::Read(_) => OP_READ,
+            NfsResop4::Readdir(_) => OP_READDIR,
             NfsResop4::Write(_) => OP_WRITE,
             NfsResop4::ExchangeId(_) => OP_EXCHANGE_ID,
             NfsResop4::CreateSession(_) => OP_CREATE_SESSION,
@@ -326,6 +335,7 @@ impl NfsResop4 {
             NfsResop4::Getfh(r) => r.status(),
             NfsResop4::Open(r) => r.status(),
             NfsResop4::Read(r) => r.status(),
+            NfsResop4::Readdir(r) => r.status(),
             NfsResop4::Write(r) => r.status(),
             NfsResop4::ExchangeId(r) => r.status(),
             NfsResop4::CreateSession(r) => r.status(),
@@ -349,6 +359,7 @@ impl NfsResop4 {
             NfsResop4::Getfh(r) => r.encode(e),
             NfsResop4::Open(r) => r.encode(e),
             NfsResop4::Read(r) => r.encode(e),
+            NfsResop4::Readdir(r) => r.encode(e),
             NfsResop4::Write(r) => r.encode(e),
             NfsResop4::ExchangeId(r) => r.encode(e),
             NfsResop4::CreateSession(r) => r.encode(e),
@@ -381,6 +392,7 @@ impl NfsResop4 {
             OP_PUTFH => NfsResop4::Putfh(Nfsstat4::decode(d)?),
             OP_PUTROOTFH => NfsResop4::Putrootfh(Nfsstat4::decode(d)?),
             OP_READ => NfsResop4::Read(Read4Res::decode_with_max(d, max_data)?),
+            OP_READDIR => NfsResop4::Readdir(Readdir4Res::decode(d)?),
             OP_WRITE => NfsResop4::Write(Write4Res::decode(d)?),
             OP_EXCHANGE_ID => NfsResop4::ExchangeId(ExchangeId4Res::decode(d)?),
             OP_CREATE_SESSION => NfsResop4::CreateSession(CreateSession4Res::decode(d)?),
