@@ -29,7 +29,12 @@
  *   across the close, freed unanswered, holding the last reference); malformed call headers
  *   from the core's Requester to a second svc_rdma in the same pool (Rust:
  *   krpc_rdma_face_malformed); the idle timeout (a third connection with 1 s falls silent:
- *   closed, its SVCXPRT destroyed, the client's next call fails); listen / dial / reconnect
+ *   closed, its SVCXPRT destroyed, the client's next call fails); the backchannel (RFC
+ *   8167: a fourth connection with reverse slots reserved, krpc_rdma_face_pair_cb; the
+ *   client's backchannel SVCXPRT, svc_rdma_create_backchannel + CLSET_BACKCHANNEL, served by
+ *   the pool's threads with a callback program of its own; on the server's svc_rdma a
+ *   clnt_rdma_bck_create CLIENT: CB_NULL, echo callbacks answered byte for byte, a 64 KiB
+ *   callback refused RPC_CANTSEND; both transports gone after); listen / dial / reconnect
  *   over the software fabric (krpc_rdma_soft_listen / _dial: svc_rdma_listen_create's
  *   rendezvous transport, a reconnecting clnt_rdma_dialed client, a server restart with a
  *   call in progress answered once on the new connection with its XID). Then svc_exit,
@@ -76,6 +81,9 @@ struct krpc_face_test;
 struct krpc_face_test *krpc_rdma_face_open(void);
 int krpc_rdma_face_pair(struct krpc_face_test *ft, struct krpc_clnt **clnt,
     struct krpc_svc **svc);
+/* The same with cbslots reverse slots reserved at both ends (none enabled). */
+int krpc_rdma_face_pair_cb(struct krpc_face_test *ft, uint32_t cbslots,
+    struct krpc_clnt **clnt, struct krpc_svc **svc);
 void krpc_rdma_face_close(struct krpc_face_test *ft, uint64_t *pages_left,
     uint64_t *pages_allocated);
 int krpc_rdma_face_malformed(struct krpc_face_test *ft, SVCPOOL *pool, SVCXPRT **xprt,
@@ -187,6 +195,14 @@ krpc_soft_cq_destroy(struct krpc_soft_cq *cq)
 #define FT_HOLD		102	/* held across CLNT_CLOSE, then freed unanswered */
 #define FT_RESTART	103	/* first: its connection ended unanswered; again (same XID): answered */
 #define FT_PORT		20049	/* the software fabric's port of the listen / dial step */
+/* The backchannel step: the NFSv4 callback program, served on the client's backchannel. */
+#define FT_CB_PROG	0x40000000
+#define FT_CB_VERS	1
+#define FT_CB_ECHO	1	/* CB_COMPOUND's number: its arguments back, each byte + 1 */
+#define FT_CB_SLOTS	2	/* reverse slots reserved and enabled at both ends */
+#define FT_CB_LEN	200	/* an echo callback's argument bytes */
+#define FT_CB_MAX	256	/* the most the callback service echoes */
+#define FT_CB_BIG	(64 * 1024)	/* a callback beyond the inline size */
 #define FT_N		((1 << 20) + 3)
 #define FT_PAD		(roundup2(FT_N, 4) - FT_N)
 #define FT_WSEED	41
@@ -231,6 +247,9 @@ static struct {
 	int		restart_go;
 	int		restarter;	/* 1: in CLNT_CALL_MBUF, 2: returned */
 	enum clnt_stat	restarter_stat;
+	/* The backchannel step: the callbacks the callback service answered. */
+	int		cb_null;
+	int		cb_echo;
 } ft;
 
 static uint8_t
@@ -508,6 +527,47 @@ ft_dispatch(struct svc_req *rq, SVCXPRT *xprt)
 	}
 }
 
+/*
+ * The callback service of the backchannel step (a pool thread of svc_run, on the client's
+ * backchannel SVCXPRT), as the Rust emu_rxe backchannel test's: CB_NULL answered with no
+ * results, FT_CB_ECHO with its arguments back, each byte + 1 (so the results are the
+ * service's, not the arguments come back), anything else PROC_UNAVAIL.
+ */
+static void
+ft_cb_dispatch(struct svc_req *rq, SVCXPRT *xprt __unused)
+{
+	uint8_t b[FT_CB_MAX];
+	int len, j;
+
+	switch (rq->rq_proc) {
+	case NULLPROC:
+		mtx_lock(&ft.lock);
+		ft.cb_null++;
+		mtx_unlock(&ft.lock);
+		svc_sendreply_mbuf(rq, NULL);
+		break;
+	case FT_CB_ECHO:
+		len = (int)m_length(rq->rq_args, NULL);
+		if (len > FT_CB_MAX) {
+			ft_fail_server("callback: echo arguments too long");
+			svcerr_decode(rq);
+			break;
+		}
+		m_copydata(rq->rq_args, 0, len, (caddr_t)b);
+		for (j = 0; j < len; j++)
+			b[j]++;
+		mtx_lock(&ft.lock);
+		ft.cb_echo++;
+		mtx_unlock(&ft.lock);
+		svc_sendreply_mbuf(rq, ft_bytes(b, len));
+		break;
+	default:
+		svcerr_noproc(rq);
+		break;
+	}
+	svc_freereq(rq);
+}
+
 static void
 ft_svc_thread(void *arg)
 {
@@ -730,20 +790,20 @@ krpc_facetest_run(void)
 	struct krpc_mbuf_counts mc0, mc1;
 	struct rpc_err err;
 	SVCPOOL *pool = NULL;
-	SVCXPRT *xprt = NULL, *xprt2 = NULL, *xprt3, *lx = NULL;
-	CLIENT *cl3 = NULL, *cl4 = NULL;
+	SVCXPRT *xprt = NULL, *xprt2 = NULL, *xprt3, *xprt4, *lx = NULL, *bc = NULL;
+	CLIENT *cl3 = NULL, *cl4 = NULL, *clb = NULL, *cbc = NULL;
 	struct krpc_listen_stats ls;
 	int restart_ticks = 0;
-	u_int idle0, live0;
+	u_int idle0, live0, cblive0, cllive0;
 	struct svc_callout *sc;
 	CLIENT *cl = NULL;
-	struct mbuf *args = NULL, *copy = NULL, *rep = NULL;
+	struct mbuf *args = NULL, *copy = NULL, *rep = NULL, *cbargs = NULL;
 	enum clnt_stat st;
 	uint8_t whead[FT_WHEAD], rargs[FT_WHEAD - 8], *buf;
 	char *line;
 	uint64_t pages_left = 0, pages_alloc = 0, live[3];
 	uint32_t u;
-	int rc = 0, bad, extpg, marker, one = 1, start, i, svc_started = 0;
+	int rc = 0, bad, extpg, marker, one = 1, start, i, j, len, svc_started = 0;
 
 	if (!krpc_facetest_on)
 		return (0);
@@ -1009,6 +1069,134 @@ krpc_facetest_run(void)
 	cl3 = NULL;
 
 	/*
+	 * The backchannel (RFC 8167 through the krpc face): callbacks on the client's own
+	 * connection, as the NFSv4.1 server sends them on a session's. A fourth connection with
+	 * FT_CB_SLOTS reverse slots reserved at both ends (krpc_rdma_face_pair_cb). The client: a
+	 * clnt_rdma with its slots enabled (CLSET_RDMA_CBSLOTS, refused beyond the reserve) and
+	 * a backchannel SVCXPRT (svc_rdma_create_backchannel: registered with the pool, whose
+	 * threads answer the callbacks through the callback program svc_reg'd on it, as
+	 * nfscbd's) given to it with CLSET_BACKCHANNEL. The server: its svc_rdma transport with
+	 * its slots (svc_rdma_set_cbslots) and a clnt_rdma_bck_create CLIENT on it (what nfsd
+	 * does with clnt_bck_create). A forward NULL first (the server learns the client's
+	 * grant); CB_NULL; four echo callbacks with a two-mbuf argument chain, the results byte
+	 * for byte, forward NULL calls in between; a 64 KiB callback refused at once (reverse
+	 * calls are inline only: RPC_CANTSEND / EMSGSIZE, never sent). Then the bck CLIENT goes,
+	 * then the client: its connection closes, svc.c's threads unregister both transports
+	 * (the backchannel SVCXPRT's xp_stat says XPRT_DIED) and they are destroyed.
+	 */
+	cblive0 = krpc_svc_live();
+	cllive0 = krpc_clnt_live();
+	i = krpc_rdma_face_pair_cb(t, FT_CB_SLOTS, &ch, &sh);
+	FT_CHECK(i == 0, "backchannel: krpc_rdma_face_pair_cb: error %d", i);
+	xprt4 = svc_rdma_create(pool, sh);
+	FT_CHECK(xprt4 != NULL, "backchannel: svc_rdma_create");
+	sh = NULL;
+	i = svc_rdma_set_cbslots(xprt4, FT_CB_SLOTS);
+	cbc = i == 0 ? clnt_rdma_bck_create(xprt4, FT_CB_PROG, FT_CB_VERS) : NULL;
+	/* The creator's reference: the registration's keeps the transport, cbc holds one. */
+	SVC_RELEASE(xprt4);
+	FT_CHECK(i == 0, "backchannel: svc_rdma_set_cbslots(%d): error %d", FT_CB_SLOTS, i);
+	FT_CHECK(cbc != NULL, "backchannel: clnt_rdma_bck_create");
+	clb = clnt_rdma_create(ch, FT_PROG, FT_VERS);
+	FT_CHECK(clb != NULL, "backchannel: clnt_rdma_create");
+	ch = NULL;
+	u = FT_CB_SLOTS + 1;
+	FT_CHECK(!CLNT_CONTROL(clb, CLSET_RDMA_CBSLOTS, &u),
+	    "backchannel: CLSET_RDMA_CBSLOTS %u beyond the reserve of %d accepted", u,
+	    FT_CB_SLOTS);
+	u = FT_CB_SLOTS;
+	FT_CHECK(CLNT_CONTROL(clb, CLSET_RDMA_CBSLOTS, &u),
+	    "backchannel: CLSET_RDMA_CBSLOTS %u refused", u);
+	u = 0;
+	FT_CHECK(CLNT_CONTROL(clb, CLGET_RDMA_CBSLOTS, &u) && u == FT_CB_SLOTS,
+	    "backchannel: CLGET_RDMA_CBSLOTS said %u", u);
+	args = m_get(M_WAITOK, MT_DATA);
+	st = ft_call(clb, NULLPROC, args, &rep, 10000);
+	m_freem(rep);
+	FT_CHECK(st == RPC_SUCCESS, "backchannel: forward NULL: stat %d", st);
+	bc = svc_rdma_create_backchannel(pool);
+	FT_CHECK(bc != NULL, "backchannel: svc_rdma_create_backchannel");
+	FT_CHECK(svc_reg(bc, FT_CB_PROG, FT_CB_VERS, ft_cb_dispatch, NULL),
+	    "backchannel: svc_reg of the callback program");
+	i = CLNT_CONTROL(clb, CLSET_BACKCHANNEL, bc);
+	/* The creator's reference: the CLIENT holds one; not attached, nothing would end its
+	 * registration (svc.c unregisters it once its CLIENT is gone). */
+	if (!i)
+		xprt_unregister(bc);
+	SVC_RELEASE(bc);
+	bc = NULL;
+	FT_CHECK(i, "backchannel: CLSET_BACKCHANNEL refused");
+
+	/* CB_NULL: RPC_SUCCESS with an (empty) results chain. */
+	st = ft_call(cbc, NULLPROC, args, &rep, 10000);
+	len = rep != NULL ? (int)m_length(rep, NULL) : -1;
+	m_freem(rep);
+	FT_CHECK(st == RPC_SUCCESS, "backchannel: CB_NULL: stat %d", st);
+	FT_CHECK(len == 0, "backchannel: CB_NULL: results of %d bytes", len);
+	/* Echo: the arguments in two mbufs; the results are each byte + 1. */
+	for (i = 0; i < 4; i++) {
+		for (j = 0; j < FT_CB_LEN; j++)
+			buf[j] = (uint8_t)(j * (i + 3));
+		cbargs = ft_bytes(buf, FT_CB_LEN / 2 + 20);
+		cbargs->m_next = ft_bytes(buf + FT_CB_LEN / 2 + 20, FT_CB_LEN / 2 - 20);
+		st = ft_call(cbc, FT_CB_ECHO, cbargs, &rep, 10000);
+		m_freem(cbargs);
+		cbargs = NULL;
+		len = rep != NULL ? (int)m_length(rep, NULL) : -1;
+		bad = 0;
+		if (st == RPC_SUCCESS && len == FT_CB_LEN) {
+			m_copydata(rep, 0, FT_CB_LEN, (caddr_t)buf + FT_CB_MAX);
+			for (j = 0; j < FT_CB_LEN && bad == 0; j++)
+				if (buf[FT_CB_MAX + j] != (uint8_t)(buf[j] + 1))
+					bad = j + 1;
+		}
+		m_freem(rep);
+		FT_CHECK(st == RPC_SUCCESS, "backchannel: echo %d: stat %d (server: %s)", i, st,
+		    ft.err);
+		FT_CHECK(len == FT_CB_LEN, "backchannel: echo %d: results of %d bytes", i, len);
+		FT_CHECK(bad == 0, "backchannel: echo %d: results differ at byte %d", i, bad - 1);
+		st = ft_call(clb, NULLPROC, args, &rep, 10000);
+		m_freem(rep);
+		FT_CHECK(st == RPC_SUCCESS, "backchannel: forward NULL after echo %d: stat %d", i,
+		    st);
+	}
+	/* Beyond the inline size: refused before anything is sent, not by the timeout. */
+	cbargs = ft_plain_chain(NULL, 0, FT_CB_BIG, FT_WSEED);
+	start = ticks;
+	st = ft_call(cbc, FT_CB_ECHO, cbargs, &rep, 10000);
+	m_freem(rep);
+	m_freem(cbargs);
+	cbargs = NULL;
+	CLNT_GETERR(cbc, &err);
+	FT_CHECK(st == RPC_CANTSEND && err.re_errno == EMSGSIZE,
+	    "backchannel: a %d-byte callback: stat %d, errno %d (not RPC_CANTSEND, EMSGSIZE)",
+	    FT_CB_BIG, st, err.re_errno);
+	FT_CHECK(ticks - start < 2 * hz, "backchannel: the %d-byte callback refused after %d "
+	    "ticks", FT_CB_BIG, ticks - start);
+	FT_CHECK(ft.err[0] == '\0' && ft.cb_null == 1 && ft.cb_echo == 4,
+	    "backchannel: the callback service answered %d CB_NULL and %d echoes, not 1 and 4 "
+	    "(server: %s)", ft.cb_null, ft.cb_echo, ft.err);
+	m_freem(args);
+	args = NULL;
+	/* The bck CLIENT, then the client (its connection closes): both transports go. */
+	CLNT_DESTROY(cbc);
+	cbc = NULL;
+	CLNT_DESTROY(clb);
+	clb = NULL;
+	start = ticks;
+	while ((krpc_svc_live() != cblive0 || krpc_clnt_live() != cllive0) &&
+	    ticks - start < 10 * hz)
+		pause("ftbc", hz / 10);
+	FT_CHECK(krpc_svc_live() == cblive0 && krpc_clnt_live() == cllive0,
+	    "backchannel: not gone after %d ticks: %d SVCXPRTs / bck CLIENTs, %d CLIENTs / "
+	    "backchannel SVCXPRTs", ticks - start, (int)(krpc_svc_live() - cblive0),
+	    (int)(krpc_clnt_live() - cllive0));
+	printf("krpc_rdma facetest: backchannel: CB_NULL and 4 echo callbacks of %d bytes "
+	    "(forward calls in between) answered by svc.c's threads on the client's backchannel "
+	    "SVCXPRT, a %d-byte callback refused RPC_CANTSEND; both transports gone %d ticks "
+	    "after the CLIENTs\n", FT_CB_LEN, FT_CB_BIG, ticks - start);
+
+	/*
 	 * Listen, dial, reconnect, over the software fabric (connection set-up by port: what
 	 * rdma_cm gives on a device). A dial to a port nobody listens on is refused. A listener
 	 * (svc_rdma_listen_create: the rendezvous transport, served by svc.c's threads) and a
@@ -1103,6 +1291,16 @@ krpc_facetest_run(void)
 	FT_CHECK(ss.calls >= 9, "stats: %ju calls handed up", (uintmax_t)ss.calls);
 
 out:
+	/* The backchannel step's (before svc_exit: the pool's threads end their transports). */
+	if (cbc != NULL)
+		CLNT_DESTROY(cbc);
+	if (clb != NULL)
+		CLNT_DESTROY(clb);
+	if (bc != NULL) {
+		xprt_unregister(bc);
+		SVC_RELEASE(bc);
+	}
+	m_freem(cbargs);
 	if (ft.hold == 1) {
 		mtx_lock(&ft.lock);
 		ft.hold = 2;
@@ -1189,8 +1387,8 @@ out:
 	if (rc == 0)
 		printf("krpc_rdma facetest: PASS: NULL, WRITE %d x2 (M_EXTPG, m_copym), READ %d "
 		    "(M_EXTPG), PROC_UNAVAIL, PROG_UNAVAIL, PROG_MISMATCH, timeout, abandon, "
-		    "stock-NFS mode both ways, malformed headers, idle timeout, listen / dial / "
-		    "reconnect, CLNT_CLOSE with a sleeper, xp_destroy with a call outstanding; %ju bridge M_EXTPG mbufs built, %ju pages allocated, 0 left\n",
+		    "stock-NFS mode both ways, malformed headers, idle timeout, backchannel (CB_NULL, "
+		    "echo, too large), listen / dial / reconnect, CLNT_CLOSE with a sleeper, xp_destroy with a call outstanding; %ju bridge M_EXTPG mbufs built, %ju pages allocated, 0 left\n",
 		    FT_N, FT_N, (uintmax_t)(mc1.extpg_built - mc0.extpg_built),
 		    (uintmax_t)pages_alloc);
 	mtx_destroy(&ft.lock);

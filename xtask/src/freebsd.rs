@@ -105,6 +105,7 @@ const FREEBSD_TEST_EXPORTS: &[&str] = &[
     "krpc_rdma_selftest",
     "krpc_rdma_face_open",
     "krpc_rdma_face_pair",
+    "krpc_rdma_face_pair_cb",
     "krpc_rdma_face_close",
     "krpc_rdma_face_malformed",
     "krpc_rdma_soft_listen",

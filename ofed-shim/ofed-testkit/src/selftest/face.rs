@@ -12,7 +12,8 @@
 //!   wakes a poller), which is why [`FaceQp::arm`] has nothing to do.
 //! * The C entry points of the FreeBSD face test: [`krpc_rdma_face_open`] (a fixture over
 //!   kernel pages), [`krpc_rdma_face_pair`] (a connected `struct krpc_clnt` /
-//!   `struct krpc_svc` pair, for `clnt_rdma_create` and `svc_rdma_create`) and
+//!   `struct krpc_svc` pair, for `clnt_rdma_create` and `svc_rdma_create`; with reverse slots
+//!   reserved at both ends: [`krpc_rdma_face_pair_cb`], the backchannel step's) and
 //!   [`krpc_rdma_face_close`] (the page references left, which must be 0), and
 //!   [`krpc_rdma_face_malformed`]: malformed calls from the core's Requester to an
 //!   `svc_rdma` transport that the kernel's own svc.c pool serves, answered by the transport.
@@ -41,7 +42,7 @@ use krpc_face::svc::KrpcSvc;
 use krpc_rdma::provider::{Middleware, Provider, ProviderError, RecvBufId, Resources, SendWr};
 use krpc_rdma::soft::{pair, set_relax_hook, FabricLock, SoftConfig};
 use krpc_rdma::transport::{ReplySpec, Requester, RequesterEvent, TransportConfig};
-use krpc_rdma_scenarios::Pair;
+use krpc_rdma_scenarios::{Limits, Pair, Setup};
 use mbuf::{Chain, PageProvider};
 use ofed_shim::pages::Counted;
 
@@ -249,6 +250,7 @@ fn relax() {
 /// errno values returned here (FreeBSD's).
 const ENOMEM: i32 = 12;
 const EIO: i32 = 5;
+const EINVAL: i32 = 22;
 const EADDRINUSE: i32 = 48;
 const ECONNREFUSED: i32 = 61;
 
@@ -473,14 +475,58 @@ pub unsafe extern "C" fn krpc_rdma_face_pair(
     clnt: *mut *mut KrpcClntHandle,
     svc: *mut *mut KrpcSvcHandle,
 ) -> i32 {
+    // SAFETY: per the contract (the same as krpc_rdma_face_pair_cb's).
+    unsafe { krpc_rdma_face_pair_cb(ft, 0, clnt, svc) }
+}
+
+/// [`krpc_rdma_face_pair`] with `cbslots` reverse-direction slots (RFC 8167) reserved at both
+/// ends (`max_reverse_requests`; the receive buffers grown to `max_requests + cbslots` and the
+/// send buffers by `cbslots`, as `krpc_clnt_dial_cb` does), none enabled yet: the client
+/// enables them with `CLSET_RDMA_CBSLOTS`, the server with `svc_rdma_set_cbslots` (the face
+/// test's backchannel step). `cbslots` 0: exactly [`krpc_rdma_face_pair`]. 0, or `EINVAL`
+/// (more than 1024 receive buffers) / `ENOMEM` / `EIO` with nothing made.
+///
+/// # Safety
+/// As for [`krpc_rdma_face_pair`].
+#[no_mangle]
+pub unsafe extern "C" fn krpc_rdma_face_pair_cb(
+    ft: *mut FaceTest,
+    cbslots: u32,
+    clnt: *mut *mut KrpcClntHandle,
+    svc: *mut *mut KrpcSvcHandle,
+) -> i32 {
     // SAFETY: per the contract.
     let ft = unsafe { &mut *ft };
+    let base = TransportConfig::default();
+    let (cfg, limits) = if cbslots == 0 {
+        (base, Limits::default())
+    } else {
+        let res = SoftConfig::default().resources();
+        let need = base.max_requests.checked_add(cbslots);
+        let Some(need) = need.filter(|n| *n <= 1024) else {
+            return EINVAL;
+        };
+        let cfg = TransportConfig {
+            max_reverse_requests: cbslots,
+            ..base
+        };
+        let limits = Limits {
+            recv_bufs: Some(res.recv_bufs.max(need)),
+            send_bufs: Some(res.send_bufs.saturating_add(cbslots)),
+            ..Limits::default()
+        };
+        (cfg, limits)
+    };
+    let setup = Setup {
+        req: cfg,
+        resp: cfg,
+        limits,
+    };
     let Some(cqs) = Notifiers::new() else {
         return ENOMEM;
     };
-    let cfg = TransportConfig::default();
     let max = cfg.max_requests as usize;
-    let Ok(p) = Pair::with(&mut ft.fx, cfg) else {
+    let Ok(p) = Pair::new(&mut ft.fx, &setup) else {
         return EIO;
     };
     let Pair { l, req, resp } = p;
