@@ -1042,20 +1042,7 @@ pub unsafe extern "C" fn krpc_clnt_dial_cb(
         Err(e) => return e,
     };
     let pages: Arc<dyn PageProvider> = Arc::new(KernelPages::new());
-    match KrpcClnt::dialed(
-        dialer,
-        pages,
-        None,
-        max_reply as usize,
-        tcfg,
-        reconnect != 0,
-    ) {
-        Ok(c) => {
-            *out = Box::into_raw(c).cast::<KrpcClntHandle>();
-            0
-        }
-        Err(e) => e,
-    }
+    dialed_handle_with(dialer, pages, max_reply, tcfg, reconnect, out)
 }
 
 /// A `struct krpc_clnt` over `dialer` (see [`KrpcClnt::dialed`]: the RFC 8267 provisioning
@@ -1068,7 +1055,26 @@ pub fn dialed_handle(
     reconnect: i32,
     out: &mut *mut KrpcClntHandle,
 ) -> i32 {
-    let tcfg = TransportConfig::default();
+    dialed_handle_with(
+        dialer,
+        pages,
+        max_reply,
+        TransportConfig::default(),
+        reconnect,
+        out,
+    )
+}
+
+/// [`dialed_handle`] with transport configuration `tcfg` (`krpc_clnt_dial_cb`'s reverse
+/// slots reserved in it).
+fn dialed_handle_with(
+    dialer: Box<dyn FaceDialer>,
+    pages: Arc<dyn PageProvider>,
+    max_reply: u32,
+    tcfg: TransportConfig,
+    reconnect: i32,
+    out: &mut *mut KrpcClntHandle,
+) -> i32 {
     match KrpcClnt::dialed(
         dialer,
         pages,
